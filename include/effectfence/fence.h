@@ -1,0 +1,106 @@
+// The fence: exactly-once admission of side effects.
+//
+//   auto opened = Fence::open(Settings::from_environment());
+//   Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
+//   PrepareOutcome p = fence.prepare(request);
+//   if (auto* a = std::get_if<Admitted>(&p)) { run the effect; fence.commit(a->ticket, result); }
+//   else if (auto* r = std::get_if<Replayed>(&p)) { use r->cert.result; do NOT run it }
+//   else { refused: do NOT run it; std::get<Refusal>(p).message says why }
+//
+// All methods are thread-safe and never throw: failures of the ledger come
+// back as Refusal{ledger_error|ledger_busy}, i.e. closed, never open.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "effectfence/types.h"
+
+namespace effectfence {
+
+class Ledger;
+class FastPath;
+
+struct Settings {
+  // A file path, or "memory" for a ledger that lives as long as the Fence.
+  std::string ledger_path = "memory";
+  int64_t lease_ttl_ms = 60'000;          // EFFECTFENCE_LEASE_SECS
+  int64_t result_ttl_ms = 86'400'000;     // EFFECTFENCE_RESULT_TTL_SECS
+  int64_t busy_timeout_ms = 10'000;       // how long to wait for a locked ledger
+  // Wall clock in ms since the epoch; tests inject their own.
+  std::function<int64_t()> clock_ms;
+
+  // Defaults overridden by EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS,
+  // EFFECTFENCE_RESULT_TTL_SECS. An unset ledger resolves to
+  // default_ledger_path(name).
+  static Settings from_environment(const std::string& default_name = "server");
+  // $XDG_STATE_HOME/effectfence/<name>.sqlite, else ~/.local/state/effectfence/<name>.sqlite
+  static std::string default_ledger_path(const std::string& name);
+  int64_t now_ms() const;
+};
+
+// Why a ledger could not be opened. Never "created a new one instead".
+enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io };
+struct OpenError {
+  OpenErrorCode code;
+  std::string message;  // names the file and what to do
+};
+const char* open_error_name(OpenErrorCode code);
+
+class Fence {
+ public:
+  static std::variant<std::unique_ptr<Fence>, OpenError> open(Settings settings);
+  ~Fence();
+  Fence(const Fence&) = delete;
+  Fence& operator=(const Fence&) = delete;
+
+  // Admits at most one attempt per intent across every process on the ledger.
+  // Returns Admitted (run the effect, then commit), Replayed (it already ran:
+  // use the certificate) or a Refusal (do not run it).
+  PrepareOutcome prepare(const PrepareRequest& request);
+  // Records the effect's result under the ticket's token and returns its
+  // certificate. Re-validates the read-set: if a domain moved, the intent is
+  // fenced as failed (the effect ran on outdated state) and stale_read_set
+  // is returned. lease_lost iff the token no longer holds the intent.
+  CommitOutcome commit(const Ticket& ticket, const Json& result);
+  // Fences the intent as failed until cleared.
+  AbortOutcome abort(const Ticket& ticket, const std::string& reason);
+  // Extends the lease by lease_ttl from now.
+  HeartbeatOutcome heartbeat(const Ticket& ticket);
+  // Operator: failed/unknown -> cleared, audited; the next prepare is fresh.
+  ClearOutcome clear(const std::string& intent, const std::string& operator_name,
+                     const std::string& reason);
+
+  // Read-only; never creates rows.
+  std::variant<IntentStatus, Refusal> intent_status(const std::string& intent);
+  std::variant<DomainStatus, Refusal> domain_status(const std::string& domain);
+  std::variant<Stats, Refusal> stats();
+
+  // Drops finished intents older than result_ttl (certificates stay).
+  // Returns how many, or -1 on a ledger error.
+  int64_t sweep();
+  // Forgets a domain row that no intent refers to. Returns true iff removed.
+  bool evict_domain(const std::string& domain);
+  // Moves in-flight intents whose holder process on this host is gone to
+  // unknown. Returns how many.
+  int64_t reap_dead_holders();
+  // Moves every intent this process admitted and has not seen resolved to
+  // unknown (used on shutdown: nobody is left to commit through us).
+  int64_t fence_own_in_flight(const std::string& why);
+
+  const Settings& settings() const { return settings_; }
+  // A short description of the ledger for logs ("sqlite:/path (schema 1)").
+  std::string describe_ledger() const;
+
+ private:
+  Fence(Settings settings, std::unique_ptr<Ledger> ledger);
+  Settings settings_;
+  std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<FastPath> fast_;
+};
+
+}  // namespace effectfence

@@ -1,0 +1,58 @@
+// Strict JSON input and RFC 8785 canonical output.
+//
+// Fingerprints and certificates hash canonical bytes, so two different
+// payloads must never canonicalize alike. Input that would let that happen is
+// refused here, at the door, instead of being silently merged.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace effectfence {
+
+using Json = nlohmann::json;
+
+// Why a document was refused. Each names an actionable cause.
+enum class JsonErrorCode {
+  syntax,            // not JSON (or not UTF-8)
+  duplicate_key,     // {"a":1,"a":2}: which one counts is ambiguous
+  unsafe_integer,    // integer literal beyond +/-2^53: doubles cannot keep it apart
+  non_finite,        // a number that overflows to infinity
+  lone_surrogate,    // \ud800 without its pair: not a Unicode string
+  too_deep,          // nesting beyond kMaxJsonDepth
+};
+
+struct JsonError {
+  JsonErrorCode code;
+  std::string message;  // says what was wrong and where, e.g. "duplicate key \"a\" at /x"
+};
+
+const char* json_error_name(JsonErrorCode code);
+
+constexpr int kMaxJsonDepth = 128;
+constexpr int64_t kMaxSafeInteger = 9007199254740992;  // 2^53
+
+// Parses text as one JSON document, refusing everything JsonErrorCode names.
+// Returns the value, or fills *error and returns nullopt.
+std::optional<Json> parse_strict(std::string_view text, JsonError* error);
+
+// Checks an already-built value (e.g. from a library user) against the same
+// rules parse_strict applies to text: unsafe integers, non-finite numbers,
+// invalid UTF-8 in strings or keys, depth.
+// Returns true iff the value is acceptable; otherwise fills *error.
+bool validate_canonicalizable(const Json& value, JsonError* error);
+
+// RFC 8785 (JCS): keys sorted by UTF-16 code units, ECMAScript number
+// formatting, minimal string escaping, no whitespace.
+// REQUIRES: validate_canonicalizable(value) (throws std::invalid_argument otherwise).
+std::string canonicalize(const Json& value);
+
+// ECMAScript Number::toString of a finite double (RFC 8785 section 3.2.2.3).
+// REQUIRES: std::isfinite(value).
+std::string format_es_number(double value);
+
+}  // namespace effectfence

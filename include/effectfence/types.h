@@ -1,0 +1,132 @@
+// Values that cross the fence's API: tickets, refusals, outcomes, status.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "effectfence/certificate.h"
+#include "effectfence/json.h"
+#include "effectfence/vector_clock.h"
+
+namespace effectfence {
+
+// Every reason an attempt is turned away. All are given BEFORE the effect
+// runs (prepare) or instead of recording over someone else (commit/abort).
+enum class Reason {
+  in_flight,         // another attempt of this intent holds a live lease
+  domain_race,       // the domain has an action in flight, or a same-instant decision on it won
+  stale_read_set,    // a domain the decision read has moved since
+  prior_failure,     // the intent is fenced (failed/unknown) until an operator clears it
+  payload_mismatch,  // same intent, different tool or args
+  lease_lost,        // commit/abort/heartbeat by a holder that no longer holds the intent
+  ticket_invalid,    // the ticket does not match what the ledger issued under its token
+  invalid_request,   // arguments that cannot describe an action (bad JSON, empty intent, ...)
+  ledger_busy,       // the ledger stayed locked beyond the busy timeout
+  ledger_error,      // the ledger could not be read or written
+};
+
+const char* reason_name(Reason reason);
+std::optional<Reason> reason_from_name(const std::string& name);
+
+struct Refusal {
+  Reason reason;
+  std::string message;  // what happened and what to do, readable by a model
+  Json detail = Json::object();  // e.g. {domain, expected, actual} for stale_read_set
+};
+
+// What an admitted attempt holds. The token is the capability: commit, abort
+// and heartbeat are compare-and-swap on it.
+struct Ticket {
+  std::string intent;
+  std::string domain;
+  int64_t seq = 0;         // the domain sequence number reserved for this effect
+  int64_t generation = 0;  // goes up on every (re)admission of the intent
+  std::string token;       // 128 random bits, hex
+  int64_t lease_expires_at_ms = 0;
+
+  Json to_json() const;
+  // Returns nullopt iff j lacks a field or has one of the wrong type.
+  static std::optional<Ticket> from_json(const Json& j);
+};
+
+struct PrepareRequest {
+  std::string intent;  // stable id of the logical action, e.g. "charge:order-123"
+  std::string domain;  // contention scope, e.g. "order:123"
+  std::string tool;
+  Json args = Json::object();
+  std::string agent;
+  std::vector<ReadSetEntry> read_set;
+  std::optional<std::string> parent;  // certificate hash; default: the domain's latest
+  std::optional<VectorClock> known_clock;
+};
+
+struct Admitted { Ticket ticket; };
+struct Replayed { Certificate cert; };
+struct Aborted { std::string intent; };
+struct Extended { int64_t lease_expires_at_ms = 0; };
+struct Cleared { std::string intent; std::string previous_state; };
+
+using PrepareOutcome = std::variant<Admitted, Replayed, Refusal>;
+using CommitOutcome = std::variant<Certificate, Refusal>;
+using AbortOutcome = std::variant<Aborted, Refusal>;
+using HeartbeatOutcome = std::variant<Extended, Refusal>;
+using ClearOutcome = std::variant<Cleared, Refusal>;
+
+template <typename Outcome>
+const Refusal* refusal_of(const Outcome& o) { return std::get_if<Refusal>(&o); }
+
+enum class IntentState { none, in_flight, done, failed, unknown, cleared };
+const char* state_name(IntentState s);
+std::optional<IntentState> state_from_name(const std::string& name);
+
+struct IntentStatus {
+  IntentState state = IntentState::none;
+  std::string intent, domain, tool, agent;
+  Json args;
+  int64_t seq = 0, generation = 0;
+  int64_t lease_expires_at_ms = 0;  // in_flight only
+  int64_t updated_at_ms = 0;
+  std::string reason;               // failed/unknown/cleared: why
+  std::optional<Certificate> cert;  // done only
+  Json to_json() const;
+};
+
+struct DomainStatus {
+  std::string domain;
+  bool exists = false;
+  int64_t seq = 0;          // read-set entries compare against this
+  VectorClock clock;        // merge of every committed effect's clock
+  std::string head;         // latest certificate hash on the domain
+  int64_t in_flight = 0;    // admitted actions whose outcome is not yet known
+  Json to_json() const;
+};
+
+struct Counters {
+  int64_t admitted = 0;
+  int64_t replayed = 0;
+  int64_t refused_stale_read_set = 0;
+  int64_t refused_domain_race = 0;
+  int64_t refused_in_flight = 0;
+  int64_t refused_prior_failure = 0;
+  int64_t refused_payload_mismatch = 0;
+  int64_t committed = 0;
+  int64_t aborted = 0;
+  int64_t refusals() const;
+  int64_t total_attempts() const { return admitted + replayed + refusals(); }
+  // Every attempt that did not run the effect.
+  int64_t prevented() const { return replayed + refusals(); }
+  Counters& operator+=(const Counters& o);
+  // {admitted, replayed, refused:{...}, total_attempts, prevented, committed, aborted}
+  Json to_json() const;
+};
+
+struct Stats {
+  Counters process;  // this process since it opened the ledger
+  Counters ledger;   // every process, for the life of the ledger file
+  Json to_json() const;
+};
+
+}  // namespace effectfence
