@@ -15,15 +15,18 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <variant>
 
+#include "effectfence/ledger.h"
 #include "effectfence/types.h"
 
 namespace effectfence {
 
-class Ledger;
 class FastPath;
+class LedgerTxn;
+namespace rules { struct Context; struct Attempt; }
 
 struct Settings {
   // A file path, or "memory" for a ledger that lives as long as the Fence.
@@ -31,6 +34,8 @@ struct Settings {
   int64_t lease_ttl_ms = 60'000;          // EFFECTFENCE_LEASE_SECS
   int64_t result_ttl_ms = 86'400'000;     // EFFECTFENCE_RESULT_TTL_SECS
   int64_t busy_timeout_ms = 10'000;       // how long to wait for a locked ledger
+  // Set when ledger_path is the default: its directory is created (0700).
+  bool create_parent_directories = false;
   // Wall clock in ms since the epoch; tests inject their own.
   std::function<int64_t()> clock_ms;
 
@@ -42,14 +47,6 @@ struct Settings {
   static std::string default_ledger_path(const std::string& name);
   int64_t now_ms() const;
 };
-
-// Why a ledger could not be opened. Never "created a new one instead".
-enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io };
-struct OpenError {
-  OpenErrorCode code;
-  std::string message;  // names the file and what to do
-};
-const char* open_error_name(OpenErrorCode code);
 
 class Fence {
  public:
@@ -98,9 +95,19 @@ class Fence {
 
  private:
   Fence(Settings settings, std::unique_ptr<Ledger> ledger);
+  rules::Context context() const;
+  void tally(const PrepareOutcome& outcome, bool decided_here);
+  // ledger_->write, adding the fast path's pending counters to the same transaction.
+  std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn);
+  Counters take_pending();
+  void restore_pending(const Counters& pending);
+
   Settings settings_;
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<FastPath> fast_;
+  mutable std::mutex counters_mu_;
+  Counters process_;  // every outcome of this Fence
+  Counters pending_;  // fast-path outcomes not yet added to the ledger's counters
 };
 
 }  // namespace effectfence

@@ -1,2 +1,63 @@
+// effectfence: entry point; dispatches to one function per subcommand.
 #include <cstdio>
-int main() { std::puts("effectfence"); return 0; }
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/version.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(const effectfence::cli::Args&);
+  const char* summary;
+};
+
+const Subcommand kSubcommands[] = {
+    {"serve", effectfence::cli::run_serve, "stdio MCP server with the fence_* tools"},
+    {"demo", effectfence::cli::run_demo, "see the fence stop a double charge"},
+    {"stats", effectfence::cli::run_stats, "counters of a ledger"},
+    {"fenced", effectfence::cli::run_fenced, "list fenced intents (failed/unknown) and why"},
+    {"clear", effectfence::cli::run_clear, "audited clear of a fenced intent"},
+    {"export", effectfence::cli::run_export, "audit dump of certificates and events"},
+    {"verify", effectfence::cli::run_verify, "recompute every certificate hash and chain"},
+};
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "effectfence %s: make side-effecting agent tool calls run exactly once\n\n"
+               "usage: effectfence <command> [options]   (effectfence <command> --help)\n\n"
+               "commands:\n",
+               effectfence::cli::kVersion);
+  for (const auto& s : kSubcommands) std::fprintf(out, "  %-8s %s\n", s.name, s.summary);
+  std::fprintf(out,
+               "\nenvironment: EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS (60), "
+               "EFFECTFENCE_RESULT_TTL_SECS (86400)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    std::printf("effectfence %s\n", effectfence::cli::kVersion);
+    return 0;
+  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& s : kSubcommands) {
+    if (name == s.name) return s.run(args);
+  }
+  std::fprintf(stderr, "effectfence: unknown command '%s'\n\n", name.c_str());
+  print_usage(stderr);
+  return 2;
+}

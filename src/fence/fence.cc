@@ -1,0 +1,294 @@
+#include "effectfence/fence.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "core/sha256.h"
+#include "fence/fast_path.h"
+#include "fence/rules.h"
+#include "ledger/holder.h"
+#include "ledger/sqlite_ledger.h"
+
+namespace effectfence {
+namespace {
+
+constexpr size_t kMaxNameBytes = 1024;
+
+Refusal invalid(std::string message) { return Refusal{Reason::invalid_request, std::move(message), Json::object()}; }
+
+std::optional<Refusal> check_name(const char* field, const std::string& value) {
+  if (value.empty()) return invalid(std::string(field) + " must be a non-empty string");
+  if (value.size() > kMaxNameBytes) {
+    return invalid(std::string(field) + " is longer than " + std::to_string(kMaxNameBytes) + " bytes");
+  }
+  JsonError error;
+  if (!validate_canonicalizable(Json(value), &error)) return invalid(std::string(field) + ": " + error.message);
+  return std::nullopt;
+}
+
+// Validates a request and computes its canonical form and payload hash.
+std::variant<rules::Attempt, Refusal> make_attempt(const PrepareRequest& req) {
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"intent", &req.intent},
+                                     {"domain", &req.domain},
+                                     {"tool", &req.tool},
+                                     {"agent", &req.agent}}) {
+    if (auto refusal = check_name(field, *value)) return *refusal;
+  }
+  for (const ReadSetEntry& e : req.read_set) {
+    if (auto refusal = check_name("read_set domain", e.domain)) return *refusal;
+    if (e.seq < 0) return invalid("read_set seq must be >= 0 (domain '" + e.domain + "')");
+  }
+  JsonError error;
+  if (!validate_canonicalizable(req.args, &error)) return invalid("args: " + error.message);
+  rules::Attempt attempt;
+  attempt.request = req;
+  attempt.canonical_args = canonicalize(req.args);
+  attempt.payload_hash = sha256_hex(canonicalize(Json{{"tool", req.tool}, {"args", req.args}}));
+  return attempt;
+}
+
+void create_parent_directories(const std::string& path) {
+  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
+    ::mkdir(path.substr(0, pos).c_str(), 0700);  // EEXIST is fine; open reports real failures
+  }
+}
+
+}  // namespace
+
+std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
+  if (settings.create_parent_directories) create_parent_directories(settings.ledger_path);
+  auto opened = open_sqlite_ledger(settings.ledger_path, settings.busy_timeout_ms);
+  if (auto* error = std::get_if<OpenError>(&opened)) return *error;
+  std::unique_ptr<Fence> fence(new Fence(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened))));
+  fence->reap_dead_holders();
+  return fence;
+}
+
+Fence::Fence(Settings settings, std::unique_ptr<Ledger> ledger)
+    : settings_(std::move(settings)), ledger_(std::move(ledger)), fast_(std::make_unique<FastPath>()) {
+  fast_->set_cache_ttl(std::min<int64_t>(settings_.result_ttl_ms, 600'000));
+}
+
+Fence::~Fence() {
+  const Counters pending = take_pending();
+  if (pending.total_attempts() > 0) {
+    ledger_->write([&](LedgerTxn& txn) { txn.add_counters(pending); });
+  }
+}
+
+rules::Context Fence::context() const {
+  rules::Context ctx;
+  ctx.now = settings_.now_ms();
+  ctx.lease_ttl_ms = settings_.lease_ttl_ms;
+  ctx.me = this_process();
+  ctx.is_dead = holder_is_dead;
+  return ctx;
+}
+
+void Fence::tally(const PrepareOutcome& outcome, bool decided_here) {
+  Counters delta;
+  if (std::holds_alternative<Admitted>(outcome)) delta.admitted = 1;
+  if (std::holds_alternative<Replayed>(outcome)) delta.replayed = 1;
+  if (const Refusal* r = refusal_of(outcome)) {
+    switch (r->reason) {
+      case Reason::in_flight: delta.refused_in_flight = 1; break;
+      case Reason::domain_race: delta.refused_domain_race = 1; break;
+      case Reason::stale_read_set: delta.refused_stale_read_set = 1; break;
+      case Reason::prior_failure: delta.refused_prior_failure = 1; break;
+      case Reason::payload_mismatch: delta.refused_payload_mismatch = 1; break;
+      default: break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  process_ += delta;
+  if (decided_here) pending_ += delta;
+}
+
+std::optional<Refusal> Fence::write(const std::function<void(LedgerTxn&)>& fn) {
+  const Counters pending = take_pending();
+  auto failure = ledger_->write([&](LedgerTxn& txn) {
+    txn.add_counters(pending);
+    fn(txn);
+  });
+  if (failure) restore_pending(pending);
+  return failure;
+}
+
+Counters Fence::take_pending() {
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  Counters pending = pending_;
+  pending_ = Counters{};
+  return pending;
+}
+
+void Fence::restore_pending(const Counters& pending) {
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  pending_ += pending;
+}
+
+PrepareOutcome Fence::prepare(const PrepareRequest& request) {
+  auto made = make_attempt(request);
+  if (auto* refusal = std::get_if<Refusal>(&made)) return *refusal;
+  const rules::Attempt& attempt = std::get<rules::Attempt>(made);
+
+  const int64_t now = settings_.now_ms();
+  FastPath::Entry entry = fast_->enter(attempt, now, ledger_->external_changes());
+  if (entry.decided) {
+    tally(*entry.decided, /*decided_here=*/true);
+    return *entry.decided;
+  }
+  PrepareOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  auto failure = write([&](LedgerTxn& txn) { outcome = rules::prepare(txn, attempt, context()); });
+  if (failure) outcome = *failure;
+  fast_->leave(attempt, entry, outcome, now, ledger_->external_changes());
+  tally(outcome, /*decided_here=*/false);
+  return outcome;
+}
+
+CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
+  JsonError error;
+  if (!validate_canonicalizable(result, &error)) return invalid("result: " + error.message);
+  CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context()); })) {
+    return *failure;
+  }
+  if (auto* cert = std::get_if<Certificate>(&outcome)) {
+    fast_->committed(ticket, *cert, settings_.now_ms(), ledger_->external_changes());
+    std::lock_guard<std::mutex> lock(counters_mu_);
+    process_.committed += 1;
+  } else {
+    fast_->released(ticket);
+  }
+  return outcome;
+}
+
+AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
+  AbortOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::abort(txn, ticket, reason, context()); })) {
+    return *failure;
+  }
+  fast_->released(ticket);
+  if (std::holds_alternative<Aborted>(outcome)) {
+    std::lock_guard<std::mutex> lock(counters_mu_);
+    process_.aborted += 1;
+  }
+  return outcome;
+}
+
+HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
+  HeartbeatOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context()); })) {
+    return *failure;
+  }
+  if (auto* extended = std::get_if<Extended>(&outcome)) {
+    fast_->extended(ticket, extended->lease_expires_at_ms);
+  } else {
+    fast_->released(ticket);
+  }
+  return outcome;
+}
+
+ClearOutcome Fence::clear(const std::string& intent, const std::string& operator_name, const std::string& reason) {
+  if (auto refusal = check_name("intent", intent)) return *refusal;
+  if (auto refusal = check_name("operator", operator_name)) return *refusal;
+  if (reason.empty()) return invalid("a reason is required to clear a fenced intent (it goes in the audit log)");
+  ClearOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::clear(txn, intent, operator_name, reason); })) {
+    return *failure;
+  }
+  return outcome;
+}
+
+std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& intent) {
+  IntentStatus status;
+  status.intent = intent;
+  auto failure = ledger_->read([&](LedgerTxn& txn) {
+    auto row = txn.load_intent(intent);
+    if (!row) return;
+    status.state = row->state;
+    status.domain = row->domain;
+    status.tool = row->tool;
+    status.agent = row->agent;
+    JsonError ignored;
+    status.args = parse_strict(row->args, &ignored).value_or(Json());
+    status.seq = row->seq;
+    status.generation = row->generation;
+    status.lease_expires_at_ms = row->lease_expires_at;
+    status.updated_at_ms = row->updated_at;
+    status.reason = row->reason;
+    if (row->state == IntentState::done) status.cert = txn.load_certificate(row->cert_hash);
+  });
+  if (failure) return *failure;
+  return status;
+}
+
+std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& domain) {
+  DomainStatus status;
+  status.domain = domain;
+  const int64_t now = settings_.now_ms();
+  auto failure = ledger_->read([&](LedgerTxn& txn) {
+    const DomainRow row = txn.load_domain(domain);
+    status.exists = row.exists;
+    status.seq = row.seq;
+    status.clock = row.clock;
+    status.head = row.head;
+    status.in_flight = txn.count_live_in_flight(domain, now);
+  });
+  if (failure) return *failure;
+  return status;
+}
+
+std::variant<Stats, Refusal> Fence::stats() {
+  Stats stats;
+  auto failure = ledger_->read([&](LedgerTxn& txn) { stats.ledger = txn.load_counters(); });
+  if (failure) return *failure;
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  stats.ledger += pending_;  // decided here, not yet written
+  stats.process = process_;
+  return stats;
+}
+
+int64_t Fence::sweep() {
+  int64_t swept = -1;
+  const int64_t now = settings_.now_ms();
+  auto failure = ledger_->write([&](LedgerTxn& txn) {
+    swept = txn.sweep_finished(now - settings_.result_ttl_ms);
+    if (swept > 0) {
+      EventRecord e;
+      e.kind = "swept";
+      e.actor = this_process().describe();
+      e.detail = {{"intents", swept}, {"older_than_ms", now - settings_.result_ttl_ms}};
+      txn.append_event(e, now);
+    }
+  });
+  return failure ? -1 : swept;
+}
+
+bool Fence::evict_domain(const std::string& domain) {
+  bool evicted = false;
+  const int64_t now = settings_.now_ms();
+  auto failure = ledger_->write([&](LedgerTxn& txn) { evicted = txn.evict_domain(domain, now); });
+  return !failure && evicted;
+}
+
+int64_t Fence::reap_dead_holders() {
+  int64_t reaped = 0;
+  auto failure = ledger_->write([&](LedgerTxn& txn) { reaped = rules::reap_dead_holders(txn, context()); });
+  return failure ? 0 : reaped;
+}
+
+int64_t Fence::fence_own_in_flight(const std::string& why) {
+  int64_t fenced = 0;
+  for (const Ticket& ticket : fast_->held_tickets()) {
+    bool done = false;
+    auto failure = ledger_->write([&](LedgerTxn& txn) { done = rules::fence_held(txn, ticket, why, context()); });
+    if (!failure && done) ++fenced;
+    fast_->released(ticket);
+  }
+  return fenced;
+}
+
+std::string Fence::describe_ledger() const { return ledger_->describe(); }
+
+}  // namespace effectfence

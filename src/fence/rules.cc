@@ -1,0 +1,401 @@
+#include "fence/rules.h"
+
+#include <stdexcept>
+
+#include "core/random_token.h"
+
+namespace effectfence::rules {
+namespace {
+
+std::string seconds_from_now(int64_t at_ms, int64_t now) {
+  const int64_t s = (at_ms - now + 999) / 1000;
+  return std::to_string(s > 0 ? s : 0) + " s";
+}
+
+// Counts a refused attempt in the ledger-wide counters.
+void count_refusal(LedgerTxn& txn, Reason reason) {
+  Counters delta;
+  switch (reason) {
+    case Reason::in_flight: delta.refused_in_flight = 1; break;
+    case Reason::domain_race: delta.refused_domain_race = 1; break;
+    case Reason::stale_read_set: delta.refused_stale_read_set = 1; break;
+    case Reason::prior_failure: delta.refused_prior_failure = 1; break;
+    case Reason::payload_mismatch: delta.refused_payload_mismatch = 1; break;
+    default: break;
+  }
+  txn.add_counters(delta);
+}
+
+Refusal refuse(LedgerTxn& txn, Reason reason, std::string message, Json detail = Json::object()) {
+  count_refusal(txn, reason);
+  return Refusal{reason, std::move(message), std::move(detail)};
+}
+
+EventRecord event_for(const char* kind, const IntentRow& row, const std::string& actor) {
+  EventRecord e;
+  e.kind = kind;
+  e.intent = row.intent;
+  e.domain = row.domain;
+  e.seq = row.seq;
+  e.generation = row.generation;
+  e.actor = actor;
+  return e;
+}
+
+Refusal prior_failure(LedgerTxn& txn, const IntentRow& row) {
+  return refuse(txn, Reason::prior_failure,
+                "intent '" + row.intent + "' is fenced as " + state_name(row.state) + ": " + row.reason +
+                    ". Its effect may or may not have happened; do not run the tool. An operator must "
+                    "check and clear it (effectfence clear) before it can run again.",
+                {{"intent", row.intent}, {"state", state_name(row.state)}, {"recorded_reason", row.reason}});
+}
+
+void mark_unknown(LedgerTxn& txn, IntentRow& row, const std::string& why, const char* event_kind,
+                  const Context& ctx) {
+  row.state = IntentState::unknown;
+  row.reason = why;
+  txn.save_intent(row, ctx.now);
+  EventRecord e = event_for(event_kind, row, ctx.me.describe());
+  e.detail = {{"reason", why}, {"holder", row.holder.describe()}};
+  txn.append_event(e, ctx.now);
+}
+
+std::string dead_holder_reason(const IntentRow& row) {
+  return "holder process " + row.holder.describe() + " (agent " + row.agent +
+         ") exited before recording an outcome";
+}
+
+// The read-set check shared by prepare and commit (it counts nothing). expected_own is the seq
+// the attempt's own domain must be at (commit: the seq it reserved).
+std::optional<Refusal> check_read_set(LedgerTxn& txn, const std::vector<ReadSetEntry>& read_set,
+                                      const Context& ctx, bool check_in_flight,
+                                      const std::string& own_domain = "", int64_t own_seq = 0) {
+  for (const ReadSetEntry& entry : read_set) {
+    const int64_t expected = entry.domain == own_domain ? own_seq : entry.seq;
+    const int64_t actual = txn.load_domain(entry.domain).seq;
+    const Json detail = {{"domain", entry.domain}, {"expected", expected}, {"actual", actual}};
+    if (actual != expected) {
+      return Refusal{Reason::stale_read_set,
+                    "domain '" + entry.domain + "' has moved since you read it (you decided at seq " +
+                        std::to_string(expected) + ", it is now at " + std::to_string(actual) +
+                        "). Do not run the tool: re-read the domain (fence_status) and decide again.",
+                     detail};
+    }
+    if (check_in_flight && txn.count_live_in_flight(entry.domain, ctx.now) > 0) {
+      return Refusal{Reason::domain_race,
+                    "domain '" + entry.domain + "' has an action in flight whose outcome is not known "
+                    "yet, so the state you read may be about to change. Do not run the tool: wait a few "
+                    "seconds, re-read the domain and decide again.",
+                     detail};
+    }
+  }
+  return std::nullopt;
+}
+
+Ticket ticket_of(const IntentRow& row) {
+  return Ticket{row.intent, row.domain, row.seq, row.generation, row.token, row.lease_expires_at};
+}
+
+bool same_token(const std::string& a, const std::string& b) {
+  // Constant time: the token is the capability.
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// Returns the intent row iff ticket carries its current token and matches
+// what was issued under it; otherwise the refusal for `action`.
+std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticket, const std::string& action) {
+  auto row = txn.load_intent(ticket.intent);
+  if (!row) {
+    return Refusal{Reason::lease_lost,
+                   action + " refused: intent '" + ticket.intent + "' has no attempt in the ledger (never "
+                   "admitted, or swept). Nothing was recorded.",
+                   {{"intent", ticket.intent}}};
+  }
+  if (!same_token(row->token, ticket.token)) {
+    return Refusal{Reason::lease_lost,
+                   action + " refused: your lease on intent '" + ticket.intent + "' was lost; generation " +
+                       std::to_string(row->generation) + " (agent " + row->agent + ") now holds it, state " +
+                       state_name(row->state) + ". Your " + action + " was not recorded as the outcome.",
+                   {{"intent", ticket.intent},
+                    {"current_generation", row->generation},
+                    {"state", state_name(row->state)}}};
+  }
+  if (row->domain != ticket.domain || row->seq != ticket.seq || row->generation != ticket.generation) {
+    return Refusal{Reason::ticket_invalid,
+                   action + " refused: the ticket for intent '" + ticket.intent +
+                       "' does not match what the ledger issued (edited ticket?). Send the ticket exactly "
+                       "as fence_prepare returned it.",
+                   {{"intent", ticket.intent}}};
+  }
+  return *row;
+}
+
+}  // namespace
+
+PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
+  const PrepareRequest& req = a.request;
+  auto existing = txn.load_intent(req.intent);
+  int64_t generation = 1;
+  const char* admission = "admitted";
+  Json admission_detail = Json::object();
+  if (existing) {
+    IntentRow& row = *existing;
+    if (row.state != IntentState::cleared && row.payload_hash != a.payload_hash) {
+      return refuse(txn, Reason::payload_mismatch,
+                    "intent '" + req.intent + "' was recorded for a different action (tool '" + row.tool +
+                        "' with other arguments). Do not run the tool: one intent id names one action; "
+                        "use a new intent id for a different action.",
+                    {{"intent", req.intent}, {"recorded_tool", row.tool}, {"requested_tool", req.tool}});
+    }
+    switch (row.state) {
+      case IntentState::done: {
+        auto cert = txn.load_certificate(row.cert_hash);
+        if (!cert) throw std::runtime_error("intent " + row.intent + " is done but its certificate is missing");
+        Counters delta;
+        delta.replayed = 1;
+        txn.add_counters(delta);
+        return Replayed{*cert};
+      }
+      case IntentState::failed:
+      case IntentState::unknown:
+        return prior_failure(txn, row);
+      case IntentState::in_flight:
+        if (ctx.is_dead && ctx.is_dead(row.holder)) {
+          mark_unknown(txn, row, dead_holder_reason(row), "holder_dead", ctx);
+          return prior_failure(txn, row);
+        }
+        if (row.lease_expires_at > ctx.now) {
+          return refuse(txn, Reason::in_flight,
+                        "another attempt of intent '" + req.intent + "' (agent " + row.agent +
+                            ") is in flight; do not run the tool. Retry fence_prepare in a few seconds: "
+                            "you will get its recorded result, or the lease expires in " +
+                            seconds_from_now(row.lease_expires_at, ctx.now) + ".",
+                        {{"intent", req.intent},
+                         {"holder_agent", row.agent},
+                         {"lease_expires_at_ms", row.lease_expires_at}});
+        }
+        admission = "takeover";
+        admission_detail = {{"previous_generation", row.generation},
+                            {"previous_holder", row.holder.describe()},
+                            {"previous_agent", row.agent},
+                            {"lease_expired_at_ms", row.lease_expires_at}};
+        break;
+      case IntentState::cleared:
+      case IntentState::none:
+        break;
+    }
+    generation = row.generation + 1;
+  }
+
+  if (auto refusal = check_read_set(txn, req.read_set, ctx, /*check_in_flight=*/true)) {
+    count_refusal(txn, refusal->reason);
+    return *refusal;
+  }
+
+  const DomainRow domain = txn.load_domain(req.domain);
+  std::string parent = domain.head;
+  if (req.parent) {
+    if (!txn.load_certificate(*req.parent)) {
+      return Refusal{Reason::invalid_request,
+                     "parent certificate " + *req.parent + " is not in this ledger; pass the hash of a "
+                     "certificate this ledger issued, or omit parent",
+                     {{"parent", *req.parent}}};
+    }
+    parent = *req.parent;
+  }
+  if (!txn.advance_domain(req.domain, domain.seq, ctx.now)) {
+    return refuse(txn, Reason::domain_race,
+                  "domain '" + req.domain + "' moved while this attempt was being decided; do not run the "
+                  "tool; re-read the domain and decide again.",
+                  {{"domain", req.domain}, {"expected", domain.seq}});
+  }
+
+  IntentRow row;
+  row.intent = req.intent;
+  row.state = IntentState::in_flight;
+  row.domain = req.domain;
+  row.tool = req.tool;
+  row.args = a.canonical_args;
+  row.payload_hash = a.payload_hash;
+  row.agent = req.agent;
+  row.seq = domain.seq + 1;
+  row.generation = generation;
+  row.token = random_token_hex();
+  row.read_set = req.read_set;
+  row.parent = parent;
+  row.known_clock = req.known_clock.value_or(VectorClock{});
+  row.holder = ctx.me;
+  row.lease_expires_at = ctx.now + ctx.lease_ttl_ms;
+  row.admitted_at = ctx.now;
+  txn.save_intent(row, ctx.now);
+
+  EventRecord e = event_for(admission, row, req.agent);
+  e.detail = admission_detail;
+  e.detail["holder"] = ctx.me.describe();
+  txn.append_event(e, ctx.now);
+  Counters delta;
+  delta.admitted = 1;
+  txn.add_counters(delta);
+  return Admitted{ticket_of(row)};
+}
+
+CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx) {
+  auto held = row_held_by(txn, ticket, "fence_commit");
+  if (auto* refusal = std::get_if<Refusal>(&held)) {
+    if (refusal->reason == Reason::lease_lost && refusal->detail.contains("current_generation")) {
+      // A zombie's result is kept in the audit log: nothing recorded is lost.
+      EventRecord e;
+      e.kind = "commit_refused";
+      e.intent = ticket.intent;
+      e.domain = ticket.domain;
+      e.seq = ticket.seq;
+      e.generation = ticket.generation;
+      e.actor = ctx.me.describe();
+      e.detail = {{"reason", "lease_lost"}, {"result", result}};
+      txn.append_event(e, ctx.now);
+    }
+    return *refusal;
+  }
+  IntentRow row = std::get<IntentRow>(held);
+
+  if (row.state == IntentState::done) {
+    // A retried commit (its answer was lost) gets the same certificate.
+    auto cert = txn.load_certificate(row.cert_hash);
+    if (cert && canonicalize(cert->result) == canonicalize(result)) return *cert;
+    return Refusal{Reason::ticket_invalid,
+                   "intent '" + row.intent + "' was already committed with a different result; the first "
+                   "result stands",
+                   {{"intent", row.intent}, {"certificate", row.cert_hash}}};
+  }
+  if (row.state != IntentState::in_flight && row.state != IntentState::unknown) {
+    return Refusal{Reason::lease_lost,
+                   "fence_commit refused: intent '" + row.intent + "' is " + state_name(row.state) +
+                       "; an outcome is already recorded or an operator cleared it",
+                   {{"intent", row.intent}, {"state", state_name(row.state)}}};
+  }
+
+  // Re-validate the read-set: if what the decision was based on moved, the
+  // effect ran on outdated state. Fence it for a person; keep the result.
+  if (auto stale = check_read_set(txn, row.read_set, ctx, /*check_in_flight=*/false, row.domain, row.seq)) {
+    row.state = IntentState::failed;
+    row.reason = "commit refused: " + stale->message;
+    txn.save_intent(row, ctx.now);
+    EventRecord e = event_for("commit_refused", row, row.agent);
+    e.detail = {{"reason", "stale_read_set"}, {"read_set", stale->detail}, {"result", result}};
+    txn.append_event(e, ctx.now);
+    stale->message = "the effect was run but not certified: " + stale->message +
+                     " The intent is now fenced as failed for an operator to reconcile.";
+    return *stale;
+  }
+
+  Certificate cert;
+  cert.intent = row.intent;
+  cert.parent = row.parent;
+  cert.domain = row.domain;
+  cert.seq = row.seq;
+  cert.generation = row.generation;
+  cert.tool = row.tool;
+  JsonError stored_args_error;
+  auto args = parse_strict(row.args, &stored_args_error);
+  if (!args) throw std::runtime_error("stored args of " + row.intent + ": " + stored_args_error.message);
+  cert.args = *args;
+  cert.result = result;
+  cert.read_set = row.read_set;
+  cert.agent = row.agent;
+  cert.vector_clock = row.known_clock;
+  if (!row.parent.empty()) {
+    if (auto parent = txn.load_certificate(row.parent)) cert.vector_clock.merge(parent->vector_clock);
+  }
+  cert.vector_clock.tick(row.agent);
+  cert.seal();
+  txn.insert_certificate(cert, ctx.now);
+  txn.record_domain_effect(row.domain, cert.vector_clock, cert.hash, row.seq, ctx.now);
+
+  const bool late = row.state == IntentState::unknown;
+  row.state = IntentState::done;
+  row.cert_hash = cert.hash;
+  row.reason = late ? "resolved by its holder's late commit" : "";
+  txn.save_intent(row, ctx.now);
+  EventRecord e = event_for("committed", row, row.agent);
+  e.detail = {{"certificate", cert.hash}};
+  if (late) e.detail["resolved_unknown"] = true;
+  txn.append_event(e, ctx.now);
+  Counters delta;
+  delta.committed = 1;
+  txn.add_counters(delta);
+  return cert;
+}
+
+AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx) {
+  auto held = row_held_by(txn, ticket, "fence_abort");
+  if (auto* refusal = std::get_if<Refusal>(&held)) return *refusal;
+  IntentRow row = std::get<IntentRow>(held);
+  if (row.state == IntentState::failed) return Aborted{row.intent};  // a retried abort
+  if (row.state != IntentState::in_flight && row.state != IntentState::unknown) {
+    return Refusal{Reason::lease_lost,
+                   "fence_abort refused: intent '" + row.intent + "' is " + state_name(row.state),
+                   {{"intent", row.intent}, {"state", state_name(row.state)}}};
+  }
+  row.state = IntentState::failed;
+  row.reason = reason.empty() ? "aborted by its holder" : "aborted: " + reason;
+  txn.save_intent(row, ctx.now);
+  EventRecord e = event_for("aborted", row, row.agent);
+  e.detail = {{"reason", reason}};
+  txn.append_event(e, ctx.now);
+  Counters delta;
+  delta.aborted = 1;
+  txn.add_counters(delta);
+  return Aborted{row.intent};
+}
+
+HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& ctx) {
+  auto held = row_held_by(txn, ticket, "fence_heartbeat");
+  if (auto* refusal = std::get_if<Refusal>(&held)) return *refusal;
+  IntentRow row = std::get<IntentRow>(held);
+  if (row.state != IntentState::in_flight) {
+    return Refusal{Reason::lease_lost,
+                   "fence_heartbeat refused: intent '" + row.intent + "' is " + state_name(row.state) +
+                       (row.state == IntentState::unknown
+                            ? " (its holder was thought gone); if your effect finished, fence_commit with "
+                              "this ticket still records it"
+                            : ""),
+                   {{"intent", row.intent}, {"state", state_name(row.state)}}};
+  }
+  row.lease_expires_at = ctx.now + ctx.lease_ttl_ms;
+  txn.save_intent(row, ctx.now);
+  return Extended{row.lease_expires_at};
+}
+
+ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string& operator_name,
+                   const std::string& reason) {
+  auto row = txn.load_intent(intent);
+  const std::string previous = row ? state_name(row->state) : "none";
+  const std::string refused = txn.request_clear(intent, operator_name, reason);
+  if (!refused.empty()) {
+    return Refusal{Reason::invalid_request, refused, {{"intent", intent}, {"state", previous}}};
+  }
+  return Cleared{intent, previous};
+}
+
+int64_t reap_dead_holders(LedgerTxn& txn, const Context& ctx) {
+  int64_t reaped = 0;
+  for (IntentRow& row : txn.in_flight_on_host(ctx.me.host)) {
+    if (!ctx.is_dead || !ctx.is_dead(row.holder)) continue;
+    mark_unknown(txn, row, dead_holder_reason(row), "holder_dead", ctx);
+    ++reaped;
+  }
+  return reaped;
+}
+
+bool fence_held(LedgerTxn& txn, const Ticket& ticket, const std::string& why, const Context& ctx) {
+  auto held = row_held_by(txn, ticket, "fence");
+  auto* row = std::get_if<IntentRow>(&held);
+  if (!row || row->state != IntentState::in_flight) return false;
+  mark_unknown(txn, *row, why, "fenced_on_exit", ctx);
+  return true;
+}
+
+}  // namespace effectfence::rules

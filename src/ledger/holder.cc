@@ -1,0 +1,87 @@
+#include "ledger/holder.h"
+
+#include <signal.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace effectfence {
+namespace {
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+struct ProcStat {
+  char state = '?';
+  int64_t started = -1;
+};
+
+// /proc/<pid>/stat: "pid (comm) state ... starttime(22nd field) ...".
+// comm may hold spaces and parentheses, so parse after the last ')'.
+std::optional<ProcStat> read_proc_stat(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(text.substr(close + 1));
+  ProcStat stat;
+  rest >> stat.state;
+  std::string field;
+  // Fields 4..21 come before starttime (field 22).
+  for (int i = 4; i <= 21 && rest >> field; ++i) {
+  }
+  if (!(rest >> stat.started)) return std::nullopt;
+  return stat;
+}
+
+Holder make_this_process() {
+  Holder h;
+  h.host = host_name();
+  h.boot = read_first_line("/proc/sys/kernel/random/boot_id");
+  h.pid = getpid();
+  const auto stat = read_proc_stat(h.pid);
+  h.started = stat ? stat->started : 0;
+  return h;
+}
+
+}  // namespace
+
+const Holder& this_process() {
+  // Recomputed after fork: a child must not claim its parent's identity.
+  static thread_local pid_t cached_pid = 0;
+  static thread_local Holder cached;
+  if (cached_pid != getpid()) {
+    cached = make_this_process();
+    cached_pid = getpid();
+  }
+  return cached;
+}
+
+bool holder_is_dead(const Holder& holder) {
+  const Holder& me = this_process();
+  if (holder.host != me.host) return false;
+  if (!holder.boot.empty() && !me.boot.empty() && holder.boot != me.boot) return true;
+  if (holder.pid <= 0) return false;
+  if (kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno == ESRCH) return true;
+  const auto stat = read_proc_stat(holder.pid);
+  if (!stat) return false;  // cannot tell (e.g. /proc hidden): let the lease decide
+  if (stat->state == 'Z' || stat->state == 'X') return true;
+  return holder.started != 0 && stat->started != holder.started;
+}
+
+}  // namespace effectfence

@@ -1,0 +1,298 @@
+#include "ledger/sqlite_ledger.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include "ledger/migrations.h"
+#include "ledger/sqlite_txn.h"
+
+namespace effectfence {
+namespace {
+
+constexpr size_t kMaxBatch = 512;
+
+OpenError open_error(OpenErrorCode code, const std::string& path, const std::string& what) {
+  return OpenError{code, "ledger " + path + ": " + what};
+}
+
+// Looks at the bytes before SQLite does, so a file that is not a database
+// is refused instead of being treated as one.
+std::optional<OpenError> check_existing_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // created below
+  if (S_ISDIR(st.st_mode)) return open_error(OpenErrorCode::io, path, "is a directory, not a ledger file");
+  if (st.st_size == 0) return std::nullopt;  // a creator died before writing: initialise it
+  std::ifstream in(path, std::ios::binary);
+  char header[16] = {0};
+  in.read(header, sizeof header);
+  if (!in && st.st_size >= 16) {
+    return open_error(OpenErrorCode::unwritable, path, "cannot be read (check its permissions)");
+  }
+  if (st.st_size < 100 || std::memcmp(header, "SQLite format 3", 16) != 0) {
+    return open_error(OpenErrorCode::not_a_ledger, path,
+                      "is not an SQLite database; refusing to touch it. Point --db at a new path, "
+                      "or move the file away if it is garbage");
+  }
+  return std::nullopt;
+}
+
+OpenError classify_open_failure(const std::string& path, const SQLite::Exception& e) {
+  const int code = e.getErrorCode();
+  if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+    return open_error(OpenErrorCode::corrupt, path,
+                      std::string("is corrupt (") + e.what() +
+                          "); restore it from a backup or move it away (see docs/OPERATIONS.md)");
+  }
+  if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_AUTH) {
+    return open_error(OpenErrorCode::unwritable, path,
+                      std::string("cannot be written (") + e.what() +
+                          "); the ledger and its directory must be writable (WAL needs -wal/-shm files)");
+  }
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
+    return open_error(OpenErrorCode::busy, path, std::string("stayed locked: ") + e.what());
+  }
+  return open_error(OpenErrorCode::io, path, e.what());
+}
+
+// Refuses files of other applications and files newer than this binary.
+std::optional<OpenError> check_identity(SQLite::Database& db, const std::string& path) {
+  const int app_id = db.execAndGet("PRAGMA application_id").getInt();
+  const int version = db.execAndGet("PRAGMA user_version").getInt();
+  const int tables = db.execAndGet("SELECT count(*) FROM sqlite_master").getInt();
+  if (app_id != kApplicationId && !(app_id == 0 && version == 0 && tables == 0)) {
+    return open_error(OpenErrorCode::not_a_ledger, path,
+                      "is an SQLite database of another application (application_id " +
+                          std::to_string(app_id) + "); refusing to add tables to it");
+  }
+  if (version > latest_schema_version()) {
+    return open_error(OpenErrorCode::newer_schema, path,
+                      "has schema version " + std::to_string(version) + " but this effectfence knows " +
+                          std::to_string(latest_schema_version()) + "; upgrade effectfence");
+  }
+  return std::nullopt;
+}
+
+class SqliteLedger final : public Ledger {
+ public:
+  SqliteLedger(std::unique_ptr<SQLite::Database> db, std::string description)
+      : db_(std::move(db)), txn_(*db_), description_(std::move(description)) {
+    last_data_version_ = db_->execAndGet("PRAGMA data_version").getInt64();
+    writer_ = std::thread([this] { writer_loop(); });
+  }
+
+  ~SqliteLedger() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    writer_.join();
+  }
+
+  std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn) override {
+    return submit(fn, /*read_only=*/false);
+  }
+  std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) override {
+    return submit(fn, /*read_only=*/true);
+  }
+  uint64_t external_changes() const override { return external_changes_.load(); }
+  std::string describe() const override { return description_; }
+
+ private:
+  struct Job {
+    const std::function<void(LedgerTxn&)>* fn;
+    bool read_only;
+    std::promise<std::optional<Refusal>> done;
+  };
+
+  std::optional<Refusal> submit(const std::function<void(LedgerTxn&)>& fn, bool read_only) {
+    Job job{&fn, read_only, {}};
+    auto result = job.done.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(&job);
+    }
+    cv_.notify_one();
+    return result.get();
+  }
+
+  // Group commit: every decision queued while the previous batch was being
+  // fsync'd goes into the next transaction together.
+  void writer_loop() {
+    std::vector<Job*> batch;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, nothing left
+        while (!queue_.empty() && batch.size() < kMaxBatch) {
+          batch.push_back(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      run_batch(batch);
+      batch.clear();
+    }
+  }
+
+  void run_batch(std::vector<Job*>& batch) {
+    bool read_only = true;
+    for (Job* j : batch) read_only = read_only && j->read_only;
+    std::vector<std::optional<Refusal>> results(batch.size());
+    try {
+      db_->exec(read_only ? "BEGIN" : "BEGIN IMMEDIATE");
+    } catch (const SQLite::Exception& e) {
+      fail_all(batch, storage_refusal(e, "could not start a transaction"));
+      return;
+    }
+    note_external_changes();
+    for (size_t i = 0; i < batch.size(); ++i) results[i] = run_job(*batch[i]);
+    try {
+      db_->exec("COMMIT");
+    } catch (const SQLite::Exception& e) {
+      rollback_quietly();
+      fail_all(batch, storage_refusal(e, "could not commit"));
+      return;
+    }
+    for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
+  }
+
+  // Each job is all-or-nothing inside the shared transaction.
+  std::optional<Refusal> run_job(Job& job) {
+    try {
+      db_->exec("SAVEPOINT job");
+    } catch (const SQLite::Exception& e) {
+      return storage_refusal(e, "could not start a savepoint");
+    }
+    try {
+      (*job.fn)(txn_);
+      db_->exec("RELEASE job");
+      return std::nullopt;
+    } catch (const SQLite::Exception& e) {
+      undo_job();
+      return storage_refusal(e, "decision failed");
+    } catch (const std::exception& e) {
+      undo_job();
+      return Refusal{Reason::ledger_error, std::string("ledger: decision failed: ") + e.what()};
+    }
+  }
+
+  void undo_job() {
+    try {
+      db_->exec("ROLLBACK TO job");
+      db_->exec("RELEASE job");
+    } catch (const SQLite::Exception&) {
+      // The enclosing COMMIT will fail too and report it.
+    }
+  }
+
+  void rollback_quietly() {
+    try {
+      db_->exec("ROLLBACK");
+    } catch (const SQLite::Exception&) {
+    }
+  }
+
+  void note_external_changes() {
+    // PRAGMA data_version moves iff another connection committed.
+    try {
+      const int64_t v = db_->execAndGet("PRAGMA data_version").getInt64();
+      if (v != last_data_version_) {
+        last_data_version_ = v;
+        external_changes_.fetch_add(1);
+      }
+    } catch (const SQLite::Exception&) {
+      external_changes_.fetch_add(1);
+    }
+  }
+
+  static Refusal storage_refusal(const SQLite::Exception& e, const std::string& step) {
+    const int code = e.getErrorCode();
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
+      return Refusal{Reason::ledger_busy,
+                     "the ledger stayed locked by another process beyond the busy timeout; nothing was "
+                     "decided, do not run the tool; retry in a few seconds"};
+    }
+    return Refusal{Reason::ledger_error, "ledger: " + step + ": " + e.what() +
+                                             "; nothing was decided, do not run the tool"};
+  }
+
+  static void fail_all(std::vector<Job*>& batch, const Refusal& refusal) {
+    for (Job* j : batch) j->done.set_value(refusal);
+  }
+
+  std::unique_ptr<SQLite::Database> db_;
+  SqliteTxn txn_;
+  std::string description_;
+  int64_t last_data_version_ = 0;
+  std::atomic<uint64_t> external_changes_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job*> queue_;
+  bool stopping_ = false;
+  std::thread writer_;
+};
+
+std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, int64_t busy_timeout_ms) {
+  const int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  auto db = std::make_unique<SQLite::Database>(memory ? ":memory:" : path, flags,
+                                               static_cast<int>(busy_timeout_ms));
+  if (!memory) {
+    const std::string mode = db->execAndGet("PRAGMA journal_mode = WAL").getString();
+    if (mode != "wal") throw SQLite::Exception("could not switch to WAL mode (got " + mode + ")", SQLITE_CANTOPEN);
+  }
+  // An answer is given only after its decision is on disk.
+  db->exec("PRAGMA synchronous = FULL");
+  return db;
+}
+
+}  // namespace
+
+const char* open_error_name(OpenErrorCode code) {
+  switch (code) {
+    case OpenErrorCode::not_a_ledger: return "not_a_ledger";
+    case OpenErrorCode::corrupt: return "corrupt";
+    case OpenErrorCode::newer_schema: return "newer_schema";
+    case OpenErrorCode::unwritable: return "unwritable";
+    case OpenErrorCode::busy: return "busy";
+    case OpenErrorCode::io: return "io";
+  }
+  return "io";
+}
+
+std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::string& path,
+                                                                    int64_t busy_timeout_ms) {
+  const bool memory = path == "memory";
+  if (!memory) {
+    if (auto error = check_existing_file(path)) return *error;
+  }
+  try {
+    auto db = connect(path, memory, busy_timeout_ms);
+    if (auto error = check_identity(*db, path)) return *error;
+    apply_migrations(*db);
+    // Writability is proven now rather than at the first decision.
+    db->exec("BEGIN IMMEDIATE");
+    db->exec("COMMIT");
+    const std::string description = (memory ? std::string("memory") : "sqlite:" + path) +
+                                    " (schema " + std::to_string(latest_schema_version()) + ")";
+    return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(std::move(db), description));
+  } catch (const SQLite::Exception& e) {
+    return classify_open_failure(path, e);
+  } catch (const std::exception& e) {
+    return open_error(OpenErrorCode::io, path, e.what());
+  }
+}
+
+}  // namespace effectfence

@@ -1,0 +1,124 @@
+// The ledger seam: where intents, domains, certificates, events and counters
+// live. The fence's rules (src/fence/rules.cc) are written against LedgerTxn
+// only, so a second storage engine implements these two classes and nothing
+// in the fence changes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "effectfence/certificate.h"
+#include "effectfence/types.h"
+
+namespace effectfence {
+
+// Which process holds an in-flight intent. A holder on this host whose
+// process is gone (or whose pid now belongs to another process) is dead.
+struct Holder {
+  std::string host;
+  std::string boot;    // kernel boot id
+  int64_t pid = 0;
+  int64_t started = 0; // process start time in clock ticks since boot
+  std::string describe() const { return host + ":" + std::to_string(pid); }
+};
+
+struct IntentRow {
+  std::string intent;
+  IntentState state = IntentState::none;
+  std::string domain, tool;
+  std::string args;          // canonical JSON
+  std::string payload_hash;
+  std::string agent;
+  int64_t seq = 0, generation = 0;
+  std::string token;
+  std::vector<ReadSetEntry> read_set;
+  std::string parent;        // "" for none
+  VectorClock known_clock;
+  Holder holder;
+  int64_t lease_expires_at = 0, admitted_at = 0, updated_at = 0;
+  std::string cert_hash, reason;
+};
+
+struct DomainRow {
+  std::string domain;
+  bool exists = false;
+  int64_t seq = 0;
+  VectorClock clock;
+  std::string head;
+  int64_t head_seq = 0;
+};
+
+struct EventRecord {
+  std::string kind;  // see the CHECK on events.kind in migrations/0001_initial.sql
+  std::string intent, domain;
+  int64_t seq = 0, generation = 0;
+  std::string actor;
+  Json detail = Json::object();
+};
+
+// One transaction's view of the ledger. Valid only inside Ledger::write or
+// Ledger::read. Methods throw on storage errors; the Ledger turns that into
+// a ledger_error refusal for the one decision that failed.
+class LedgerTxn {
+ public:
+  virtual ~LedgerTxn() = default;
+  virtual std::optional<IntentRow> load_intent(const std::string& intent) = 0;
+  // Inserts or replaces the row (bumping its version).
+  virtual void save_intent(const IntentRow& row, int64_t now) = 0;
+  // Intents in flight whose holder claims to be on host.
+  virtual std::vector<IntentRow> in_flight_on_host(const std::string& host) = 0;
+  // Admitted, unresolved intents on domain whose lease has not expired.
+  virtual int64_t count_live_in_flight(const std::string& domain, int64_t now) = 0;
+
+  // A domain never seen reads as {exists=false, seq=highest ever reserved}.
+  virtual DomainRow load_domain(const std::string& domain) = 0;
+  // Compare-and-swap on the version column: moves seq from expected to
+  // expected+1, creating the row if needed. Returns false iff seq != expected.
+  virtual bool advance_domain(const std::string& domain, int64_t expected, int64_t now) = 0;
+  // After a commit: merges the clock, moves head if seq is the newest.
+  virtual void record_domain_effect(const std::string& domain, const VectorClock& clock,
+                                    const std::string& cert_hash, int64_t seq, int64_t now) = 0;
+
+  virtual std::optional<Certificate> load_certificate(const std::string& hash) = 0;
+  virtual void insert_certificate(const Certificate& cert, int64_t now) = 0;
+  virtual void append_event(const EventRecord& event, int64_t now) = 0;
+  virtual void add_counters(const Counters& delta) = 0;
+  virtual Counters load_counters() = 0;
+
+  // The audited operator clear (the same path as the SQL INSERT INTO clears).
+  // Returns "" on success, else the ledger's refusal message.
+  virtual std::string request_clear(const std::string& intent, const std::string& operator_name,
+                                    const std::string& reason) = 0;
+  // Deletes done/cleared intents last changed before cutoff. Returns how many.
+  virtual int64_t sweep_finished(int64_t cutoff) = 0;
+  // Deletes the domain row iff no intent refers to it.
+  virtual bool evict_domain(const std::string& domain, int64_t now) = 0;
+};
+
+class Ledger {
+ public:
+  virtual ~Ledger() = default;
+  // Runs fn inside a write transaction and returns once it is durable.
+  // Concurrent calls may share one transaction (group commit); each fn is
+  // still all-or-nothing. Returns a refusal (ledger_busy / ledger_error)
+  // iff fn's effects were not committed — then whatever fn computed is void.
+  virtual std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn) = 0;
+  // Runs fn on a consistent read-only snapshot.
+  virtual std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) = 0;
+  // Bumped whenever another connection (process, operator) changed the file.
+  virtual uint64_t external_changes() const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// Why a ledger could not be opened. Never "created a new one instead".
+enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io };
+struct OpenError {
+  OpenErrorCode code;
+  std::string message;  // names the file and what to do
+};
+const char* open_error_name(OpenErrorCode code);
+
+}  // namespace effectfence

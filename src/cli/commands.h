@@ -1,0 +1,20 @@
+// One function per subcommand; each lives in its own file (serve.cc, ...).
+// args excludes the program and subcommand names. Returns the exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace effectfence::cli {
+
+using Args = std::vector<std::string>;
+
+int run_serve(const Args& args);
+int run_demo(const Args& args);
+int run_stats(const Args& args);
+int run_clear(const Args& args);
+int run_export(const Args& args);
+int run_verify(const Args& args);
+int run_fenced(const Args& args);
+
+}  // namespace effectfence::cli

@@ -1,0 +1,4 @@
+#pragma once
+namespace effectfence::cli {
+constexpr const char* kVersion = "0.1.0";
+}

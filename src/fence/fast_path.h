@@ -1,0 +1,89 @@
+// The in-process fast path: same-instant duplicates inside one process are
+// answered without touching the ledger file.
+//
+// It only ever refuses or replays; it never admits. An admission always
+// comes from a ledger transaction, which is what fences other processes.
+// What it remembers:
+//   - intents this process is deciding right now (a duplicate arriving at the
+//     same instant is refused as in_flight);
+//   - intents this process holds (admitted, lease not expired);
+//   - read-set expectations being decided right now on a domain (a second
+//     attempt expecting the same domain sequence is a domain_race: at most
+//     one of them can be admitted);
+//   - certificates of intents that are done. They are immutable, and the
+//     cache is dropped whenever the ledger reports that another connection
+//     (process or operator) changed the file (PRAGMA data_version).
+// Every answer checks the payload first, so a different action under the
+// same intent is never replayed or refused as a mere duplicate.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "effectfence/types.h"
+#include "fence/rules.h"
+
+namespace effectfence {
+
+class FastPath {
+ public:
+  struct Entry {
+    std::optional<PrepareOutcome> decided;  // set iff answered without the ledger
+    bool owns_intent = false;               // this attempt marked the intent as deciding
+    std::optional<int64_t> owns_domain_seq; // this attempt claimed (domain, seq)
+  };
+
+  // Before the ledger. If the result has no decision, the caller asks the
+  // ledger and then MUST call leave() with the same entry.
+  Entry enter(const rules::Attempt& attempt, int64_t now, uint64_t ledger_epoch);
+  void leave(const rules::Attempt& attempt, const Entry& entry, const PrepareOutcome& outcome,
+             int64_t now, uint64_t ledger_epoch);
+
+  void extended(const Ticket& ticket, int64_t lease_expires_at_ms);
+  void committed(const Ticket& ticket, const Certificate& cert, int64_t now, uint64_t ledger_epoch);
+  // The ticket no longer holds its intent here (aborted, lost, fenced).
+  void released(const Ticket& ticket);
+  // Tickets admitted through this process and not yet resolved.
+  std::vector<Ticket> held_tickets() const;
+
+  void set_cache_ttl(int64_t ms) { cache_ttl_ms_ = ms; }
+
+ private:
+  struct IntentSlot {
+    bool deciding = false;
+    std::string deciding_payload;
+    std::optional<Ticket> held;
+    std::string held_payload;
+    std::optional<Certificate> cert;
+    std::string cert_payload;
+    int64_t cert_expires_at = 0;
+    uint64_t cert_epoch = 0;
+    bool empty() const { return !deciding && !held && !cert; }
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<std::string, IntentSlot> intents;
+    std::unordered_map<std::string, std::set<int64_t>> deciding_domains;
+  };
+  static constexpr size_t kShards = 16;
+  static constexpr size_t kMaxCachedPerShard = 4096;
+
+  Shard& shard_for(const std::string& key) { return shards_[std::hash<std::string>{}(key) % kShards]; }
+  std::optional<PrepareOutcome> answer_from_slot(IntentSlot& slot, const rules::Attempt& attempt,
+                                                 int64_t now, uint64_t epoch);
+  std::optional<int64_t> own_domain_expectation(const rules::Attempt& attempt) const;
+  bool claim_domain(const std::string& domain, int64_t seq);
+  void release_domain(const std::string& domain, int64_t seq);
+  void release_intent(const std::string& intent);
+
+  std::array<Shard, kShards> shards_;
+  int64_t cache_ttl_ms_ = 600'000;
+};
+
+}  // namespace effectfence

@@ -1,0 +1,423 @@
+// The fence's state machine, one rule per test case, on real ledger files.
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+
+#include "support/fence_helpers.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence;
+using namespace effectfence::testing;
+
+namespace {
+
+int64_t count_rows(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+  const int64_t n = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return n;
+}
+
+void exec_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string message = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+  REQUIRE(message.empty());
+}
+
+Certificate committed(Fence& fence, const Ticket& t, const Json& result) {
+  auto out = fence.commit(t, result);
+  if (auto* r = refusal_of(out)) FAIL("commit refused: " << reason_name(r->reason) << ": " << r->message);
+  return std::get<Certificate>(out);
+}
+
+}  // namespace
+
+TEST_CASE("a duplicate after commit replays the identical certificate", "[fence]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-1")));
+  CHECK(t.generation == 1);
+  CHECK(t.seq == 1);
+  CHECK(t.token.size() == 32);
+  const Certificate cert = committed(*fence, t, {{"charge_id", "ch_1"}});
+  CHECK(cert.verify());
+  CHECK(cert.result == Json{{"charge_id", "ch_1"}});
+
+  auto again = fence->prepare(charge("o-1"));
+  REQUIRE(std::holds_alternative<Replayed>(again));
+  CHECK(std::get<Replayed>(again).cert.hash == cert.hash);
+
+  // A second Fence on the same file (another process's view) replays too.
+  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  auto from_other = other->prepare(charge("o-1"));
+  REQUIRE(std::holds_alternative<Replayed>(from_other));
+  CHECK(std::get<Replayed>(from_other).cert.hash == cert.hash);
+}
+
+TEST_CASE("the same intent with a different payload is payload_mismatch, never a replay", "[fence]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-2", 4900)));
+  // In flight: through the fast path and through the ledger.
+  CHECK(refusal_reason(fence->prepare(charge("o-2", 9900))) == Reason::payload_mismatch);
+  CHECK(refusal_reason(other->prepare(charge("o-2", 9900))) == Reason::payload_mismatch);
+  committed(*fence, t, {{"ok", true}});
+  // Done: the cached certificate is not handed to a different action.
+  CHECK(refusal_reason(fence->prepare(charge("o-2", 9900))) == Reason::payload_mismatch);
+  CHECK(refusal_reason(other->prepare(charge("o-2", 9900))) == Reason::payload_mismatch);
+  // Key order and number spelling do not make a different payload.
+  PrepareRequest same = charge("o-2", 4900);
+  same.args = Json::parse(R"({"amount_cents": 4900.0, "order": "o-2"})");
+  CHECK(std::holds_alternative<Replayed>(other->prepare(same)));
+}
+
+TEST_CASE("a concurrent duplicate is refused in_flight with a clear message", "[fence]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  admitted_ticket(fence->prepare(charge("o-3")));
+  auto dup = other->prepare(charge("o-3"));
+  CHECK(refusal_reason(dup) == Reason::in_flight);
+  CHECK_THAT(std::get<Refusal>(dup).message, Catch::Contains("do not run the tool"));
+  CHECK(refusal_reason(fence->prepare(charge("o-3"))) == Reason::in_flight);
+}
+
+TEST_CASE("a stale read-set is refused at prepare, naming domain, expected and actual", "[fence][read_set]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  PrepareRequest scale = charge("scale-up");
+  scale.domain = "cluster:prod";
+  scale.read_set = {{"cluster:prod", 0}};
+  committed(*fence, admitted_ticket(fence->prepare(scale)), {{"replicas", 6}});
+
+  PrepareRequest rollback = charge("rollback");
+  rollback.domain = "cluster:prod";
+  rollback.read_set = {{"cluster:prod", 0}};
+  auto out = fence->prepare(rollback);
+  REQUIRE(refusal_reason(out) == Reason::stale_read_set);
+  const Refusal& r = std::get<Refusal>(out);
+  CHECK(r.detail["domain"] == "cluster:prod");
+  CHECK(r.detail["expected"] == 0);
+  CHECK(r.detail["actual"] == 1);
+
+  // Having re-read the domain, the decision is admitted.
+  rollback.read_set = {{"cluster:prod", 1}};
+  CHECK(admitted_ticket(fence->prepare(rollback)).seq == 2);
+}
+
+TEST_CASE("a read-set on a domain with an action in flight is a domain_race", "[fence][read_set]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  PrepareRequest first = charge("first");
+  first.domain = "cluster:prod";
+  const Ticket t = admitted_ticket(fence->prepare(first));
+  PrepareRequest second = charge("second");
+  second.domain = "cluster:prod";
+  second.read_set = {{"cluster:prod", 1}};
+  CHECK(refusal_reason(fence->prepare(second)) == Reason::domain_race);
+  committed(*fence, t, {{"ok", 1}});
+  CHECK(admitted_ticket(fence->prepare(second)).seq == 2);
+}
+
+TEST_CASE("a read-set that moved before commit fences the intent and keeps the result", "[fence][read_set]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto fence = open_fence(file_settings(path));
+  PrepareRequest decide = charge("restart");
+  decide.domain = "cluster:a";
+  decide.read_set = {{"config:a", 0}};
+  const Ticket t = admitted_ticket(fence->prepare(decide));
+
+  PrepareRequest change = charge("config-change");
+  change.domain = "config:a";
+  committed(*fence, admitted_ticket(fence->prepare(change)), {{"ok", true}});
+
+  auto out = fence->commit(t, {{"restarted", true}});
+  REQUIRE(std::holds_alternative<Refusal>(out));
+  CHECK(std::get<Refusal>(out).reason == Reason::stale_read_set);
+  CHECK(std::get<Refusal>(out).detail["domain"] == "config:a");
+  CHECK(refusal_reason(fence->prepare(decide)) == Reason::prior_failure);
+  CHECK(count_rows(path, "SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'restart' "
+                         "AND json_extract(detail, '$.result.restarted') = 1") == 1);
+}
+
+TEST_CASE("a zombie holder cannot commit, abort or heartbeat over its successor", "[fence][lease]") {
+  TempDir dir;
+  ManualClock clock;
+  Settings s = file_settings(dir.file("l.sqlite"));
+  s.lease_ttl_ms = 1000;
+  s.clock_ms = clock.fn();
+  auto fence = open_fence(s);
+  const Ticket zombie = admitted_ticket(fence->prepare(charge("o-4")));
+  clock.advance(1500);
+  const Ticket successor = admitted_ticket(fence->prepare(charge("o-4", 4900, "agent-b")));
+  CHECK(successor.generation == zombie.generation + 1);
+  CHECK(successor.token != zombie.token);
+
+  auto late_commit = fence->commit(zombie, {{"charge_id", "zombie"}});
+  REQUIRE(std::holds_alternative<Refusal>(late_commit));
+  CHECK(std::get<Refusal>(late_commit).reason == Reason::lease_lost);
+  auto late_abort = fence->abort(zombie, "gave up");
+  REQUIRE(std::holds_alternative<Refusal>(late_abort));
+  CHECK(std::get<Refusal>(late_abort).reason == Reason::lease_lost);
+  auto late_beat = fence->heartbeat(zombie);
+  REQUIRE(std::holds_alternative<Refusal>(late_beat));
+  CHECK(std::get<Refusal>(late_beat).reason == Reason::lease_lost);
+
+  const Certificate cert = committed(*fence, successor, {{"charge_id", "successor"}});
+  auto replay = fence->prepare(charge("o-4"));
+  REQUIRE(std::holds_alternative<Replayed>(replay));
+  CHECK(std::get<Replayed>(replay).cert.hash == cert.hash);
+  CHECK(std::get<Replayed>(replay).cert.result["charge_id"] == "successor");
+  CHECK(count_rows(dir.file("l.sqlite"), "SELECT count(*) FROM events WHERE kind = 'takeover'") == 1);
+}
+
+TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fence][lease]") {
+  TempDir dir;
+  ManualClock clock;
+  Settings s = file_settings(dir.file("l.sqlite"));
+  s.lease_ttl_ms = 1000;
+  s.clock_ms = clock.fn();
+  auto fence = open_fence(s);
+  auto other = open_fence(s);
+  const Ticket t = admitted_ticket(fence->prepare(charge("slow")));
+  for (int i = 0; i < 5; ++i) {
+    clock.advance(600);
+    auto beat = fence->heartbeat(t);
+    REQUIRE(std::holds_alternative<Extended>(beat));
+    CHECK(std::get<Extended>(beat).lease_expires_at_ms == clock.now->load() + 1000);
+    CHECK(refusal_reason(other->prepare(charge("slow"))) == Reason::in_flight);
+  }
+  committed(*fence, t, {{"ok", true}});
+}
+
+TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-5")));
+  Ticket wrong_seq = t;
+  wrong_seq.seq += 1;
+  Ticket wrong_token = t;
+  wrong_token.token[0] = wrong_token.token[0] == 'a' ? 'b' : 'a';
+  Ticket other_intent = t;
+  other_intent.intent = "o-other";
+
+  auto r1 = fence->commit(wrong_seq, {{"x", 1}});
+  REQUIRE(std::holds_alternative<Refusal>(r1));
+  CHECK(std::get<Refusal>(r1).reason == Reason::ticket_invalid);
+  auto r2 = fence->commit(wrong_token, {{"x", 1}});
+  REQUIRE(std::holds_alternative<Refusal>(r2));
+  CHECK(std::get<Refusal>(r2).reason == Reason::lease_lost);
+  auto r3 = fence->commit(other_intent, {{"x", 1}});
+  REQUIRE(std::holds_alternative<Refusal>(r3));
+  CHECK(std::get<Refusal>(r3).reason == Reason::lease_lost);
+
+  auto status = std::get<IntentStatus>(fence->intent_status("o-5"));
+  CHECK(status.state == IntentState::in_flight);
+  committed(*fence, t, {{"x", 1}});
+}
+
+TEST_CASE("a retried commit gets the same certificate; a different result is refused", "[fence]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-6")));
+  const Certificate first = committed(*fence, t, {{"charge_id", "ch_6"}});
+  CHECK(committed(*fence, t, {{"charge_id", "ch_6"}}).hash == first.hash);
+  auto different = fence->commit(t, {{"charge_id", "ch_other"}});
+  REQUIRE(std::holds_alternative<Refusal>(different));
+  CHECK(std::get<Refusal>(different).reason == Reason::ticket_invalid);
+}
+
+TEST_CASE("abort fences the intent until an audited clear; then it is fresh", "[fence][clear]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto fence = open_fence(file_settings(path));
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-7")));
+  REQUIRE(std::holds_alternative<Aborted>(fence->abort(t, "provider timed out")));
+  auto fenced = fence->prepare(charge("o-7"));
+  REQUIRE(refusal_reason(fenced) == Reason::prior_failure);
+  CHECK_THAT(std::get<Refusal>(fenced).message, Catch::Contains("provider timed out"));
+
+  auto cleared = fence->clear("o-7", "alice", "provider shows no charge");
+  REQUIRE(std::holds_alternative<Cleared>(cleared));
+  CHECK(std::get<Cleared>(cleared).previous_state == "failed");
+  const Ticket again = admitted_ticket(fence->prepare(charge("o-7")));
+  CHECK(again.generation == t.generation + 1);
+  CHECK(count_rows(path, "SELECT count(*) FROM events WHERE kind = 'cleared' AND actor = 'alice' "
+                         "AND json_extract(detail, '$.reason') = 'provider shows no charge'") == 1);
+}
+
+TEST_CASE("clear refuses done, in-flight and unknown intents", "[fence][clear]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  const Ticket running = admitted_ticket(fence->prepare(charge("running")));
+  committed(*fence, admitted_ticket(fence->prepare(charge("finished"))), {{"ok", true}});
+  for (const char* intent : {"running", "finished", "never-seen"}) {
+    auto out = fence->clear(intent, "alice", "why not");
+    REQUIRE(std::holds_alternative<Refusal>(out));
+    CHECK_THAT(std::get<Refusal>(out).message, Catch::Contains("cannot clear"));
+  }
+  CHECK(std::get<IntentStatus>(fence->intent_status("running")).state == IntentState::in_flight);
+  CHECK(std::holds_alternative<Replayed>(fence->prepare(charge("finished"))));
+  CHECK(std::get<IntentStatus>(fence->intent_status("never-seen")).state == IntentState::none);
+  fence->abort(running, "test over");
+}
+
+TEST_CASE("a clear made with plain SQL is seen at once by an open fence", "[fence][clear]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto fence = open_fence(file_settings(path));
+  fence->abort(admitted_ticket(fence->prepare(charge("o-8"))), "ambiguous");
+  CHECK(refusal_reason(fence->prepare(charge("o-8"))) == Reason::prior_failure);
+  exec_sql(path, "INSERT INTO clears(intent, operator, reason) VALUES ('o-8', 'bob', 'checked: not charged')");
+  CHECK(admitted_ticket(fence->prepare(charge("o-8"))).generation == 2);
+}
+
+TEST_CASE("the holder's late commit resolves an unknown outcome", "[fence][unknown]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-9")));
+  CHECK(fence->fence_own_in_flight("shutting down") == 1);
+  auto status = std::get<IntentStatus>(fence->intent_status("o-9"));
+  CHECK(status.state == IntentState::unknown);
+  CHECK(refusal_reason(fence->prepare(charge("o-9"))) == Reason::prior_failure);
+  const Certificate cert = committed(*fence, t, {{"charge_id", "ch_9"}});
+  auto replay = fence->prepare(charge("o-9"));
+  REQUIRE(std::holds_alternative<Replayed>(replay));
+  CHECK(std::get<Replayed>(replay).cert.hash == cert.hash);
+}
+
+TEST_CASE("status reads never create rows", "[fence][status]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto fence = open_fence(file_settings(path));
+  auto intent = std::get<IntentStatus>(fence->intent_status("nobody"));
+  auto domain = std::get<DomainStatus>(fence->domain_status("nowhere"));
+  CHECK(intent.state == IntentState::none);
+  CHECK_FALSE(domain.exists);
+  CHECK(domain.seq == 0);
+  CHECK(count_rows(path, "SELECT count(*) FROM intents") == 0);
+  CHECK(count_rows(path, "SELECT count(*) FROM domains") == 0);
+}
+
+TEST_CASE("certificates chain to their parent and their clocks dominate it", "[fence][certificate]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  PrepareRequest a = charge("step-1", 1, "agent-a");
+  a.domain = "pipeline";
+  const Certificate first = committed(*fence, admitted_ticket(fence->prepare(a)), {{"n", 1}});
+  CHECK(first.parent.empty());
+
+  PrepareRequest b = charge("step-2", 2, "agent-b");
+  b.domain = "pipeline";
+  VectorClock known;
+  known.tick("agent-b");
+  known.tick("agent-b");
+  b.known_clock = known;
+  const Certificate second = committed(*fence, admitted_ticket(fence->prepare(b)), {{"n", 2}});
+  CHECK(second.parent == first.hash);  // default parent: the domain's latest effect
+  CHECK(first.vector_clock.le(second.vector_clock));
+  CHECK_FALSE(second.vector_clock.le(first.vector_clock));
+  CHECK(second.vector_clock.get("agent-b") == 3);
+  CHECK(second.verify());
+
+  auto domain = std::get<DomainStatus>(fence->domain_status("pipeline"));
+  CHECK(domain.seq == 2);
+  CHECK(domain.head == second.hash);
+  CHECK(second.vector_clock.le(domain.clock));
+
+  PrepareRequest c = charge("step-3", 3);
+  c.parent = std::string(64, 'f');
+  CHECK(refusal_reason(fence->prepare(c)) == Reason::invalid_request);
+}
+
+TEST_CASE("sweep drops finished intents after the result TTL but keeps certificates", "[fence][sweep]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  ManualClock clock;
+  Settings s = file_settings(path);
+  s.result_ttl_ms = 1000;
+  s.clock_ms = clock.fn();
+  auto fence = open_fence(s);
+  committed(*fence, admitted_ticket(fence->prepare(charge("old"))), {{"ok", 1}});
+  fence->abort(admitted_ticket(fence->prepare(charge("fenced"))), "unclear");
+  CHECK(fence->sweep() == 0);
+  clock.advance(2000);
+  CHECK(fence->sweep() == 1);
+  CHECK(count_rows(path, "SELECT count(*) FROM certificates WHERE intent = 'old'") == 1);
+  CHECK(std::get<IntentStatus>(fence->intent_status("fenced")).state == IntentState::failed);
+  auto again = open_fence(s);  // a fresh process has no cache
+  CHECK(admitted_ticket(again->prepare(charge("old"))).generation == 1);
+}
+
+TEST_CASE("an evicted domain never hands out an old sequence number again", "[fence][domain]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  PrepareRequest r = charge("e-1");
+  r.domain = "scratch";
+  committed(*fence, admitted_ticket(fence->prepare(r)), {{"ok", 1}});
+  CHECK_FALSE(fence->evict_domain("scratch"));  // an intent still refers to it
+  Settings s = file_settings(dir.file("l.sqlite"));
+  s.result_ttl_ms = 0;
+  auto sweeper = open_fence(s);
+  CHECK(sweeper->sweep() == 1);
+  CHECK(sweeper->evict_domain("scratch"));
+  CHECK_FALSE(std::get<DomainStatus>(sweeper->domain_status("scratch")).exists);
+  PrepareRequest next = charge("e-2");
+  next.domain = "scratch";
+  CHECK(admitted_ticket(sweeper->prepare(next)).seq == 2);
+}
+
+TEST_CASE("stats count every outcome for the process and the ledger", "[fence][stats]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  const Ticket t = admitted_ticket(fence->prepare(charge("s-1")));
+  refusal_reason(fence->prepare(charge("s-1")));          // in_flight (fast path)
+  refusal_reason(other->prepare(charge("s-1")));          // in_flight (ledger)
+  refusal_reason(other->prepare(charge("s-1", 1)));       // payload_mismatch
+  committed(*fence, t, {{"ok", true}});
+  CHECK(std::holds_alternative<Replayed>(other->prepare(charge("s-1"))));
+
+  auto mine = std::get<Stats>(fence->stats());
+  CHECK(mine.process.admitted == 1);
+  CHECK(mine.process.refused_in_flight == 1);
+  CHECK(mine.process.total_attempts() == 2);
+  auto theirs = std::get<Stats>(other->stats());
+  CHECK(theirs.process.refused_in_flight == 1);
+  CHECK(theirs.process.refused_payload_mismatch == 1);
+  CHECK(theirs.process.replayed == 1);
+  CHECK(theirs.ledger.admitted == 1);
+  CHECK(theirs.ledger.total_attempts() == 5);
+  CHECK(theirs.ledger.prevented() == 4);
+  const Json j = theirs.to_json();
+  CHECK(j["ledger"]["prevented"] == 4);
+  CHECK(j["ledger"]["refused"]["in_flight"] == 2);
+}
+
+TEST_CASE("invalid requests are refused before anything is recorded", "[fence][input]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto fence = open_fence(file_settings(path));
+  PrepareRequest empty_intent = charge("");
+  CHECK(refusal_reason(fence->prepare(empty_intent)) == Reason::invalid_request);
+  PrepareRequest huge = charge("big");
+  huge.args = {{"amount", int64_t{9007199254740993}}};
+  CHECK(refusal_reason(fence->prepare(huge)) == Reason::invalid_request);
+  PrepareRequest bad_utf8 = charge("bad");
+  bad_utf8.args = {{"note", std::string("\xff\xfe")}};
+  CHECK(refusal_reason(fence->prepare(bad_utf8)) == Reason::invalid_request);
+  CHECK(count_rows(path, "SELECT count(*) FROM intents") == 0);
+}

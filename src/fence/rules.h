@@ -1,0 +1,45 @@
+// The fence's decisions, written against the ledger seam only.
+//
+// Each function runs inside one ledger transaction: it reads the rows it
+// decides on, writes the outcome, the audit event and the counters, and
+// returns what the caller is told. Nothing here knows which storage engine
+// holds the rows, and nothing here touches a clock or a process table: time
+// and liveness come in as arguments, so every rule is testable alone.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "effectfence/ledger.h"
+#include "effectfence/types.h"
+
+namespace effectfence::rules {
+
+using IsDead = std::function<bool(const Holder&)>;
+
+struct Context {
+  int64_t now = 0;
+  int64_t lease_ttl_ms = 0;
+  Holder me;       // recorded as the holder of what this process admits
+  IsDead is_dead;  // liveness of other holders
+};
+
+// A prepare whose args are already validated and canonical.
+struct Attempt {
+  PrepareRequest request;
+  std::string canonical_args;
+  std::string payload_hash;  // SHA-256 of canonical {"args":..,"tool":..}
+};
+
+PrepareOutcome prepare(LedgerTxn& txn, const Attempt& attempt, const Context& ctx);
+CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx);
+AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx);
+HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& ctx);
+ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string& operator_name,
+                   const std::string& reason);
+// In-flight intents held by dead processes on this host -> unknown.
+int64_t reap_dead_holders(LedgerTxn& txn, const Context& ctx);
+// Fences one intent iff ticket still holds it (in flight). Returns true iff it did.
+bool fence_held(LedgerTxn& txn, const Ticket& ticket, const std::string& why, const Context& ctx);
+
+}  // namespace effectfence::rules

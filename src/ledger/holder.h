@@ -1,0 +1,17 @@
+// Who holds an intent, and whether that process is still alive.
+#pragma once
+
+#include "effectfence/ledger.h"
+
+namespace effectfence {
+
+// The calling process: hostname, kernel boot id, pid, start time.
+const Holder& this_process();
+
+// Returns true iff holder is known to be gone: it ran on this host and
+// either the machine rebooted since, or its pid is free, a zombie, or now
+// belongs to a process that started at another time. A holder on another
+// host is never judged dead here; its lease decides.
+bool holder_is_dead(const Holder& holder);
+
+}  // namespace effectfence

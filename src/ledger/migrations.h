@@ -1,0 +1,32 @@
+// Schema versions: migrations/NNNN_*.sql, compiled in, applied in order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace SQLite { class Database; }
+
+namespace effectfence {
+
+struct Migration {
+  int version;       // NNNN of the file name; PRAGMA user_version after it
+  const char* name;  // the file name
+  const char* sql;
+};
+
+// Marks a file as an effectfence ledger ("EFNC"), in PRAGMA application_id.
+constexpr int32_t kApplicationId = 0x45464E43;
+
+// Every migration shipped in this binary, ordered by version (generated).
+const std::vector<Migration>& embedded_migrations();
+int latest_schema_version();
+
+// Applies every migration newer than the file's user_version, each in its
+// own BEGIN IMMEDIATE transaction that re-reads user_version first, so
+// processes opening one file at once migrate it once.
+// REQUIRES: the file is empty or already ours and not newer than this binary.
+// Throws SQLite::Exception on failure (the failed migration leaves no trace).
+void apply_migrations(SQLite::Database& db);
+
+}  // namespace effectfence

@@ -1,0 +1,330 @@
+#include "ledger/sqlite_txn.h"
+
+#include <stdexcept>
+
+namespace effectfence {
+namespace {
+
+constexpr const char* kIntentColumns =
+    "intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, read_set, "
+    "parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
+    "lease_expires_at, admitted_at, updated_at, cert_hash, reason";
+
+std::string text_or_empty(const SQLite::Column& c) { return c.isNull() ? std::string() : c.getString(); }
+
+Json parse_stored_json(const std::string& text, const char* what) {
+  JsonError error;
+  auto value = parse_strict(text, &error);
+  if (!value) throw std::runtime_error(std::string("ledger holds malformed ") + what + ": " + error.message);
+  return *value;
+}
+
+IntentRow intent_from(SQLite::Statement& q) {
+  IntentRow r;
+  r.intent = q.getColumn(0).getString();
+  r.state = state_from_name(q.getColumn(1).getString()).value_or(IntentState::none);
+  r.domain = q.getColumn(2).getString();
+  r.tool = q.getColumn(3).getString();
+  r.args = q.getColumn(4).getString();
+  r.payload_hash = q.getColumn(5).getString();
+  r.agent = q.getColumn(6).getString();
+  r.seq = q.getColumn(7).getInt64();
+  r.generation = q.getColumn(8).getInt64();
+  r.token = q.getColumn(9).getString();
+  r.read_set = read_set_from_json(parse_stored_json(q.getColumn(10).getString(), "read_set"))
+                   .value_or(std::vector<ReadSetEntry>{});
+  r.parent = text_or_empty(q.getColumn(11));
+  r.known_clock = VectorClock::from_json(parse_stored_json(q.getColumn(12).getString(), "clock"))
+                      .value_or(VectorClock{});
+  r.holder.host = q.getColumn(13).getString();
+  r.holder.boot = q.getColumn(14).getString();
+  r.holder.pid = q.getColumn(15).getInt64();
+  r.holder.started = q.getColumn(16).getInt64();
+  r.lease_expires_at = q.getColumn(17).getInt64();
+  r.admitted_at = q.getColumn(18).getInt64();
+  r.updated_at = q.getColumn(19).getInt64();
+  r.cert_hash = text_or_empty(q.getColumn(20));
+  r.reason = text_or_empty(q.getColumn(21));
+  return r;
+}
+
+void bind_text_or_null(SQLite::Statement& q, int index, const std::string& value) {
+  if (value.empty()) {
+    q.bind(index);
+  } else {
+    q.bind(index, value);
+  }
+}
+
+}  // namespace
+
+SQLite::Statement& SqliteTxn::statement(const char* sql) {
+  auto& slot = statements_[sql];
+  if (!slot) {
+    slot = std::make_unique<SQLite::Statement>(db_, sql);
+  } else {
+    slot->reset();
+    slot->clearBindings();
+  }
+  return *slot;
+}
+
+std::optional<IntentRow> SqliteTxn::load_intent(const std::string& intent) {
+  static const std::string sql = std::string("SELECT ") + kIntentColumns + " FROM intents WHERE intent = ?";
+  auto& q = statement(sql.c_str());
+  q.bind(1, intent);
+  if (!q.executeStep()) return std::nullopt;
+  auto row = intent_from(q);
+  q.reset();
+  return row;
+}
+
+void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
+  auto& q = statement(
+      "INSERT INTO intents (intent, state, domain, tool, args, payload_hash, agent, seq, generation, "
+      "token, read_set, parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
+      "lease_expires_at, admitted_at, updated_at, cert_hash, reason) "
+      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+      "ON CONFLICT(intent) DO UPDATE SET state=excluded.state, domain=excluded.domain, "
+      "tool=excluded.tool, args=excluded.args, payload_hash=excluded.payload_hash, "
+      "agent=excluded.agent, seq=excluded.seq, generation=excluded.generation, token=excluded.token, "
+      "read_set=excluded.read_set, parent=excluded.parent, known_clock=excluded.known_clock, "
+      "holder_host=excluded.holder_host, holder_boot=excluded.holder_boot, "
+      "holder_pid=excluded.holder_pid, holder_started=excluded.holder_started, "
+      "lease_expires_at=excluded.lease_expires_at, admitted_at=excluded.admitted_at, "
+      "updated_at=excluded.updated_at, cert_hash=excluded.cert_hash, reason=excluded.reason, "
+      "version=intents.version + 1");
+  q.bind(1, r.intent);
+  q.bind(2, state_name(r.state));
+  q.bind(3, r.domain);
+  q.bind(4, r.tool);
+  q.bind(5, r.args);
+  q.bind(6, r.payload_hash);
+  q.bind(7, r.agent);
+  q.bind(8, static_cast<int64_t>(r.seq));
+  q.bind(9, static_cast<int64_t>(r.generation));
+  q.bind(10, r.token);
+  q.bind(11, canonicalize(read_set_to_json(r.read_set)));
+  bind_text_or_null(q, 12, r.parent);
+  q.bind(13, canonicalize(r.known_clock.to_json()));
+  q.bind(14, r.holder.host);
+  q.bind(15, r.holder.boot);
+  q.bind(16, static_cast<int64_t>(r.holder.pid));
+  q.bind(17, static_cast<int64_t>(r.holder.started));
+  q.bind(18, static_cast<int64_t>(r.lease_expires_at));
+  q.bind(19, static_cast<int64_t>(r.admitted_at));
+  q.bind(20, static_cast<int64_t>(now));
+  bind_text_or_null(q, 21, r.cert_hash);
+  bind_text_or_null(q, 22, r.reason);
+  q.exec();
+}
+
+std::vector<IntentRow> SqliteTxn::in_flight_on_host(const std::string& host) {
+  static const std::string sql = std::string("SELECT ") + kIntentColumns +
+                                 " FROM intents WHERE state = 'in_flight' AND holder_host = ?";
+  auto& q = statement(sql.c_str());
+  q.bind(1, host);
+  std::vector<IntentRow> rows;
+  while (q.executeStep()) rows.push_back(intent_from(q));
+  return rows;
+}
+
+int64_t SqliteTxn::count_live_in_flight(const std::string& domain, int64_t now) {
+  auto& q = statement(
+      "SELECT count(*) FROM intents WHERE state = 'in_flight' AND domain = ? AND lease_expires_at > ?");
+  q.bind(1, domain);
+  q.bind(2, static_cast<int64_t>(now));
+  q.executeStep();
+  const int64_t n = q.getColumn(0).getInt64();
+  q.reset();
+  return n;
+}
+
+int64_t SqliteTxn::highest_reserved_seq(const std::string& domain) {
+  // An evicted domain must not hand out its old numbers again.
+  auto& q = statement("SELECT coalesce(max(seq), 0) FROM events WHERE domain = ? AND kind = 'domain_evicted'");
+  q.bind(1, domain);
+  q.executeStep();
+  const int64_t n = q.getColumn(0).getInt64();
+  q.reset();
+  return n;
+}
+
+DomainRow SqliteTxn::load_domain(const std::string& domain) {
+  auto& q = statement("SELECT seq, clock, head, head_seq FROM domains WHERE domain = ?");
+  q.bind(1, domain);
+  DomainRow d;
+  d.domain = domain;
+  if (q.executeStep()) {
+    d.exists = true;
+    d.seq = q.getColumn(0).getInt64();
+    d.clock = VectorClock::from_json(parse_stored_json(q.getColumn(1).getString(), "clock"))
+                  .value_or(VectorClock{});
+    d.head = text_or_empty(q.getColumn(2));
+    d.head_seq = q.getColumn(3).getInt64();
+    q.reset();
+    return d;
+  }
+  q.reset();
+  d.seq = highest_reserved_seq(domain);
+  return d;
+}
+
+bool SqliteTxn::advance_domain(const std::string& domain, int64_t expected, int64_t now) {
+  auto& update = statement("UPDATE domains SET seq = seq + 1, updated_at = ? WHERE domain = ? AND seq = ?");
+  update.bind(1, static_cast<int64_t>(now));
+  update.bind(2, domain);
+  update.bind(3, static_cast<int64_t>(expected));
+  if (update.exec() == 1) return true;
+  const DomainRow current = load_domain(domain);
+  if (current.exists || current.seq != expected) return false;
+  auto& insert = statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?, ?, ?)");
+  insert.bind(1, domain);
+  insert.bind(2, static_cast<int64_t>(expected + 1));
+  insert.bind(3, static_cast<int64_t>(now));
+  return insert.exec() == 1;
+}
+
+void SqliteTxn::record_domain_effect(const std::string& domain, const VectorClock& clock,
+                                     const std::string& cert_hash, int64_t seq, int64_t now) {
+  DomainRow d = load_domain(domain);
+  d.clock.merge(clock);
+  const bool newest = seq > d.head_seq;
+  auto& q = statement(
+      "UPDATE domains SET clock = ?, head = ?, head_seq = ?, updated_at = ? WHERE domain = ?");
+  q.bind(1, canonicalize(d.clock.to_json()));
+  bind_text_or_null(q, 2, newest ? cert_hash : d.head);
+  q.bind(3, static_cast<int64_t>(newest ? seq : d.head_seq));
+  q.bind(4, static_cast<int64_t>(now));
+  q.bind(5, domain);
+  q.exec();
+}
+
+std::optional<Certificate> SqliteTxn::load_certificate(const std::string& hash) {
+  auto& q = statement("SELECT body FROM certificates WHERE hash = ?");
+  q.bind(1, hash);
+  if (!q.executeStep()) return std::nullopt;
+  Json j = parse_stored_json(q.getColumn(0).getString(), "certificate");
+  q.reset();
+  j["hash"] = hash;
+  auto cert = Certificate::from_json(j);
+  if (!cert) throw std::runtime_error("ledger holds a malformed certificate " + hash);
+  return cert;
+}
+
+void SqliteTxn::insert_certificate(const Certificate& c, int64_t now) {
+  auto& q = statement(
+      "INSERT INTO certificates (hash, intent, domain, seq, generation, parent, agent, tool, body, "
+      "committed_at) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  q.bind(1, c.hash);
+  q.bind(2, c.intent);
+  q.bind(3, c.domain);
+  q.bind(4, static_cast<int64_t>(c.seq));
+  q.bind(5, static_cast<int64_t>(c.generation));
+  bind_text_or_null(q, 6, c.parent);
+  q.bind(7, c.agent);
+  q.bind(8, c.tool);
+  q.bind(9, c.canonical_body());
+  q.bind(10, static_cast<int64_t>(now));
+  q.exec();
+}
+
+void SqliteTxn::append_event(const EventRecord& e, int64_t now) {
+  auto& q = statement(
+      "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
+      "VALUES (?,?,?,?,?,?,?,?)");
+  q.bind(1, static_cast<int64_t>(now));
+  q.bind(2, e.kind);
+  bind_text_or_null(q, 3, e.intent);
+  bind_text_or_null(q, 4, e.domain);
+  q.bind(5, static_cast<int64_t>(e.seq));
+  q.bind(6, static_cast<int64_t>(e.generation));
+  q.bind(7, e.actor);
+  q.bind(8, e.detail.dump(-1, ' ', false, Json::error_handler_t::replace));
+  q.exec();
+}
+
+void SqliteTxn::add_counters(const Counters& d) {
+  const std::pair<const char*, int64_t> deltas[] = {
+      {"admitted", d.admitted},
+      {"replayed", d.replayed},
+      {"refused_stale_read_set", d.refused_stale_read_set},
+      {"refused_domain_race", d.refused_domain_race},
+      {"refused_in_flight", d.refused_in_flight},
+      {"refused_prior_failure", d.refused_prior_failure},
+      {"refused_payload_mismatch", d.refused_payload_mismatch},
+      {"committed", d.committed},
+      {"aborted", d.aborted},
+  };
+  for (const auto& [name, delta] : deltas) {
+    if (delta == 0) continue;
+    auto& q = statement("UPDATE counters SET value = value + ? WHERE name = ?");
+    q.bind(1, static_cast<int64_t>(delta));
+    q.bind(2, name);
+    q.exec();
+  }
+}
+
+Counters SqliteTxn::load_counters() {
+  auto& q = statement("SELECT name, value FROM counters");
+  Counters c;
+  const std::pair<const char*, int64_t*> slots[] = {
+      {"admitted", &c.admitted},
+      {"replayed", &c.replayed},
+      {"refused_stale_read_set", &c.refused_stale_read_set},
+      {"refused_domain_race", &c.refused_domain_race},
+      {"refused_in_flight", &c.refused_in_flight},
+      {"refused_prior_failure", &c.refused_prior_failure},
+      {"refused_payload_mismatch", &c.refused_payload_mismatch},
+      {"committed", &c.committed},
+      {"aborted", &c.aborted},
+  };
+  while (q.executeStep()) {
+    const std::string name = q.getColumn(0).getString();
+    for (const auto& [slot_name, slot] : slots) {
+      if (name == slot_name) *slot = q.getColumn(1).getInt64();
+    }
+  }
+  return c;
+}
+
+std::string SqliteTxn::request_clear(const std::string& intent, const std::string& operator_name,
+                                     const std::string& reason) {
+  auto& q = statement("INSERT INTO clears (intent, operator, reason) VALUES (?, ?, ?)");
+  q.bind(1, intent);
+  q.bind(2, operator_name);
+  q.bind(3, reason);
+  try {
+    q.exec();
+    return "";
+  } catch (const SQLite::Exception& e) {
+    // RAISE(ABORT) and CHECK failures undo only this statement.
+    if (e.getErrorCode() == SQLITE_CONSTRAINT) return e.what();
+    throw;
+  }
+}
+
+int64_t SqliteTxn::sweep_finished(int64_t cutoff) {
+  auto& q = statement("DELETE FROM intents WHERE state IN ('done', 'cleared') AND updated_at < ?");
+  q.bind(1, static_cast<int64_t>(cutoff));
+  return q.exec();
+}
+
+bool SqliteTxn::evict_domain(const std::string& domain, int64_t now) {
+  const DomainRow d = load_domain(domain);
+  if (!d.exists) return false;
+  auto& q = statement(
+      "DELETE FROM domains WHERE domain = ? AND NOT EXISTS (SELECT 1 FROM intents WHERE domain = ?)");
+  q.bind(1, domain);
+  q.bind(2, domain);
+  if (q.exec() != 1) return false;
+  EventRecord e;
+  e.kind = "domain_evicted";
+  e.domain = domain;
+  e.seq = d.seq;
+  e.actor = "effectfence";
+  append_event(e, now);
+  return true;
+}
+
+}  // namespace effectfence

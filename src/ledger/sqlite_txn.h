@@ -1,0 +1,46 @@
+// LedgerTxn over one SQLite connection inside an open transaction.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include "effectfence/ledger.h"
+
+namespace effectfence {
+
+class SqliteTxn final : public LedgerTxn {
+ public:
+  explicit SqliteTxn(SQLite::Database& db) : db_(db) {}
+
+  std::optional<IntentRow> load_intent(const std::string& intent) override;
+  void save_intent(const IntentRow& row, int64_t now) override;
+  std::vector<IntentRow> in_flight_on_host(const std::string& host) override;
+  int64_t count_live_in_flight(const std::string& domain, int64_t now) override;
+  DomainRow load_domain(const std::string& domain) override;
+  bool advance_domain(const std::string& domain, int64_t expected, int64_t now) override;
+  void record_domain_effect(const std::string& domain, const VectorClock& clock,
+                            const std::string& cert_hash, int64_t seq, int64_t now) override;
+  std::optional<Certificate> load_certificate(const std::string& hash) override;
+  void insert_certificate(const Certificate& cert, int64_t now) override;
+  void append_event(const EventRecord& event, int64_t now) override;
+  void add_counters(const Counters& delta) override;
+  Counters load_counters() override;
+  std::string request_clear(const std::string& intent, const std::string& operator_name,
+                            const std::string& reason) override;
+  int64_t sweep_finished(int64_t cutoff) override;
+  bool evict_domain(const std::string& domain, int64_t now) override;
+
+ private:
+  // A cached prepared statement, reset and unbound, ready to bind.
+  SQLite::Statement& statement(const char* sql);
+  int64_t highest_reserved_seq(const std::string& domain);
+
+  SQLite::Database& db_;
+  std::map<const char*, std::unique_ptr<SQLite::Statement>> statements_;
+};
+
+}  // namespace effectfence

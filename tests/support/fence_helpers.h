@@ -1,0 +1,64 @@
+// Small helpers shared by the fence tests.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include <catch2/catch.hpp>
+
+#include "effectfence/fence.h"
+
+namespace effectfence::testing {
+
+inline std::unique_ptr<Fence> open_fence(Settings settings) {
+  auto opened = Fence::open(std::move(settings));
+  if (auto* error = std::get_if<OpenError>(&opened)) FAIL("open failed: " << error->message);
+  return std::move(std::get<std::unique_ptr<Fence>>(opened));
+}
+
+inline Settings file_settings(const std::string& path) {
+  Settings s;
+  s.ledger_path = path;
+  return s;
+}
+
+inline PrepareRequest charge(const std::string& intent, int amount = 4900, const std::string& agent = "agent-a") {
+  PrepareRequest r;
+  r.intent = intent;
+  r.domain = "order:" + intent;
+  r.tool = "charge";
+  r.args = {{"order", intent}, {"amount_cents", amount}};
+  r.agent = agent;
+  return r;
+}
+
+inline const char* outcome_name(const PrepareOutcome& o) {
+  if (std::holds_alternative<Admitted>(o)) return "admitted";
+  if (std::holds_alternative<Replayed>(o)) return "replayed";
+  return reason_name(std::get<Refusal>(o).reason);
+}
+
+inline Ticket admitted_ticket(const PrepareOutcome& o) {
+  if (!std::holds_alternative<Admitted>(o)) FAIL("expected admission, got " << outcome_name(o));
+  return std::get<Admitted>(o).ticket;
+}
+
+inline Reason refusal_reason(const PrepareOutcome& o) {
+  if (!std::holds_alternative<Refusal>(o)) FAIL("expected a refusal, got " << outcome_name(o));
+  return std::get<Refusal>(o).reason;
+}
+
+// A clock the test moves by hand.
+struct ManualClock {
+  std::shared_ptr<std::atomic<int64_t>> now = std::make_shared<std::atomic<int64_t>>(1'700'000'000'000);
+  std::function<int64_t()> fn() const {
+    auto p = now;
+    return [p] { return p->load(); };
+  }
+  void advance(int64_t ms) { now->fetch_add(ms); }
+};
+
+}  // namespace effectfence::testing
