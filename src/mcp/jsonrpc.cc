@@ -1,0 +1,217 @@
+#include "mcp/jsonrpc.h"
+
+#include <cstdint>
+
+namespace effectfence::mcp::jsonrpc {
+namespace {
+
+// Watches only the top level of a document for its "id": no tree is built,
+// so nesting depth and size cost nothing, and input that stops being JSON
+// part-way still yields what came before.
+class IdFinder {
+ public:
+  using json = Json;
+
+  Json id() const { return ambiguous_ || !found_ ? Json() : id_; }
+
+  bool null() { return scalar(Json()); }
+  bool boolean(bool v) { return scalar(Json(v)); }
+  bool number_integer(json::number_integer_t v) { return scalar(Json(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return scalar(Json(v)); }
+  bool number_float(json::number_float_t v, const json::string_t&) { return scalar(Json(v)); }
+  bool string(json::string_t& v) { return scalar(Json(v)); }
+  bool binary(json::binary_t&) { return scalar(Json()); }
+  bool start_object(std::size_t) { return open(); }
+  bool start_array(std::size_t) {
+    if (depth_ == 0) return false;  // a batch: no single id to find
+    return open();
+  }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(json::string_t& k) {
+    if (depth_ == 1) {
+      at_id_ = (k == "id");
+      if (at_id_ && found_) ambiguous_ = true;
+    }
+    return !ambiguous_;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+
+ private:
+  bool scalar(Json value) {
+    if (depth_ == 1 && at_id_) take(is_valid_id(value) ? std::move(value) : Json());
+    return !ambiguous_;
+  }
+  bool open() {
+    if (depth_ == 1 && at_id_) take(Json());  // an object or array is no id
+    ++depth_;
+    return !ambiguous_;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+  void take(Json value) {
+    found_ = true;
+    id_ = std::move(value);
+    if (id_.is_null()) ambiguous_ = true;
+  }
+
+  int depth_ = 0;
+  bool at_id_ = false;
+  bool found_ = false;
+  bool ambiguous_ = false;
+  Json id_;
+};
+
+}  // namespace
+
+bool is_valid_id(const Json& id) {
+  if (id.is_string()) return true;
+  if (id.is_number_unsigned()) return id.get<uint64_t>() <= static_cast<uint64_t>(kMaxSafeInteger);
+  if (id.is_number_integer()) {
+    const int64_t v = id.get<int64_t>();
+    return v <= kMaxSafeInteger && v >= -kMaxSafeInteger;
+  }
+  return false;
+}
+
+Json recover_id(std::string_view text) {
+  IdFinder finder;
+  Json::sax_parse(text.begin(), text.end(), &finder);
+  return finder.id();
+}
+
+std::optional<size_t> first_invalid_utf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::nullopt;
+}
+
+Message classify(std::string_view line) {
+  JsonError error{JsonErrorCode::syntax, ""};
+  std::optional<Json> document = parse_strict(line, &error);
+  if (document) return classify_document(*document);
+
+  if (error.code == JsonErrorCode::syntax) {
+    if (auto bad = first_invalid_utf8(line)) {
+      return Invalid{Json(), kParseError,
+                     "parse error: the message is not valid UTF-8 (bad byte at offset " + std::to_string(*bad) + ")"};
+    }
+    return Invalid{Json(), kParseError, "parse error: " + error.message};
+  }
+  // Well-formed but ambiguous (duplicate keys, integers a double cannot
+  // keep apart, ...): refused, and told to the request that sent it.
+  std::string message = "ambiguous JSON refused: " + error.message + " (" + json_error_name(error.code) + ")";
+  Json id = recover_id(line);
+  if (id.is_null()) return Invalid{Json(), kParseError, std::move(message)};
+  return Invalid{std::move(id), kInvalidParams, std::move(message)};
+}
+
+Message classify_document(const Json& document) {
+  if (document.is_array()) {
+    return Invalid{Json(), kInvalidRequest,
+                   "invalid request: batches (JSON arrays) are not supported; send one JSON-RPC message per line"};
+  }
+  if (!document.is_object()) {
+    return Invalid{Json(), kInvalidRequest, "invalid request: a JSON-RPC message must be a JSON object"};
+  }
+  const auto id_it = document.find("id");
+  const bool has_id = id_it != document.end();
+  const auto method_it = document.find("method");
+  const bool is_response = method_it == document.end() && has_id &&
+                           (document.contains("result") != document.contains("error"));
+
+  Json id;
+  if (has_id && !(is_response && id_it->is_null())) {
+    if (!is_valid_id(*id_it)) {
+      return Invalid{Json(), kInvalidRequest, "invalid request: \"id\" must be a string or an integer"};
+    }
+    id = *id_it;
+  }
+  const auto version = document.find("jsonrpc");
+  if (version == document.end() || *version != "2.0") {
+    return Invalid{id, kInvalidRequest, "invalid request: \"jsonrpc\" must be \"2.0\""};
+  }
+
+  if (is_response) {
+    Response response{id, std::nullopt, std::nullopt};
+    if (auto r = document.find("result"); r != document.end()) response.result = *r;
+    if (auto e = document.find("error"); e != document.end()) response.error = *e;
+    return response;
+  }
+  if (method_it == document.end()) {
+    return Invalid{id, kInvalidRequest, "invalid request: no \"method\" (and not a response either)"};
+  }
+  if (!method_it->is_string()) {
+    return Invalid{id, kInvalidRequest, "invalid request: \"method\" must be a string"};
+  }
+  Json params = Json::object();
+  if (auto p = document.find("params"); p != document.end() && !p->is_null()) {
+    if (!p->is_object()) return Invalid{id, kInvalidParams, "invalid params: \"params\" must be an object"};
+    params = *p;
+  }
+  if (has_id) return Request{id, method_it->get<std::string>(), std::move(params)};
+  return Notification{method_it->get<std::string>(), std::move(params)};
+}
+
+Invalid oversized(std::string_view prefix, size_t limit) {
+  return Invalid{recover_id(prefix), kInvalidRequest,
+                 "message too large: lines are limited to " + std::to_string(limit) +
+                     " bytes; the message was skipped"};
+}
+
+Json result_response(const Json& id, Json result) {
+  return Json{{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
+}
+
+Json error_response(const Json& id, int code, std::string message, Json data) {
+  Json error = {{"code", code}, {"message", std::move(message)}};
+  if (!data.is_null()) error["data"] = std::move(data);
+  return Json{{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
+}
+
+Json request(const Json& id, std::string method, Json params) {
+  return Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", std::move(method)}, {"params", std::move(params)}};
+}
+
+Json notification(std::string method, Json params) {
+  Json message = {{"jsonrpc", "2.0"}, {"method", std::move(method)}};
+  if (!params.is_null()) message["params"] = std::move(params);
+  return message;
+}
+
+std::string serialize(const Json& message) {
+  return message.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace effectfence::mcp::jsonrpc

@@ -1,0 +1,76 @@
+// JSON-RPC 2.0 messages as MCP uses them: one object per line, string or
+// integer ids, no batches. Shared by the server and (later) the proxy's
+// client side.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "effectfence/json.h"
+
+namespace effectfence::mcp::jsonrpc {
+
+enum ErrorCode : int {
+  kParseError = -32700,
+  kInvalidRequest = -32600,
+  kMethodNotFound = -32601,
+  kInvalidParams = -32602,
+  kInternalError = -32603,
+};
+
+struct Request {
+  Json id;  // a string or an integer
+  std::string method;
+  Json params = Json::object();  // an object; {} when absent
+};
+
+struct Notification {
+  std::string method;
+  Json params = Json::object();
+};
+
+struct Response {
+  Json id;  // null only on an error about an unreadable request
+  std::optional<Json> result;
+  std::optional<Json> error;
+};
+
+// A line that is not a usable message. Answer it with
+// error_response(id, code, message).
+struct Invalid {
+  Json id;  // the request's id when it can be told unambiguously, else null
+  int code;
+  std::string message;
+};
+
+using Message = std::variant<Request, Notification, Response, Invalid>;
+
+// Parses one line with effectfence::parse_strict (duplicate keys, unsafe
+// integers, lone surrogates and invalid UTF-8 are refused, never merged) and
+// checks the JSON-RPC envelope.
+Message classify(std::string_view line);
+// Classifies a parsed document (the envelope checks of classify()).
+Message classify_document(const Json& document);
+// The answer to a line longer than limit, of which prefix is the start.
+Invalid oversized(std::string_view prefix, size_t limit);
+
+// Returns the top-level "id" of text when it is a valid id, appears once and
+// comes before anything that makes text unreadable; otherwise null. Lets an
+// error about a refused or truncated request reach the caller that is
+// waiting for it.
+Json recover_id(std::string_view text);
+// Returns true iff id is a string or an integer that a double keeps exactly.
+bool is_valid_id(const Json& id);
+// Returns the offset of the first byte that breaks UTF-8, if any.
+std::optional<size_t> first_invalid_utf8(std::string_view text);
+
+Json result_response(const Json& id, Json result);
+Json error_response(const Json& id, int code, std::string message, Json data = nullptr);
+Json request(const Json& id, std::string method, Json params);
+Json notification(std::string method, Json params);
+// One line of JSON; never throws (invalid UTF-8 in strings is replaced).
+std::string serialize(const Json& message);
+
+}  // namespace effectfence::mcp::jsonrpc

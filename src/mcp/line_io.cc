@@ -1,0 +1,132 @@
+#include "mcp/line_io.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace effectfence::mcp {
+
+LineSplitter::LineSplitter(size_t max_bytes, size_t kept_prefix_bytes)
+    : max_bytes_(max_bytes), kept_prefix_bytes_(std::min(kept_prefix_bytes, max_bytes)) {}
+
+void LineSplitter::feed(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const size_t newline = bytes.find('\n');
+    const std::string_view chunk = bytes.substr(0, newline);
+    if (!discarding_) {
+      if (pending_.size() + chunk.size() > max_bytes_) {
+        const size_t room = kept_prefix_bytes_ > pending_.size() ? kept_prefix_bytes_ - pending_.size() : 0;
+        pending_.append(chunk.substr(0, room));
+        pending_.resize(std::min(pending_.size(), kept_prefix_bytes_));
+        ready_.push_back(Line{std::move(pending_), true});
+        pending_.clear();
+        discarding_ = true;
+      } else {
+        pending_.append(chunk);
+      }
+    }
+    if (newline == std::string_view::npos) return;
+    end_line();
+    bytes.remove_prefix(newline + 1);
+  }
+}
+
+void LineSplitter::end_line() {
+  if (!discarding_) {
+    if (!pending_.empty() && pending_.back() == '\r') pending_.pop_back();
+    ready_.push_back(Line{std::move(pending_), false});
+  }
+  pending_.clear();
+  discarding_ = false;
+}
+
+std::optional<Line> LineSplitter::next() {
+  if (ready_.empty()) return std::nullopt;
+  Line line = std::move(ready_.front());
+  ready_.pop_front();
+  return line;
+}
+
+std::optional<Line> LineSplitter::finish() {
+  if (auto line = next()) return line;
+  if (discarding_ || pending_.empty()) return std::nullopt;
+  end_line();
+  return next();
+}
+
+FdLineReader::FdLineReader(int fd, int stop_fd, size_t max_bytes)
+    : fd_(fd), stop_fd_(stop_fd), splitter_(max_bytes) {}
+
+ReadEvent FdLineReader::next(Line* line) {
+  for (;;) {
+    if (auto ready = splitter_.next()) {
+      *line = std::move(*ready);
+      return ReadEvent::line;
+    }
+    if (at_eof_) {
+      if (auto rest = splitter_.finish()) {
+        *line = std::move(*rest);
+        return ReadEvent::line;
+      }
+      return ReadEvent::eof;
+    }
+
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    const nfds_t count = stop_fd_ >= 0 ? 2 : 1;
+    if (::poll(fds, count, -1) < 0) {
+      if (errno == EINTR) continue;
+      at_eof_ = true;
+      continue;
+    }
+    if (count == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) return ReadEvent::stopped;
+    if (fds[0].revents != 0) at_eof_ = !read_more();
+  }
+}
+
+bool FdLineReader::read_more() {
+  char buffer[64 * 1024];
+  for (;;) {
+    const ssize_t n = ::read(fd_, buffer, sizeof buffer);
+    if (n > 0) {
+      splitter_.feed(std::string_view(buffer, static_cast<size_t>(n)));
+      return true;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;  // end of input, or an input that failed: either way no more lines
+  }
+}
+
+LineWriter::LineWriter(int fd) : fd_(fd) {}
+
+bool LineWriter::write_line(std::string_view line) {
+  std::string framed;
+  framed.reserve(line.size() + 1);
+  framed.append(line);
+  framed += '\n';
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (broken_) return false;
+  const char* p = framed.data();
+  size_t left = framed.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd out = {fd_, POLLOUT, 0};
+      ::poll(&out, 1, -1);
+      continue;
+    }
+    if (n <= 0) {
+      broken_ = true;
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace effectfence::mcp

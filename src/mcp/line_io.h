@@ -1,0 +1,87 @@
+// Newline-delimited framing over file descriptors (MCP stdio transport).
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace effectfence::mcp {
+
+// The largest message accepted, in bytes, excluding the newline. A longer
+// line is answered with "message too large" and skipped; the stream goes on.
+constexpr size_t kMaxMessageBytes = 4 * 1024 * 1024;
+// How much of an oversized line is kept, so its request id can still be
+// recovered and the error answered to the right request.
+constexpr size_t kOversizedPrefixBytes = 64 * 1024;
+
+struct Line {
+  std::string text;       // without "\n" (and without a trailing "\r")
+  bool too_long = false;  // text then holds only the line's first bytes
+};
+
+// Splits a byte stream into lines of at most max_bytes. An oversized line is
+// reported once, as soon as it crosses the limit, and the rest of it up to
+// its newline is discarded without being buffered.
+class LineSplitter {
+ public:
+  explicit LineSplitter(size_t max_bytes = kMaxMessageBytes,
+                        size_t kept_prefix_bytes = kOversizedPrefixBytes);
+
+  void feed(std::string_view bytes);
+  // Returns the next complete line, if any.
+  std::optional<Line> next();
+  // At end of input: the unterminated rest as a last line, if there is one.
+  std::optional<Line> finish();
+
+ private:
+  void end_line();
+
+  const size_t max_bytes_;
+  const size_t kept_prefix_bytes_;
+  std::string pending_;
+  bool discarding_ = false;
+  std::deque<Line> ready_;
+};
+
+enum class ReadEvent { line, eof, stopped };
+
+// Reads lines from fd. stop_fd (or -1) is polled alongside: once it is
+// readable, next() returns stopped even if more input is waiting, so a
+// signal stops intake at once.
+class FdLineReader {
+ public:
+  FdLineReader(int fd, int stop_fd, size_t max_bytes = kMaxMessageBytes);
+
+  // Blocks until a line is ready, the input ends (or fails) or stop_fd fires.
+  ReadEvent next(Line* line);
+
+ private:
+  // Returns false at end of input.
+  bool read_more();
+
+  const int fd_;
+  const int stop_fd_;
+  LineSplitter splitter_;
+  bool at_eof_ = false;
+};
+
+// Writes whole lines to fd; lines of concurrent callers never interleave.
+// REQUIRES: SIGPIPE ignored, so a vanished reader is an error, not a death.
+class LineWriter {
+ public:
+  explicit LineWriter(int fd);
+
+  // Writes line and "\n". Returns false iff the output is broken; from then
+  // on every write is dropped.
+  bool write_line(std::string_view line);
+
+ private:
+  const int fd_;
+  std::mutex mutex_;
+  bool broken_ = false;
+};
+
+}  // namespace effectfence::mcp
