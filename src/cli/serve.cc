@@ -1,0 +1,215 @@
+// effectfence serve: the stdio MCP server with the fence_* tools.
+//
+// Lifecycle: open the ledger (refusing, with a named error, anything that is
+// not a usable ledger) before reading a byte of input; serve until stdin
+// ends or SIGTERM/SIGINT/SIGHUP; finish the calls in flight; fence the
+// admissions nobody can commit through us any more; close the ledger; exit 0.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+
+#include "cli/commands.h"
+#include "cli/version.h"
+#include "effectfence/fence.h"
+#include "mcp/fence_tools.h"
+#include "mcp/line_io.h"
+#include "mcp/log.h"
+#include "mcp/server.h"
+#include "mcp/stop_signals.h"
+
+namespace effectfence::cli {
+namespace {
+
+constexpr auto kReapInterval = std::chrono::seconds(2);
+constexpr auto kSweepInterval = std::chrono::minutes(10);
+
+void print_serve_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: effectfence serve [--db PATH] [--log-level LEVEL]\n\n"
+               "Runs the stdio MCP server: newline-delimited JSON-RPC on stdin/stdout, logs on stderr.\n"
+               "Tools: fence_prepare, fence_commit, fence_abort, fence_heartbeat, fence_status, fence_stats.\n"
+               "Several serve processes on one ledger file fence each other.\n\n"
+               "options:\n"
+               "  --db PATH          ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --log-level LEVEL  error, warn, info (default) or debug\n"
+               "  --help             this text\n"
+               "  --version          the version\n\n"
+               "Messages longer than %zu bytes are refused with \"message too large\".\n"
+               "Stops on stdin EOF, SIGTERM, SIGINT or SIGHUP: finishes the calls in flight, fences\n"
+               "admissions that can no longer be committed through this process, exits 0.\n",
+               Settings::default_ledger_path("server").c_str(), mcp::kMaxMessageBytes);
+}
+
+struct ServeOptions {
+  std::string db;
+  mcp::LogLevel log_level = mcp::LogLevel::info;
+};
+
+// Returns an exit code when the command is done (help, version, bad usage),
+// or nullopt to go on serving.
+std::optional<int> parse_options(const Args& args, ServeOptions* options) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
+      if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
+      if (arg == flag && i + 1 < args.size()) return args[++i];
+      return std::nullopt;
+    };
+    if (arg == "--help" || arg == "-h") {
+      print_serve_usage(stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::printf("effectfence %s\n", kVersion);
+      return 0;
+    }
+    if (arg == "--db" || arg.rfind("--db=", 0) == 0) {
+      auto value = value_of("--db");
+      if (!value || value->empty()) {
+        std::fprintf(stderr, "effectfence serve: --db needs a path\n");
+        return 2;
+      }
+      options->db = *value;
+    } else if (arg == "--log-level" || arg.rfind("--log-level=", 0) == 0) {
+      auto value = value_of("--log-level");
+      auto level = value ? mcp::log_level_from_name(*value) : std::nullopt;
+      if (!level) {
+        std::fprintf(stderr, "effectfence serve: --log-level must be error, warn, info or debug\n");
+        return 2;
+      }
+      options->log_level = *level;
+    } else {
+      std::fprintf(stderr, "effectfence serve: unknown option '%s'\n\n", arg.c_str());
+      print_serve_usage(stderr);
+      return 2;
+    }
+  }
+  return std::nullopt;
+}
+
+// Moves fd 1 out of reach: stdout carries only protocol, so anything else
+// that prints to it (a library, a stray printf) lands on stderr instead.
+// Returns the descriptor the protocol is written to.
+int claim_stdout() {
+  std::fflush(stdout);
+  const int protocol_fd = ::dup(1);
+  if (protocol_fd < 0) return 1;
+  ::dup2(2, 1);
+  return protocol_fd;
+}
+
+// Notices dead holders promptly (their intents become unknown, fenced) and
+// drops finished intents past their TTL, on a background thread.
+class Maintenance {
+ public:
+  Maintenance(Fence& fence, mcp::Logger& log) : fence_(fence), log_(log), thread_([this] { run(); }) {}
+  ~Maintenance() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    auto next_sweep = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      lock.unlock();
+      reap();
+      if (std::chrono::steady_clock::now() >= next_sweep) {
+        sweep();
+        next_sweep = std::chrono::steady_clock::now() + kSweepInterval;
+      }
+      lock.lock();
+      wake_.wait_for(lock, kReapInterval, [&] { return stopping_; });
+    }
+  }
+  void reap() {
+    const int64_t reaped = fence_.reap_dead_holders();
+    if (reaped > 0) {
+      log_.warn("fenced " + std::to_string(reaped) +
+                " in-flight intent(s) as unknown: their holder process is gone; an operator must reconcile them");
+    }
+  }
+  void sweep() {
+    const int64_t swept = fence_.sweep();
+    if (swept < 0) log_.warn("sweeping finished intents failed; will retry");
+    else if (swept > 0) log_.debug("swept " + std::to_string(swept) + " finished intent(s) past their TTL");
+  }
+
+  Fence& fence_;
+  mcp::Logger& log_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace
+
+int run_serve(const Args& args) {
+  ServeOptions options;
+  if (auto done = parse_options(args, &options)) return *done;
+
+  mcp::Logger log("effectfence serve", options.log_level);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a write error, not our death
+  mcp::StopSignals stop;
+  const int protocol_fd = claim_stdout();
+
+  Settings settings = Settings::from_environment("server");
+  if (!options.db.empty()) settings.ledger_path = options.db;
+  auto opened = Fence::open(settings);
+  if (auto* error = std::get_if<OpenError>(&opened)) {
+    log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+    return 1;
+  }
+  std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
+  log.info("serving " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
+           std::to_string(settings.lease_ttl_ms / 1000) + "s)");
+
+  mcp::ReadEvent stopped_by;
+  size_t unfinished = 0;
+  {
+    Maintenance maintenance(*fence, log);
+    mcp::LineWriter out(protocol_fd);
+    mcp::Server server(
+        mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
+        mcp::fence_tools(*fence, log), [&out](const std::string& line) { out.write_line(line); }, log);
+    mcp::FdLineReader reader(0, stop.fd());
+    stopped_by = server.pump(reader);
+    unfinished = server.calls_in_flight();
+    if (stopped_by == mcp::ReadEvent::stopped) {
+      log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": stopping; finishing " +
+               std::to_string(unfinished) + " call(s) in flight");
+    } else {
+      log.info("stdin closed: stopping; finishing " + std::to_string(unfinished) + " call(s) in flight");
+    }
+    server.drain();
+  }
+
+  const int64_t fenced = fence->fence_own_in_flight(
+      "effectfence serve (pid " + std::to_string(::getpid()) +
+      ") exited before the admission was committed or aborted; nobody can commit it any more");
+  if (fenced > 0) {
+    log.warn("fenced " + std::to_string(fenced) +
+             " admission(s) of this process as unknown: their clients can no longer commit through it");
+  } else if (fenced < 0) {
+    log.error("could not fence this process's open admissions; other processes will when they notice it is gone");
+  }
+  fence.reset();
+  log.info("ledger closed; bye");
+  return 0;
+}
+
+}  // namespace effectfence::cli

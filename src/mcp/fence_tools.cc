@@ -1,0 +1,480 @@
+#include "mcp/fence_tools.h"
+
+#include <initializer_list>
+#include <utility>
+
+namespace effectfence::mcp {
+
+const char* const kFenceInstructions =
+    "effectfence makes side-effecting tool calls run exactly once across agents, retries and processes. "
+    "Before a side effect (charging, paying, deploying, scaling, sending), call fence_prepare with a stable "
+    "intent id for the logical action. status \"fresh\": run the tool, then call fence_commit with the "
+    "prepared ticket and the tool's result (fence_abort if it failed; fence_heartbeat if it runs long). "
+    "status \"already_done\": do NOT run the tool; use cert.result. isError with status \"refused\": do NOT "
+    "run the tool; follow the message. Use fence_status to see an intent's state and a domain's seq for a "
+    "read_set.";
+
+namespace {
+
+constexpr Reason kAllReasons[] = {Reason::in_flight,        Reason::domain_race,  Reason::stale_read_set,
+                                  Reason::prior_failure,    Reason::payload_mismatch, Reason::lease_lost,
+                                  Reason::ticket_invalid,   Reason::invalid_request,  Reason::ledger_busy,
+                                  Reason::ledger_error};
+
+// ---- schemas ---------------------------------------------------------------
+
+Json string_schema(const char* description) {
+  return Json{{"type", "string"}, {"minLength", 1}, {"description", description}};
+}
+
+Json reason_schema() {
+  Json names = Json::array();
+  for (Reason r : kAllReasons) names.push_back(reason_name(r));
+  return Json{{"type", "string"},
+              {"enum", names},
+              {"description", "Why the call was refused (status \"refused\" only). The message says what to do."}};
+}
+
+Json ticket_schema() {
+  return Json{{"type", "object"},
+              {"description",
+               "The admission ticket from fence_prepare's \"prepared\", passed back unchanged. The server checks "
+               "it against the ledger: an edited or forged ticket is refused (ticket_invalid)."}};
+}
+
+Json certificate_schema() {
+  return Json{{"type", "object"},
+              {"required", {"hash", "intent", "result"}},
+              {"properties",
+               {{"hash", {{"type", "string"}, {"description", "SHA-256 over the canonical JSON of the other fields"}}},
+                {"intent", {{"type", "string"}}},
+                {"result", {{"description", "The recorded result of the effect"}}}}},
+              {"description", "The content-addressed record of an effect that ran"}};
+}
+
+Json counters_schema(const char* description) {
+  Json count = {{"type", "integer"}, {"minimum", 0}};
+  Json refused = {{"type", "object"}, {"properties", Json::object()}};
+  for (const char* name : {"stale_read_set", "domain_race", "in_flight", "prior_failure", "payload_mismatch"}) {
+    refused["properties"][name] = count;
+    refused["required"].push_back(name);
+  }
+  return Json{{"type", "object"},
+              {"description", description},
+              {"required", {"admitted", "replayed", "refused", "total_attempts", "prevented"}},
+              {"properties",
+               {{"admitted", count},
+                {"replayed", count},
+                {"refused", refused},
+                {"total_attempts", count},
+                {"prevented", count}}}};
+}
+
+// An output schema: every field documented at the top, and oneOf tying each
+// status to the fields it brings.
+Json outcome_schema(std::initializer_list<std::pair<const char*, std::vector<const char*>>> statuses,
+                    Json properties) {
+  Json names = Json::array();
+  Json variants = Json::array();
+  for (const auto& [status, fields] : statuses) {
+    names.push_back(status);
+    Json required = Json::array();
+    for (const char* field : fields) required.push_back(field);
+    variants.push_back(Json{{"properties", {{"status", {{"const", status}}}}}, {"required", required}});
+  }
+  properties["status"] = Json{{"type", "string"}, {"enum", names}};
+  properties["message"] = Json{{"type", "string"}, {"description", "What this means and what to do next"}};
+  properties["reason"] = reason_schema();
+  properties["detail"] = Json{{"type", "object"},
+                              {"description", "Facts behind a refusal, e.g. {domain, expected, actual} for "
+                                              "stale_read_set"}};
+  return Json{{"type", "object"},
+              {"properties", std::move(properties)},
+              {"required", {"status"}},
+              {"oneOf", std::move(variants)}};
+}
+
+Json input_schema(Json properties, std::vector<const char*> required) {
+  Json schema = {{"type", "object"}, {"properties", std::move(properties)}, {"additionalProperties", false}};
+  if (!required.empty()) {
+    schema["required"] = Json::array();
+    for (const char* name : required) schema["required"].push_back(name);
+  }
+  return schema;
+}
+
+Json annotations(bool read_only, bool idempotent, bool destructive) {
+  return Json{{"readOnlyHint", read_only},
+              {"idempotentHint", idempotent},
+              {"destructiveHint", destructive},
+              {"openWorldHint", false}};
+}
+
+// ---- argument conversion ---------------------------------------------------
+
+Ticket ticket_argument(const Json& arguments, bool* well_formed) {
+  std::optional<Ticket> ticket = Ticket::from_json(arguments.at("prepared"));
+  *well_formed = ticket.has_value();
+  return ticket.value_or(Ticket{});
+}
+
+ToolResult malformed_ticket(FenceStep step) {
+  return ToolResult{refusal_json(Refusal{Reason::ticket_invalid,
+                                         "the prepared ticket lacks a field or has one of the wrong type",
+                                         Json::object()},
+                                 step),
+                    true};
+}
+
+PrepareRequest prepare_request(const Json& a) {
+  PrepareRequest request;
+  request.intent = a.at("intent").get<std::string>();
+  request.domain = a.at("domain").get<std::string>();
+  request.tool = a.at("tool").get<std::string>();
+  request.args = a.at("args");
+  request.agent = a.at("agent").get<std::string>();
+  if (auto rs = a.find("read_set"); rs != a.end()) {
+    auto read_set = read_set_from_json(*rs);
+    if (!read_set) throw InvalidArguments("read_set must be a list of {domain, seq} with integer seq >= 0");
+    request.read_set = std::move(*read_set);
+  }
+  if (auto parent = a.find("parent"); parent != a.end()) request.parent = parent->get<std::string>();
+  if (auto clock = a.find("known_clock"); clock != a.end()) {
+    auto known = VectorClock::from_json(*clock);
+    if (!known) throw InvalidArguments("known_clock must map agent names to integer counters >= 0");
+    request.known_clock = std::move(*known);
+  }
+  return request;
+}
+
+ToolResult refused(const Refusal& refusal, FenceStep step) { return ToolResult{refusal_json(refusal, step), true}; }
+
+bool is_routine(Reason reason) {
+  return reason == Reason::in_flight || reason == Reason::domain_race || reason == Reason::ledger_busy;
+}
+
+void log_refusal(Logger& log, const std::string& what, const Refusal& refusal) {
+  const std::string line = what + ": refused " + reason_name(refusal.reason) + ": " + refusal.message;
+  if (is_routine(refusal.reason)) log.debug(line);
+  else log.info(line);
+}
+
+// ---- the tools -------------------------------------------------------------
+
+Tool prepare_tool(Fence& fence, Logger& log) {
+  Tool tool;
+  tool.name = "fence_prepare";
+  tool.title = "Ask to run a side effect exactly once";
+  tool.description =
+      "Call this BEFORE running a side-effecting tool. Returns status \"fresh\" with a \"prepared\" ticket: "
+      "you hold the action, so run the tool now, then call fence_commit with the ticket and the tool's result "
+      "(or fence_abort if it failed). Returns status \"already_done\" with \"cert\": the action already ran, so "
+      "do NOT run the tool again and use cert.result. A refusal (isError, status \"refused\") means do NOT run "
+      "the tool; its message says whether to retry later, decide again, or ask an operator.";
+  tool.input_schema = input_schema(
+      {{"intent", string_schema("Stable id of the logical action, the same on every retry and for every agent "
+                                "that might attempt it, e.g. \"charge:order-123\"")},
+       {"domain", string_schema("Contention scope the action changes, e.g. \"order:123\"; read_set entries and "
+                                "fence_status refer to it")},
+       {"tool", string_schema("Name of the side-effecting tool you are about to run")},
+       {"args", {{"type", "object"},
+                 {"description", "The exact arguments you will pass to that tool. The same intent with a different "
+                                 "tool or args is refused (payload_mismatch)"}}},
+       {"agent", string_schema("Your agent id; recorded in the certificate and its vector clock")},
+       {"read_set", {{"type", "array"},
+                     {"description", "What your decision was based on: for each domain you read, the seq that "
+                                     "fence_status reported. If any moved since, the attempt is refused "
+                                     "(stale_read_set)"},
+                     {"items", input_schema({{"domain", {{"type", "string"}, {"minLength", 1}}},
+                                             {"seq", {{"type", "integer"}, {"minimum", 0}}}},
+                                            {"domain", "seq"})}}},
+       {"parent", {{"type", "string"},
+                   {"description", "Hash of the certificate this effect builds on; default: the domain's latest"}}},
+       {"known_clock", {{"type", "object"},
+                        {"additionalProperties", {{"type", "integer"}, {"minimum", 0}}},
+                        {"description", "The vector clock you have observed (agent -> counter), e.g. a "
+                                        "certificate's vector_clock"}}}},
+      {"intent", "domain", "tool", "args", "agent"});
+  tool.output_schema = outcome_schema(
+      {{"fresh", {"prepared", "message"}}, {"already_done", {"cert", "message"}}, {"refused", {"reason", "message"}}},
+      {{"prepared", ticket_schema()}, {"cert", certificate_schema()}});
+  tool.annotations = annotations(false, false, false);
+  tool.handler = [&fence, &log](const Json& arguments) {
+    const PrepareRequest request = prepare_request(arguments);
+    const std::string what = "fence_prepare " + request.intent + " by " + request.agent;
+    PrepareOutcome outcome = fence.prepare(request);
+    if (auto* admitted = std::get_if<Admitted>(&outcome)) {
+      log.info(what + ": fresh (seq " + std::to_string(admitted->ticket.seq) + ", generation " +
+               std::to_string(admitted->ticket.generation) + ")");
+      return ToolResult{Json{{"status", "fresh"},
+                             {"prepared", admitted->ticket.to_json()},
+                             {"message", "you hold this action: run " + request.tool +
+                                             " now, then call fence_commit with this prepared ticket and its "
+                                             "result (fence_abort if it failed; fence_heartbeat if it may outlast "
+                                             "the lease)"}},
+                        false};
+    }
+    if (auto* replayed = std::get_if<Replayed>(&outcome)) {
+      log.debug(what + ": already done, replaying " + replayed->cert.hash);
+      return ToolResult{Json{{"status", "already_done"},
+                             {"cert", replayed->cert.to_json()},
+                             {"message", "this action already ran: do NOT run " + request.tool +
+                                             " again; its recorded result is cert.result"}},
+                        false};
+    }
+    const Refusal& refusal = std::get<Refusal>(outcome);
+    log_refusal(log, what, refusal);
+    return refused(refusal, FenceStep::prepare);
+  };
+  return tool;
+}
+
+Tool commit_tool(Fence& fence, Logger& log) {
+  Tool tool;
+  tool.name = "fence_commit";
+  tool.title = "Record the result of a fenced side effect";
+  tool.description =
+      "Call after running the tool that fence_prepare admitted, with the unchanged \"prepared\" ticket and the "
+      "tool's result. Returns status \"committed\" with the certificate; later duplicates of the intent get "
+      "this result replayed instead of running the tool again.";
+  tool.input_schema = input_schema(
+      {{"prepared", ticket_schema()},
+       {"result", {{"description", "The tool's result, as it returned it (any JSON)"}}}},
+      {"prepared", "result"});
+  tool.output_schema = outcome_schema({{"committed", {"cert", "message"}}, {"refused", {"reason", "message"}}},
+                                      {{"cert", certificate_schema()}});
+  tool.annotations = annotations(false, false, false);
+  tool.handler = [&fence, &log](const Json& arguments) {
+    bool well_formed = false;
+    const Ticket ticket = ticket_argument(arguments, &well_formed);
+    if (!well_formed) return malformed_ticket(FenceStep::commit);
+    CommitOutcome outcome = fence.commit(ticket, arguments.at("result"));
+    const std::string what = "fence_commit " + ticket.intent;
+    if (auto* cert = std::get_if<Certificate>(&outcome)) {
+      log.info(what + ": committed " + cert->hash);
+      return ToolResult{Json{{"status", "committed"},
+                             {"cert", cert->to_json()},
+                             {"message", "recorded: duplicates of this intent now get this certificate"}},
+                        false};
+    }
+    log_refusal(log, what, std::get<Refusal>(outcome));
+    return refused(std::get<Refusal>(outcome), FenceStep::commit);
+  };
+  return tool;
+}
+
+Tool abort_tool(Fence& fence, Logger& log) {
+  Tool tool;
+  tool.name = "fence_abort";
+  tool.title = "Report that a fenced side effect failed";
+  tool.description =
+      "Call instead of fence_commit when the admitted tool failed or you could not tell whether it took effect. "
+      "The intent is fenced as failed: every later fence_prepare of it is refused (prior_failure) until an "
+      "operator reconciles and clears it, because the effect may have happened.";
+  tool.input_schema = input_schema(
+      {{"prepared", ticket_schema()},
+       {"reason", string_schema("What went wrong, for the operator who will reconcile it")}},
+      {"prepared", "reason"});
+  tool.output_schema = outcome_schema({{"aborted", {"intent", "message"}}, {"refused", {"reason", "message"}}},
+                                      {{"intent", {{"type", "string"}}}});
+  tool.annotations = annotations(false, false, true);
+  tool.handler = [&fence, &log](const Json& arguments) {
+    bool well_formed = false;
+    const Ticket ticket = ticket_argument(arguments, &well_formed);
+    if (!well_formed) return malformed_ticket(FenceStep::abort);
+    const std::string why = arguments.at("reason").get<std::string>();
+    AbortOutcome outcome = fence.abort(ticket, why);
+    if (auto* aborted = std::get_if<Aborted>(&outcome)) {
+      log.info("fence_abort " + aborted->intent + ": fenced as failed: " + why);
+      return ToolResult{Json{{"status", "aborted"},
+                             {"intent", aborted->intent},
+                             {"message", "the intent is fenced as failed until an operator reconciles and clears it; "
+                                         "do not retry it yourself"}},
+                        false};
+    }
+    log_refusal(log, "fence_abort " + ticket.intent, std::get<Refusal>(outcome));
+    return refused(std::get<Refusal>(outcome), FenceStep::abort);
+  };
+  return tool;
+}
+
+Tool heartbeat_tool(Fence& fence, Logger& log) {
+  Tool tool;
+  tool.name = "fence_heartbeat";
+  tool.title = "Keep holding a long-running side effect";
+  tool.description =
+      "Extends the lease of an admitted ticket while its tool is still running (call about every third of the "
+      "lease). Without it, an attempt that outlives its lease can be taken over and run a second time. "
+      "Returns status \"extended\" with the new lease_expires_at (ms since the epoch).";
+  tool.input_schema = input_schema({{"prepared", ticket_schema()}}, {"prepared"});
+  tool.output_schema = outcome_schema(
+      {{"extended", {"lease_expires_at", "message"}}, {"refused", {"reason", "message"}}},
+      {{"lease_expires_at", {{"type", "integer"}, {"description", "When the lease lapses, in ms since the epoch"}}}});
+  tool.annotations = annotations(false, true, false);
+  tool.handler = [&fence, &log](const Json& arguments) {
+    bool well_formed = false;
+    const Ticket ticket = ticket_argument(arguments, &well_formed);
+    if (!well_formed) return malformed_ticket(FenceStep::heartbeat);
+    HeartbeatOutcome outcome = fence.heartbeat(ticket);
+    if (auto* extended = std::get_if<Extended>(&outcome)) {
+      log.debug("fence_heartbeat " + ticket.intent + ": extended to " + std::to_string(extended->lease_expires_at_ms));
+      return ToolResult{Json{{"status", "extended"},
+                             {"lease_expires_at", extended->lease_expires_at_ms},
+                             {"message", "you still hold this action; commit or heartbeat again before "
+                                         "lease_expires_at"}},
+                        false};
+    }
+    log_refusal(log, "fence_heartbeat " + ticket.intent, std::get<Refusal>(outcome));
+    return refused(std::get<Refusal>(outcome), FenceStep::heartbeat);
+  };
+  return tool;
+}
+
+Tool status_tool(Fence& fence) {
+  Tool tool;
+  tool.name = "fence_status";
+  tool.title = "Look up an intent and a domain";
+  tool.description =
+      "Read-only; never creates anything. Give intent, domain or both. \"intent\" tells its state: none (never "
+      "prepared), in_flight, done (with its certificate), failed or unknown (fenced, with the reason; an "
+      "operator must clear it), cleared. \"domain\" tells its current seq and vector clock: put {domain, seq} "
+      "into fence_prepare's read_set to be refused if it moves before you act. Asking only for an intent also "
+      "reports that intent's domain.";
+  tool.input_schema = input_schema(
+      {{"intent", string_schema("The intent id to look up")}, {"domain", string_schema("The domain to look up")}}, {});
+  Json intent_schema = {
+      {"type", "object"},
+      {"required", {"state"}},
+      {"properties",
+       {{"state", {{"type", "string"}, {"enum", {"none", "in_flight", "done", "failed", "unknown", "cleared"}}}},
+        {"cert", certificate_schema()}}}};
+  Json domain_schema = {
+      {"type", "object"},
+      {"required", {"domain", "seq"}},
+      {"properties", {{"domain", {{"type", "string"}}}, {"seq", {{"type", "integer"}, {"minimum", 0}}}}}};
+  tool.output_schema = outcome_schema({{"ok", {}}, {"refused", {"reason", "message"}}},
+                                      {{"intent", intent_schema}, {"domain", domain_schema}});
+  tool.annotations = annotations(true, true, false);
+  tool.handler = [&fence](const Json& arguments) {
+    const std::string intent = arguments.value("intent", std::string());
+    std::string domain = arguments.value("domain", std::string());
+    if (intent.empty() && domain.empty()) throw InvalidArguments("give \"intent\", \"domain\" or both");
+
+    Json out = {{"status", "ok"}};
+    if (!intent.empty()) {
+      auto status = fence.intent_status(intent);
+      if (auto* refusal = std::get_if<Refusal>(&status)) return refused(*refusal, FenceStep::read);
+      const IntentStatus& found = std::get<IntentStatus>(status);
+      out["intent"] = found.to_json();
+      if (domain.empty()) domain = found.domain;
+    }
+    if (!domain.empty()) {
+      auto status = fence.domain_status(domain);
+      if (auto* refusal = std::get_if<Refusal>(&status)) return refused(*refusal, FenceStep::read);
+      out["domain"] = std::get<DomainStatus>(status).to_json();
+    }
+    return ToolResult{std::move(out), false};
+  };
+  return tool;
+}
+
+Tool stats_tool(Fence& fence) {
+  Tool tool;
+  tool.name = "fence_stats";
+  tool.title = "Count what the fence prevented";
+  tool.description =
+      "Read-only counters, for this server process (\"process\") and for every process on the ledger file "
+      "(\"ledger\"): admitted (effects allowed to run), replayed (duplicates handed a recorded result), "
+      "refused by cause, total_attempts, and prevented = every attempt that did not run the effect.";
+  tool.input_schema = input_schema(Json::object(), {});
+  tool.output_schema = outcome_schema(
+      {{"ok", {"process", "ledger"}}, {"refused", {"reason", "message"}}},
+      {{"process", counters_schema("Since this server process opened the ledger")},
+       {"ledger", counters_schema("Every process, for the life of the ledger file")}});
+  tool.annotations = annotations(true, true, false);
+  tool.handler = [&fence](const Json&) {
+    auto stats = fence.stats();
+    if (auto* refusal = std::get_if<Refusal>(&stats)) return refused(*refusal, FenceStep::read);
+    const Stats& s = std::get<Stats>(stats);
+    return ToolResult{Json{{"status", "ok"}, {"process", s.process.to_json()}, {"ledger", s.ledger.to_json()}},
+                      false};
+  };
+  return tool;
+}
+
+}  // namespace
+
+std::string refusal_advice(Reason reason, FenceStep step) {
+  const bool before_effect = step == FenceStep::prepare;
+  switch (reason) {
+    case Reason::in_flight:
+      return "another attempt of this intent is in flight; do not run the tool; retry fence_prepare in a few seconds";
+    case Reason::domain_race:
+      return "another action on this domain is in flight or won the same instant; do not run the tool; check "
+             "fence_status for the domain, confirm your decision still holds, then retry fence_prepare with an "
+             "up-to-date read_set";
+    case Reason::stale_read_set:
+      if (before_effect) {
+        return "something your decision read has changed since (see detail); do not run the "
+               "tool; read the current state again (fence_status gives each domain's seq), decide again, and call "
+               "fence_prepare with the new read_set";
+      }
+      return "a domain your decision read moved before the commit, so the effect ran on outdated state; the intent "
+             "is now fenced as failed; tell an operator, who must reconcile and clear it";
+    case Reason::prior_failure:
+      return "an earlier attempt of this intent failed or its outcome is unknown, so it may have taken effect; do "
+             "not run the tool; an operator must reconcile and clear the intent (effectfence clear) before it can "
+             "be tried again";
+    case Reason::payload_mismatch:
+      return "this intent id was already used for a different tool or args; do not run the tool; a different "
+             "action needs its own intent id";
+    case Reason::lease_lost:
+      if (step == FenceStep::commit) {
+        return "this ticket no longer holds the intent (its lease lapsed and another attempt took over, or it was "
+               "fenced), so the result was not recorded; do not retry the commit; tell an operator the tool ran, "
+               "with its result";
+      }
+      return "this ticket no longer holds the intent (its lease lapsed and another attempt took over, or it was "
+             "fenced); nothing was recorded; check fence_status before doing anything else";
+    case Reason::ticket_invalid:
+      return "the prepared ticket does not match what the ledger issued; pass the \"prepared\" object from "
+             "fence_prepare unchanged";
+    case Reason::invalid_request:
+      return "these arguments cannot describe an action; do not run the tool; fix them and try again";
+    case Reason::ledger_busy:
+      if (step == FenceStep::commit) {
+        return "the ledger stayed locked and the result is not recorded yet; retry fence_commit with the same "
+               "ticket and result in a few seconds";
+      }
+      return "the ledger stayed locked, so nothing was decided; do not run the tool yet; retry in a few seconds";
+    case Reason::ledger_error:
+      if (step == FenceStep::commit) {
+        return "the result could not be recorded; retry fence_commit with the same ticket and result, and if it "
+               "keeps failing tell an operator the tool ran";
+      }
+      return "the ledger could not be read or written, so nothing was decided; do not run the tool; tell an "
+             "operator";
+  }
+  return "refused; do not run the tool";
+}
+
+Json refusal_json(const Refusal& refusal, FenceStep step) {
+  std::string message = refusal_advice(refusal.reason, step);
+  if (!refusal.message.empty()) message += " (" + refusal.message + ")";
+  Json out = {{"status", "refused"}, {"reason", reason_name(refusal.reason)}, {"message", std::move(message)}};
+  if (refusal.detail.is_object() && !refusal.detail.empty()) out["detail"] = refusal.detail;
+  return out;
+}
+
+std::vector<Tool> fence_tools(Fence& fence, Logger& log) {
+  std::vector<Tool> tools;
+  tools.push_back(prepare_tool(fence, log));
+  tools.push_back(commit_tool(fence, log));
+  tools.push_back(abort_tool(fence, log));
+  tools.push_back(heartbeat_tool(fence, log));
+  tools.push_back(status_tool(fence));
+  tools.push_back(stats_tool(fence));
+  return tools;
+}
+
+}  // namespace effectfence::mcp

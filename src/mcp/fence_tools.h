@@ -1,0 +1,34 @@
+// The fence_* MCP tools: JSON arguments to the Fence API and its outcomes
+// back to structured tool results a model can act on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "effectfence/fence.h"
+#include "mcp/log.h"
+#include "mcp/server.h"
+
+namespace effectfence::mcp {
+
+// Which call a refusal answers; the advice differs (a stale read-set before
+// the effect means "decide again", after it means "tell an operator").
+enum class FenceStep { prepare, commit, abort, heartbeat, read };
+
+// fence_prepare, fence_commit, fence_abort, fence_heartbeat, fence_status,
+// fence_stats over fence. fence and log must outlive the tools.
+std::vector<Tool> fence_tools(Fence& fence, Logger& log);
+
+// {status:"refused", reason, message, detail?}: message starts with what to
+// do next, then the fence's own explanation; detail (when the fence gave
+// any) holds its facts, e.g. {domain, expected, actual}.
+Json refusal_json(const Refusal& refusal, FenceStep step);
+// What a model should do about a refusal at step, e.g. "another attempt of
+// this intent is in flight; do not run the tool; retry fence_prepare in a
+// few seconds".
+std::string refusal_advice(Reason reason, FenceStep step);
+
+// Guidance for hosts to show the model (initialize's "instructions").
+extern const char* const kFenceInstructions;
+
+}  // namespace effectfence::mcp
