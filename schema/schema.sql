@@ -1,0 +1,209 @@
+-- effectfence ledger: the full current schema (version 1), for people.
+--
+-- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
+-- builds exactly what effectfence builds by applying migrations/ in order
+-- (a test checks the two agree). effectfence itself only ever applies
+-- migrations/NNNN_*.sql, each in its own transaction.
+--
+-- Reading the ledger (see docs/OPERATIONS.md for a runbook):
+--   intents       one row per logical action and its state:
+--                 in_flight -> done | failed | unknown -> cleared
+--   domains       contention scopes; seq is the version read-sets check
+--   certificates  immutable SHA-256 records of effects that ran
+--   events        append-only audit log (who, when, why)
+--   clears        audited operator clears: INSERT a row to clear an intent
+--   counters      ledger-wide outcome counts
+--   views         fenced, in_flight, recent_effects, domain_sequences,
+--                 recent_events, stats
+PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
+PRAGMA user_version = 1;             -- schema version
+PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
+
+
+-- One row per logical action. The row is the compare-and-swap target: every
+-- change happens inside one BEGIN IMMEDIATE transaction and bumps version.
+CREATE TABLE intents (
+  intent           TEXT PRIMARY KEY,
+  state            TEXT NOT NULL CHECK (state IN ('in_flight', 'done', 'failed', 'unknown', 'cleared')),
+  domain           TEXT NOT NULL,
+  tool             TEXT NOT NULL,
+  args             TEXT NOT NULL,
+  payload_hash     TEXT NOT NULL,             -- SHA-256 of canonical {"args":..,"tool":..}
+  agent            TEXT NOT NULL,
+  seq              INTEGER NOT NULL,          -- domain sequence number reserved at admission
+  generation       INTEGER NOT NULL,          -- +1 on every (re)admission
+  token            TEXT NOT NULL,             -- fence token of the current holder
+  read_set         TEXT NOT NULL DEFAULT '[]',
+  parent           TEXT,                      -- certificate this effect builds on
+  known_clock      TEXT NOT NULL DEFAULT '{}',
+  holder_host      TEXT NOT NULL,
+  holder_boot      TEXT NOT NULL,             -- kernel boot id: a reboot ends every holder
+  holder_pid       INTEGER NOT NULL,
+  holder_started   INTEGER NOT NULL,          -- process start time: tells a reused pid apart
+  lease_expires_at INTEGER NOT NULL,
+  admitted_at      INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  cert_hash        TEXT,                      -- set when done
+  reason           TEXT,                      -- why failed / unknown / cleared
+  version          INTEGER NOT NULL DEFAULT 1
+) STRICT;
+CREATE INDEX intents_by_state ON intents(state, domain);
+CREATE INDEX intents_by_domain ON intents(domain);
+
+-- Contention scopes. seq is the version column read-sets are checked
+-- against; it only ever goes up, so a sequence number is never reused.
+CREATE TABLE domains (
+  domain     TEXT PRIMARY KEY,
+  seq        INTEGER NOT NULL DEFAULT 0,
+  clock      TEXT NOT NULL DEFAULT '{}',      -- merge of the clocks of committed effects
+  head       TEXT,                            -- latest committed certificate
+  head_seq   INTEGER NOT NULL DEFAULT 0,
+  updated_at INTEGER NOT NULL
+) STRICT;
+
+-- Immutable records of effects that ran. hash = SHA-256(body); body is the
+-- canonical JSON of {intent, parent, domain, seq, generation, tool, args,
+-- result, vector_clock, read_set, agent}, so anyone can recompute it.
+CREATE TABLE certificates (
+  hash         TEXT PRIMARY KEY,
+  intent       TEXT NOT NULL,
+  domain       TEXT NOT NULL,
+  seq          INTEGER NOT NULL,
+  generation   INTEGER NOT NULL,
+  parent       TEXT,
+  agent        TEXT NOT NULL,
+  tool         TEXT NOT NULL,
+  body         TEXT NOT NULL,
+  committed_at INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX certificates_domain_seq ON certificates(domain, seq);
+CREATE INDEX certificates_by_intent ON certificates(intent);
+CREATE INDEX certificates_by_time ON certificates(committed_at);
+
+CREATE TRIGGER certificates_immutable_update BEFORE UPDATE ON certificates
+BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable'); END;
+CREATE TRIGGER certificates_immutable_delete BEFORE DELETE ON certificates
+BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable'); END;
+
+-- Append-only audit log: admissions, takeovers, outcomes, fencing, clears.
+CREATE TABLE events (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  at         INTEGER NOT NULL,
+  kind       TEXT NOT NULL CHECK (kind IN ('admitted', 'takeover', 'committed', 'aborted',
+                                           'commit_refused', 'holder_dead', 'fenced_on_exit',
+                                           'cleared', 'swept', 'domain_evicted')),
+  intent     TEXT,
+  domain     TEXT,
+  seq        INTEGER,
+  generation INTEGER,
+  actor      TEXT NOT NULL,                   -- agent, operator, or process (host:pid)
+  detail     TEXT NOT NULL DEFAULT '{}'       -- JSON: reason, certificate, result of a refused commit
+) STRICT;
+CREATE INDEX events_by_intent ON events(intent);
+CREATE INDEX events_by_time ON events(at);
+CREATE INDEX events_by_domain ON events(domain, kind);
+
+CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;
+CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;
+
+-- Ledger-wide counters (each process also keeps its own).
+CREATE TABLE counters (
+  name  TEXT PRIMARY KEY,
+  value INTEGER NOT NULL DEFAULT 0
+) STRICT;
+INSERT INTO counters(name) VALUES
+  ('admitted'), ('replayed'), ('refused_stale_read_set'), ('refused_domain_race'),
+  ('refused_in_flight'), ('refused_prior_failure'), ('refused_payload_mismatch'),
+  ('committed'), ('aborted');
+
+-- Operator clears. Clearing is one INSERT, by the CLI or by hand:
+--   INSERT INTO clears(intent, operator, reason)
+--     VALUES ('charge:order-123', 'alice', 'provider shows no charge');
+-- The triggers refuse nonsense, move the intent to 'cleared' (the next
+-- prepare is fresh) and write the audit event, all in the same transaction.
+CREATE TABLE clears (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  intent         TEXT NOT NULL,
+  operator       TEXT NOT NULL CHECK (length(operator) > 0),
+  reason         TEXT NOT NULL CHECK (length(reason) > 0),
+  requested_at   INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)),
+  previous_state TEXT
+) STRICT;
+
+CREATE TRIGGER clears_check BEFORE INSERT ON clears
+BEGIN
+  SELECT RAISE(ABORT, 'effectfence: cannot clear: no such intent')
+   WHERE NOT EXISTS (SELECT 1 FROM intents WHERE intent = NEW.intent);
+  SELECT RAISE(ABORT, 'effectfence: cannot clear: only failed or unknown intents can be cleared (done results and in-flight attempts cannot)')
+   WHERE (SELECT state FROM intents WHERE intent = NEW.intent) NOT IN ('failed', 'unknown');
+END;
+
+CREATE TRIGGER clears_apply AFTER INSERT ON clears
+BEGIN
+  UPDATE clears SET previous_state = (SELECT state FROM intents WHERE intent = NEW.intent)
+   WHERE id = NEW.id;
+  INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
+  SELECT NEW.requested_at, 'cleared', i.intent, i.domain, i.seq, i.generation, NEW.operator,
+         json_object('reason', NEW.reason, 'previous_state', i.state, 'previous_reason', i.reason)
+    FROM intents i WHERE i.intent = NEW.intent;
+  UPDATE intents
+     SET state = 'cleared', reason = NEW.reason, updated_at = NEW.requested_at, version = version + 1
+   WHERE intent = NEW.intent;
+END;
+
+CREATE TRIGGER clears_append_only_update BEFORE UPDATE OF intent, operator, reason, requested_at ON clears
+BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be changed'); END;
+CREATE TRIGGER clears_append_only_delete BEFORE DELETE ON clears
+BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be deleted'); END;
+
+-- Views for people at the sqlite3 prompt.
+CREATE VIEW fenced AS
+SELECT intent, state, tool, args, domain, agent, reason,
+       strftime('%Y-%m-%d %H:%M:%f', updated_at / 1000.0, 'unixepoch') AS since,
+       generation
+  FROM intents WHERE state IN ('failed', 'unknown')
+ ORDER BY updated_at;
+
+CREATE VIEW in_flight AS
+SELECT intent, tool, domain, agent, generation,
+       holder_host || ':' || holder_pid AS holder,
+       strftime('%Y-%m-%d %H:%M:%f', admitted_at / 1000.0, 'unixepoch') AS admitted,
+       strftime('%Y-%m-%d %H:%M:%f', lease_expires_at / 1000.0, 'unixepoch') AS lease_expires
+  FROM intents WHERE state = 'in_flight'
+ ORDER BY admitted_at;
+
+CREATE VIEW recent_effects AS
+SELECT strftime('%Y-%m-%d %H:%M:%f', committed_at / 1000.0, 'unixepoch') AS committed,
+       intent, tool, domain, seq, agent,
+       json_extract(body, '$.args') AS args,
+       json_extract(body, '$.result') AS result,
+       hash AS certificate, parent
+  FROM certificates
+ ORDER BY committed_at DESC;
+
+CREATE VIEW domain_sequences AS
+SELECT domain, seq, head AS latest_certificate,
+       (SELECT count(*) FROM intents i WHERE i.domain = d.domain AND i.state = 'in_flight') AS in_flight,
+       strftime('%Y-%m-%d %H:%M:%f', updated_at / 1000.0, 'unixepoch') AS updated
+  FROM domains d ORDER BY domain;
+
+CREATE VIEW recent_events AS
+SELECT id, strftime('%Y-%m-%d %H:%M:%f', at / 1000.0, 'unixepoch') AS at_utc,
+       kind, intent, domain, seq, generation, actor, detail
+  FROM events ORDER BY id DESC;
+
+CREATE VIEW stats AS
+SELECT
+  (SELECT value FROM counters WHERE name = 'admitted') AS admitted,
+  (SELECT value FROM counters WHERE name = 'replayed') AS replayed,
+  (SELECT sum(value) FROM counters WHERE name LIKE 'refused_%') AS refused,
+  (SELECT value FROM counters WHERE name = 'refused_stale_read_set') AS refused_stale_read_set,
+  (SELECT value FROM counters WHERE name = 'refused_domain_race') AS refused_domain_race,
+  (SELECT value FROM counters WHERE name = 'refused_in_flight') AS refused_in_flight,
+  (SELECT value FROM counters WHERE name = 'refused_prior_failure') AS refused_prior_failure,
+  (SELECT value FROM counters WHERE name = 'refused_payload_mismatch') AS refused_payload_mismatch,
+  (SELECT sum(value) FROM counters WHERE name = 'replayed' OR name LIKE 'refused_%') AS prevented,
+  (SELECT value FROM counters WHERE name = 'committed') AS committed,
+  (SELECT value FROM counters WHERE name = 'aborted') AS aborted;

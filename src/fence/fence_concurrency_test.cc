@@ -1,0 +1,247 @@
+// Races between threads and between processes, on real files. Every
+// collision is forced (threads released together from a barrier, processes
+// hammering one intent), and each property is checked over many rounds.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+
+#include "support/fence_helpers.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence;
+using namespace effectfence::testing;
+
+namespace {
+
+// Releases every waiting thread at once.
+class StartLine {
+ public:
+  explicit StartLine(int parties) : waiting_(parties) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (--waiting_ == 0) {
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [this] { return waiting_ == 0; });
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_;
+};
+
+template <typename Fn>
+std::vector<PrepareOutcome> race(int threads, Fn attempt) {
+  std::vector<PrepareOutcome> outcomes(threads, Refusal{Reason::ledger_error, "not run", {}});
+  StartLine start(threads);
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&, i] {
+      start.arrive_and_wait();
+      outcomes[i] = attempt(i);
+    });
+  }
+  for (auto& t : pool) t.join();
+  return outcomes;
+}
+
+int count_admitted(const std::vector<PrepareOutcome>& outcomes) {
+  int n = 0;
+  for (const auto& o : outcomes) n += std::holds_alternative<Admitted>(o) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("16 threads racing one intent: exactly one admitted, then every duplicate replays", "[race]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  for (int round = 0; round < 20; ++round) {
+    const std::string intent = "race-" + std::to_string(round);
+    auto outcomes = race(16, [&](int) { return fence->prepare(charge(intent)); });
+    REQUIRE(count_admitted(outcomes) == 1);
+    Ticket ticket;
+    for (const auto& o : outcomes) {
+      if (auto* a = std::get_if<Admitted>(&o)) {
+        ticket = a->ticket;
+      } else {
+        CHECK(std::get<Refusal>(o).reason == Reason::in_flight);
+      }
+    }
+    auto cert = std::get<Certificate>(fence->commit(ticket, {{"round", round}}));
+    auto replays = race(16, [&](int) { return fence->prepare(charge(intent)); });
+    for (const auto& o : replays) {
+      REQUIRE(std::holds_alternative<Replayed>(o));
+      CHECK(std::get<Replayed>(o).cert.hash == cert.hash);
+    }
+  }
+}
+
+TEST_CASE("16 threads on two fences (two connections) racing one intent admit exactly one", "[race]") {
+  TempDir dir;
+  auto a = open_fence(file_settings(dir.file("l.sqlite")));
+  auto b = open_fence(file_settings(dir.file("l.sqlite")));
+  for (int round = 0; round < 20; ++round) {
+    const std::string intent = "two-" + std::to_string(round);
+    auto outcomes = race(16, [&](int i) { return (i % 2 ? a : b)->prepare(charge(intent)); });
+    REQUIRE(count_admitted(outcomes) == 1);
+  }
+}
+
+TEST_CASE("a forced same-instant domain race admits exactly one, every time", "[race][read_set]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  for (int round = 0; round < 50; ++round) {
+    const std::string domain = "cluster-" + std::to_string(round);
+    auto outcomes = race(8, [&](int i) {
+      PrepareRequest r = charge("action-" + std::to_string(round) + "-" + std::to_string(i));
+      r.domain = domain;
+      r.read_set = {{domain, 0}};  // everyone decided on the same state
+      return (i % 2 ? fence : other)->prepare(r);
+    });
+    REQUIRE(count_admitted(outcomes) == 1);
+    for (const auto& o : outcomes) {
+      if (auto* r = std::get_if<Refusal>(&o)) {
+        CHECK((r->reason == Reason::domain_race || r->reason == Reason::stale_read_set));
+      }
+    }
+  }
+}
+
+TEST_CASE("32 threads on one domain never share a sequence number", "[race][domain]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  auto outcomes = race(32, [&](int i) {
+    PrepareRequest r = charge("seq-" + std::to_string(i));
+    r.domain = "shared";
+    return (i % 2 ? fence : other)->prepare(r);
+  });
+  std::set<int64_t> seqs;
+  for (const auto& o : outcomes) seqs.insert(admitted_ticket(o).seq);
+  CHECK(seqs.size() == 32);
+  CHECK(*seqs.begin() == 1);
+  CHECK(*seqs.rbegin() == 32);
+}
+
+namespace {
+
+// Runs in a forked child: many attempts at one intent; commits if admitted.
+// Exit code: number of admissions (0 or 1), or 100+ on error.
+[[noreturn]] void hammer(const std::string& path, int attempts) {
+  auto opened = Fence::open(file_settings(path));
+  if (!std::holds_alternative<std::unique_ptr<Fence>>(opened)) _exit(100);
+  auto& fence = *std::get<std::unique_ptr<Fence>>(opened);
+  int admitted = 0;
+  for (int i = 0; i < attempts; ++i) {
+    auto o = fence.prepare(charge("multi-process"));
+    if (auto* a = std::get_if<Admitted>(&o)) {
+      ++admitted;
+      if (!std::holds_alternative<Certificate>(fence.commit(a->ticket, {{"by", getpid()}}))) _exit(101);
+    } else if (auto* r = std::get_if<Refusal>(&o)) {
+      if (r->reason != Reason::in_flight) _exit(102);
+    }
+  }
+  opened = OpenError{};
+  _exit(admitted);
+}
+
+}  // namespace
+
+TEST_CASE("8 processes x 100 attempts on one intent: exactly one admission in total", "[race][process]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  { open_fence(file_settings(path)); }  // create the schema once, then fork with no threads alive
+  std::vector<pid_t> children;
+  for (int i = 0; i < 8; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) hammer(path, 100);
+    children.push_back(pid);
+  }
+  int admissions = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) < 100);
+    admissions += WEXITSTATUS(status);
+  }
+  CHECK(admissions == 1);
+
+  auto reopened = open_fence(file_settings(path));
+  auto late = reopened->prepare(charge("multi-process"));
+  REQUIRE(std::holds_alternative<Replayed>(late));
+  CHECK(std::get<Replayed>(late).cert.verify());
+  auto stats = std::get<Stats>(reopened->stats());
+  CHECK(stats.ledger.admitted == 1);
+  CHECK(stats.ledger.total_attempts() == 8 * 100 + 1);
+}
+
+TEST_CASE("a holder killed with SIGKILL fences its intent as unknown until cleared", "[process][dead_holder]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  { open_fence(file_settings(path)); }
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(ready[0]);
+    auto opened = Fence::open(file_settings(path));
+    if (!std::holds_alternative<std::unique_ptr<Fence>>(opened)) _exit(100);
+    auto o = std::get<std::unique_ptr<Fence>>(opened)->prepare(charge("doomed"));
+    const char c = std::holds_alternative<Admitted>(o) ? 'A' : 'X';
+    if (write(ready[1], &c, 1) != 1) _exit(101);
+    for (;;) pause();  // "running the effect" until killed
+  }
+  close(ready[1]);
+  char c = 0;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  close(ready[0]);
+  REQUIRE(c == 'A');
+  REQUIRE(kill(pid, SIGKILL) == 0);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+
+  // Long lease: only the holder's death can explain the fencing.
+  Settings s = file_settings(path);
+  s.lease_ttl_ms = 3'600'000;
+  auto fence = open_fence(s);
+  auto status_now = std::get<IntentStatus>(fence->intent_status("doomed"));
+  CHECK(status_now.state == IntentState::unknown);
+  CHECK_THAT(status_now.reason, Catch::Contains(std::to_string(pid)));
+  CHECK(refusal_reason(fence->prepare(charge("doomed"))) == Reason::prior_failure);
+  REQUIRE(std::holds_alternative<Cleared>(fence->clear("doomed", "ops", "provider shows no charge")));
+  CHECK(admitted_ticket(fence->prepare(charge("doomed"))).generation == 2);
+}
+
+TEST_CASE("a locked ledger gives ledger_busy after the busy timeout, never an admission", "[busy]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  Settings s = file_settings(path);
+  s.busy_timeout_ms = 200;
+  auto fence = open_fence(s);
+  sqlite3* locker = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &locker) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(locker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto blocked = fence->prepare(charge("busy"));
+  CHECK(refusal_reason(blocked) == Reason::ledger_busy);
+  REQUIRE(sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(locker);
+  CHECK(admitted_ticket(fence->prepare(charge("busy"))).generation == 1);
+}
