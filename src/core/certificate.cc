@@ -1,0 +1,128 @@
+#include "effectfence/certificate.h"
+
+#include <array>
+#include <stdexcept>
+
+#include "core/sha256.h"
+
+namespace effectfence {
+namespace {
+
+constexpr std::array<const char*, 12> kCertificateKeys = {
+    "intent", "parent", "domain", "seq", "generation", "tool",
+    "args", "result", "vector_clock", "read_set", "agent", "hash"};
+
+std::optional<int64_t> int64_member(const Json& j, const char* key) {
+  const auto found = j.find(key);
+  if (found == j.end()) return std::nullopt;
+  if (found->is_number_unsigned()) {
+    const uint64_t value = found->get<uint64_t>();
+    if (value <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(value);
+    return std::nullopt;
+  }
+  if (found->is_number_integer()) return found->get<int64_t>();
+  return std::nullopt;
+}
+
+std::optional<std::string> string_member(const Json& j, const char* key) {
+  const auto found = j.find(key);
+  if (found == j.end() || !found->is_string()) return std::nullopt;
+  return found->get<std::string>();
+}
+
+// parent is null for "no parent"; a string is taken as is.
+std::optional<std::string> parent_member(const Json& j) {
+  const auto found = j.find("parent");
+  if (found != j.end() && found->is_null()) return std::string();
+  return string_member(j, "parent");
+}
+
+// Anything beyond the known fields would ride along unhashed, so a document
+// carrying extra members is not a certificate.
+bool has_exactly_certificate_keys(const Json& j) {
+  if (j.size() != kCertificateKeys.size()) return false;
+  for (const char* key : kCertificateKeys) {
+    if (!j.contains(key)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Json Certificate::body() const {
+  return Json{
+      {"intent", intent},
+      {"parent", parent.empty() ? Json(nullptr) : Json(parent)},
+      {"domain", domain},
+      {"seq", seq},
+      {"generation", generation},
+      {"tool", tool},
+      {"args", args},
+      {"result", result},
+      {"vector_clock", vector_clock.to_json()},
+      {"read_set", read_set_to_json(read_set)},
+      {"agent", agent},
+  };
+}
+
+std::string Certificate::canonical_body() const {
+  // "" when a field has no canonical form (an unsafe integer, invalid UTF-8):
+  // such a certificate cannot be sealed or verified.
+  try {
+    return canonicalize(body());
+  } catch (const std::invalid_argument&) {
+    return "";
+  }
+}
+
+std::string Certificate::compute_hash() const {
+  const std::string canonical = canonical_body();
+  return canonical.empty() ? "" : sha256_hex(canonical);
+}
+
+void Certificate::seal() { hash = compute_hash(); }
+
+bool Certificate::verify() const {
+  const std::string expected = compute_hash();
+  return !expected.empty() && expected == hash;
+}
+
+Json Certificate::to_json() const {
+  Json j = body();
+  j["hash"] = hash;
+  return j;
+}
+
+std::optional<Certificate> Certificate::from_json(const Json& j) {
+  if (!j.is_object() || !has_exactly_certificate_keys(j)) return std::nullopt;
+  const auto intent = string_member(j, "intent");
+  const auto parent = parent_member(j);
+  const auto domain = string_member(j, "domain");
+  const auto seq = int64_member(j, "seq");
+  const auto generation = int64_member(j, "generation");
+  const auto tool = string_member(j, "tool");
+  const auto vector_clock = VectorClock::from_json(j.at("vector_clock"));
+  const auto read_set = read_set_from_json(j.at("read_set"));
+  const auto agent = string_member(j, "agent");
+  const auto hash = string_member(j, "hash");
+  if (!intent || !parent || !domain || !seq || !generation || !tool || !vector_clock ||
+      !read_set || !agent || !hash) {
+    return std::nullopt;
+  }
+  Certificate cert;
+  cert.intent = *intent;
+  cert.parent = *parent;
+  cert.domain = *domain;
+  cert.seq = *seq;
+  cert.generation = *generation;
+  cert.tool = *tool;
+  cert.args = j.at("args");
+  cert.result = j.at("result");
+  cert.vector_clock = *vector_clock;
+  cert.read_set = *read_set;
+  cert.agent = *agent;
+  cert.hash = *hash;
+  return cert;
+}
+
+}  // namespace effectfence

@@ -1,0 +1,175 @@
+#include "effectfence/types.h"
+
+#include <array>
+#include <utility>
+
+namespace effectfence {
+namespace {
+
+constexpr std::array<std::pair<Reason, const char*>, 10> kReasonNames = {{
+    {Reason::in_flight, "in_flight"},
+    {Reason::domain_race, "domain_race"},
+    {Reason::stale_read_set, "stale_read_set"},
+    {Reason::prior_failure, "prior_failure"},
+    {Reason::payload_mismatch, "payload_mismatch"},
+    {Reason::lease_lost, "lease_lost"},
+    {Reason::ticket_invalid, "ticket_invalid"},
+    {Reason::invalid_request, "invalid_request"},
+    {Reason::ledger_busy, "ledger_busy"},
+    {Reason::ledger_error, "ledger_error"},
+}};
+
+constexpr std::array<std::pair<IntentState, const char*>, 6> kStateNames = {{
+    {IntentState::none, "none"},
+    {IntentState::in_flight, "in_flight"},
+    {IntentState::done, "done"},
+    {IntentState::failed, "failed"},
+    {IntentState::unknown, "unknown"},
+    {IntentState::cleared, "cleared"},
+}};
+
+template <typename Enum, size_t N>
+const char* name_of(const std::array<std::pair<Enum, const char*>, N>& names, Enum value,
+                    const char* fallback) {
+  for (const auto& [candidate, name] : names) {
+    if (candidate == value) return name;
+  }
+  return fallback;
+}
+
+template <typename Enum, size_t N>
+std::optional<Enum> value_of(const std::array<std::pair<Enum, const char*>, N>& names,
+                             const std::string& name) {
+  for (const auto& [value, candidate] : names) {
+    if (name == candidate) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> int64_member(const Json& j, const char* key) {
+  const auto found = j.find(key);
+  if (found == j.end()) return std::nullopt;
+  if (found->is_number_unsigned()) {
+    const uint64_t value = found->get<uint64_t>();
+    if (value <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(value);
+    return std::nullopt;
+  }
+  if (found->is_number_integer()) return found->get<int64_t>();
+  return std::nullopt;
+}
+
+std::optional<std::string> string_member(const Json& j, const char* key) {
+  const auto found = j.find(key);
+  if (found == j.end() || !found->is_string()) return std::nullopt;
+  return found->get<std::string>();
+}
+
+}  // namespace
+
+const char* reason_name(Reason reason) { return name_of(kReasonNames, reason, "invalid_reason"); }
+
+std::optional<Reason> reason_from_name(const std::string& name) { return value_of(kReasonNames, name); }
+
+const char* state_name(IntentState s) { return name_of(kStateNames, s, "invalid_state"); }
+
+std::optional<IntentState> state_from_name(const std::string& name) { return value_of(kStateNames, name); }
+
+Json Ticket::to_json() const {
+  return Json{
+      {"intent", intent},
+      {"domain", domain},
+      {"seq", seq},
+      {"generation", generation},
+      {"token", token},
+      {"lease_expires_at_ms", lease_expires_at_ms},
+  };
+}
+
+std::optional<Ticket> Ticket::from_json(const Json& j) {
+  if (!j.is_object()) return std::nullopt;
+  auto intent = string_member(j, "intent");
+  auto domain = string_member(j, "domain");
+  const auto seq = int64_member(j, "seq");
+  const auto generation = int64_member(j, "generation");
+  auto token = string_member(j, "token");
+  const auto lease_expires_at_ms = int64_member(j, "lease_expires_at_ms");
+  if (!intent || !domain || !seq || !generation || !token || !lease_expires_at_ms) return std::nullopt;
+  Ticket ticket;
+  ticket.intent = std::move(*intent);
+  ticket.domain = std::move(*domain);
+  ticket.seq = *seq;
+  ticket.generation = *generation;
+  ticket.token = std::move(*token);
+  ticket.lease_expires_at_ms = *lease_expires_at_ms;
+  return ticket;
+}
+
+Json IntentStatus::to_json() const {
+  Json j = {
+      {"state", state_name(state)},
+      {"intent", intent},
+      {"domain", domain},
+      {"tool", tool},
+      {"agent", agent},
+      {"args", args},
+      {"seq", seq},
+      {"generation", generation},
+  };
+  if (state == IntentState::in_flight) j["lease_expires_at_ms"] = lease_expires_at_ms;
+  j["updated_at_ms"] = updated_at_ms;
+  if (!reason.empty()) j["reason"] = reason;
+  if (cert) j["cert"] = cert->to_json();
+  return j;
+}
+
+Json DomainStatus::to_json() const {
+  return Json{
+      {"domain", domain},
+      {"exists", exists},
+      {"seq", seq},
+      {"clock", clock.to_json()},
+      {"head", head.empty() ? Json(nullptr) : Json(head)},
+      {"in_flight", in_flight},
+  };
+}
+
+int64_t Counters::refusals() const {
+  return refused_stale_read_set + refused_domain_race + refused_in_flight + refused_prior_failure +
+         refused_payload_mismatch;
+}
+
+Counters& Counters::operator+=(const Counters& o) {
+  admitted += o.admitted;
+  replayed += o.replayed;
+  refused_stale_read_set += o.refused_stale_read_set;
+  refused_domain_race += o.refused_domain_race;
+  refused_in_flight += o.refused_in_flight;
+  refused_prior_failure += o.refused_prior_failure;
+  refused_payload_mismatch += o.refused_payload_mismatch;
+  committed += o.committed;
+  aborted += o.aborted;
+  return *this;
+}
+
+Json Counters::to_json() const {
+  return Json{
+      {"admitted", admitted},
+      {"replayed", replayed},
+      {"refused",
+       {
+           {"stale_read_set", refused_stale_read_set},
+           {"domain_race", refused_domain_race},
+           {"in_flight", refused_in_flight},
+           {"prior_failure", refused_prior_failure},
+           {"payload_mismatch", refused_payload_mismatch},
+       }},
+      {"total_attempts", total_attempts()},
+      {"prevented", prevented()},
+      {"committed", committed},
+      {"aborted", aborted},
+  };
+}
+
+Json Stats::to_json() const { return Json{{"process", process.to_json()}, {"ledger", ledger.to_json()}}; }
+
+}  // namespace effectfence
