@@ -36,37 +36,6 @@ std::optional<PrepareOutcome> FastPath::answer_from_slot(IntentSlot& slot, const
   return std::nullopt;
 }
 
-std::optional<int64_t> FastPath::own_domain_expectation(const rules::Attempt& a) const {
-  for (const ReadSetEntry& e : a.request.read_set) {
-    if (e.domain == a.request.domain) return e.seq;
-  }
-  return std::nullopt;
-}
-
-bool FastPath::claim_domain(const std::string& domain, int64_t seq) {
-  Shard& s = shard_for("domain\n" + domain);
-  std::lock_guard<std::mutex> lock(s.mu);
-  return s.deciding_domains[domain].insert(seq).second;
-}
-
-void FastPath::release_domain(const std::string& domain, int64_t seq) {
-  Shard& s = shard_for("domain\n" + domain);
-  std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.deciding_domains.find(domain);
-  if (it == s.deciding_domains.end()) return;
-  it->second.erase(seq);
-  if (it->second.empty()) s.deciding_domains.erase(it);
-}
-
-void FastPath::release_intent(const std::string& intent) {
-  Shard& s = shard_for(intent);
-  std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.intents.find(intent);
-  if (it == s.intents.end()) return;
-  it->second.deciding = false;
-  if (it->second.empty()) s.intents.erase(it);
-}
-
 FastPath::Entry FastPath::enter(const rules::Attempt& a, int64_t now, uint64_t epoch) {
   Entry entry;
   {
@@ -86,26 +55,11 @@ FastPath::Entry FastPath::enter(const rules::Attempt& a, int64_t now, uint64_t e
       entry.owns_intent = true;
     }
   }
-  if (auto expected = own_domain_expectation(a)) {
-    if (!claim_domain(a.request.domain, *expected)) {
-      if (entry.owns_intent) release_intent(a.request.intent);
-      entry.owns_intent = false;
-      entry.decided = Refusal{
-          Reason::domain_race,
-          "another attempt on domain '" + a.request.domain + "' that read it at seq " + std::to_string(*expected) +
-              " is being decided at this same instant; at most one of them can act. Do not run the tool: "
-              "re-read the domain and decide again.",
-          {{"domain", a.request.domain}, {"expected", *expected}}};
-      return entry;
-    }
-    entry.owns_domain_seq = expected;
-  }
   return entry;
 }
 
 void FastPath::leave(const rules::Attempt& a, const Entry& entry, const PrepareOutcome& outcome, int64_t now,
                      uint64_t epoch) {
-  if (entry.owns_domain_seq) release_domain(a.request.domain, *entry.owns_domain_seq);
   Shard& s = shard_for(a.request.intent);
   std::lock_guard<std::mutex> lock(s.mu);
   IntentSlot& slot = s.intents[a.request.intent];

@@ -7,21 +7,20 @@
 //   - intents this process is deciding right now (a duplicate arriving at the
 //     same instant is refused as in_flight);
 //   - intents this process holds (admitted, lease not expired);
-//   - read-set expectations being decided right now on a domain (a second
-//     attempt expecting the same domain sequence is a domain_race: at most
-//     one of them can be admitted);
 //   - certificates of intents that are done. They are immutable, and the
 //     cache is dropped whenever the ledger reports that another connection
 //     (process or operator) changed the file (PRAGMA data_version).
 // Every answer checks the payload first, so a different action under the
 // same intent is never replayed or refused as a mere duplicate.
+// Read-set conflicts are left to the ledger: its decisions are serialised,
+// so of several attempts that read a domain at the same sequence the first
+// is admitted and the rest learn exactly how far the domain moved.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,7 +35,6 @@ class FastPath {
   struct Entry {
     std::optional<PrepareOutcome> decided;  // set iff answered without the ledger
     bool owns_intent = false;               // this attempt marked the intent as deciding
-    std::optional<int64_t> owns_domain_seq; // this attempt claimed (domain, seq)
   };
 
   // Before the ledger. If the result has no decision, the caller asks the
@@ -69,7 +67,6 @@ class FastPath {
   struct Shard {
     mutable std::mutex mu;
     std::unordered_map<std::string, IntentSlot> intents;
-    std::unordered_map<std::string, std::set<int64_t>> deciding_domains;
   };
   static constexpr size_t kShards = 16;
   static constexpr size_t kMaxCachedPerShard = 4096;
@@ -77,10 +74,6 @@ class FastPath {
   Shard& shard_for(const std::string& key) { return shards_[std::hash<std::string>{}(key) % kShards]; }
   std::optional<PrepareOutcome> answer_from_slot(IntentSlot& slot, const rules::Attempt& attempt,
                                                  int64_t now, uint64_t epoch);
-  std::optional<int64_t> own_domain_expectation(const rules::Attempt& attempt) const;
-  bool claim_domain(const std::string& domain, int64_t seq);
-  void release_domain(const std::string& domain, int64_t seq);
-  void release_intent(const std::string& intent);
 
   std::array<Shard, kShards> shards_;
   int64_t cache_ttl_ms_ = 600'000;
