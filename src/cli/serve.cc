@@ -168,7 +168,10 @@ int run_serve(const Args& args) {
   const int protocol_fd = claim_stdout();
 
   Settings settings = Settings::from_environment("server");
-  if (!options.db.empty()) settings.ledger_path = options.db;
+  if (!options.db.empty()) {
+    settings.ledger_path = options.db;
+    settings.create_parent_directories = false;  // an explicit path is used as given, never invented
+  }
   auto opened = Fence::open(settings);
   if (auto* error = std::get_if<OpenError>(&opened)) {
     log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);

@@ -42,14 +42,44 @@ Json ticket_schema() {
                "it against the ledger: an edited or forged ticket is refused (ticket_invalid)."}};
 }
 
+// What fence_prepare hands out (the input side stays an untyped object: any
+// ticket that is not exactly what the ledger issued is refused as
+// ticket_invalid, whatever is wrong with it).
+Json issued_ticket_schema() {
+  const Json text = {{"type", "string"}};
+  const Json count = {{"type", "integer"}, {"minimum", 0}};
+  Json schema = ticket_schema();
+  schema["required"] = {"intent", "domain", "seq", "generation", "token", "lease_expires_at_ms"};
+  schema["properties"] = {{"intent", text},
+                          {"domain", text},
+                          {"seq", count},
+                          {"generation", count},
+                          {"token", text},
+                          {"lease_expires_at_ms",
+                           {{"type", "integer"}, {"description", "When the lease lapses, in ms since the epoch"}}}};
+  return schema;
+}
+
 Json certificate_schema() {
-  return Json{{"type", "object"},
-              {"required", {"hash", "intent", "result"}},
-              {"properties",
-               {{"hash", {{"type", "string"}, {"description", "SHA-256 over the canonical JSON of the other fields"}}},
-                {"intent", {{"type", "string"}}},
-                {"result", {{"description", "The recorded result of the effect"}}}}},
-              {"description", "The content-addressed record of an effect that ran"}};
+  const Json text = {{"type", "string"}};
+  const Json count = {{"type", "integer"}, {"minimum", 0}};
+  return Json{
+      {"type", "object"},
+      {"description", "The content-addressed record of an effect that ran; result is what its tool returned"},
+      {"required", {"intent", "domain", "seq", "generation", "tool", "args", "result", "agent", "hash"}},
+      {"properties",
+       {{"hash", {{"type", "string"}, {"description", "SHA-256 over the canonical JSON of the other fields"}}},
+        {"intent", text},
+        {"parent", {{"type", {"string", "null"}}, {"description", "Hash of the certificate this effect built on"}}},
+        {"domain", text},
+        {"seq", count},
+        {"generation", count},
+        {"tool", text},
+        {"args", {{"description", "The arguments the tool ran with"}}},
+        {"result", {{"description", "The recorded result of the effect"}}},
+        {"vector_clock", {{"type", "object"}}},
+        {"read_set", {{"type", "array"}}},
+        {"agent", text}}}};
 }
 
 Json counters_schema(const char* description) {
@@ -197,7 +227,7 @@ Tool prepare_tool(Fence& fence, Logger& log) {
       {"intent", "domain", "tool", "args", "agent"});
   tool.output_schema = outcome_schema(
       {{"fresh", {"prepared", "message"}}, {"already_done", {"cert", "message"}}, {"refused", {"reason", "message"}}},
-      {{"prepared", ticket_schema()}, {"cert", certificate_schema()}});
+      {{"prepared", issued_ticket_schema()}, {"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
   tool.handler = [&fence, &log](const Json& arguments) {
     const PrepareRequest request = prepare_request(arguments);
@@ -342,16 +372,32 @@ Tool status_tool(Fence& fence) {
       "reports that intent's domain.";
   tool.input_schema = input_schema(
       {{"intent", string_schema("The intent id to look up")}, {"domain", string_schema("The domain to look up")}}, {});
+  const Json text = {{"type", "string"}};
+  const Json count = {{"type", "integer"}, {"minimum", 0}};
   Json intent_schema = {
       {"type", "object"},
-      {"required", {"state"}},
+      {"required", {"state", "intent"}},
       {"properties",
        {{"state", {{"type", "string"}, {"enum", {"none", "in_flight", "done", "failed", "unknown", "cleared"}}}},
+        {"intent", text},
+        {"domain", text},
+        {"tool", text},
+        {"agent", text},
+        {"seq", count},
+        {"generation", count},
+        {"lease_expires_at_ms", {{"type", "integer"}, {"description", "in_flight only"}}},
+        {"reason", {{"type", "string"}, {"description", "failed, unknown, cleared: why"}}},
         {"cert", certificate_schema()}}}};
   Json domain_schema = {
       {"type", "object"},
-      {"required", {"domain", "seq"}},
-      {"properties", {{"domain", {{"type", "string"}}}, {"seq", {{"type", "integer"}, {"minimum", 0}}}}}};
+      {"required", {"domain", "exists", "seq", "clock"}},
+      {"properties",
+       {{"domain", text},
+        {"exists", {{"type", "boolean"}}},
+        {"seq", {{"type", "integer"}, {"minimum", 0}, {"description", "Put {domain, seq} in a read_set"}}},
+        {"clock", {{"type", "object"}, {"description", "Merge of every committed effect's vector clock"}}},
+        {"head", {{"type", {"string", "null"}}, {"description", "Latest certificate hash on the domain"}}},
+        {"in_flight", count}}}};
   tool.output_schema = outcome_schema({{"ok", {}}, {"refused", {"reason", "message"}}},
                                       {{"intent", intent_schema}, {"domain", domain_schema}});
   tool.annotations = annotations(true, true, false);

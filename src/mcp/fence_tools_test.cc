@@ -1,0 +1,275 @@
+#include "mcp/fence_tools.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/schema_check.h"
+#include "support/fence_helpers.h"
+
+using namespace effectfence;
+using namespace effectfence::mcp;
+
+namespace {
+
+// The fence_* tools behind a Server on a memory ledger. Every structured
+// result is checked against its tool's outputSchema, as the SDK client does.
+class FenceToolsFixture {
+ public:
+  FenceToolsFixture() : FenceToolsFixture(Settings{}) {}
+  explicit FenceToolsFixture(Settings settings)
+      : fence_(testing::open_fence(std::move(settings))),
+        tools_(fence_tools(*fence_, log_)),
+        server_(ServerInfo{"effectfence", "", "test", kFenceInstructions}, tools_, sink(), log_) {}
+
+  // Sends one call without waiting; returns its id.
+  int send(const std::string& tool, const Json& arguments) {
+    const int id = next_id_++;
+    server_.handle_line(jsonrpc::serialize(
+        jsonrpc::request(id, "tools/call", {{"name", tool}, {"arguments", arguments}})));
+    return id;
+  }
+  // The tools/call result (or the JSON-RPC error) for one call.
+  Json call(const std::string& tool, const Json& arguments) { return answer(tool, send(tool, arguments)); }
+  Json answer(const std::string& tool, int id) {
+    Json response = wait_for(id);
+    if (response.contains("result")) {
+      const Json& result = response["result"];
+      INFO(tool << " returned " << result.dump());
+      CHECK(schema_violation(schema_of(tool), result["structuredContent"]) == "");
+      CHECK(Json::parse(result["content"][0]["text"].get<std::string>()) == result["structuredContent"]);
+      CHECK(result["isError"] == (result["structuredContent"]["status"] == "refused"));
+    }
+    return response;
+  }
+  Json structured(const std::string& tool, const Json& arguments) {
+    return structured_answer(tool, send(tool, arguments));
+  }
+  Json structured_answer(const std::string& tool, int id) {
+    Json response = answer(tool, id);
+    REQUIRE(response.contains("result"));
+    return response["result"]["structuredContent"];
+  }
+  Fence& fence() { return *fence_; }
+
+ private:
+  Server::Sink sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      responses_.push_back(Json::parse(line));
+      arrived_.notify_all();
+    };
+  }
+  Json wait_for(int id) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Json found;
+    arrived_.wait_for(lock, std::chrono::seconds(20), [&] {
+      for (const auto& r : responses_) {
+        if (r["id"] == id) found = r;
+      }
+      return !found.is_null();
+    });
+    REQUIRE_FALSE(found.is_null());
+    return found;
+  }
+  const Json& schema_of(const std::string& tool) const {
+    for (const auto& t : tools_) {
+      if (t.name == tool) return t.output_schema;
+    }
+    FAIL("no tool " << tool);
+    throw;
+  }
+
+  Logger log_{"test", LogLevel::error};
+  std::unique_ptr<Fence> fence_;
+  std::vector<Tool> tools_;
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::vector<Json> responses_;
+  int next_id_ = 1;
+  Server server_;
+};
+
+Json charge_args(const std::string& intent, int amount = 4900) {
+  return Json{{"intent", intent},
+              {"domain", "order:" + intent},
+              {"tool", "charge"},
+              {"args", {{"order", intent}, {"amount_cents", amount}}},
+              {"agent", "agent-a"}};
+}
+
+}  // namespace
+
+TEST_CASE("every fence tool declares object input and output schemas", "[fence_tools]") {
+  Logger log("test", LogLevel::error);
+  auto fence = testing::open_fence(Settings{});
+  std::vector<std::string> names;
+  for (const Tool& tool : fence_tools(*fence, log)) {
+    names.push_back(tool.name);
+    CHECK(tool.input_schema["type"] == "object");
+    CHECK(tool.output_schema["type"] == "object");
+    CHECK_FALSE(tool.description.empty());
+    CHECK(tool.annotations.contains("readOnlyHint"));
+  }
+  CHECK(names == std::vector<std::string>{"fence_prepare", "fence_commit", "fence_abort", "fence_heartbeat",
+                                          "fence_status", "fence_stats"});
+}
+
+TEST_CASE("prepare, commit, then a duplicate prepare replays the same certificate", "[fence_tools]") {
+  FenceToolsFixture f;
+  Json fresh = f.structured("fence_prepare", charge_args("o-1"));
+  REQUIRE(fresh["status"] == "fresh");
+  Json committed = f.structured("fence_commit", {{"prepared", fresh["prepared"]}, {"result", {{"charge_id", "ch_1"}}}});
+  REQUIRE(committed["status"] == "committed");
+  Json again = f.structured("fence_prepare", charge_args("o-1"));
+  REQUIRE(again["status"] == "already_done");
+  CHECK(again["cert"]["hash"] == committed["cert"]["hash"]);
+  CHECK(again["cert"]["result"] == Json{{"charge_id", "ch_1"}});
+
+  Json status = f.structured("fence_status", {{"intent", "o-1"}});
+  CHECK(status["intent"]["state"] == "done");
+  CHECK(status["intent"]["cert"]["hash"] == committed["cert"]["hash"]);
+  CHECK(status["domain"]["domain"] == "order:o-1");
+  CHECK(status["domain"]["seq"] == committed["cert"]["seq"]);
+}
+
+TEST_CASE("a concurrent duplicate is refused with a message a model can act on", "[fence_tools]") {
+  FenceToolsFixture f;
+  REQUIRE(f.structured("fence_prepare", charge_args("o-2"))["status"] == "fresh");
+  Json refused = f.structured("fence_prepare", charge_args("o-2"));
+  CHECK(refused["status"] == "refused");
+  CHECK(refused["reason"] == "in_flight");
+  CHECK_THAT(refused["message"].get<std::string>(),
+             Catch::StartsWith("another attempt of this intent is in flight; do not run the tool; retry "
+                               "fence_prepare in a few seconds"));
+}
+
+TEST_CASE("different args under one intent are a payload mismatch", "[fence_tools]") {
+  FenceToolsFixture f;
+  Json fresh = f.structured("fence_prepare", charge_args("o-3", 100));
+  f.structured("fence_commit", {{"prepared", fresh["prepared"]}, {"result", "ok"}});
+  Json mismatch = f.structured("fence_prepare", charge_args("o-3", 200));
+  CHECK(mismatch["reason"] == "payload_mismatch");
+}
+
+TEST_CASE("edited, forged and malformed tickets are refused", "[fence_tools]") {
+  FenceToolsFixture f;
+  Json ticket = f.structured("fence_prepare", charge_args("o-4"))["prepared"];
+
+  Json forged_token = ticket;
+  forged_token["token"] = std::string(32, '0');
+  CHECK(f.structured("fence_commit", {{"prepared", forged_token}, {"result", 1}})["status"] == "refused");
+
+  Json edited_seq = ticket;
+  edited_seq["seq"] = ticket["seq"].get<int64_t>() + 1;
+  CHECK(f.structured("fence_commit", {{"prepared", edited_seq}, {"result", 1}})["status"] == "refused");
+
+  Json edited_intent = ticket;
+  edited_intent["intent"] = "o-other";
+  CHECK(f.structured("fence_heartbeat", {{"prepared", edited_intent}})["status"] == "refused");
+
+  Json malformed = f.structured("fence_commit", {{"prepared", {{"intent", "o-4"}}}, {"result", 1}});
+  CHECK(malformed["reason"] == "ticket_invalid");
+
+  // None of that touched the real admission.
+  CHECK(f.structured("fence_status", {{"intent", "o-4"}})["intent"]["state"] == "in_flight");
+  CHECK(f.structured("fence_commit", {{"prepared", ticket}, {"result", 1}})["status"] == "committed");
+}
+
+TEST_CASE("abort fences the intent until it is cleared", "[fence_tools]") {
+  FenceToolsFixture f;
+  Json ticket = f.structured("fence_prepare", charge_args("o-5"))["prepared"];
+  Json heartbeat = f.structured("fence_heartbeat", {{"prepared", ticket}});
+  CHECK(heartbeat["status"] == "extended");
+  CHECK(heartbeat["lease_expires_at"].get<int64_t>() >= ticket["lease_expires_at_ms"].get<int64_t>());
+  Json aborted = f.structured("fence_abort", {{"prepared", ticket}, {"reason", "gateway timed out"}});
+  CHECK(aborted["status"] == "aborted");
+  CHECK(aborted["intent"] == "o-5");
+  Json status = f.structured("fence_status", {{"intent", "o-5"}});
+  CHECK(status["intent"]["state"] == "failed");
+  CHECK_THAT(status["intent"]["reason"].get<std::string>(), Catch::Contains("gateway timed out"));
+  Json again = f.structured("fence_prepare", charge_args("o-5"));
+  CHECK(again["reason"] == "prior_failure");
+  CHECK_THAT(again["message"].get<std::string>(), Catch::Contains("operator"));
+  CHECK(f.structured("fence_heartbeat", {{"prepared", ticket}})["reason"] == "lease_lost");
+}
+
+TEST_CASE("a stale read-set is refused before the effect, with its detail", "[fence_tools]") {
+  FenceToolsFixture f;
+  Json first = charge_args("scale-1");
+  first["domain"] = "cluster:prod";
+  Json ticket = f.structured("fence_prepare", first)["prepared"];
+  f.structured("fence_commit", {{"prepared", ticket}, {"result", "scaled"}});
+  const int64_t seq_now = f.structured("fence_status", {{"domain", "cluster:prod"}})["domain"]["seq"];
+
+  Json second = charge_args("scale-2");
+  second["domain"] = "cluster:prod";
+  second["read_set"] = {{{"domain", "cluster:prod"}, {"seq", seq_now - 1}}};
+  Json stale = f.structured("fence_prepare", second);
+  CHECK(stale["reason"] == "stale_read_set");
+  CHECK(stale.contains("detail"));
+
+  second["read_set"] = {{{"domain", "cluster:prod"}, {"seq", seq_now}}};
+  CHECK(f.structured("fence_prepare", second)["status"] == "fresh");
+}
+
+TEST_CASE("fence_status is read-only and answers for unknown intents and domains", "[fence_tools]") {
+  FenceToolsFixture f;
+  Json status = f.structured("fence_status", {{"intent", "never"}, {"domain", "nowhere"}});
+  CHECK(status["status"] == "ok");
+  CHECK(status["intent"]["state"] == "none");
+  CHECK(status["domain"]["exists"] == false);
+  CHECK(status["domain"]["seq"] == 0);
+  CHECK(f.structured("fence_status", {{"intent", "never"}})["intent"]["state"] == "none");
+  CHECK(f.structured("fence_stats", Json::object())["ledger"]["total_attempts"] == 0);
+  Json neither = f.call("fence_status", Json::object());
+  CHECK(neither["error"]["code"] == jsonrpc::kInvalidParams);
+}
+
+TEST_CASE("bad arguments are -32602 naming the field", "[fence_tools]") {
+  FenceToolsFixture f;
+  Json missing = charge_args("o-6");
+  missing.erase("agent");
+  Json r = f.call("fence_prepare", missing);
+  CHECK(r["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK_THAT(r["error"]["message"].get<std::string>(), Catch::Contains("/agent"));
+
+  Json typo = charge_args("o-6");
+  typo["read_sets"] = Json::array();
+  CHECK_THAT(f.call("fence_prepare", typo)["error"]["message"].get<std::string>(), Catch::Contains("read_sets"));
+
+  Json bad_seq = charge_args("o-6");
+  bad_seq["read_set"] = {{{"domain", "d"}, {"seq", -1}}};
+  CHECK(f.call("fence_prepare", bad_seq)["error"]["code"] == jsonrpc::kInvalidParams);
+
+  Json bad_clock = charge_args("o-6");
+  bad_clock["known_clock"] = {{"agent-a", "three"}};
+  CHECK(f.call("fence_prepare", bad_clock)["error"]["code"] == jsonrpc::kInvalidParams);
+
+  CHECK(f.call("fence_commit", {{"prepared", "ticket"}, {"result", 1}})["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK(f.call("fence_stats", {{"x", 1}})["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK(f.structured("fence_stats", Json::object())["ledger"]["total_attempts"] == 0);
+}
+
+TEST_CASE("concurrent prepares of one intent through the server admit exactly one", "[fence_tools]") {
+  FenceToolsFixture f;
+  constexpr int kRacers = 32;
+  std::vector<int> ids;
+  for (int i = 0; i < kRacers; ++i) ids.push_back(f.send("fence_prepare", charge_args("race-1")));
+  std::vector<Json> results;
+  for (int id : ids) results.push_back(f.structured_answer("fence_prepare", id));
+  int fresh = 0;
+  for (const auto& r : results) {
+    if (r["status"] == "fresh") ++fresh;
+    else CHECK(r["status"] == "refused");
+  }
+  CHECK(fresh == 1);
+  Json stats = f.structured("fence_stats", Json::object());
+  CHECK(stats["process"]["admitted"] == 1);
+  CHECK(stats["process"]["total_attempts"] == kRacers);
+  CHECK(stats["process"]["prevented"] == kRacers - 1);
+}

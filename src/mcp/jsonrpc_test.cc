@@ -1,0 +1,129 @@
+#include "mcp/jsonrpc.h"
+
+#include <string>
+
+#include <catch2/catch.hpp>
+
+using namespace effectfence;
+using namespace effectfence::mcp::jsonrpc;
+
+namespace {
+
+Invalid invalid_of(const std::string& line) {
+  Message m = classify(line);
+  REQUIRE(std::holds_alternative<Invalid>(m));
+  return std::get<Invalid>(m);
+}
+
+}  // namespace
+
+TEST_CASE("classify tells requests, notifications and responses apart", "[jsonrpc]") {
+  Message request = classify(R"({"jsonrpc":"2.0","id":7,"method":"ping"})");
+  REQUIRE(std::holds_alternative<Request>(request));
+  CHECK(std::get<Request>(request).id == 7);
+  CHECK(std::get<Request>(request).method == "ping");
+  CHECK(std::get<Request>(request).params == Json::object());
+
+  Message string_id = classify(R"({"jsonrpc":"2.0","id":"abc","method":"tools/list","params":{"cursor":"x"}})");
+  REQUIRE(std::holds_alternative<Request>(string_id));
+  CHECK(std::get<Request>(string_id).id == "abc");
+  CHECK(std::get<Request>(string_id).params["cursor"] == "x");
+
+  Message note = classify(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  REQUIRE(std::holds_alternative<Notification>(note));
+  CHECK(std::get<Notification>(note).method == "notifications/initialized");
+
+  Message response = classify(R"({"jsonrpc":"2.0","id":3,"result":{}})");
+  REQUIRE(std::holds_alternative<Response>(response));
+  CHECK(std::get<Response>(response).result.has_value());
+
+  Message error_for_unknown = classify(R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}})");
+  REQUIRE(std::holds_alternative<Response>(error_for_unknown));
+  CHECK(std::get<Response>(error_for_unknown).id.is_null());
+}
+
+TEST_CASE("malformed JSON is a parse error with a null id", "[jsonrpc]") {
+  Invalid bad = invalid_of(R"({"jsonrpc":"2.0","id":1,"method":"ping")");
+  CHECK(bad.code == kParseError);
+  CHECK(bad.id.is_null());
+}
+
+TEST_CASE("invalid UTF-8 is a parse error that says so", "[jsonrpc]") {
+  Invalid bad = invalid_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xff\"}");
+  CHECK(bad.code == kParseError);
+  CHECK(bad.id.is_null());
+  CHECK_THAT(bad.message, Catch::Contains("UTF-8"));
+}
+
+TEST_CASE("batches get a clear invalid-request error", "[jsonrpc]") {
+  Invalid bad = invalid_of(R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])");
+  CHECK(bad.code == kInvalidRequest);
+  CHECK(bad.id.is_null());
+  CHECK_THAT(bad.message, Catch::Contains("batch"));
+}
+
+TEST_CASE("envelope errors", "[jsonrpc]") {
+  CHECK(invalid_of(R"("hello")").code == kInvalidRequest);
+  Invalid no_version = invalid_of(R"({"id":1,"method":"ping"})");
+  CHECK(no_version.code == kInvalidRequest);
+  CHECK(no_version.id == 1);
+  CHECK(invalid_of(R"({"jsonrpc":"1.0","id":1,"method":"ping"})").code == kInvalidRequest);
+  CHECK(invalid_of(R"({"jsonrpc":"2.0","id":1,"method":5})").code == kInvalidRequest);
+  CHECK(invalid_of(R"({"jsonrpc":"2.0","id":1.5,"method":"ping"})").code == kInvalidRequest);
+  CHECK(invalid_of(R"({"jsonrpc":"2.0","id":true,"method":"ping"})").code == kInvalidRequest);
+  CHECK(invalid_of(R"({"jsonrpc":"2.0","id":null,"method":"ping"})").code == kInvalidRequest);
+  CHECK(invalid_of(R"({"jsonrpc":"2.0","id":1})").code == kInvalidRequest);
+  Invalid array_params = invalid_of(R"({"jsonrpc":"2.0","id":"q","method":"ping","params":[1]})");
+  CHECK(array_params.code == kInvalidParams);
+  CHECK(array_params.id == "q");
+}
+
+TEST_CASE("ambiguous JSON is refused and answered to the request that sent it", "[jsonrpc]") {
+  Invalid duplicate = invalid_of(
+      R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"a":2}}})");
+  CHECK(duplicate.code == kInvalidParams);
+  CHECK(duplicate.id == 4);
+  CHECK_THAT(duplicate.message, Catch::Contains("duplicate"));
+
+  Invalid unsafe = invalid_of(
+      R"({"jsonrpc":"2.0","id":"u","method":"tools/call","params":{"arguments":{"n":9007199254740993}}})");
+  CHECK(unsafe.code == kInvalidParams);
+  CHECK(unsafe.id == "u");
+
+  Invalid two_ids = invalid_of(R"({"jsonrpc":"2.0","id":1,"id":2,"method":"ping"})");
+  CHECK(two_ids.id.is_null());
+  CHECK(two_ids.code == kParseError);
+}
+
+TEST_CASE("recover_id finds the top-level id only", "[jsonrpc]") {
+  CHECK(recover_id(R"({"params":{"id":9},"id":"top")") == "top");
+  CHECK(recover_id(R"({"jsonrpc":"2.0","id":12,"method":"x","params":{"big":"aaaa)") == 12);
+  CHECK(recover_id(R"({"params":{"id":9}})").is_null());
+  CHECK(recover_id(R"({"id":{"x":1}})").is_null());
+  CHECK(recover_id(R"({"id":9007199254740993})").is_null());
+  CHECK(recover_id(R"([{"id":1}])").is_null());
+}
+
+TEST_CASE("oversized messages are invalid requests naming the limit", "[jsonrpc]") {
+  Invalid big = oversized(R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"x":"aaaa)", 1024);
+  CHECK(big.code == kInvalidRequest);
+  CHECK(big.id == 5);
+  CHECK_THAT(big.message, Catch::Contains("too large") && Catch::Contains("1024"));
+}
+
+TEST_CASE("first_invalid_utf8", "[jsonrpc]") {
+  CHECK_FALSE(first_invalid_utf8("plain ascii"));
+  CHECK_FALSE(first_invalid_utf8("caf\xc3\xa9 \xf0\x9f\x98\x80"));
+  CHECK(first_invalid_utf8("ab\xc3") == size_t(2));          // truncated sequence
+  CHECK(first_invalid_utf8("\xc0\xaf") == size_t(0));        // overlong
+  CHECK(first_invalid_utf8("x\xed\xa0\x80") == size_t(1));   // encoded surrogate
+}
+
+TEST_CASE("builders and serialize", "[jsonrpc]") {
+  CHECK(serialize(result_response("a", Json::object())) == R"({"id":"a","jsonrpc":"2.0","result":{}})");
+  Json error = error_response(nullptr, kParseError, "bad");
+  CHECK(error["id"].is_null());
+  CHECK(error["error"]["code"] == kParseError);
+  CHECK_FALSE(error["error"].contains("data"));
+  CHECK(serialize(Json("x\xff")).find('\n') == std::string::npos);
+}

@@ -1,0 +1,173 @@
+#include "mcp/line_io.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+using effectfence::mcp::FdLineReader;
+using effectfence::mcp::Line;
+using effectfence::mcp::LineSplitter;
+using effectfence::mcp::LineWriter;
+using effectfence::mcp::ReadEvent;
+
+namespace {
+
+std::vector<Line> drain(LineSplitter& splitter) {
+  std::vector<Line> lines;
+  while (auto line = splitter.next()) lines.push_back(*line);
+  return lines;
+}
+
+struct Pipe {
+  int read_fd = -1, write_fd = -1;
+  Pipe() {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    read_fd = fds[0];
+    write_fd = fds[1];
+  }
+  ~Pipe() {
+    close_read();
+    close_write();
+  }
+  void close_read() {
+    if (read_fd >= 0) ::close(read_fd);
+    read_fd = -1;
+  }
+  void close_write() {
+    if (write_fd >= 0) ::close(write_fd);
+    write_fd = -1;
+  }
+  void write(const std::string& text) const { REQUIRE(::write(write_fd, text.data(), text.size()) == ssize_t(text.size())); }
+};
+
+}  // namespace
+
+TEST_CASE("LineSplitter joins chunks into lines and strips CR", "[line_io]") {
+  LineSplitter splitter(100);
+  splitter.feed("{\"a\"");
+  CHECK_FALSE(splitter.next());
+  splitter.feed(":1}\r\n{\"b\":2}\n{\"c\"");
+  auto lines = drain(splitter);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].text == "{\"a\":1}");
+  CHECK(lines[1].text == "{\"b\":2}");
+  CHECK_FALSE(lines[0].too_long);
+  auto last = splitter.finish();
+  REQUIRE(last);
+  CHECK(last->text == "{\"c\"");
+  CHECK_FALSE(splitter.finish());
+}
+
+TEST_CASE("LineSplitter accepts a line of exactly the limit", "[line_io]") {
+  LineSplitter splitter(8);
+  splitter.feed("12345678\n");
+  auto lines = drain(splitter);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].text == "12345678");
+  CHECK_FALSE(lines[0].too_long);
+}
+
+TEST_CASE("LineSplitter reports an oversized line once, keeps its start, and goes on", "[line_io]") {
+  LineSplitter splitter(8, 4);
+  splitter.feed("123456789");  // over the limit before its newline arrives
+  auto early = drain(splitter);
+  REQUIRE(early.size() == 1);
+  CHECK(early[0].too_long);
+  CHECK(early[0].text == "1234");
+  splitter.feed(std::string(1000, 'x'));
+  CHECK(drain(splitter).empty());
+  splitter.feed("xx\nok\n");
+  auto after = drain(splitter);
+  REQUIRE(after.size() == 1);
+  CHECK(after[0].text == "ok");
+  CHECK_FALSE(after[0].too_long);
+}
+
+TEST_CASE("LineSplitter does not report the discarded tail of an oversized line at EOF", "[line_io]") {
+  LineSplitter splitter(4);
+  splitter.feed("123456");
+  REQUIRE(drain(splitter).size() == 1);
+  CHECK_FALSE(splitter.finish());
+}
+
+TEST_CASE("FdLineReader reads lines then EOF, including an unterminated last line", "[line_io]") {
+  Pipe input;
+  input.write("one\ntwo\nthree");
+  input.close_write();
+  FdLineReader reader(input.read_fd, -1);
+  Line line;
+  std::vector<std::string> got;
+  while (reader.next(&line) == ReadEvent::line) got.push_back(line.text);
+  CHECK(got == std::vector<std::string>{"one", "two", "three"});
+  CHECK(reader.next(&line) == ReadEvent::eof);
+}
+
+TEST_CASE("FdLineReader stops when the stop fd fires, even with input waiting", "[line_io]") {
+  Pipe input, stop;
+  FdLineReader reader(input.read_fd, stop.read_fd);
+  input.write("first\n");
+  Line line;
+  REQUIRE(reader.next(&line) == ReadEvent::line);
+  CHECK(line.text == "first");
+  stop.write("x");
+  input.write("second\n");
+  CHECK(reader.next(&line) == ReadEvent::stopped);
+}
+
+TEST_CASE("FdLineReader wakes from a blocking wait when the stop fd fires", "[line_io]") {
+  Pipe input, stop;
+  FdLineReader reader(input.read_fd, stop.read_fd);
+  std::thread stopper([&] { stop.write("x"); });
+  Line line;
+  CHECK(reader.next(&line) == ReadEvent::stopped);
+  stopper.join();
+}
+
+TEST_CASE("LineWriter never interleaves lines of concurrent writers", "[line_io]") {
+  Pipe pipe;
+  LineWriter writer(pipe.write_fd);
+  constexpr int kThreads = 8, kLines = 200;
+  const std::string body(5000, 'y');  // bigger than PIPE_BUF: a single write is not atomic by itself
+  std::string received;
+  std::thread reader([&] {
+    char buffer[65536];
+    ssize_t n;
+    while ((n = ::read(pipe.read_fd, buffer, sizeof buffer)) > 0) received.append(buffer, size_t(n));
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kLines; ++i) writer.write_line(std::to_string(t) + ":" + std::to_string(i) + ":" + body);
+    });
+  }
+  for (auto& w : writers) w.join();
+  pipe.close_write();
+  reader.join();
+
+  LineSplitter splitter(1 << 20);
+  splitter.feed(received);
+  std::set<std::string> seen;
+  while (auto line = splitter.next()) {
+    const auto second_colon = line->text.find(':', line->text.find(':') + 1);
+    REQUIRE(second_colon != std::string::npos);
+    REQUIRE(line->text.substr(second_colon + 1) == body);
+    seen.insert(line->text.substr(0, second_colon));
+  }
+  CHECK(seen.size() == size_t(kThreads * kLines));
+}
+
+TEST_CASE("LineWriter reports a vanished reader instead of dying", "[line_io]") {
+  ::signal(SIGPIPE, SIG_IGN);
+  Pipe pipe;
+  pipe.close_read();
+  LineWriter writer(pipe.write_fd);
+  CHECK_FALSE(writer.write_line("nobody listens"));
+  CHECK_FALSE(writer.write_line("still nobody"));
+}

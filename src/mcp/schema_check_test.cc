@@ -1,0 +1,48 @@
+#include "mcp/schema_check.h"
+
+#include <catch2/catch.hpp>
+
+using effectfence::Json;
+using effectfence::mcp::schema_violation;
+
+TEST_CASE("schema_violation checks types, required and unknown fields", "[schema]") {
+  const Json schema = Json::parse(R"({
+    "type": "object",
+    "properties": {
+      "name": {"type": "string", "minLength": 1},
+      "count": {"type": "integer", "minimum": 0},
+      "items": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
+      "clock": {"type": "object", "additionalProperties": {"type": "integer"}}
+    },
+    "required": ["name"],
+    "additionalProperties": false
+  })");
+  CHECK(schema_violation(schema, Json{{"name", "x"}}) == "");
+  CHECK(schema_violation(schema, Json{{"name", "x"}, {"count", 3.0}}) == "");
+  CHECK(schema_violation(schema, Json::object()) == "/name: required field is missing");
+  CHECK(schema_violation(schema, Json{{"name", 3}}) == "/name: must be of type string");
+  CHECK(schema_violation(schema, Json{{"name", ""}}) == "/name: must not be empty");
+  CHECK(schema_violation(schema, Json{{"name", "x"}, {"count", -1}}) == "/count: must be >= 0");
+  CHECK(schema_violation(schema, Json{{"name", "x"}, {"count", 1.5}}) == "/count: must be of type integer");
+  CHECK(schema_violation(schema, Json{{"name", "x"}, {"items", {Json::object()}}}) == "/items/0/k: required field is missing");
+  CHECK(schema_violation(schema, Json{{"name", "x"}, {"clock", {{"a", "b"}}}}) == "/clock/a: must be of type integer");
+  CHECK_THAT(schema_violation(schema, Json{{"name", "x"}, {"nmae", 1}}), Catch::StartsWith("/nmae: unknown field"));
+  CHECK(schema_violation(schema, Json::array()) == "/: must be of type object");
+}
+
+TEST_CASE("schema_violation handles const, enum, oneOf and type lists", "[schema]") {
+  const Json schema = Json::parse(R"({
+    "type": "object",
+    "properties": {"status": {"enum": ["a", "b"]}, "parent": {"type": ["string", "null"]}},
+    "required": ["status"],
+    "oneOf": [
+      {"properties": {"status": {"const": "a"}}, "required": ["x"]},
+      {"properties": {"status": {"const": "b"}}, "required": ["y"]}
+    ]
+  })");
+  CHECK(schema_violation(schema, Json{{"status", "a"}, {"x", 1}}) == "");
+  CHECK(schema_violation(schema, Json{{"status", "b"}, {"y", 1}, {"parent", nullptr}}) == "");
+  CHECK(schema_violation(schema, Json{{"status", "c"}}) != "");
+  CHECK(schema_violation(schema, Json{{"status", "a"}, {"y", 1}}) != "");
+  CHECK(schema_violation(schema, Json{{"status", "b"}, {"y", 1}, {"parent", 3}}) == "/parent: must be of type string or null");
+}

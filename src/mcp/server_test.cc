@@ -1,0 +1,221 @@
+#include "mcp/server.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "mcp/jsonrpc.h"
+
+using namespace effectfence;
+using namespace effectfence::mcp;
+
+namespace {
+
+// Collects what the server sends; lets a test wait for a given response.
+class Outbox {
+ public:
+  Server::Sink sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lines_.push_back(Json::parse(line));
+      arrived_.notify_all();
+    };
+  }
+  // The response to id, waiting up to 10 s for it.
+  Json response(const Json& id) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Json found;
+    arrived_.wait_for(lock, std::chrono::seconds(10), [&] {
+      for (const auto& m : lines_) {
+        if (m.contains("id") && m["id"] == id) {
+          found = m;
+          return true;
+        }
+      }
+      return false;
+    });
+    if (found.is_null()) FAIL("no response to " << id.dump());
+    return found;
+  }
+  std::vector<Json> all() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::vector<Json> lines_;
+};
+
+// A gate a tool waits behind until the test opens it.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool open = false;
+  bool entered = false;
+  void enter_and_wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    entered = true;
+    changed.notify_all();
+    changed.wait_for(lock, std::chrono::seconds(10), [&] { return open; });
+  }
+  bool wait_entered() {
+    std::unique_lock<std::mutex> lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(10), [&] { return entered; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex);
+    open = true;
+    changed.notify_all();
+  }
+};
+
+std::vector<Tool> test_tools(Gate* gate) {
+  Tool echo;
+  echo.name = "echo";
+  echo.description = "echoes text";
+  echo.input_schema = Json::parse(
+      R"({"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false})");
+  echo.output_schema = Json::parse(R"({"type":"object","properties":{"text":{"type":"string"}}})");
+  echo.handler = [](const Json& a) { return ToolResult{Json{{"text", a["text"]}}, false}; };
+
+  Tool slow = echo;
+  slow.name = "slow";
+  slow.handler = [gate](const Json& a) {
+    gate->enter_and_wait();
+    return ToolResult{Json{{"text", a["text"]}}, false};
+  };
+
+  Tool failing;
+  failing.name = "failing";
+  failing.input_schema = Json{{"type", "object"}};
+  failing.handler = [](const Json&) -> ToolResult { throw std::runtime_error("boom"); };
+
+  Tool picky = failing;
+  picky.name = "picky";
+  picky.handler = [](const Json&) -> ToolResult { throw InvalidArguments("give a or b"); };
+
+  Tool refusing = failing;
+  refusing.name = "refusing";
+  refusing.handler = [](const Json&) { return ToolResult{Json{{"status", "refused"}}, true}; };
+  return {echo, slow, failing, picky, refusing};
+}
+
+struct Fixture {
+  Gate gate;
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  Server server{ServerInfo{"t", "Test", "1.0", "use it"}, test_tools(&gate), out.sink(), log};
+
+  Json call(const Json& id, const std::string& method, const Json& params = Json::object()) {
+    server.handle_line(jsonrpc::serialize(jsonrpc::request(id, method, params)));
+    return out.response(id);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("initialize echoes a supported protocol version, else answers the latest", "[server]") {
+  Fixture f;
+  for (const char* version : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
+    Json r = f.call(version, "initialize", {{"protocolVersion", version}, {"capabilities", Json::object()}});
+    CHECK(r["result"]["protocolVersion"] == version);
+  }
+  Json r = f.call(1, "initialize", {{"protocolVersion", "1999-01-01"}});
+  CHECK(r["result"]["protocolVersion"] == "2025-11-25");
+  CHECK(r["result"]["serverInfo"]["name"] == "t");
+  CHECK(r["result"]["capabilities"]["tools"].is_object());
+  CHECK(r["result"]["instructions"] == "use it");
+  CHECK(f.call(2, "initialize", Json::object())["error"]["code"] == jsonrpc::kInvalidParams);
+}
+
+TEST_CASE("ping, tools/list and unknown methods", "[server]") {
+  Fixture f;
+  CHECK(f.call("p", "ping")["result"] == Json::object());
+  Json list = f.call(1, "tools/list")["result"]["tools"];
+  REQUIRE(list.size() == 5);
+  CHECK(list[0]["name"] == "echo");
+  CHECK(list[0]["inputSchema"]["type"] == "object");
+  CHECK(list[0]["outputSchema"]["type"] == "object");
+  Json unknown = f.call(2, "resources/list");
+  CHECK(unknown["error"]["code"] == jsonrpc::kMethodNotFound);
+}
+
+TEST_CASE("tools/call returns structuredContent and the same JSON as text", "[server]") {
+  Fixture f;
+  Json r = f.call(1, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "hi"}}}})["result"];
+  CHECK(r["structuredContent"] == Json{{"text", "hi"}});
+  CHECK(Json::parse(r["content"][0]["text"].get<std::string>()) == r["structuredContent"]);
+  CHECK(r["content"][0]["type"] == "text");
+  CHECK(r["isError"] == false);
+  CHECK(f.call(2, "tools/call", {{"name", "refusing"}})["result"]["isError"] == true);
+}
+
+TEST_CASE("bad tool calls are -32602 with a clear message; the server keeps serving", "[server]") {
+  Fixture f;
+  Json unknown = f.call(1, "tools/call", {{"name", "nope"}});
+  CHECK(unknown["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK_THAT(unknown["error"]["message"].get<std::string>(), Catch::Contains("unknown tool") && Catch::Contains("echo"));
+  Json missing = f.call(2, "tools/call", {{"name", "echo"}, {"arguments", Json::object()}});
+  CHECK(missing["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK_THAT(missing["error"]["message"].get<std::string>(), Catch::Contains("/text"));
+  Json wrong_type = f.call(3, "tools/call", {{"name", "echo"}, {"arguments", {{"text", 5}}}});
+  CHECK(wrong_type["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK(f.call(4, "tools/call", {{"arguments", Json::object()}})["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK(f.call(5, "tools/call", {{"name", "echo"}, {"arguments", "x"}})["error"]["code"] == jsonrpc::kInvalidParams);
+  Json picky = f.call(6, "tools/call", {{"name", "picky"}});
+  CHECK(picky["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK_THAT(picky["error"]["message"].get<std::string>(), Catch::Contains("give a or b"));
+  Json failing = f.call(7, "tools/call", {{"name", "failing"}});
+  CHECK(failing["error"]["code"] == jsonrpc::kInternalError);
+  CHECK_THAT(failing["error"]["message"].get<std::string>(), Catch::Contains("boom"));
+  CHECK(f.call(8, "ping")["result"] == Json::object());
+}
+
+TEST_CASE("malformed lines are answered and blank lines and notifications are not", "[server]") {
+  Fixture f;
+  f.server.handle_line("   ");
+  f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/whatever"})");
+  f.server.handle_line("{nope");
+  f.server.handle_oversized(R"({"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"x":"aaa)");
+  CHECK(f.out.response("big")["error"]["code"] == jsonrpc::kInvalidRequest);
+  auto all = f.out.all();
+  REQUIRE(all.size() == 2);
+  CHECK(all[0]["error"]["code"] == jsonrpc::kParseError);
+  CHECK(all[0]["id"].is_null());
+}
+
+TEST_CASE("a slow call does not hold up other requests", "[server]") {
+  Fixture f;
+  f.server.handle_line(jsonrpc::serialize(
+      jsonrpc::request(1, "tools/call", {{"name", "slow"}, {"arguments", {{"text", "late"}}}})));
+  REQUIRE(f.gate.wait_entered());
+  CHECK(f.call(2, "ping")["result"] == Json::object());
+  CHECK(f.call(3, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "early"}}}})["result"]["structuredContent"]["text"] == "early");
+  CHECK(f.server.calls_in_flight() == 1);
+  f.gate.release();
+  CHECK(f.out.response(1)["result"]["structuredContent"]["text"] == "late");
+  auto all = f.out.all();
+  CHECK(all.back()["id"] == 1);  // answered last, though asked first
+}
+
+TEST_CASE("a cancelled call completes but its result is not sent", "[server]") {
+  Fixture f;
+  f.server.handle_line(jsonrpc::serialize(
+      jsonrpc::request("c", "tools/call", {{"name", "slow"}, {"arguments", {{"text", "x"}}}})));
+  REQUIRE(f.gate.wait_entered());
+  Json duplicate = f.call("c", "tools/call", {{"name", "echo"}, {"arguments", {{"text", "y"}}}});
+  CHECK(duplicate["error"]["code"] == jsonrpc::kInvalidRequest);
+  f.server.handle_line(jsonrpc::serialize(
+      jsonrpc::notification("notifications/cancelled", {{"requestId", "c"}, {"reason", "user"}})));
+  f.gate.release();
+  f.server.drain();
+  for (const auto& m : f.out.all()) CHECK_FALSE(m.contains("result"));
+  CHECK(f.server.calls_in_flight() == 0);
+}
