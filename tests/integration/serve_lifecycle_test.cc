@@ -1,0 +1,209 @@
+// effectfence serve's lifecycle: options, ledger selection, refusing bad
+// ledger files before answering, and clean shutdown on EOF and signals.
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "serve_process.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence::testing;
+
+namespace {
+
+Json prepare_args(const std::string& intent) {
+  return Json{{"intent", intent},
+              {"domain", "order:" + intent},
+              {"tool", "charge"},
+              {"args", {{"order", intent}}},
+              {"agent", "agent-a"}};
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+// Runs a serve that must refuse its ledger: it exits non-zero, naming the
+// error on stderr, without answering the initialize already waiting on stdin.
+std::string expect_refused_ledger(const std::vector<std::string>& args) {
+  ServeProcess serve(args);
+  serve.send(Json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", {{"protocolVersion", "2025-11-25"}}}});
+  const auto code = serve.wait_exit();
+  REQUIRE(code);
+  CHECK(*code != 0);
+  CHECK_FALSE(serve.next_message(100ms));
+  CHECK(serve.stdout_lines().empty());
+  return serve.stderr_text();
+}
+
+void run_sql(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
+// Starts and stops a serve on path so that it holds a real ledger.
+void create_ledger(const std::string& path) {
+  ServeProcess serve({"serve", "--db", path});
+  serve.initialize();
+  serve.close_stdin();
+  REQUIRE(serve.wait_exit() == 0);
+}
+
+std::string intent_state(const std::string& db, const std::string& intent) {
+  ServeProcess serve({"serve", "--db", db});
+  serve.initialize();
+  Json r = serve.call_tool(1, "fence_status", {{"intent", intent}});
+  serve.close_stdin();
+  REQUIRE(serve.wait_exit() == 0);
+  return r["result"]["structuredContent"]["intent"]["state"];
+}
+
+}  // namespace
+
+TEST_CASE("stdin EOF: finish, close the ledger and exit 0", "[serve][lifecycle]") {
+  TempDir dir;
+  ServeProcess serve({"serve", "--db", dir.file("l.sqlite")});
+  serve.initialize();
+  serve.close_stdin();
+  CHECK(serve.wait_exit() == 0);
+  CHECK_THAT(serve.stderr_text(), Catch::Contains("stdin closed") && Catch::Contains("ledger closed"));
+}
+
+TEST_CASE("SIGTERM, SIGINT and SIGHUP stop the server cleanly with exit 0", "[serve][lifecycle]") {
+  TempDir dir;
+  for (auto [sig, name] : {std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGINT, "SIGINT"}, std::pair{SIGHUP, "SIGHUP"}}) {
+    ServeProcess serve({"serve", "--db", dir.file("l.sqlite")});
+    serve.initialize();  // answered: the handlers are installed
+    serve.signal(sig);
+    CHECK(serve.wait_exit() == 0);
+    CHECK_THAT(serve.stderr_text(), Catch::Contains(std::string("received ") + name) && Catch::Contains("ledger closed"));
+  }
+}
+
+TEST_CASE("SIGTERM finishes the call in flight, then fences the admission nobody can commit", "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string db = dir.file("l.sqlite");
+  ServeProcess serve({"serve", "--db", db});
+  serve.initialize();
+
+  sqlite3* lock = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &lock) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(lock, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  serve.send(Json{{"jsonrpc", "2.0"},
+                  {"id", "prep"},
+                  {"method", "tools/call"},
+                  {"params", {{"name", "fence_prepare"}, {"arguments", prepare_args("o-term")}}}});
+  // Lines are read in order: once the ping is answered, the prepare is in flight.
+  CHECK(serve.request("ping", "ping")["result"] == Json::object());
+  serve.signal(SIGTERM);
+  REQUIRE(sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(lock);
+
+  Json prepared = serve.response_to("prep");
+  CHECK(prepared["result"]["structuredContent"]["status"] == "fresh");
+  CHECK(serve.wait_exit() == 0);
+  CHECK_THAT(serve.stderr_text(), Catch::Contains("received SIGTERM") && Catch::Contains("fenced 1 admission"));
+  CHECK(intent_state(db, "o-term") == "unknown");
+}
+
+TEST_CASE("an empty ledger file (creator died before the schema) is initialised", "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string db = dir.file("empty.sqlite");
+  write_file(db, "");
+  ServeProcess serve({"serve", "--db", db});
+  Json r = serve.initialize();
+  CHECK(r["result"]["protocolVersion"] == "2025-11-25");
+  CHECK(serve.call_tool(1, "fence_prepare", prepare_args("o-e"))["result"]["structuredContent"]["status"] == "fresh");
+}
+
+TEST_CASE("files that are not a usable ledger are refused with a named error", "[serve][lifecycle]") {
+  TempDir dir;
+  SECTION("garbage") {
+    const std::string db = dir.file("garbage.sqlite");
+    write_file(db, std::string(4096, 'G'));
+    CHECK_THAT(expect_refused_ledger({"serve", "--db", db}), Catch::Contains("cannot open ledger: not_a_ledger"));
+    std::ifstream in(db, std::ios::binary);
+    CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == std::string(4096, 'G'));  // untouched
+  }
+  SECTION("another application's SQLite database") {
+    const std::string db = dir.file("other.sqlite");
+    run_sql(db, "CREATE TABLE customers(id INTEGER)");
+    CHECK_THAT(expect_refused_ledger({"serve", "--db", db}), Catch::Contains("not_a_ledger"));
+  }
+  SECTION("a ledger from a newer effectfence") {
+    const std::string db = dir.file("newer.sqlite");
+    create_ledger(db);
+    run_sql(db, "PRAGMA user_version = 999");
+    CHECK_THAT(expect_refused_ledger({"serve", "--db", db}), Catch::Contains("cannot open ledger: newer_schema"));
+  }
+  SECTION("a path that cannot be written") {
+    CHECK_THAT(expect_refused_ledger({"serve", "--db", dir.file("no/such/dir/l.sqlite")}),
+               Catch::Contains("cannot open ledger: unwritable"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("no")));  // an explicit path is never invented
+  }
+  SECTION("a directory") {
+    CHECK_THAT(expect_refused_ledger({"serve", "--db", dir.path().string()}), Catch::Contains("cannot open ledger: "));
+  }
+}
+
+TEST_CASE("--db, then EFFECTFENCE_LEDGER, then the default state path", "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string state = dir.file("state");
+  const std::string from_env = dir.file("env.sqlite");
+  const std::string from_flag = dir.file("flag.sqlite");
+  const std::string fallback = state + "/effectfence/server.sqlite";
+  auto run = [&](std::vector<std::string> args, const EnvChanges& env) {
+    ServeProcess serve(std::move(args), env);
+    serve.initialize();
+    serve.close_stdin();
+    REQUIRE(serve.wait_exit() == 0);
+  };
+  run({"serve", "--db", from_flag}, {{"EFFECTFENCE_LEDGER", from_env}, {"XDG_STATE_HOME", state}});
+  CHECK(std::filesystem::exists(from_flag));
+  CHECK_FALSE(std::filesystem::exists(from_env));
+  run({"serve"}, {{"EFFECTFENCE_LEDGER", from_env}, {"XDG_STATE_HOME", state}});
+  CHECK(std::filesystem::exists(from_env));
+  CHECK_FALSE(std::filesystem::exists(fallback));
+  run({"serve"}, {{"EFFECTFENCE_LEDGER", std::nullopt}, {"XDG_STATE_HOME", state}});
+  CHECK(std::filesystem::exists(fallback));
+}
+
+TEST_CASE("--help, --version, bad options and no arguments", "[serve][lifecycle]") {
+  {
+    ServeProcess help({"serve", "--help"});
+    REQUIRE(help.wait_exit() == 0);
+    std::string out;
+    while (auto line = help.next_line()) out += *line + "\n";
+    CHECK_THAT(out, Catch::Contains("usage: effectfence serve") && Catch::Contains("--db") &&
+                        Catch::Contains("EFFECTFENCE_LEDGER"));
+  }
+  {
+    ServeProcess version({"serve", "--version"});
+    REQUIRE(version.wait_exit() == 0);
+    auto line = version.next_line();
+    REQUIRE(line);
+    CHECK_THAT(*line, Catch::StartsWith("effectfence "));
+  }
+  {
+    ServeProcess bad({"serve", "--frobnicate"});
+    CHECK(bad.wait_exit() == 2);
+    CHECK_THAT(bad.stderr_text(), Catch::Contains("unknown option") && Catch::Contains("usage"));
+  }
+  {
+    ServeProcess bad_level({"serve", "--log-level", "loud"});
+    CHECK(bad_level.wait_exit() == 2);
+  }
+  {
+    ServeProcess bare({});
+    CHECK(bare.wait_exit() != 0);
+    CHECK_THAT(bare.stderr_text(), Catch::Contains("usage: effectfence"));
+  }
+}
