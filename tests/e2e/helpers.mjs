@@ -1,0 +1,85 @@
+// Shared pieces of the end-to-end tests: the official MCP SDK client talking
+// to the real `effectfence serve` binary over stdio, on real ledger files.
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const BIN = process.env.EFFECTFENCE_BIN ?? path.resolve(here, '../../build/effectfence');
+
+// A fresh directory for one test's ledger, removed when the test ends.
+export async function tempDir(t) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'effectfence-e2e-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+// Starts `effectfence serve --db <db>` and connects an SDK client to it. The
+// tool list is fetched so that the client validates every structuredContent
+// against its tool's outputSchema, as real hosts do.
+export async function connect(t, db, name = 'e2e') {
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: ['serve', '--db', db, '--log-level', 'debug'],
+    env: { ...process.env },
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr.on('data', (chunk) => { stderr += chunk; });
+  const client = new Client({ name, version: '1.0.0' });
+  await client.connect(transport);
+  const { tools } = await client.listTools();
+  const session = {
+    client,
+    transport,
+    tools,
+    pid: transport.pid,
+    stderr: () => stderr,
+    closed: false,
+    async close() {
+      if (session.closed) return;
+      session.closed = true;
+      await client.close();
+    },
+  };
+  t.after(() => session.close());
+  return session;
+}
+
+// Calls a tool; returns {isError, sc: structuredContent}. The SDK has already
+// checked structuredContent against the outputSchema (it throws otherwise).
+export async function call(session, name, args) {
+  const result = await session.client.callTool({ name, arguments: args });
+  const text = result.content?.[0]?.text;
+  if (JSON.stringify(JSON.parse(text)) !== JSON.stringify(result.structuredContent)) {
+    throw new Error(`${name}: text content differs from structuredContent`);
+  }
+  return { isError: result.isError === true, sc: result.structuredContent };
+}
+
+export function prepareArgs(intent, overrides = {}) {
+  return {
+    intent,
+    domain: `order:${intent}`,
+    tool: 'charge',
+    args: { order: intent, amount_cents: 4900 },
+    agent: 'agent-a',
+    ...overrides,
+  };
+}
+
+// Polls check() until it returns a truthy value or the deadline passes.
+export async function eventually(check, { timeoutMs = 15000, intervalMs = 100, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    last = await check();
+    if (last) return last;
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
