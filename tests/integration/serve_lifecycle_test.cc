@@ -154,7 +154,7 @@ TEST_CASE("files that are not a usable ledger are refused with a named error", "
   }
 }
 
-TEST_CASE("--db, then EFFECTFENCE_LEDGER, then the default state path", "[serve][lifecycle]") {
+TEST_CASE("the ledger is --db, else EFFECTFENCE_LEDGER, else the default state path", "[serve][lifecycle]") {
   TempDir dir;
   const std::string state = dir.file("state");
   const std::string from_env = dir.file("env.sqlite");
@@ -176,7 +176,7 @@ TEST_CASE("--db, then EFFECTFENCE_LEDGER, then the default state path", "[serve]
   CHECK(std::filesystem::exists(fallback));
 }
 
-TEST_CASE("--help, --version, bad options and no arguments", "[serve][lifecycle]") {
+TEST_CASE("help, version, bad options and no arguments", "[serve][lifecycle]") {
   {
     ServeProcess help({"serve", "--help"});
     REQUIRE(help.wait_exit() == 0);
