@@ -115,6 +115,7 @@ Json outcome_schema(std::initializer_list<std::pair<const char*, std::vector<con
   properties["status"] = Json{{"type", "string"}, {"enum", names}};
   properties["message"] = Json{{"type", "string"}, {"description", "What this means and what to do next"}};
   properties["reason"] = reason_schema();
+  properties["explanation"] = Json{{"type", "string"}, {"description", "The fence's account of a refusal"}};
   properties["detail"] = Json{{"type", "object"},
                               {"description", "Facts behind a refusal, e.g. {domain, expected, actual} for "
                                               "stale_read_set"}};
@@ -505,9 +506,10 @@ std::string refusal_advice(Reason reason, FenceStep step) {
 }
 
 Json refusal_json(const Refusal& refusal, FenceStep step) {
-  std::string message = refusal_advice(refusal.reason, step);
-  if (!refusal.message.empty()) message += " (" + refusal.message + ")";
-  Json out = {{"status", "refused"}, {"reason", reason_name(refusal.reason)}, {"message", std::move(message)}};
+  Json out = {{"status", "refused"},
+              {"reason", reason_name(refusal.reason)},
+              {"message", refusal_advice(refusal.reason, step)}};
+  if (!refusal.message.empty()) out["explanation"] = refusal.message;
   if (refusal.detail.is_object() && !refusal.detail.empty()) out["detail"] = refusal.detail;
   return out;
 }

@@ -19,9 +19,9 @@ enum class FenceStep { prepare, commit, abort, heartbeat, read };
 // fence_stats over fence. fence and log must outlive the tools.
 std::vector<Tool> fence_tools(Fence& fence, Logger& log);
 
-// {status:"refused", reason, message, detail?}: message starts with what to
-// do next, then the fence's own explanation; detail (when the fence gave
-// any) holds its facts, e.g. {domain, expected, actual}.
+// {status:"refused", reason, message, explanation?, detail?}: message says
+// what to do next (refusal_advice), explanation is the fence's own account,
+// detail its facts, e.g. {domain, expected, actual}.
 Json refusal_json(const Refusal& refusal, FenceStep step);
 // What a model should do about a refusal at step, e.g. "another attempt of
 // this intent is in flight; do not run the tool; retry fence_prepare in a
