@@ -98,6 +98,13 @@ class LedgerTxn {
   virtual bool evict_domain(const std::string& domain, int64_t now) = 0;
 };
 
+// How the ledger has been batching, for tests and benchmarks.
+struct LedgerMetrics {
+  uint64_t transactions = 0;  // committed write or read transactions
+  uint64_t decisions = 0;     // write()/read() calls answered
+  uint64_t queued = 0;        // calls waiting for the next transaction right now
+};
+
 class Ledger {
  public:
   virtual ~Ledger() = default;
@@ -111,6 +118,7 @@ class Ledger {
   // Bumped whenever another connection (process, operator) changed the file.
   virtual uint64_t external_changes() const = 0;
   virtual std::string describe() const = 0;
+  virtual LedgerMetrics metrics() const = 0;
 };
 
 // Why a ledger could not be opened. Never "created a new one instead".

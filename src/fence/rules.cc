@@ -224,6 +224,8 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   row.seq = domain.seq + 1;
   row.generation = generation;
   row.token = random_token_hex();
+  // Without randomness every ticket would share one token: refuse instead.
+  if (row.token.empty()) throw std::runtime_error("the system random number generator failed; no ticket issued");
   row.read_set = req.read_set;
   row.parent = parent;
   row.known_clock = req.known_clock.value_or(VectorClock{});

@@ -108,6 +108,14 @@ class SqliteLedger final : public Ledger {
   }
   uint64_t external_changes() const override { return external_changes_.load(); }
   std::string describe() const override { return description_; }
+  LedgerMetrics metrics() const override {
+    LedgerMetrics m;
+    m.transactions = transactions_.load();
+    m.decisions = decisions_.load();
+    std::lock_guard<std::mutex> lock(mu_);
+    m.queued = queue_.size();
+    return m;
+  }
 
  private:
   struct Job {
@@ -165,6 +173,8 @@ class SqliteLedger final : public Ledger {
       fail_all(batch, storage_refusal(e, "could not commit"));
       return;
     }
+    transactions_.fetch_add(1);
+    decisions_.fetch_add(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
   }
 
@@ -237,8 +247,10 @@ class SqliteLedger final : public Ledger {
   std::string description_;
   int64_t last_data_version_ = 0;
   std::atomic<uint64_t> external_changes_{0};
+  std::atomic<uint64_t> transactions_{0};
+  std::atomic<uint64_t> decisions_{0};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job*> queue_;
   bool stopping_ = false;

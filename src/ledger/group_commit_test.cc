@@ -1,0 +1,125 @@
+// Group commit: concurrent decisions share one durable transaction, each
+// still all-or-nothing, and none is answered before the shared commit.
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+
+#include "ledger/sqlite_ledger.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence;
+using namespace effectfence::testing;
+
+namespace {
+
+std::unique_ptr<Ledger> open_ledger(const std::string& path) {
+  auto opened = open_sqlite_ledger(path, 5000);
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(opened));
+  return std::move(std::get<std::unique_ptr<Ledger>>(opened));
+}
+
+EventRecord marker(int i) {
+  EventRecord e;
+  e.kind = "admitted";
+  e.intent = "job-" + std::to_string(i);
+  e.actor = "test";
+  return e;
+}
+
+int64_t count(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &q, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+  const int64_t n = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return n;
+}
+
+// Blocks the writer inside one decision until `n` more calls are queued
+// behind it, so the next transaction is guaranteed to carry all of them.
+void hold_writer_until_queued(Ledger& ledger, uint64_t n) {
+  while (ledger.metrics().queued < n) std::this_thread::yield();
+}
+
+}  // namespace
+
+TEST_CASE("decisions queued during a transaction share the next one", "[ledger][group_commit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto ledger = open_ledger(path);
+  constexpr int kFollowers = 63;
+  std::atomic<bool> writer_held{false};
+  std::thread leader([&] {
+    REQUIRE_FALSE(ledger->write([&](LedgerTxn& txn) {
+      writer_held = true;
+      hold_writer_until_queued(*ledger, kFollowers);
+      txn.append_event(marker(-1), 1);
+    }));
+  });
+  while (!writer_held) std::this_thread::yield();
+  std::vector<std::thread> followers;
+  for (int i = 0; i < kFollowers; ++i) {
+    followers.emplace_back([&, i] {
+      REQUIRE_FALSE(ledger->write([&](LedgerTxn& txn) { txn.append_event(marker(i), 1); }));
+    });
+  }
+  leader.join();
+  for (auto& t : followers) t.join();
+  const LedgerMetrics m = ledger->metrics();
+  CHECK(m.decisions == kFollowers + 1);
+  CHECK(m.transactions == 2);  // the leader's, then all 63 followers together
+  CHECK(count(path, "SELECT count(*) FROM events") == kFollowers + 1);
+}
+
+TEST_CASE("a decision that fails rolls back alone inside a shared transaction", "[ledger][group_commit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto ledger = open_ledger(path);
+  std::atomic<int> refused{0};
+  std::atomic<bool> writer_held{false};
+  std::thread leader([&] {
+    ledger->write([&](LedgerTxn&) {
+      writer_held = true;
+      hold_writer_until_queued(*ledger, 3);
+    });
+  });
+  while (!writer_held) std::this_thread::yield();
+  std::vector<std::thread> jobs;
+  for (int i = 0; i < 3; ++i) {
+    jobs.emplace_back([&, i] {
+      auto failure = ledger->write([&](LedgerTxn& txn) {
+        txn.append_event(marker(i), 1);
+        if (i == 1) throw std::runtime_error("boom after writing");
+      });
+      if (failure) {
+        CHECK(failure->reason == Reason::ledger_error);
+        CHECK_THAT(failure->message, Catch::Contains("boom after writing"));
+        ++refused;
+      }
+    });
+  }
+  leader.join();
+  for (auto& t : jobs) t.join();
+  CHECK(refused == 1);
+  CHECK(count(path, "SELECT count(*) FROM events WHERE intent = 'job-1'") == 0);
+  CHECK(count(path, "SELECT count(*) FROM events WHERE intent IN ('job-0', 'job-2')") == 2);
+}
+
+TEST_CASE("an answer is given only after its transaction is committed", "[ledger][group_commit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto ledger = open_ledger(path);
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE_FALSE(ledger->write([&](LedgerTxn& txn) { txn.append_event(marker(i), 1); }));
+    // Another connection sees the row the moment write() returns.
+    CHECK(count(path, ("SELECT count(*) FROM events WHERE intent = 'job-" + std::to_string(i) + "'").c_str()) == 1);
+  }
+}
