@@ -1,0 +1,284 @@
+#include "cli/cli_common.h"
+
+#include <sys/stat.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include "effectfence/fence.h"
+#include "ledger/migrations.h"
+
+namespace effectfence::cli {
+namespace {
+
+// Auditing waits this long for a writer's checkpoint rather than failing.
+constexpr int kReadBusyTimeoutMs = 10'000;
+
+const OptionSpec* find_spec(const std::vector<OptionSpec>& specs, const std::string& name) {
+  for (const auto& spec : specs) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// "90s", "30m", "1h", "7d" -> ms.
+std::optional<int64_t> parse_relative_age(const std::string& text) {
+  if (text.size() < 2) return std::nullopt;
+  const std::string digits = text.substr(0, text.size() - 1);
+  if (!all_digits(digits) || digits.size() > 9) return std::nullopt;
+  int64_t unit_ms = 0;
+  switch (text.back()) {
+    case 's': unit_ms = 1'000; break;
+    case 'm': unit_ms = 60'000; break;
+    case 'h': unit_ms = 3'600'000; break;
+    case 'd': unit_ms = 86'400'000; break;
+    default: return std::nullopt;
+  }
+  return std::stoll(digits) * unit_ms;
+}
+
+// Reads exactly n digits at text[*pos] into *out.
+bool read_digits(const std::string& text, size_t* pos, size_t n, int* out) {
+  if (*pos + n > text.size()) return false;
+  const std::string part = text.substr(*pos, n);
+  if (!all_digits(part)) return false;
+  *out = std::stoi(part);
+  *pos += n;
+  return true;
+}
+
+bool expect_char(const std::string& text, size_t* pos, char c) {
+  if (*pos >= text.size() || text[*pos] != c) return false;
+  ++*pos;
+  return true;
+}
+
+// YYYY-MM-DD[THH:MM[:SS[.fff]](Z|+00:00)] -> ms since the epoch.
+std::optional<int64_t> parse_iso_utc(const std::string& text) {
+  std::tm tm{};
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0, millis = 0;
+  size_t pos = 0;
+  if (!read_digits(text, &pos, 4, &year) || !expect_char(text, &pos, '-') ||
+      !read_digits(text, &pos, 2, &month) || !expect_char(text, &pos, '-') ||
+      !read_digits(text, &pos, 2, &day)) {
+    return std::nullopt;
+  }
+  if (pos < text.size()) {
+    if (text[pos] != 'T' && text[pos] != 't' && text[pos] != ' ') return std::nullopt;
+    ++pos;
+    if (!read_digits(text, &pos, 2, &hour) || !expect_char(text, &pos, ':') ||
+        !read_digits(text, &pos, 2, &minute)) {
+      return std::nullopt;
+    }
+    if (pos < text.size() && text[pos] == ':') {
+      ++pos;
+      if (!read_digits(text, &pos, 2, &second)) return std::nullopt;
+      if (pos < text.size() && text[pos] == '.') {
+        ++pos;
+        int scale = 100;
+        const size_t start = pos;
+        while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+          millis += (text[pos] - '0') * scale;
+          scale /= 10;
+          ++pos;
+        }
+        if (pos == start) return std::nullopt;
+      }
+    }
+    // Only UTC: a local offset would make "since" mean different things on
+    // different machines.
+    const std::string zone = text.substr(pos);
+    if (zone != "Z" && zone != "z" && zone != "+00:00") return std::nullopt;
+  }
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
+    return std::nullopt;
+  }
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  const time_t seconds = timegm(&tm);
+  if (tm.tm_mday != day) return std::nullopt;  // timegm normalised e.g. Feb 30
+  return static_cast<int64_t>(seconds) * 1000 + millis;
+}
+
+}  // namespace
+
+std::optional<std::string> ParsedArgs::value(const std::string& name) const {
+  auto found = values.find(name);
+  if (found == values.end()) return std::nullopt;
+  return found->second;
+}
+
+std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionSpec>& specs,
+                                     std::string* error) {
+  ParsedArgs parsed;
+  bool options_ended = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (options_ended || arg.size() < 2 || arg[0] != '-') {
+      parsed.positionals.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_ended = true;
+      continue;
+    }
+    if (arg == "-h" || arg == "--help") {
+      parsed.switches.insert("help");
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      *error = "unknown option '" + arg + "'";
+      return std::nullopt;
+    }
+    const size_t equals = arg.find('=');
+    const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    const OptionSpec* spec = find_spec(specs, name);
+    if (!spec) {
+      *error = "unknown option '--" + name + "'";
+      return std::nullopt;
+    }
+    if (!spec->takes_value) {
+      if (equals != std::string::npos) {
+        *error = "--" + name + " takes no value";
+        return std::nullopt;
+      }
+      parsed.switches.insert(name);
+      continue;
+    }
+    std::string value;
+    if (equals != std::string::npos) {
+      value = arg.substr(equals + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      *error = "--" + name + " needs a value";
+      return std::nullopt;
+    }
+    if (value.empty()) {
+      *error = "--" + name + " needs a non-empty value";
+      return std::nullopt;
+    }
+    parsed.values[name] = value;
+  }
+  return parsed;
+}
+
+std::string resolve_ledger_path(const ParsedArgs& parsed) {
+  if (auto db = parsed.value("db")) return *db;
+  const char* env = std::getenv("EFFECTFENCE_LEDGER");
+  if (env && *env) return env;
+  return Settings::default_ledger_path("server");
+}
+
+void print_error(const std::string& command, const std::string& step, const std::string& message) {
+  std::fprintf(stderr, "effectfence %s: %s: %s\n", command.c_str(), step.c_str(), message.c_str());
+}
+
+int run_guarded(const std::string& command, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const SQLite::Exception& e) {
+    print_error(command, "reading the ledger", e.what());
+  } catch (const std::exception& e) {
+    print_error(command, "unexpected error", e.what());
+  } catch (...) {
+    print_error(command, "unexpected error", "unknown exception");
+  }
+  return kExitFailure;
+}
+
+bool ledger_file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    *error = "no ledger at " + path;
+    return nullptr;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = path + " is not a ledger file";
+    return nullptr;
+  }
+  try {
+    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY, kReadBusyTimeoutMs);
+    const int app_id = db->execAndGet("PRAGMA application_id").getInt();
+    const int version = db->execAndGet("PRAGMA user_version").getInt();
+    if (app_id != kApplicationId) {
+      *error = path + " is not an effectfence ledger (application_id " + std::to_string(app_id) + ")";
+      return nullptr;
+    }
+    if (version > latest_schema_version()) {
+      *error = path + " has schema version " + std::to_string(version) + " but this effectfence knows " +
+               std::to_string(latest_schema_version()) + "; upgrade effectfence";
+      return nullptr;
+    }
+    return db;
+  } catch (const SQLite::Exception& e) {
+    *error = path + ": " + e.what();
+    return nullptr;
+  }
+}
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string format_utc(int64_t ms) {
+  int64_t seconds = ms / 1000;
+  int64_t millis = ms % 1000;
+  if (millis < 0) {
+    millis += 1000;
+    seconds -= 1;
+  }
+  const time_t t = static_cast<time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[96];  // room for any int the compiler can imagine in each field
+  std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(millis));
+  return buffer;
+}
+
+std::optional<int64_t> parse_since(const std::string& text, int64_t now, std::string* error) {
+  if (auto age = parse_relative_age(text)) return now - *age;
+  if (auto at = parse_iso_utc(text)) return *at;
+  *error = "--since '" + text +
+           "' is neither an ISO-8601 UTC time (2026-11-29T10:00:00Z) nor an age (90s, 30m, 1h, 7d)";
+  return std::nullopt;
+}
+
+std::string csv_field(std::string_view value) {
+  if (value.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(value);
+  std::string quoted = "\"";
+  for (char c : value) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+}  // namespace effectfence::cli

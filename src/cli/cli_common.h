@@ -1,0 +1,84 @@
+// What the operator subcommands (stats, fenced, clear, export, verify) share:
+// option parsing, finding and opening the ledger, times, CSV fields, errors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <SQLiteCpp/Database.h>
+
+#include "cli/commands.h"
+
+namespace effectfence::cli {
+
+// Exit codes shared by every subcommand.
+constexpr int kExitOk = 0;
+constexpr int kExitProblems = 1;  // verify found tampering or a broken chain
+constexpr int kExitFailure = 2;   // usage error, or the command could not run
+
+// One option a subcommand accepts: "--name VALUE" / "--name=VALUE" when
+// takes_value, else a switch "--name".
+struct OptionSpec {
+  std::string name;  // without the leading "--"
+  bool takes_value = false;
+};
+
+struct ParsedArgs {
+  std::map<std::string, std::string> values;
+  std::set<std::string> switches;
+  std::vector<std::string> positionals;
+
+  bool has(const std::string& name) const { return switches.count(name) > 0 || values.count(name) > 0; }
+  std::optional<std::string> value(const std::string& name) const;
+};
+
+// Parses args against specs ("--help"/"-h" is always accepted as the switch
+// "help"; "--" ends the options). Returns nullopt and fills *error for an
+// unknown option, a missing or empty value, or a value given to a switch.
+std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionSpec>& specs,
+                                     std::string* error);
+
+// --db, else $EFFECTFENCE_LEDGER, else Settings::default_ledger_path("server").
+std::string resolve_ledger_path(const ParsedArgs& parsed);
+
+// Prints "effectfence COMMAND: STEP: MESSAGE" on stderr, so every error
+// names the step that failed.
+void print_error(const std::string& command, const std::string& step, const std::string& message);
+
+// Runs body and turns any exception escaping it into a named error and
+// kExitFailure: a subcommand never dies with an uncaught exception.
+int run_guarded(const std::string& command, const std::function<int()>& body);
+
+// Returns true iff path names an existing regular file.
+bool ledger_file_exists(const std::string& path);
+
+// Opens an existing ledger with a read-only connection, so auditing can never
+// write to it (and never creates a file where none was). Checks that the file
+// is an effectfence ledger this binary understands. Returns nullptr and fills
+// *error ("no ledger at PATH", "... is not an effectfence ledger", ...) on failure.
+std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error);
+
+// Milliseconds since the Unix epoch, now.
+int64_t now_ms();
+
+// ISO-8601 UTC with milliseconds: "2026-11-29T10:00:00.123Z".
+std::string format_utc(int64_t ms);
+
+// Parses a --since value into ms since the epoch: an ISO-8601 UTC time
+// ("2026-11-29T10:00:00Z", "2026-11-29T10:00:00.5Z", "2026-11-29") or a
+// relative age before now_ms ("90s", "30m", "1h", "7d").
+// Returns nullopt and fills *error iff text is neither.
+std::optional<int64_t> parse_since(const std::string& text, int64_t now_ms, std::string* error);
+
+// One CSV field per RFC 4180: quoted (with quotes doubled) iff it holds a
+// comma, a quote, CR or LF.
+std::string csv_field(std::string_view value);
+
+}  // namespace effectfence::cli

@@ -1,0 +1,151 @@
+// effectfence fenced: the intents that are fenced (failed or unknown) and
+// why. Each one waits for a person to find out whether its effect happened
+// and then clear it; nothing re-runs it before that.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "effectfence/fence.h"
+#include "effectfence/json.h"
+
+namespace effectfence::cli {
+namespace {
+
+constexpr const char* kCommand = "fenced";
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: effectfence fenced [--db PATH] [--json]\n\n"
+               "Lists the fenced intents (state failed or unknown), oldest first, with the tool,\n"
+               "arguments, agent, since when and why. A fenced intent is refused (prior_failure)\n"
+               "until an operator checks the real outcome and clears it:\n"
+               "  effectfence clear --db PATH INTENT --reason \"...\"\n"
+               "Opens the ledger read-only. The same list in SQL: SELECT * FROM fenced;\n\n"
+               "options:\n"
+               "  --db PATH  ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --json     one JSON object: {path, count, fenced: [{intent, state, tool, args,\n"
+               "             domain, agent, reason, since, since_ms, generation, holder}]}\n"
+               "  --help     this text\n",
+               Settings::default_ledger_path("server").c_str());
+}
+
+struct FencedIntent {
+  std::string intent, state, tool, args, domain, agent, reason, holder;
+  int64_t since_ms = 0;
+  int64_t generation = 0;
+};
+
+std::vector<FencedIntent> read_fenced(SQLite::Database& db) {
+  // The same rows as the fenced view, with the raw time for --json.
+  SQLite::Statement q(db,
+                      "SELECT intent, state, tool, args, domain, agent, coalesce(reason, ''), updated_at, "
+                      "generation, holder_host || ':' || holder_pid "
+                      "FROM intents WHERE state IN ('failed', 'unknown') ORDER BY updated_at, intent");
+  std::vector<FencedIntent> out;
+  while (q.executeStep()) {
+    FencedIntent f;
+    f.intent = q.getColumn(0).getString();
+    f.state = q.getColumn(1).getString();
+    f.tool = q.getColumn(2).getString();
+    f.args = q.getColumn(3).getString();
+    f.domain = q.getColumn(4).getString();
+    f.agent = q.getColumn(5).getString();
+    f.reason = q.getColumn(6).getString();
+    f.since_ms = q.getColumn(7).getInt64();
+    f.generation = q.getColumn(8).getInt64();
+    f.holder = q.getColumn(9).getString();
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// args is canonical JSON in the ledger; shown as a string if someone broke it.
+Json args_json(const std::string& text) {
+  JsonError error;
+  auto parsed = parse_strict(text, &error);
+  return parsed ? *parsed : Json(text);
+}
+
+void print_json(const std::string& path, const std::vector<FencedIntent>& fenced) {
+  Json list = Json::array();
+  for (const auto& f : fenced) {
+    list.push_back({{"intent", f.intent},
+                    {"state", f.state},
+                    {"tool", f.tool},
+                    {"args", args_json(f.args)},
+                    {"domain", f.domain},
+                    {"agent", f.agent},
+                    {"reason", f.reason},
+                    {"since", format_utc(f.since_ms)},
+                    {"since_ms", f.since_ms},
+                    {"generation", f.generation},
+                    {"holder", f.holder}});
+  }
+  const Json out = {{"path", path}, {"count", fenced.size()}, {"fenced", list}};
+  std::printf("%s\n", out.dump().c_str());
+}
+
+void print_text(const std::string& path, const std::vector<FencedIntent>& fenced) {
+  if (fenced.empty()) {
+    std::printf("no fenced intents in %s\n", path.c_str());
+    return;
+  }
+  std::printf("%zu fenced intent(s) in %s; each is refused until an operator checks whether its effect\n"
+              "happened and clears it: effectfence clear --db %s INTENT --reason \"...\"\n",
+              fenced.size(), path.c_str(), path.c_str());
+  for (const auto& f : fenced) {
+    std::printf("\n%s  [%s since %s]\n", f.intent.c_str(), f.state.c_str(), format_utc(f.since_ms).c_str());
+    std::printf("  tool    %s %s\n", f.tool.c_str(), f.args.c_str());
+    std::printf("  domain  %s   agent %s   generation %lld   holder %s\n", f.domain.c_str(), f.agent.c_str(),
+                static_cast<long long>(f.generation), f.holder.c_str());
+    std::printf("  why     %s\n", f.reason.empty() ? "(no reason recorded)" : f.reason.c_str());
+  }
+}
+
+int fenced(const Args& args) {
+  std::string error;
+  auto parsed = parse_args(args, {{"db", true}, {"json", false}}, &error);
+  if (!parsed) {
+    print_error(kCommand, "reading options", error);
+    return kExitFailure;
+  }
+  if (parsed->has("help")) {
+    print_usage(stdout);
+    return kExitOk;
+  }
+  if (!parsed->positionals.empty()) {
+    print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
+    return kExitFailure;
+  }
+  const std::string path = resolve_ledger_path(*parsed);
+  auto db = open_ledger_read_only(path, &error);
+  if (!db) {
+    print_error(kCommand, "opening the ledger", error);
+    return kExitFailure;
+  }
+  std::vector<FencedIntent> list;
+  try {
+    list = read_fenced(*db);
+  } catch (const SQLite::Exception& e) {
+    print_error(kCommand, "reading fenced intents", e.what());
+    return kExitFailure;
+  }
+  if (parsed->has("json")) {
+    print_json(path, list);
+  } else {
+    print_text(path, list);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_fenced(const Args& args) {
+  return run_guarded(kCommand, [&] { return fenced(args); });
+}
+
+}  // namespace effectfence::cli
