@@ -1,0 +1,118 @@
+// effectfence clear: the audited operator clear of a fenced intent, for
+// people who prefer not to write SQL. It is the same INSERT INTO clears the
+// runbook shows, so the ledger's triggers refuse the same nonsense and write
+// the same audit event; running servers see the clear at their next prepare.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "effectfence/fence.h"
+
+namespace effectfence::cli {
+namespace {
+
+constexpr const char* kCommand = "clear";
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: effectfence clear [--db PATH] INTENT --reason TEXT [--operator NAME] [--json]\n\n"
+               "Clears a fenced intent (state failed or unknown) after you have checked the real\n"
+               "outcome, e.g. with the payment provider. The intent becomes 'cleared' and its next\n"
+               "prepare is admitted as a fresh attempt. Who, when and why go to the append-only\n"
+               "event log. Done and in-flight intents cannot be cleared.\n\n"
+               "options:\n"
+               "  --db PATH        ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --reason TEXT    why it is safe to run again (required; recorded)\n"
+               "  --operator NAME  who clears it (default: $USER, else \"operator\")\n"
+               "  --json           print {cleared, intent, previous_state, operator, reason}\n"
+               "  --help           this text\n\n"
+               "exit status: 0 cleared, 2 refused (unknown intent, wrong state) or could not run\n",
+               Settings::default_ledger_path("server").c_str());
+}
+
+std::string default_operator() {
+  const char* user = std::getenv("USER");
+  return user && *user ? user : "operator";
+}
+
+void print_result(bool json, const std::string& intent, const std::string& operator_name,
+                  const std::string& reason, const ClearOutcome& outcome) {
+  if (const auto* cleared = std::get_if<Cleared>(&outcome)) {
+    if (json) {
+      const Json out = {{"cleared", true},
+                        {"intent", intent},
+                        {"previous_state", cleared->previous_state},
+                        {"operator", operator_name},
+                        {"reason", reason}};
+      std::printf("%s\n", out.dump().c_str());
+    } else {
+      std::printf("cleared %s (was %s) by %s: %s\n", intent.c_str(), cleared->previous_state.c_str(),
+                  operator_name.c_str(), reason.c_str());
+    }
+    return;
+  }
+  const Refusal& refusal = std::get<Refusal>(outcome);
+  if (json) {
+    const Json out = {{"cleared", false},
+                      {"intent", intent},
+                      {"refused", reason_name(refusal.reason)},
+                      {"message", refusal.message}};
+    std::printf("%s\n", out.dump().c_str());
+  }
+  print_error(kCommand, "clearing " + intent, refusal.message);
+}
+
+int clear(const Args& args) {
+  std::string error;
+  auto parsed = parse_args(args, {{"db", true}, {"reason", true}, {"operator", true}, {"json", false}}, &error);
+  if (!parsed) {
+    print_error(kCommand, "reading options", error);
+    return kExitFailure;
+  }
+  if (parsed->has("help")) {
+    print_usage(stdout);
+    return kExitOk;
+  }
+  if (parsed->positionals.size() != 1) {
+    print_error(kCommand, "reading options", "expected exactly one INTENT (see effectfence clear --help)");
+    return kExitFailure;
+  }
+  const auto reason = parsed->value("reason");
+  if (!reason) {
+    print_error(kCommand, "reading options", "--reason is required: it goes in the audit log");
+    return kExitFailure;
+  }
+  const std::string intent = parsed->positionals[0];
+  const std::string operator_name = parsed->value("operator").value_or(default_operator());
+  const std::string path = resolve_ledger_path(*parsed);
+  // Clearing in a ledger that does not exist is a mistake in the path, not a
+  // reason to create one.
+  if (!ledger_file_exists(path)) {
+    print_error(kCommand, "opening the ledger", "no ledger at " + path);
+    return kExitFailure;
+  }
+  Settings settings = Settings::from_environment();
+  settings.ledger_path = path;
+  settings.create_parent_directories = false;
+  auto opened = Fence::open(settings);
+  if (const auto* open_error = std::get_if<OpenError>(&opened)) {
+    print_error(kCommand, "opening the ledger", open_error->message);
+    return kExitFailure;
+  }
+  Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
+  const ClearOutcome outcome = fence.clear(intent, operator_name, *reason);
+  print_result(parsed->has("json"), intent, operator_name, *reason, outcome);
+  return std::holds_alternative<Cleared>(outcome) ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+int run_clear(const Args& args) {
+  return run_guarded(kCommand, [&] { return clear(args); });
+}
+
+}  // namespace effectfence::cli
