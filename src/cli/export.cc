@@ -1,0 +1,382 @@
+// effectfence export: an audit dump of the certificates and the event log.
+//
+// Records come out merged in order of time: certificates by committed_at and
+// events by at (ties: the certificate first, then events by id). Both tables
+// are read through their time index inside one read transaction, stepping
+// one row at a time, so the dump is a consistent snapshot and memory stays
+// constant however large the ledger is; writers are never blocked (WAL).
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "effectfence/fence.h"
+#include "effectfence/json.h"
+
+namespace effectfence::cli {
+namespace {
+
+constexpr const char* kCommand = "export";
+constexpr int kExportFormatVersion = 1;
+
+using OrderedJson = nlohmann::ordered_json;
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: effectfence export [--db PATH] [--since TIME] [--format jsonl|csv] [--out FILE]\n\n"
+               "Writes every certificate and event, merged in order of time (certificates by\n"
+               "committed_at, events by at; on a tie the certificate comes first). Reads one\n"
+               "consistent snapshot through a read-only connection; memory stays constant.\n\n"
+               "options:\n"
+               "  --db PATH        ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --since TIME     only records at or after TIME: ISO-8601 UTC (2026-11-29T10:00:00Z)\n"
+               "                   or an age (90s, 30m, 1h, 7d)\n"
+               "  --format FORMAT  jsonl (default) or csv\n"
+               "  --out FILE       write FILE (complete or not at all) instead of stdout\n"
+               "  --help           this text\n\n"
+               "jsonl: the first line is {\"type\":\"export\",...} (format, ledger, since, exported_at);\n"
+               "then one record per line with \"type\" \"certificate\" or \"event\". A certificate's\n"
+               "\"body\" is the exact canonical JSON its \"hash\" is the SHA-256 of:\n"
+               "  jq -j 'select(.type==\"certificate\") | .body' | sha256sum   (one line at a time)\n"
+               "Check a whole dump with: effectfence verify --export FILE\n"
+               "csv: RFC 4180 with a header row; columns %s\n",
+               Settings::default_ledger_path("server").c_str(),
+               "type,at,at_ms,event_id,kind,actor,detail,certificate,parent,intent,domain,seq,generation,tool,"
+               "agent,body");
+}
+
+enum class Format { jsonl, csv };
+
+struct ExportOptions {
+  std::string ledger;
+  std::optional<int64_t> since_ms;
+  Format format = Format::jsonl;
+  std::optional<std::string> out;
+};
+
+struct CertificateRow {
+  std::string hash, body, intent, domain, parent, agent, tool;
+  int64_t committed_at = 0, seq = 0, generation = 0;
+};
+
+struct EventRow {
+  int64_t id = 0, at = 0;
+  std::string kind, actor, detail;
+  std::optional<std::string> intent, domain;
+  std::optional<int64_t> seq, generation;
+};
+
+std::optional<std::string> optional_text(const SQLite::Column& c) {
+  if (c.isNull()) return std::nullopt;
+  return c.getString();
+}
+
+std::optional<int64_t> optional_int(const SQLite::Column& c) {
+  if (c.isNull()) return std::nullopt;
+  return c.getInt64();
+}
+
+CertificateRow certificate_from(SQLite::Statement& q) {
+  CertificateRow r;
+  r.hash = q.getColumn(0).getString();
+  r.committed_at = q.getColumn(1).getInt64();
+  r.body = q.getColumn(2).getString();
+  r.intent = q.getColumn(3).getString();
+  r.domain = q.getColumn(4).getString();
+  r.seq = q.getColumn(5).getInt64();
+  r.generation = q.getColumn(6).getInt64();
+  r.parent = optional_text(q.getColumn(7)).value_or("");
+  r.agent = q.getColumn(8).getString();
+  r.tool = q.getColumn(9).getString();
+  return r;
+}
+
+EventRow event_from(SQLite::Statement& q) {
+  EventRow r;
+  r.id = q.getColumn(0).getInt64();
+  r.at = q.getColumn(1).getInt64();
+  r.kind = q.getColumn(2).getString();
+  r.intent = optional_text(q.getColumn(3));
+  r.domain = optional_text(q.getColumn(4));
+  r.seq = optional_int(q.getColumn(5));
+  r.generation = optional_int(q.getColumn(6));
+  r.actor = q.getColumn(7).getString();
+  r.detail = q.getColumn(8).getString();
+  return r;
+}
+
+template <typename T>
+OrderedJson or_null(const std::optional<T>& value) {
+  return value ? OrderedJson(*value) : OrderedJson(nullptr);
+}
+
+// detail is JSON in the ledger; kept as a string if someone broke it, so
+// the dump shows what is there instead of failing.
+OrderedJson detail_json(const std::string& text) {
+  JsonError error;
+  auto parsed = parse_strict(text, &error);
+  return parsed ? OrderedJson::parse(parsed->dump()) : OrderedJson(text);
+}
+
+// Invalid UTF-8 (only a tampered row can hold it) is replaced rather than
+// aborting the dump; verify then reports the certificate.
+std::string dump_line(const OrderedJson& j) {
+  return j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
+}
+
+// Writes the records in one format to a stream.
+class RecordWriter {
+ public:
+  RecordWriter(std::FILE* out, Format format) : out_(out), format_(format) {}
+
+  void header(const ExportOptions& options) {
+    if (format_ == Format::csv) {
+      put("type,at,at_ms,event_id,kind,actor,detail,certificate,parent,intent,domain,seq,generation,tool,agent,"
+          "body\r\n");
+      return;
+    }
+    OrderedJson j;
+    j["type"] = "export";
+    j["format"] = kExportFormatVersion;
+    j["ledger"] = options.ledger;
+    j["since"] = options.since_ms ? OrderedJson(format_utc(*options.since_ms)) : OrderedJson(nullptr);
+    j["since_ms"] = or_null(options.since_ms);
+    j["exported_at"] = format_utc(now_ms());
+    put(dump_line(j));
+  }
+
+  void certificate(const CertificateRow& c) {
+    if (format_ == Format::csv) {
+      put_csv_row({"certificate", format_utc(c.committed_at), std::to_string(c.committed_at), "", "", "", "",
+                   c.hash, c.parent, c.intent, c.domain, std::to_string(c.seq), std::to_string(c.generation), c.tool,
+                   c.agent, c.body});
+      return;
+    }
+    OrderedJson j;
+    j["type"] = "certificate";
+    j["committed_at"] = format_utc(c.committed_at);
+    j["committed_at_ms"] = c.committed_at;
+    j["hash"] = c.hash;
+    j["body"] = c.body;
+    put(dump_line(j));
+  }
+
+  void event(const EventRow& e) {
+    if (format_ == Format::csv) {
+      auto number = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string(); };
+      put_csv_row({"event", format_utc(e.at), std::to_string(e.at), std::to_string(e.id), e.kind, e.actor, e.detail,
+                   "", "", e.intent.value_or(""), e.domain.value_or(""), number(e.seq), number(e.generation), "", "",
+                   ""});
+      return;
+    }
+    OrderedJson j;
+    j["type"] = "event";
+    j["at"] = format_utc(e.at);
+    j["at_ms"] = e.at;
+    j["id"] = e.id;
+    j["kind"] = e.kind;
+    j["intent"] = or_null(e.intent);
+    j["domain"] = or_null(e.domain);
+    j["seq"] = or_null(e.seq);
+    j["generation"] = or_null(e.generation);
+    j["actor"] = e.actor;
+    j["detail"] = detail_json(e.detail);
+    put(dump_line(j));
+  }
+
+  // Returns true iff every write so far reached the stream.
+  bool ok() const { return ok_; }
+
+ private:
+  void put(const std::string& text) {
+    if (ok_ && std::fwrite(text.data(), 1, text.size(), out_) != text.size()) ok_ = false;
+  }
+  void put_csv_row(std::initializer_list<std::string> fields) {
+    std::string line;
+    bool first = true;
+    for (const auto& field : fields) {
+      if (!first) line += ',';
+      line += csv_field(field);
+      first = false;
+    }
+    line += "\r\n";  // RFC 4180 line break
+    put(line);
+  }
+
+  std::FILE* out_;
+  Format format_;
+  bool ok_ = true;
+};
+
+struct ExportCounts {
+  int64_t certificates = 0;
+  int64_t events = 0;
+};
+
+// Steps both tables in time order and merges them. ORDER BY (time, rowid) is
+// exactly the order of the time index, so SQLite walks the index and never
+// sorts: no temp B-tree, constant memory on any number of rows.
+ExportCounts write_records(SQLite::Database& db, const ExportOptions& options, RecordWriter& writer) {
+  const int64_t since = options.since_ms.value_or(INT64_MIN);
+  SQLite::Transaction snapshot(db);
+  SQLite::Statement certificates(db,
+                                 "SELECT hash, committed_at, body, intent, domain, seq, generation, parent, agent, "
+                                 "tool FROM certificates "
+                                 "WHERE committed_at >= ?1 ORDER BY committed_at, rowid");
+  SQLite::Statement events(db,
+                           "SELECT id, at, kind, intent, domain, seq, generation, actor, detail "
+                           "FROM events WHERE at >= ?1 ORDER BY at, id");
+  certificates.bind(1, static_cast<int64_t>(since));
+  events.bind(1, static_cast<int64_t>(since));
+  ExportCounts counts;
+  writer.header(options);
+  bool has_certificate = certificates.executeStep();
+  bool has_event = events.executeStep();
+  while ((has_certificate || has_event) && writer.ok()) {
+    const bool certificate_first =
+        has_certificate && (!has_event || certificates.getColumn(1).getInt64() <= events.getColumn(1).getInt64());
+    if (certificate_first) {
+      writer.certificate(certificate_from(certificates));
+      ++counts.certificates;
+      has_certificate = certificates.executeStep();
+    } else {
+      writer.event(event_from(events));
+      ++counts.events;
+      has_event = events.executeStep();
+    }
+  }
+  return counts;
+}
+
+std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string* error) {
+  ExportOptions options;
+  options.ledger = resolve_ledger_path(parsed);
+  if (!parsed.positionals.empty()) {
+    *error = "unexpected argument '" + parsed.positionals[0] + "'";
+    return std::nullopt;
+  }
+  if (auto since = parsed.value("since")) {
+    options.since_ms = parse_since(*since, now_ms(), error);
+    if (!options.since_ms) return std::nullopt;
+  }
+  const std::string format = parsed.value("format").value_or("jsonl");
+  if (format == "csv") {
+    options.format = Format::csv;
+  } else if (format != "jsonl") {
+    *error = "--format must be jsonl or csv, not '" + format + "'";
+    return std::nullopt;
+  }
+  options.out = parsed.value("out");
+  return options;
+}
+
+// The dump goes to a temporary file next to --out and is renamed over it
+// only when complete, so a failed export never leaves a truncated file that
+// looks like a whole audit trail.
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path)
+      : path_(std::move(path)), temp_(path_ + ".partial-" + std::to_string(::getpid())) {}
+  ~OutputFile() {
+    if (file_) std::fclose(file_);
+    if (!committed_) std::remove(temp_.c_str());
+  }
+  std::FILE* open(std::string* error) {
+    file_ = std::fopen(temp_.c_str(), "wb");
+    if (!file_) *error = "cannot create " + temp_ + ": " + std::strerror(errno);
+    return file_;
+  }
+  bool commit(std::string* error) {
+    const bool flushed = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+    const bool closed = std::fclose(file_) == 0;
+    file_ = nullptr;
+    if (!flushed || !closed) {
+      *error = "writing " + temp_ + ": " + std::strerror(errno);
+      return false;
+    }
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
+      *error = "renaming " + temp_ + " to " + path_ + ": " + std::strerror(errno);
+      return false;
+    }
+    committed_ = true;
+    return true;
+  }
+
+ private:
+  std::string path_, temp_;
+  std::FILE* file_ = nullptr;
+  bool committed_ = false;
+};
+
+int export_ledger(const Args& args) {
+  std::string error;
+  auto parsed = parse_args(args, {{"db", true}, {"since", true}, {"format", true}, {"out", true}}, &error);
+  if (!parsed) {
+    print_error(kCommand, "reading options", error);
+    return kExitFailure;
+  }
+  if (parsed->has("help")) {
+    print_usage(stdout);
+    return kExitOk;
+  }
+  auto options = read_options(*parsed, &error);
+  if (!options) {
+    print_error(kCommand, "reading options", error);
+    return kExitFailure;
+  }
+  auto db = open_ledger_read_only(options->ledger, &error);
+  if (!db) {
+    print_error(kCommand, "opening the ledger", error);
+    return kExitFailure;
+  }
+  std::optional<OutputFile> file;
+  std::FILE* out = stdout;
+  if (options->out) {
+    file.emplace(*options->out);
+    out = file->open(&error);
+    if (!out) {
+      print_error(kCommand, "opening the output", error);
+      return kExitFailure;
+    }
+  }
+  static char buffer[1 << 16];
+  std::setvbuf(out, buffer, _IOFBF, sizeof buffer);
+  RecordWriter writer(out, options->format);
+  ExportCounts counts;
+  try {
+    counts = write_records(*db, *options, writer);
+  } catch (const SQLite::Exception& e) {
+    print_error(kCommand, "reading the ledger", e.what());
+    return kExitFailure;
+  }
+  if (!writer.ok() || std::fflush(out) != 0) {
+    print_error(kCommand, "writing the output", std::strerror(errno));
+    return kExitFailure;
+  }
+  if (file) {
+    if (!file->commit(&error)) {
+      print_error(kCommand, "writing the output", error);
+      return kExitFailure;
+    }
+    std::fprintf(stderr, "effectfence export: wrote %lld certificate(s) and %lld event(s) to %s\n",
+                 static_cast<long long>(counts.certificates), static_cast<long long>(counts.events),
+                 options->out->c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_export(const Args& args) {
+  return run_guarded(kCommand, [&] { return export_ledger(args); });
+}
+
+}  // namespace effectfence::cli
