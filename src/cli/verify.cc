@@ -1,0 +1,465 @@
+// effectfence verify: checks the audit trail offline.
+//
+// For every certificate: its hash is the SHA-256 of its stored body; the body
+// is canonical JSON and a well-formed certificate whose fields reproduce it;
+// (ledger only) the plain columns people query agree with the hashed body;
+// its parent resolves to a certificate, and its vector clock strictly
+// dominates the parent's (an effect happens after what it was built on).
+// In a ledger, done intents and domain heads must name certificates that exist.
+//
+// A ledger is checked in one read-only snapshot, row by row with a primary
+// key lookup per parent, so memory stays constant. An export is read line by
+// line; resolving parents needs one entry per certificate.
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "core/sha256.h"
+#include "effectfence/certificate.h"
+#include "effectfence/fence.h"
+#include "effectfence/json.h"
+
+namespace effectfence::cli {
+namespace {
+
+constexpr const char* kCommand = "verify";
+constexpr size_t kDefaultLimit = 20;
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: effectfence verify [--db PATH | --export FILE.jsonl] [--limit N] [--json]\n\n"
+               "Recomputes every certificate's hash from its canonical body, checks that every\n"
+               "parent link resolves to a certificate and that each certificate's vector clock\n"
+               "dominates its parent's. On a ledger (opened read-only) it also checks that the\n"
+               "columns agree with the hashed bodies and that done intents and domain heads name\n"
+               "existing certificates. On an export of part of a ledger (export --since), parents\n"
+               "older than the export are counted, not reported.\n\n"
+               "options:\n"
+               "  --db PATH      ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --export FILE  check a JSONL file written by effectfence export instead\n"
+               "  --limit N      report the first N problems (default %zu); all are counted\n"
+               "  --json         one JSON object: {ok, source, path, certificates, events,\n"
+               "                 problems_total, problems: [{certificate, kind, message, line?}]}\n"
+               "  --help         this text\n\n"
+               "exit status: 0 all good, 1 tampering or a broken chain found, 2 could not run\n",
+               Settings::default_ledger_path("server").c_str(), kDefaultLimit);
+}
+
+struct Problem {
+  std::string certificate;  // the certificate hash concerned ("" if unknown)
+  std::string kind;         // hash_mismatch, missing_parent, ...
+  std::string message;
+  int64_t line = 0;         // export line number, 0 for a ledger
+};
+
+// Keeps the first `limit` problems and counts them all.
+class Problems {
+ public:
+  explicit Problems(size_t limit) : limit_(limit) {}
+  void add(Problem p) {
+    ++total_;
+    if (shown_.size() < limit_) shown_.push_back(std::move(p));
+  }
+  int64_t total() const { return total_; }
+  const std::vector<Problem>& shown() const { return shown_; }
+
+ private:
+  size_t limit_;
+  int64_t total_ = 0;
+  std::vector<Problem> shown_;
+};
+
+struct Report {
+  std::string source;  // "ledger" or "export"
+  std::string path;
+  int64_t certificates = 0;
+  int64_t events = 0;
+  int64_t parents_outside = 0;  // partial exports only
+};
+
+// Checks one stored body against its hash. Returns the certificate iff the
+// body is a certificate document (even if it does not match the hash), so
+// its parent link can still be followed.
+std::optional<Certificate> check_body(const std::string& hash, const std::string& body, int64_t line,
+                                      Problems& problems) {
+  auto problem = [&](const char* kind, const std::string& message) {
+    problems.add({hash, kind, message, line});
+  };
+  const std::string body_hash = sha256_hex(body);
+  const bool hash_matches = body_hash == hash;
+  if (!hash_matches) problem("hash_mismatch", "the stored body hashes to " + body_hash + ", not to this hash");
+  JsonError error;
+  auto parsed = parse_strict(body, &error);
+  if (!parsed) {
+    problem("not_a_certificate", "the body is not valid JSON (" + error.message + ")");
+    return std::nullopt;
+  }
+  if (!parsed->is_object() || parsed->contains("hash")) {
+    problem("not_a_certificate", "the body is not a certificate document");
+    return std::nullopt;
+  }
+  if (canonicalize(*parsed) != body) problem("not_canonical", "the body is not in RFC 8785 canonical form");
+  Json with_hash = *parsed;
+  with_hash["hash"] = hash;
+  auto cert = Certificate::from_json(with_hash);
+  if (!cert) {
+    problem("not_a_certificate", "the body lacks a certificate field, has an extra one, or one of the wrong type");
+    return std::nullopt;
+  }
+  if (hash_matches && !cert->verify()) {
+    problem("fields_mismatch", "the certificate's fields do not reproduce its body (they hash to " +
+                                   cert->compute_hash() + ")");
+  }
+  return cert;
+}
+
+// The vector clock inside a stored body, if it has one.
+std::optional<VectorClock> clock_of_body(const std::string& body) {
+  JsonError error;
+  auto parsed = parse_strict(body, &error);
+  if (!parsed || !parsed->is_object() || !parsed->contains("vector_clock")) return std::nullopt;
+  return VectorClock::from_json(parsed->at("vector_clock"));
+}
+
+void check_dominates(const Certificate& cert, const VectorClock& parent_clock, int64_t line, Problems& problems) {
+  if (parent_clock.le(cert.vector_clock) && !(parent_clock == cert.vector_clock)) return;
+  problems.add({cert.hash, "clock_not_dominating",
+                "vector clock " + cert.vector_clock.to_json().dump() + " does not dominate its parent " +
+                    cert.parent + "'s " + parent_clock.to_json().dump(),
+                line});
+}
+
+// --- a ledger -------------------------------------------------------------
+
+struct CertificateColumns {
+  std::string hash, intent, domain, parent, agent, tool, body;
+  int64_t seq = 0, generation = 0;
+};
+
+// The columns the views show are not hashed; they must say what the body says.
+void check_columns(const CertificateColumns& row, const Certificate& cert, Problems& problems) {
+  auto compare = [&](const char* column, const std::string& stored, const std::string& hashed) {
+    if (stored == hashed) return;
+    problems.add({row.hash, "column_mismatch",
+                  std::string("column ") + column + " says '" + stored + "' but the hashed body says '" + hashed + "'",
+                  0});
+  };
+  compare("intent", row.intent, cert.intent);
+  compare("domain", row.domain, cert.domain);
+  compare("seq", std::to_string(row.seq), std::to_string(cert.seq));
+  compare("generation", std::to_string(row.generation), std::to_string(cert.generation));
+  compare("parent", row.parent, cert.parent);
+  compare("agent", row.agent, cert.agent);
+  compare("tool", row.tool, cert.tool);
+}
+
+class LedgerVerifier {
+ public:
+  LedgerVerifier(SQLite::Database& db, Problems& problems)
+      : db_(db), problems_(problems), parent_lookup_(db, "SELECT body FROM certificates WHERE hash = ?") {}
+
+  void run(Report& report) {
+    check_certificates(report);
+    check_references();
+    report.events = db_.execAndGet("SELECT count(*) FROM events").getInt64();
+  }
+
+ private:
+  void check_certificates(Report& report) {
+    SQLite::Statement rows(db_,
+                           "SELECT hash, intent, domain, seq, generation, coalesce(parent, ''), agent, tool, body "
+                           "FROM certificates ORDER BY rowid");
+    while (rows.executeStep()) {
+      CertificateColumns row;
+      row.hash = rows.getColumn(0).getString();
+      row.intent = rows.getColumn(1).getString();
+      row.domain = rows.getColumn(2).getString();
+      row.seq = rows.getColumn(3).getInt64();
+      row.generation = rows.getColumn(4).getInt64();
+      row.parent = rows.getColumn(5).getString();
+      row.agent = rows.getColumn(6).getString();
+      row.tool = rows.getColumn(7).getString();
+      row.body = rows.getColumn(8).getString();
+      ++report.certificates;
+      auto cert = check_body(row.hash, row.body, 0, problems_);
+      if (!cert) continue;
+      check_columns(row, *cert, problems_);
+      check_parent(*cert);
+    }
+  }
+
+  void check_parent(const Certificate& cert) {
+    if (cert.parent.empty()) return;
+    parent_lookup_.reset();
+    parent_lookup_.bind(1, cert.parent);
+    if (!parent_lookup_.executeStep()) {
+      problems_.add({cert.hash, "missing_parent", "parent " + cert.parent + " is not a certificate in the ledger", 0});
+      return;
+    }
+    // A parent whose body is broken is reported as itself.
+    if (auto clock = clock_of_body(parent_lookup_.getColumn(0).getString())) {
+      check_dominates(cert, *clock, 0, problems_);
+    }
+  }
+
+  // Done intents and domain heads point at certificates that must exist.
+  void check_references() {
+    SQLite::Statement done(db_,
+                           "SELECT intent, coalesce(cert_hash, '') FROM intents i WHERE state = 'done' AND "
+                           "NOT EXISTS (SELECT 1 FROM certificates c WHERE c.hash = i.cert_hash) ORDER BY intent");
+    while (done.executeStep()) {
+      const std::string hash = done.getColumn(1).getString();
+      problems_.add({hash, "missing_certificate",
+                     "intent '" + done.getColumn(0).getString() + "' is done but its certificate is not in the ledger",
+                     0});
+    }
+    SQLite::Statement heads(db_,
+                            "SELECT domain, head FROM domains d WHERE head IS NOT NULL AND "
+                            "NOT EXISTS (SELECT 1 FROM certificates c WHERE c.hash = d.head) ORDER BY domain");
+    while (heads.executeStep()) {
+      problems_.add({heads.getColumn(1).getString(), "missing_certificate",
+                     "domain '" + heads.getColumn(0).getString() + "' names it as its latest certificate but it is "
+                     "not in the ledger",
+                     0});
+    }
+  }
+
+  SQLite::Database& db_;
+  Problems& problems_;
+  SQLite::Statement parent_lookup_;
+};
+
+// Returns an exit code iff the ledger could not be checked.
+std::optional<int> verify_ledger(const std::string& path, Problems& problems, Report& report) {
+  std::string error;
+  auto db = open_ledger_read_only(path, &error);
+  if (!db) {
+    print_error(kCommand, "opening the ledger", error);
+    return kExitFailure;
+  }
+  try {
+    SQLite::Transaction snapshot(*db);
+    LedgerVerifier(*db, problems).run(report);
+  } catch (const SQLite::Exception& e) {
+    print_error(kCommand, "reading the ledger", e.what());
+    return kExitFailure;
+  }
+  return std::nullopt;
+}
+
+// --- an export ------------------------------------------------------------
+
+struct ExportedCertificate {
+  std::string hash;
+  std::string parent;
+  VectorClock clock;
+  int64_t line = 0;
+};
+
+class ExportVerifier {
+ public:
+  ExportVerifier(Problems& problems, Report& report) : problems_(problems), report_(report) {}
+
+  void line(int64_t number, const std::string& text) {
+    JsonError error;
+    auto record = parse_strict(text, &error);
+    if (!record || !record->is_object() || !record->contains("type") || !(*record)["type"].is_string()) {
+      problems_.add({"", "bad_record", "not an export record (" + (record ? "no \"type\"" : error.message) + ")",
+                     number});
+      return;
+    }
+    const std::string type = (*record)["type"].get<std::string>();
+    if (type == "export") {
+      partial_ = record->contains("since") && !(*record)["since"].is_null();
+    } else if (type == "event") {
+      ++report_.events;
+    } else if (type == "certificate") {
+      certificate(number, *record);
+    } else {
+      problems_.add({"", "bad_record", "unknown record type '" + type + "'", number});
+    }
+  }
+
+  // Parent links can only be followed once every certificate has been read.
+  void finish() {
+    for (const ExportedCertificate& c : certificates_) {
+      if (c.parent.empty()) continue;
+      auto parent = by_hash_.find(c.parent);
+      if (parent == by_hash_.end()) {
+        if (partial_) {
+          ++report_.parents_outside;
+        } else {
+          problems_.add({c.hash, "missing_parent", "parent " + c.parent + " is not a certificate in the export", c.line});
+        }
+        continue;
+      }
+      Certificate child;
+      child.hash = c.hash;
+      child.parent = c.parent;
+      child.vector_clock = c.clock;
+      check_dominates(child, certificates_[parent->second].clock, c.line, problems_);
+    }
+  }
+
+ private:
+  void certificate(int64_t number, const Json& record) {
+    ++report_.certificates;
+    const auto hash = record.find("hash");
+    const auto body = record.find("body");
+    if (hash == record.end() || !hash->is_string() || body == record.end() || !body->is_string()) {
+      problems_.add({hash != record.end() && hash->is_string() ? hash->get<std::string>() : "", "bad_record",
+                     "a certificate record needs string \"hash\" and \"body\"", number});
+      return;
+    }
+    const std::string h = hash->get<std::string>();
+    auto cert = check_body(h, body->get<std::string>(), number, problems_);
+    if (!cert) return;
+    if (by_hash_.count(h)) {
+      problems_.add({h, "duplicate", "the certificate appears more than once", number});
+      return;
+    }
+    by_hash_[h] = certificates_.size();
+    certificates_.push_back({h, cert->parent, cert->vector_clock, number});
+  }
+
+  Problems& problems_;
+  Report& report_;
+  bool partial_ = false;
+  std::vector<ExportedCertificate> certificates_;  // in file order
+  std::unordered_map<std::string, size_t> by_hash_;
+};
+
+std::optional<int> verify_export(const std::string& path, Problems& problems, Report& report) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    print_error(kCommand, "opening the export", "cannot read " + path);
+    return kExitFailure;
+  }
+  ExportVerifier verifier(problems, report);
+  std::string text;
+  int64_t number = 0;
+  while (std::getline(in, text)) {
+    ++number;
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.empty()) continue;
+    verifier.line(number, text);
+  }
+  if (in.bad()) {
+    print_error(kCommand, "reading the export", "read error in " + path);
+    return kExitFailure;
+  }
+  verifier.finish();
+  return std::nullopt;
+}
+
+// --- output ---------------------------------------------------------------
+
+void print_json(const Report& report, const Problems& problems) {
+  Json list = Json::array();
+  for (const Problem& p : problems.shown()) {
+    Json item = {{"certificate", p.certificate}, {"kind", p.kind}, {"message", p.message}};
+    if (p.line > 0) item["line"] = p.line;
+    list.push_back(item);
+  }
+  Json out = {{"ok", problems.total() == 0},
+              {"source", report.source},
+              {"path", report.path},
+              {"certificates", report.certificates},
+              {"events", report.events},
+              {"problems_total", problems.total()},
+              {"problems", list}};
+  if (report.source == "export") out["parents_outside_export"] = report.parents_outside;
+  std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+}
+
+void print_text(const Report& report, const Problems& problems) {
+  std::printf("%s %s: %lld certificate(s), %lld event(s)", report.source.c_str(), report.path.c_str(),
+              static_cast<long long>(report.certificates), static_cast<long long>(report.events));
+  if (report.parents_outside > 0) {
+    std::printf(" (%lld parent link(s) lead before the export)", static_cast<long long>(report.parents_outside));
+  }
+  if (problems.total() == 0) {
+    std::printf(": every hash, body and parent link checks out\n");
+    return;
+  }
+  std::printf(": %lld problem(s)\n", static_cast<long long>(problems.total()));
+  for (const Problem& p : problems.shown()) {
+    const std::string where = p.line > 0 ? "line " + std::to_string(p.line) + ": " : "";
+    std::printf("  %s%s: %s: %s\n", where.c_str(), p.certificate.empty() ? "(no hash)" : p.certificate.c_str(),
+                p.kind.c_str(), p.message.c_str());
+  }
+  const int64_t hidden = problems.total() - static_cast<int64_t>(problems.shown().size());
+  if (hidden > 0) std::printf("  ... and %lld more (--limit N shows more)\n", static_cast<long long>(hidden));
+}
+
+std::optional<size_t> parse_limit(const std::string& text) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  const size_t n = std::stoul(text);
+  return n > 0 ? std::optional<size_t>(n) : std::nullopt;
+}
+
+int verify(const Args& args) {
+  std::string error;
+  auto parsed = parse_args(args, {{"db", true}, {"export", true}, {"limit", true}, {"json", false}}, &error);
+  if (!parsed) {
+    print_error(kCommand, "reading options", error);
+    return kExitFailure;
+  }
+  if (parsed->has("help")) {
+    print_usage(stdout);
+    return kExitOk;
+  }
+  if (!parsed->positionals.empty()) {
+    print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
+    return kExitFailure;
+  }
+  if (parsed->has("db") && parsed->has("export")) {
+    print_error(kCommand, "reading options", "give --db or --export, not both");
+    return kExitFailure;
+  }
+  size_t limit = kDefaultLimit;
+  if (auto text = parsed->value("limit")) {
+    auto n = parse_limit(*text);
+    if (!n) {
+      print_error(kCommand, "reading options", "--limit must be a positive number, not '" + *text + "'");
+      return kExitFailure;
+    }
+    limit = *n;
+  }
+  Problems problems(limit);
+  Report report;
+  std::optional<int> failed;
+  if (auto file = parsed->value("export")) {
+    report.source = "export";
+    report.path = *file;
+    failed = verify_export(*file, problems, report);
+  } else {
+    report.source = "ledger";
+    report.path = resolve_ledger_path(*parsed);
+    failed = verify_ledger(report.path, problems, report);
+  }
+  if (failed) return *failed;
+  if (parsed->has("json")) {
+    print_json(report, problems);
+  } else {
+    print_text(report, problems);
+  }
+  return problems.total() == 0 ? kExitOk : kExitProblems;
+}
+
+}  // namespace
+
+int run_verify(const Args& args) {
+  return run_guarded(kCommand, [&] { return verify(args); });
+}
+
+}  // namespace effectfence::cli
