@@ -1,0 +1,453 @@
+// effectfence_bench: how many prepare+commit pairs `effectfence serve`
+// decides per second with 1..64 calls in flight, against what the same disk
+// does for one SQLite transaction at a time. See bench/README.md.
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baselines.h"
+#include "child_process.h"
+#include "latency.h"
+#include "pair_driver.h"
+
+namespace effectfence::bench {
+namespace {
+
+constexpr size_t kTargetLevel = 16;
+constexpr double kRequiredRatio = 2.0;
+constexpr double kAimedRatio = 3.0;
+constexpr size_t kWarmupInFlight = 16;
+
+struct Options {
+  std::string bin = "./build/effectfence";
+  std::string parent_dir = ".";
+  double seconds = 3;
+  double warmup_seconds = 1;
+  int rounds = 3;  // SQLite and serve slices alternate this many times per level
+  std::vector<size_t> levels = {1, 4, 16, 64};
+  std::string log_level;  // empty: the server's default
+  bool json = false;
+  bool keep = false;
+  std::string command_line;
+};
+
+struct LevelResult {
+  size_t in_flight = 0;
+  Summary pairs;
+  Summary sqlite;                 // the serial SQLite slices interleaved with this level's
+  double ratio = 0;               // pairs/s over those slices' tx/s
+  double ratio_to_pooled = 0;     // pairs/s over every slice's tx/s together
+  double server_cpu_us_per_pair = 0;
+  double bench_cpu_us_per_pair = 0;
+  double server_cores_busy = 0;   // server CPU time over wall time
+  double busiest_thread_busy = 0;  // the same for its busiest thread: near 1 means that thread is the limit
+  double runqueue_wait_us_per_pair = 0;  // server threads runnable but without a CPU
+};
+
+struct Report {
+  unsigned cpus = 0;
+  std::string load_average;
+  std::string directory;
+  std::string filesystem;
+  std::vector<std::string> server_command;
+  Summary fdatasync;
+  Summary sqlite_pooled;
+  double sqlite_cpu_us_per_tx = 0;  // this process's CPU per serial transaction
+  std::vector<LevelResult> levels;
+  Anomalies anomalies;
+  int server_exit_status = -1;
+};
+
+// ---- options ---------------------------------------------------------------
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: effectfence_bench [options]\n\n"
+               "Measures fence_prepare+fence_commit pairs per second through `effectfence serve` at several\n"
+               "numbers of pairs in flight, and serial SQLite transactions (WAL, synchronous=FULL) on the\n"
+               "same filesystem, and reports the ratio. Every answer is checked; any anomaly exits 1.\n\n"
+               "options:\n"
+               "  --bin PATH        the effectfence binary (default ./build/effectfence)\n"
+               "  --dir DIR         where to create the scratch directory (default: the current directory)\n"
+               "  --seconds S       serve time per level, and serial SQLite time per level (default 3)\n"
+               "  --rounds R        slices each level's SQLite and serve time is cut into, run\n"
+               "                    alternately (default 3)\n"
+               "  --warmup S        unrecorded load before the levels, 0 for none (default 1)\n"
+               "  --levels LIST     pairs in flight, comma-separated (default 1,4,16,64)\n"
+               "  --log-level L     passed to serve (default: serve's own default)\n"
+               "  --json            print the results as JSON\n"
+               "  --keep            keep the scratch directory (ledger, serve log)\n"
+               "  --help            this text\n");
+}
+
+std::vector<size_t> parse_levels(const std::string& text) {
+  std::vector<size_t> levels;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const long value = std::stol(item);
+    if (value < 1) throw std::invalid_argument("levels must be >= 1");
+    levels.push_back(static_cast<size_t>(value));
+  }
+  if (levels.empty()) throw std::invalid_argument("no levels");
+  return levels;
+}
+
+double parse_seconds(const std::string& text, double minimum) {
+  const double value = std::stod(text);
+  if (!(value >= minimum)) throw std::invalid_argument("duration out of range: " + text);
+  return value;
+}
+
+int parse_rounds(const std::string& text) {
+  const int value = std::stoi(text);
+  if (value < 1) throw std::invalid_argument("rounds must be >= 1");
+  return value;
+}
+
+// Returns an exit code when there is nothing to run, nullopt otherwise.
+std::optional<int> parse_options(int argc, char** argv, Options* options) {
+  for (int i = 0; i < argc; ++i) options->command_line += (i ? " " : "") + std::string(argv[i]);
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+        return argv[++i];
+      };
+      if (arg == "--help" || arg == "-h") {
+        print_usage(stdout);
+        return 0;
+      } else if (arg == "--bin") options->bin = value();
+      else if (arg == "--dir") options->parent_dir = value();
+      else if (arg == "--seconds") options->seconds = parse_seconds(value(), 0.001);
+      else if (arg == "--warmup") options->warmup_seconds = parse_seconds(value(), 0);
+      else if (arg == "--rounds") options->rounds = parse_rounds(value());
+      else if (arg == "--levels") options->levels = parse_levels(value());
+      else if (arg == "--log-level") options->log_level = value();
+      else if (arg == "--json") options->json = true;
+      else if (arg == "--keep") options->keep = true;
+      else throw std::invalid_argument("unknown option " + arg);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "effectfence_bench: %s\n\n", e.what());
+    print_usage(stderr);
+    return 2;
+  }
+  return std::nullopt;
+}
+
+// ---- the machine -----------------------------------------------------------
+
+std::string make_scratch_dir(const std::string& parent) {
+  std::string pattern = parent + "/effectfence-bench-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a directory in " + parent);
+  return pattern;
+}
+
+// fsync costs nothing on tmpfs, so the report says where the files were.
+std::string filesystem_name(const std::string& path) {
+  struct statfs fs {};
+  if (::statfs(path.c_str(), &fs) != 0) return "unknown";
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0xEF53: return "ext2/3/4";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x01021994: return "tmpfs";
+    case 0x794C7630: return "overlayfs";
+    case 0x2FC12FC1: return "zfs";
+    case 0x6969: return "nfs";
+    default: {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%lx", static_cast<unsigned long>(fs.f_type));
+      return hex;
+    }
+  }
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+void remove_scratch_dir(const std::string& dir) {
+  for (const char* name : {"ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "serve.log"}) {
+    ::unlink((dir + "/" + name).c_str());
+  }
+  ::rmdir(dir.c_str());
+}
+
+// ---- the measurements ------------------------------------------------------
+
+void progress(const Options& options, const std::string& what) {
+  if (!options.json) std::fprintf(stderr, "... %s\n", what.c_str());
+}
+
+std::vector<std::string> server_command(const Options& options, const std::string& dir) {
+  std::vector<std::string> argv = {options.bin, "serve", "--db", dir + "/ledger.sqlite"};
+  if (!options.log_level.empty()) {
+    argv.push_back("--log-level");
+    argv.push_back(options.log_level);
+  }
+  return argv;
+}
+
+// Time and CPU spent so far on one kind of work, over several slices.
+struct Tally {
+  Timings timings;
+  double server_cpu_s = 0;
+  double bench_cpu_s = 0;
+  double busiest_thread_cpu_s = 0;
+  double runqueue_wait_s = 0;
+};
+
+// Adds what each server thread did between two readings to the tally.
+void add_thread_deltas(const std::map<pid_t, ThreadTimes>& before, const std::map<pid_t, ThreadTimes>& after,
+                       Tally* tally) {
+  double busiest = 0;
+  for (const auto& [tid, now] : after) {
+    const auto then = before.find(tid);
+    const ThreadTimes start = then == before.end() ? ThreadTimes{} : then->second;
+    busiest = std::max(busiest, now.cpu_s - start.cpu_s);
+    tally->runqueue_wait_s += now.runqueue_wait_s - start.runqueue_wait_s;
+  }
+  tally->busiest_thread_cpu_s += busiest;
+}
+
+void measure_sqlite_slice(const std::string& dir, double seconds, Tally* tally) {
+  const double cpu_before = own_cpu_seconds();
+  tally->timings.merge(measure_sqlite_serial(dir + "/baseline.sqlite", seconds));
+  tally->bench_cpu_s += own_cpu_seconds() - cpu_before;
+}
+
+void measure_serve_slice(PairDriver& driver, const ChildProcess& server, size_t in_flight, double seconds,
+                         Tally* tally) {
+  const double server_cpu_before = server.cpu_seconds();
+  const double bench_cpu_before = own_cpu_seconds();
+  const auto threads_before = server.thread_times();
+  tally->timings.merge(driver.run(in_flight, seconds));
+  add_thread_deltas(threads_before, server.thread_times(), tally);
+  tally->server_cpu_s += server.cpu_seconds() - server_cpu_before;
+  tally->bench_cpu_s += own_cpu_seconds() - bench_cpu_before;
+}
+
+double per_item_us(double cpu_s, const Summary& s) {
+  return cpu_s / static_cast<double>(std::max<size_t>(s.count, 1)) * 1e6;
+}
+
+LevelResult level_result(size_t in_flight, const Tally& sqlite, const Tally& serve) {
+  LevelResult level;
+  level.in_flight = in_flight;
+  level.sqlite = summarize(sqlite.timings);
+  level.pairs = summarize(serve.timings);
+  level.ratio = level.pairs.per_second / level.sqlite.per_second;
+  level.server_cpu_us_per_pair = per_item_us(serve.server_cpu_s, level.pairs);
+  level.bench_cpu_us_per_pair = per_item_us(serve.bench_cpu_s, level.pairs);
+  const double elapsed = serve.timings.elapsed_s;
+  level.server_cores_busy = elapsed > 0 ? serve.server_cpu_s / elapsed : 0;
+  level.busiest_thread_busy = elapsed > 0 ? serve.busiest_thread_cpu_s / elapsed : 0;
+  level.runqueue_wait_us_per_pair = per_item_us(serve.runqueue_wait_s, level.pairs);
+  return level;
+}
+
+// What fsync costs on a shared or virtual disk can change several-fold from
+// one second to the next, so each level alternates short slices of serial
+// SQLite (server idle) and of serve load on the same disk, and compares the
+// two over the same stretch of time.
+void measure_levels(const Options& options, const std::string& dir, Report* report) {
+  report->server_command = server_command(options, dir);
+  ChildProcess server(report->server_command, dir + "/serve.log");
+  PairDriver driver(server, report->anomalies);
+  driver.handshake();
+  if (options.warmup_seconds > 0) {
+    progress(options, "warming up the server");
+    driver.run(kWarmupInFlight, options.warmup_seconds);
+  }
+  const double slice = options.seconds / static_cast<double>(options.rounds);
+  Tally all_sqlite;
+  for (size_t in_flight : options.levels) {
+    progress(options, std::to_string(in_flight) + " pair(s) in flight, alternating with serial SQLite");
+    Tally sqlite;
+    Tally serve;
+    for (int round = 0; round < options.rounds; ++round) {
+      measure_sqlite_slice(dir, slice, &sqlite);
+      measure_serve_slice(driver, server, in_flight, slice, &serve);
+    }
+    report->levels.push_back(level_result(in_flight, sqlite, serve));
+    all_sqlite.timings.merge(sqlite.timings);
+    all_sqlite.bench_cpu_s += sqlite.bench_cpu_s;
+  }
+  report->server_exit_status = server.finish();
+  report->sqlite_pooled = summarize(all_sqlite.timings);
+  report->sqlite_cpu_us_per_tx = per_item_us(all_sqlite.bench_cpu_s, report->sqlite_pooled);
+  for (LevelResult& level : report->levels) {
+    level.ratio_to_pooled = level.pairs.per_second / report->sqlite_pooled.per_second;
+  }
+}
+
+Report run_benchmark(const Options& options, const std::string& dir) {
+  Report report;
+  report.cpus = std::thread::hardware_concurrency();
+  report.load_average = load_average();
+  report.directory = dir;
+  report.filesystem = filesystem_name(dir);
+  progress(options, "fdatasync loop");
+  report.fdatasync = summarize(measure_fdatasync(dir + "/fdatasync.probe", options.seconds));
+  measure_levels(options, dir, &report);
+  return report;
+}
+
+// ---- the report ------------------------------------------------------------
+
+const LevelResult* target_level(const Report& report) {
+  for (const LevelResult& level : report.levels) {
+    if (level.in_flight == kTargetLevel) return &level;
+  }
+  return nullptr;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string text;
+  for (const std::string& w : words) text += (text.empty() ? "" : " ") + w;
+  return text;
+}
+
+void print_rate_line(const char* label, const char* unit, const Summary& s) {
+  std::printf("%-34s %8.1f %-5s p50 %6.2f ms   p99 %6.2f ms   (%zu)\n", label, s.per_second, unit, s.p50_ms,
+              s.p99_ms, s.count);
+}
+
+void print_text(const Options& options, const Report& r) {
+  std::printf("effectfence serve benchmark\n");
+  std::printf("  command:    %s\n", options.command_line.c_str());
+  std::printf("  machine:    %u CPUs, load average %s at start\n", r.cpus, r.load_average.c_str());
+  std::printf("  files in:   %s (%s)\n", r.directory.c_str(), r.filesystem.c_str());
+  std::printf("  server:     %s\n", joined(r.server_command).c_str());
+  std::printf("  each level: %d x (%.2f s serial SQLite, %.2f s serve); %.1f s warm-up at %zu in flight first\n\n",
+              options.rounds, options.seconds / options.rounds, options.seconds / options.rounds,
+              options.warmup_seconds, kWarmupInFlight);
+
+  print_rate_line("fdatasync, 512 B overwrite", "/s", r.fdatasync);
+  print_rate_line("SQLite serial tx, all slices", "tx/s", r.sqlite_pooled);
+  std::printf("%-34s %8.0f us\n", "  CPU per SQLite tx", r.sqlite_cpu_us_per_tx);
+
+  std::printf("\n%9s %10s %8s %8s   %13s %8s   %7s %7s\n", "in flight", "pairs/s", "p50 ms", "p99 ms",
+              "SQLite tx/s", "p50 ms", "ratio", "pooled");
+  std::printf("%9s %10s %8s %8s   %13s %8s   %7s %7s\n", "", "", "", "", "(alongside)", "", "", "ratio");
+  for (const LevelResult& l : r.levels) {
+    std::printf("%9zu %10.1f %8.2f %8.2f   %13.1f %8.2f   %6.2fx %6.2fx\n", l.in_flight, l.pairs.per_second,
+                l.pairs.p50_ms, l.pairs.p99_ms, l.sqlite.per_second, l.sqlite.p50_ms, l.ratio, l.ratio_to_pooled);
+  }
+  std::printf("\n%9s %13s %13s %13s %15s %16s\n", "in flight", "server CPU", "bench CPU", "server cores",
+              "busiest server", "server waiting");
+  std::printf("%9s %13s %13s %13s %15s %16s\n", "", "per pair", "per pair", "busy", "thread busy",
+              "for CPU per pair");
+  for (const LevelResult& l : r.levels) {
+    std::printf("%9zu %10.0f us %10.0f us %13.2f %15.2f %13.0f us\n", l.in_flight, l.server_cpu_us_per_pair,
+                l.bench_cpu_us_per_pair, l.server_cores_busy, l.busiest_thread_busy, l.runqueue_wait_us_per_pair);
+  }
+  if (const LevelResult* t = target_level(r)) {
+    std::printf("\nat %zu in flight: %.2fx the serial SQLite rate measured alongside (target >= %.0fx: %s; aim "
+                "%.0fx: %s)\n",
+                kTargetLevel, t->ratio, kRequiredRatio, t->ratio >= kRequiredRatio ? "met" : "MISSED", kAimedRatio,
+                t->ratio >= kAimedRatio ? "met" : "not reached");
+  }
+  std::printf("server exit status: %d\n", r.server_exit_status);
+  std::printf("anomalies: %zu\n", r.anomalies.total());
+  for (const auto& [kind, count] : r.anomalies.counts) std::printf("  %zu x %s\n", count, kind.c_str());
+  for (const std::string& example : r.anomalies.examples) std::printf("  e.g. %s\n", example.c_str());
+}
+
+Json summary_json(const Summary& s) {
+  return Json{{"count", s.count}, {"per_second", s.per_second}, {"p50_ms", s.p50_ms}, {"p99_ms", s.p99_ms},
+              {"max_ms", s.max_ms}};
+}
+
+Json report_json(const Options& options, const Report& r) {
+  Json levels = Json::array();
+  for (const LevelResult& l : r.levels) {
+    levels.push_back(Json{{"in_flight", l.in_flight},
+                          {"pairs", l.pairs.count},
+                          {"pairs_per_second", l.pairs.per_second},
+                          {"p50_ms", l.pairs.p50_ms},
+                          {"p99_ms", l.pairs.p99_ms},
+                          {"max_ms", l.pairs.max_ms},
+                          {"sqlite_serial_alongside", summary_json(l.sqlite)},
+                          {"ratio_to_sqlite_serial", l.ratio},
+                          {"ratio_to_sqlite_serial_pooled", l.ratio_to_pooled},
+                          {"server_cpu_us_per_pair", l.server_cpu_us_per_pair},
+                          {"bench_cpu_us_per_pair", l.bench_cpu_us_per_pair},
+                          {"server_cores_busy", l.server_cores_busy},
+                          {"busiest_server_thread_busy", l.busiest_thread_busy},
+                          {"server_runqueue_wait_us_per_pair", l.runqueue_wait_us_per_pair}});
+  }
+  Json out = {{"command", options.command_line},
+              {"machine", {{"cpus", r.cpus}, {"load_average_at_start", r.load_average}}},
+              {"directory", r.directory},
+              {"filesystem", r.filesystem},
+              {"server_command", r.server_command},
+              {"seconds_per_level", options.seconds},
+              {"warmup_seconds", options.warmup_seconds},
+              {"rounds", options.rounds},
+              {"fdatasync", summary_json(r.fdatasync)},
+              {"sqlite_serial_pooled", summary_json(r.sqlite_pooled)},
+              {"sqlite_cpu_us_per_tx", r.sqlite_cpu_us_per_tx},
+              {"levels", levels},
+              {"server_exit_status", r.server_exit_status},
+              {"anomalies",
+               {{"total", r.anomalies.total()}, {"by_kind", r.anomalies.counts}, {"examples", r.anomalies.examples}}}};
+  if (const LevelResult* t = target_level(r)) {
+    out["target"] = {{"in_flight", kTargetLevel},
+                     {"ratio", t->ratio},
+                     {"required", kRequiredRatio},
+                     {"aim", kAimedRatio},
+                     {"met", t->ratio >= kRequiredRatio}};
+  }
+  return out;
+}
+
+bool succeeded(const Report& r) { return r.anomalies.total() == 0 && r.server_exit_status == 0; }
+
+}  // namespace
+}  // namespace effectfence::bench
+
+int main(int argc, char** argv) {
+  using namespace effectfence::bench;
+  std::signal(SIGPIPE, SIG_IGN);  // a dead server is an error to report, not our death
+  Options options;
+  if (auto done = parse_options(argc, argv, &options)) return *done;
+  if (::access(options.bin.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "effectfence_bench: %s is not an executable; build it or pass --bin\n", options.bin.c_str());
+    return 1;
+  }
+
+  std::string dir;
+  try {
+    dir = make_scratch_dir(options.parent_dir);
+    const Report report = run_benchmark(options, dir);
+    if (options.json) std::cout << report_json(options, report).dump(2) << "\n";
+    else print_text(options, report);
+    const bool ok = succeeded(report);
+    if (!ok || options.keep) std::fprintf(stderr, "scratch directory kept: %s\n", dir.c_str());
+    else remove_scratch_dir(dir);
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "effectfence_bench: %s\n", e.what());
+    if (!dir.empty()) std::fprintf(stderr, "scratch directory kept (see serve.log): %s\n", dir.c_str());
+    return 1;
+  }
+}
