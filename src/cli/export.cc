@@ -5,6 +5,7 @@
 // are read through their time index inside one read transaction, stepping
 // one row at a time, so the dump is a consistent snapshot and memory stays
 // constant however large the ledger is; writers are never blocked (WAL).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -280,30 +281,37 @@ std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string*
 
 // The dump goes to a temporary file next to --out and is renamed over it
 // only when complete, so a failed export never leaves a truncated file that
-// looks like a whole audit trail.
+// looks like a whole audit trail. An --out that exists and is not a plain
+// regular file (/dev/null, a pipe, a symlink such as /dev/stdout) is written
+// in place: renaming over it would replace the device, pipe or link itself.
 class OutputFile {
  public:
-  explicit OutputFile(std::string path)
-      : path_(std::move(path)), temp_(path_ + ".partial-" + std::to_string(::getpid())) {}
+  explicit OutputFile(std::string path) : path_(std::move(path)) {
+    struct stat st {};
+    in_place_ = ::lstat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+    target_ = in_place_ ? path_ : path_ + ".partial-" + std::to_string(::getpid());
+  }
   ~OutputFile() {
     if (file_) std::fclose(file_);
-    if (!committed_) std::remove(temp_.c_str());
+    if (!in_place_ && !committed_) std::remove(target_.c_str());
   }
   std::FILE* open(std::string* error) {
-    file_ = std::fopen(temp_.c_str(), "wb");
-    if (!file_) *error = "cannot create " + temp_ + ": " + std::strerror(errno);
+    file_ = std::fopen(target_.c_str(), "wb");
+    if (!file_) *error = "cannot create " + target_ + ": " + std::strerror(errno);
     return file_;
   }
   bool commit(std::string* error) {
-    const bool flushed = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+    bool written = std::fflush(file_) == 0;
+    // A regular file must be on disk before it replaces the old one.
+    if (written && !in_place_) written = ::fsync(::fileno(file_)) == 0;
     const bool closed = std::fclose(file_) == 0;
     file_ = nullptr;
-    if (!flushed || !closed) {
-      *error = "writing " + temp_ + ": " + std::strerror(errno);
+    if (!written || !closed) {
+      *error = "writing " + target_ + ": " + std::strerror(errno);
       return false;
     }
-    if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
-      *error = "renaming " + temp_ + " to " + path_ + ": " + std::strerror(errno);
+    if (!in_place_ && std::rename(target_.c_str(), path_.c_str()) != 0) {
+      *error = "renaming " + target_ + " to " + path_ + ": " + std::strerror(errno);
       return false;
     }
     committed_ = true;
@@ -311,7 +319,8 @@ class OutputFile {
   }
 
  private:
-  std::string path_, temp_;
+  std::string path_, target_;
+  bool in_place_ = false;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
 };
