@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# Runs every ```sql block of docs/OPERATIONS.md (and every ```sh block marked
+# for it) with the real sqlite3 shell / effectfence binary against a ledger the
+# fence wrote, in the order of the page, and checks what each one did.
+#
+# Blocks are taken from the page mechanically: each is preceded by
+# "<!-- runbook-test: NAME -->" and checked by check_NAME below (dashes become
+# underscores). A ```sql block without a marker, a marked block without a
+# check, or a check without a block fails the test, so the page and this test
+# cannot drift apart.
+#
+# usage: runbook_test.sh EFFECTFENCE LEDGER_FIXTURE SQLITE3 OPERATIONS.md
+set -uo pipefail
+
+EF=$(realpath "$1")
+FIXTURE=$(realpath "$2")
+SQLITE3=$(realpath "$3")
+DOC=$4
+source "$(dirname "$0")/lib.sh"
+command -v jq >/dev/null || { echo "FAIL: jq is needed to read effectfence's JSON output" >&2; exit 1; }
+
+LEDGER=$WORK/ledger.sqlite
+BLOCKS=$WORK/blocks
+RUN=$WORK/run  # the working directory of the blocks (backups land here)
+mkdir -p "$BLOCKS" "$RUN"
+
+# --- the page's blocks ------------------------------------------------------
+
+# Writes each marked block to $BLOCKS/NAME.LANG and prints NAME.LANG in page order.
+extract_blocks() {
+  awk -v dir="$BLOCKS" '
+    function complain(msg) { print "OPERATIONS.md line " NR ": " msg > "/dev/stderr"; bad = 1 }
+    /^<!-- runbook-test: [a-z0-9-]+ -->$/ {
+      if (pending != "") complain("marker " pending " is not followed by a code block")
+      pending = $3; next
+    }
+    !inblock && /^```/ {
+      inblock = 1; lang = substr($0, 4); capture = 0
+      if (pending != "") {
+        if (lang != "sql" && lang != "sh") complain("block " pending " must be ```sql or ```sh")
+        if (pending in seen) complain("duplicate block name " pending)
+        seen[pending] = 1; file = dir "/" pending "." lang; capture = 1
+        printf "" > file
+        print pending "." lang
+        pending = ""
+      } else if (lang == "sql") {
+        complain("a ```sql block without a <!-- runbook-test: NAME --> marker")
+      }
+      next
+    }
+    inblock && /^```$/ { inblock = 0; if (capture) close(file); next }
+    inblock { if (capture) print > file; next }
+    pending != "" && NF > 0 { complain("marker " pending " is not directly followed by a code block"); pending = "" }
+    END { if (pending != "") complain("marker " pending " at the end"); exit bad }
+  ' "$DOC"
+}
+
+# run_block NAME.LANG: sets OUT, ERR, RC.
+run_block() {
+  local block=$1 file=$BLOCKS/$1
+  case "$block" in
+    *.sql)
+      # No -bail: a block of statements that must each fail is run whole.
+      (cd "$RUN" && "$SQLITE3" -batch "$LEDGER" <"$file") >"$WORK/out" 2>"$WORK/err"
+      ;;
+    *.sh)
+      (cd "$RUN" && PATH="$(dirname "$EF"):$(dirname "$SQLITE3"):$PATH" LEDGER="$LEDGER" bash -e "$file") \
+        >"$WORK/out" 2>"$WORK/err"
+      ;;
+  esac
+  RC=$?
+  OUT=$(cat "$WORK/out")
+  ERR=$(cat "$WORK/err")
+}
+
+# The whole ledger, as text: any change at all changes this.
+fingerprint() {
+  "$SQLITE3" -batch "$LEDGER" ".timeout 5000" ".dump" | sha256sum | cut -c1-64
+}
+
+expect_success() {
+  expect_eq "$RC" 0 "$1 runs"
+  expect_eq "$ERR" "" "$1 prints no error"
+}
+
+expect_refused() {  # NAME MESSAGE
+  CHECKS=$((CHECKS + 1))
+  if [[ $RC -ne 0 ]]; then pass "$1 fails"; else fail "$1 should fail"; fi
+  expect_match "$ERR" "$2" "$1 fails with the trigger's message"
+  expect_eq "$(fingerprint)" "$BEFORE" "$1 changes nothing in the ledger"
+}
+
+state_of() { q "$LEDGER" "SELECT state FROM intents WHERE intent = '$1'"; }
+cert_of() { q "$LEDGER" "SELECT hash FROM certificates WHERE intent = '$1'"; }
+
+# --- a live fence, as a running server holds one ----------------------------
+
+start_session() {
+  coproc SESSION { exec "$FIXTURE" session "$LEDGER" 2>"$WORK/session.err"; }
+  local ready=""
+  read -r -t 60 ready <&"${SESSION[0]}" || true
+  expect_eq "$ready" "ready" "a live fence is running on the ledger"
+}
+
+# session COMMAND INTENT: the live fence's one-line answer.
+session() {
+  local reply=""
+  echo "$*" >&"${SESSION[1]}"
+  read -r -t 60 reply <&"${SESSION[0]}" || true
+  echo "$reply"
+}
+
+# --- checks, one per block ----------------------------------------------------
+
+check_session_settings() {
+  expect_success "session-settings"
+  # The settings must do what the page says: boxed output with headers.
+  local boxed
+  boxed=$( (cat "$BLOCKS/session-settings.sql"; echo "SELECT count(*) AS n FROM intents;") |
+    "$SQLITE3" -batch "$LEDGER")
+  expect_match "$boxed" "^│ n +│$" "session-settings: headers on"
+  expect_match "$boxed" "^┌─+┐$" "session-settings: box mode"
+}
+
+check_what_is_fenced() {
+  expect_success "what-is-fenced"
+  expect_eq "$(cut -d'|' -f1,2 <<<"$OUT" | sort | tr '\n' ' ')" \
+    "charge:order-124|failed charge:order-125|unknown charge:order-126|failed " \
+    "what-is-fenced lists exactly the failed and unknown intents"
+  expect_match "$OUT" '^charge:order-124\|failed\|charge\|\{"amount_cents":4900,"currency":"EUR","order":"124"\}\|billing-agent\|[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+\|aborted: provider timed out' \
+    "what-is-fenced shows tool, args, agent, since and why"
+}
+
+check_in_flight() {
+  expect_success "in-flight"
+  expect_eq "$(wc -l <<<"$OUT")" 1 "in-flight lists one intent"
+  expect_match "$OUT" "^payout:batch-9\|payout\|treasury-agent\|[^|]+:${SESSION_PID}\|" \
+    "in-flight names the live holder process"
+}
+
+check_intent_history() {
+  expect_success "intent-history"
+  expect_eq "$(cut -d'|' -f3 <<<"$OUT" | tr '\n' ' ')" "admitted aborted " "intent-history tells the story in order"
+  expect_match "$OUT" 'aborted\|billing-agent\|.*provider timed out' "intent-history shows who and why"
+}
+
+check_order_123() {
+  expect_success "order-123"
+  local charge receipt
+  charge=$(cert_of "charge:order-123")
+  receipt=$(cert_of "receipt:order-123")
+  expect_match "$charge" '^[0-9a-f]{64}$' "order 123 has a charge certificate"
+  expect_match "$OUT" "^[0-9-]+ [0-9:.]+\|charge:order-123\|charge\|\{\"charge_id\":\"ch_123\",\"status\":\"succeeded\"\}\|$charge$" \
+    "order-123 shows the charge, its result and its certificate"
+  expect_match "$OUT" "\|receipt:order-123\|send_receipt\|.*\|$receipt$" "order-123 shows the receipt"
+  expect_eq "$(count_matches "$OUT" '\|(admitted|committed)\|(charge|receipt):order-123\|')" 4 \
+    "order-123 lists every attempt on the order"
+  expect_no_match "$OUT" "order-12[4-9]" "order-123 shows nothing of other orders"
+}
+
+before_clear() {
+  expect_eq "$(session prepare charge:order-124)" "prior_failure" "the live fence refuses the fenced intent"
+}
+
+check_clear() {
+  expect_success "clear"
+  expect_eq "$(state_of charge:order-124)" "cleared" "clear moves the intent to cleared"
+  expect_eq "$(q "$LEDGER" "SELECT actor || '|' || json_extract(detail, '\$.reason') || '|' || json_extract(detail, '\$.previous_state') FROM events WHERE kind = 'cleared' AND intent = 'charge:order-124'")" \
+    "alice|provider dashboard shows no charge for order 124|failed" "clear writes who, why and what it was to the event log"
+  expect_eq "$(q "$LEDGER" "SELECT previous_state FROM clears WHERE intent = 'charge:order-124'")" "failed" \
+    "clear records the previous state"
+}
+
+check_clear_confirm() {
+  expect_success "clear-confirm"
+  expect_match "$OUT" '^charge:order-124\|cleared\|provider dashboard shows no charge for order 124$' "clear-confirm shows the state"
+  expect_match "$OUT" '\|charge:order-124\|alice\|provider dashboard shows no charge for order 124\|failed$' "clear-confirm shows the clear"
+  expect_match "$OUT" '\|cleared\|alice\|\{.*"previous_state":"failed"' "clear-confirm shows the event"
+  # A running fence sees the clear at once: the next prepare is a fresh attempt.
+  expect_eq "$(session prepare charge:order-124)" "admitted" "the live fence admits the cleared intent afresh"
+  expect_match "$(session commit charge:order-124)" "^committed [0-9a-f]{64}$" "the fresh attempt commits"
+  expect_eq "$(state_of charge:order-124)" "done" "the cleared intent is done after its fresh attempt"
+}
+
+check_clear_refused_done() {
+  expect_refused "clear-refused-done" "effectfence: cannot clear: only failed or unknown intents can be cleared"
+  expect_eq "$(state_of charge:order-123)" "done" "a done intent stays done"
+}
+
+check_clear_refused_in_flight() {
+  expect_refused "clear-refused-in-flight" "effectfence: cannot clear: only failed or unknown intents can be cleared"
+  expect_eq "$(state_of payout:batch-9)" "in_flight" "an in-flight intent stays in flight"
+}
+
+check_clear_refused_unknown() {
+  expect_refused "clear-refused-unknown" "effectfence: cannot clear: no such intent"
+}
+
+check_cli_clear() {
+  expect_success "cli-clear"
+  expect_match "$OUT" "^charge:order-125  \[unknown since " "cli-clear: fenced lists the intent first"
+  expect_match "$OUT" "^cleared charge:order-125 \(was unknown\) by bob: provider API" "cli-clear: clear reports it"
+  expect_eq "$(state_of charge:order-125)" "cleared" "cli-clear clears the intent"
+  expect_eq "$(q "$LEDGER" "SELECT actor FROM events WHERE kind = 'cleared' AND intent = 'charge:order-125'")" "bob" \
+    "cli-clear records the operator"
+}
+
+check_audit_is_append_only() {
+  CHECKS=$((CHECKS + 1))
+  if [[ $RC -ne 0 ]]; then pass "audit-is-append-only fails"; else fail "audit-is-append-only should fail"; fi
+  expect_eq "$(count_matches "$ERR" 'effectfence: the event log is append-only')" 2 "UPDATE and DELETE on events are refused"
+  expect_eq "$(count_matches "$ERR" 'effectfence: certificates are immutable')" 2 "UPDATE and DELETE on certificates are refused"
+  expect_eq "$(count_matches "$ERR" 'effectfence: clears are an audit record')" 2 "UPDATE and DELETE on clears are refused"
+  expect_eq "$(fingerprint)" "$BEFORE" "audit-is-append-only changes nothing"
+}
+
+check_triggers() {
+  expect_success "triggers"
+  expect_eq "$(tr '\n' ' ' <<<"$OUT")" \
+    "certificates_immutable_delete|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only_delete|events events_append_only_update|events " \
+    "triggers lists every protection"
+}
+
+check_last_hour() {
+  expect_success "last-hour"
+  expect_match "$OUT" '\|cleared\|charge:order-124\|alice\|provider dashboard' "last-hour shows the clear"
+  expect_match "$OUT" "\|charge:order-123\|charge\|$(cert_of charge:order-123)$" "last-hour shows recent effects"
+  expect_no_match "$OUT" 'order-10[0-4]' "last-hour leaves out what happened two days ago"
+  local summed expected
+  summed=$(grep -E '^[a-z_]+\|[0-9]+$' <<<"$OUT" | awk -F'|' '{ n += $2 } END { print n + 0 }')
+  expected=$(q "$LEDGER" "SELECT count(*) FROM events WHERE at >= (strftime('%s', 'now') - 3600) * 1000")
+  expect_eq "$summed" "$expected" "last-hour's summary counts every recent event"
+}
+
+check_domain_sequences() {
+  expect_success "domain-sequences"
+  expect_match "$OUT" "^order:123\|2\|$(cert_of receipt:order-123)\|0\|" "domain-sequences: order:123 at seq 2, latest the receipt"
+  expect_match "$OUT" "^payouts\|2\|$(cert_of payout:batch-8)\|1\|" "domain-sequences: payouts has one in flight"
+}
+
+check_counters() {
+  expect_success "counters"
+  local from_cli
+  from_cli=$("$EF" stats --db "$LEDGER" --json | jq -r '.ledger | [.admitted, .replayed, (.refused | [.[]] | add),
+      .refused.stale_read_set, .refused.domain_race, .refused.in_flight, .refused.prior_failure,
+      .refused.payload_mismatch, .prevented, .committed, .aborted] | map(tostring) | join("|")')
+  expect_eq "$OUT" "$from_cli" "the stats view agrees with effectfence stats"
+}
+
+check_size() {
+  expect_success "size"
+  local stats
+  stats=$("$EF" stats --db "$LEDGER" --json)
+  expect_match "$OUT" "^certificates\|$(jq .certificates <<<"$stats")$" "size counts certificates"
+  expect_match "$OUT" "^events\|$(jq .events <<<"$stats")$" "size counts events"
+  expect_match "$OUT" "^done\|$(jq .intents.done <<<"$stats")$" "size counts intents by state"
+  expect_match "$OUT" '^[0-9]+\|[0-9]+$' "size shows the file size"
+}
+
+OLD_INTENTS="'charge:order-100','charge:order-101','charge:order-102','charge:order-103','charge:order-104','receipt:order-101'"
+
+before_sweep() {
+  expect_eq "$(q "$LEDGER" "SELECT count(*) FROM intents WHERE intent IN ($OLD_INTENTS)")" 6 "two-day-old intents exist before the sweep"
+  CERTIFICATES_BEFORE=$(q "$LEDGER" "SELECT count(*) FROM certificates")
+}
+
+check_sweep() {
+  expect_success "sweep"
+  expect_eq "$(q "$LEDGER" "SELECT count(*) FROM intents WHERE intent IN ($OLD_INTENTS)")" 0 "sweep removes intents done before the cutoff"
+  expect_eq "$(state_of charge:order-123)" "done" "sweep keeps recent results"
+  expect_eq "$(q "$LEDGER" "SELECT count(*) FROM certificates")" "$CERTIFICATES_BEFORE" "sweep keeps every certificate"
+  expect_eq "$(q "$LEDGER" "SELECT actor || '|' || json_extract(detail, '\$.intents') FROM events WHERE kind = 'swept'")" "alice|6" \
+    "sweep records what it removed"
+}
+
+check_compact() {
+  expect_success "compact"
+  expect_match "$OUT" '^0\|' "compact: the checkpoint completes"
+  expect_match "$OUT" '^ok$' "compact: quick_check is ok"
+  expect_eq "$(q "$LEDGER" "SELECT count(*) FROM certificates")" "$CERTIFICATES_BEFORE" "compact keeps every certificate"
+  expect_eq "$(stat -c %s "$LEDGER-wal" 2>/dev/null || echo 0)" 0 "compact truncates the WAL"
+  "$EF" verify --db "$LEDGER" >/dev/null
+  expect_eq "$?" 0 "the compacted ledger verifies"
+}
+
+check_backup() {
+  expect_success "backup"
+  expect_match "$OUT" '^ok$' "backup: quick_check of the copy is ok"
+  expect_match "$OUT" 'every hash, body and parent link checks out' "backup: the copy verifies"
+  local copy
+  for copy in effectfence-backup.sqlite effectfence-backup-compact.sqlite; do
+    expect_eq "$(q "$RUN/$copy" "SELECT count(*) FROM certificates")" "$(q "$LEDGER" "SELECT count(*) FROM certificates")" \
+      "backup: $copy has every certificate"
+    expect_eq "$(q "$RUN/$copy" "PRAGMA application_id")" "$(printf %d 0x45464E43)" "backup: $copy is an effectfence ledger"
+    expect_eq "$(q "$RUN/$copy" "SELECT state FROM intents WHERE intent = 'payout:batch-9'")" "in_flight" \
+      "backup: $copy was taken while serving (it holds the live attempt)"
+  done
+}
+
+check_export_verify() {
+  expect_eq "$RC" 0 "export-verify runs"
+  # export --out reports what it wrote on stderr; anything else is an error.
+  expect_eq "$(grep -Ev '^effectfence export: wrote [0-9]+ certificate\(s\) and [0-9]+ event\(s\) to ' <<<"$ERR")" "" \
+    "export-verify prints no error"
+  expect_eq "$(jq -c 'select(.type == "certificate")' "$RUN/audit.jsonl" | wc -l)" \
+    "$(q "$LEDGER" "SELECT count(*) FROM certificates")" "export-verify: the dump has every certificate"
+  expect_eq "$(jq -c 'select(.type == "event")' "$RUN/audit.jsonl" | wc -l)" \
+    "$(q "$LEDGER" "SELECT count(*) FROM events")" "export-verify: the dump has every event"
+  expect_eq "$(jq -c 'select(.type == "certificate")' "$RUN/last-hour.jsonl" | wc -l)" \
+    "$(q "$LEDGER" "SELECT count(*) FROM certificates WHERE committed_at >= (strftime('%s', 'now') - 3600) * 1000")" \
+    "export-verify: --since 1h has every recent certificate"
+  expect_eq "$(jq -r 'select(.type != "export") | (.committed_at_ms // .at_ms)' "$RUN/last-hour.jsonl" |
+    awk -v cutoff="$(($(date +%s) * 1000 - 3600000))" '$1 < cutoff' | wc -l)" 0 \
+    "export-verify: --since 1h leaves out older records"
+  expect_match "$(head -1 "$RUN/audit.csv")" '^type,at,at_ms,' "export-verify: the CSV has its header"
+  expect_match "$OUT" '^export audit.jsonl: [0-9]+ certificate' "export-verify: verify checked the dump"
+}
+
+# --- run ------------------------------------------------------------------------
+
+EXPECTED="session-settings.sql what-is-fenced.sql in-flight.sql intent-history.sql order-123.sql clear.sql \
+clear-confirm.sql clear-refused-done.sql clear-refused-in-flight.sql clear-refused-unknown.sql cli-clear.sh \
+audit-is-append-only.sql triggers.sql last-hour.sql domain-sequences.sql counters.sql size.sql sweep.sql \
+compact.sql backup.sh export-verify.sh"
+
+if ! blocks=$(extract_blocks); then
+  fail "OPERATIONS.md has malformed runbook blocks"
+  finish
+  exit 1
+fi
+expect_eq "$(tr '\n' ' ' <<<"$blocks" | sed 's/ $//')" "$EXPECTED" "the page's blocks are the ones this test checks, in order"
+
+"$FIXTURE" populate "$LEDGER" || { fail "could not write the ledger"; finish; exit 1; }
+start_session
+expect_eq "$(session prepare payout:batch-9)" "admitted" "the live fence holds a payout in flight"
+
+for block in $blocks; do
+  name=${block%.*}
+  check=check_${name//-/_}
+  if ! declare -F "$check" >/dev/null; then
+    fail "block $block has no check ($check)"
+    continue
+  fi
+  before=before_${name//-/_}
+  if declare -F "$before" >/dev/null; then "$before"; fi
+  BEFORE=$(fingerprint)
+  echo "--- $block"
+  run_block "$block"
+  "$check"
+done
+
+expect_match "$(session commit payout:batch-9)" "^committed [0-9a-f]{64}$" "the payout held through all of this commits"
+echo quit >&"${SESSION[1]}"
+wait "$SESSION_PID"
+expect_eq "$?" 0 "the live fence exits cleanly"
+finish
