@@ -1,0 +1,109 @@
+#include "cli/cli_common.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <catch2/catch.hpp>
+
+namespace effectfence::cli {
+namespace {
+
+const std::vector<OptionSpec> kSpecs = {{"db", true}, {"json", false}, {"reason", true}};
+
+TEST_CASE("parse_args takes values, switches and positionals in any order") {
+  std::string error;
+  auto parsed = parse_args({"charge:1", "--db", "l.sqlite", "--json", "--reason=checked, ok"}, kSpecs, &error);
+  REQUIRE(parsed);
+  CHECK(parsed->value("db") == std::optional<std::string>("l.sqlite"));
+  CHECK(parsed->value("reason") == std::optional<std::string>("checked, ok"));
+  CHECK(parsed->has("json"));
+  CHECK_FALSE(parsed->has("help"));
+  CHECK(parsed->positionals == std::vector<std::string>{"charge:1"});
+}
+
+TEST_CASE("parse_args refuses unknown options, missing values and valued switches") {
+  std::string error;
+  CHECK_FALSE(parse_args({"--dbx", "x"}, kSpecs, &error));
+  CHECK(error == "unknown option '--dbx'");
+  CHECK_FALSE(parse_args({"--db"}, kSpecs, &error));
+  CHECK(error == "--db needs a value");
+  CHECK_FALSE(parse_args({"--db="}, kSpecs, &error));
+  CHECK_FALSE(parse_args({"--json=yes"}, kSpecs, &error));
+  CHECK_FALSE(parse_args({"-x"}, kSpecs, &error));
+}
+
+TEST_CASE("parse_args: -h and --help are help; after -- everything is positional") {
+  std::string error;
+  auto parsed = parse_args({"-h", "--", "--json", "-"}, kSpecs, &error);
+  REQUIRE(parsed);
+  CHECK(parsed->has("help"));
+  CHECK_FALSE(parsed->has("json"));
+  CHECK(parsed->positionals == std::vector<std::string>{"--json", "-"});
+}
+
+TEST_CASE("resolve_ledger_path: --db, then EFFECTFENCE_LEDGER, then the default") {
+  std::string error;
+  ::setenv("EFFECTFENCE_LEDGER", "/tmp/from-env.sqlite", 1);
+  CHECK(resolve_ledger_path(*parse_args({"--db", "/tmp/flag.sqlite"}, kSpecs, &error)) == "/tmp/flag.sqlite");
+  CHECK(resolve_ledger_path(*parse_args({}, kSpecs, &error)) == "/tmp/from-env.sqlite");
+  ::unsetenv("EFFECTFENCE_LEDGER");
+  ::setenv("XDG_STATE_HOME", "/tmp/state", 1);
+  CHECK(resolve_ledger_path(*parse_args({}, kSpecs, &error)) == "/tmp/state/effectfence/server.sqlite");
+}
+
+TEST_CASE("format_utc prints ISO-8601 UTC with milliseconds, also before 1970") {
+  CHECK(format_utc(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(format_utc(1795946400123) == "2026-11-29T10:00:00.123Z");
+  CHECK(format_utc(-1) == "1969-12-31T23:59:59.999Z");
+}
+
+TEST_CASE("parse_since reads ISO-8601 UTC times") {
+  std::string error;
+  CHECK(parse_since("2026-11-29T10:00:00Z", 0, &error) == std::optional<int64_t>(1795946400000));
+  CHECK(parse_since("2026-11-29T10:00:00.5Z", 0, &error) == std::optional<int64_t>(1795946400500));
+  CHECK(parse_since("2026-11-29T10:00:00.123+00:00", 0, &error) == std::optional<int64_t>(1795946400123));
+  CHECK(parse_since("2026-11-29T10:00Z", 0, &error) == std::optional<int64_t>(1795946400000));
+  CHECK(parse_since("2026-11-29", 0, &error) == std::optional<int64_t>(1795910400000));
+}
+
+TEST_CASE("parse_since reads ages before now") {
+  std::string error;
+  const int64_t now = 1'000'000'000'000;
+  CHECK(parse_since("90s", now, &error) == std::optional<int64_t>(now - 90'000));
+  CHECK(parse_since("30m", now, &error) == std::optional<int64_t>(now - 1'800'000));
+  CHECK(parse_since("1h", now, &error) == std::optional<int64_t>(now - 3'600'000));
+  CHECK(parse_since("7d", now, &error) == std::optional<int64_t>(now - 604'800'000));
+}
+
+TEST_CASE("parse_since refuses local times, impossible dates and junk") {
+  std::string error;
+  for (const char* bad : {"2026-11-29T10:00:00+01:00", "2026-11-29T10:00:00", "2026-02-30", "2026-13-01",
+                          "2026-11-29T25:00:00Z", "yesterday", "1w", "h", "-1h", "", "2026-11-29T10:00:00.Z"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_since(bad, 0, &error));
+  }
+  CHECK(error.find("ISO-8601") != std::string::npos);
+}
+
+TEST_CASE("csv_field quotes per RFC 4180 only when needed") {
+  CHECK(csv_field("plain") == "plain");
+  CHECK(csv_field("") == "");
+  CHECK(csv_field("a,b") == "\"a,b\"");
+  CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(csv_field("two\nlines") == "\"two\nlines\"");
+  CHECK(csv_field("cr\r") == "\"cr\r\"");
+}
+
+TEST_CASE("open_ledger_read_only never creates a file") {
+  std::string error;
+  const std::string path = "/tmp/effectfence-cli-common-test-missing-" + std::to_string(::getpid()) + ".sqlite";
+  std::remove(path.c_str());
+  CHECK_FALSE(open_ledger_read_only(path, &error));
+  CHECK(error == "no ledger at " + path);
+  CHECK_FALSE(ledger_file_exists(path));
+}
+
+}  // namespace
+}  // namespace effectfence::cli

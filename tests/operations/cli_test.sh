@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# The operator subcommands (stats, fenced, clear, export, verify) against a
+# real ledger written by the fence, checked with the sqlite3 shell, jq and
+# sha256sum rather than with effectfence's own code.
+#
+# usage: cli_test.sh EFFECTFENCE LEDGER_FIXTURE SQLITE3
+set -uo pipefail
+
+EF=$(realpath "$1")
+FIXTURE=$(realpath "$2")
+SQLITE3=$(realpath "$3")
+source "$(dirname "$0")/lib.sh"
+command -v jq >/dev/null || { echo "FAIL: jq is needed to read effectfence's JSON output" >&2; exit 1; }
+
+LEDGER=$WORK/ledger.sqlite
+cd "$WORK"
+
+# run CMD...: sets OUT, ERR, RC.
+run() {
+  "$@" >"$WORK/out" 2>"$WORK/err"
+  RC=$?
+  OUT=$(cat "$WORK/out")
+  ERR=$(cat "$WORK/err")
+}
+
+fingerprint() { "$SQLITE3" -batch "$1" ".timeout 5000" ".dump" | sha256sum | cut -c1-64; }
+state_of() { q "$LEDGER" "SELECT state FROM intents WHERE intent = '$1'"; }
+cert_of() { q "${2:-$LEDGER}" "SELECT hash FROM certificates WHERE intent = '$1'"; }
+
+# A copy of the ledger with its certificate triggers dropped, to tamper with.
+tampered_copy() {
+  local copy=$WORK/$1
+  rm -f "$copy"
+  "$SQLITE3" -batch "$LEDGER" ".timeout 5000" ".backup $copy"
+  q "$copy" "DROP TRIGGER certificates_immutable_update; DROP TRIGGER certificates_immutable_delete;"
+  echo "$copy"
+}
+
+"$FIXTURE" populate "$LEDGER" || { fail "could not write the ledger"; finish; exit 1; }
+
+# An attempt left in flight by a process that was killed: any read-write
+# opening of the ledger on this host would reap it (move it to unknown).
+coproc SESSION { exec "$FIXTURE" session "$LEDGER"; }
+read -r -t 60 ready <&"${SESSION[0]}" || true
+echo "prepare payout:batch-9" >&"${SESSION[1]}"
+read -r -t 60 admitted <&"${SESSION[0]}" || true
+expect_eq "$ready $admitted" "ready admitted" "a holder admits payout:batch-9"
+kill -KILL "$SESSION_PID"
+wait "$SESSION_PID" 2>/dev/null
+expect_eq "$(state_of payout:batch-9)" "in_flight" "its holder is dead, its attempt still in flight"
+
+echo "--- help and usage"
+for cmd in stats fenced clear export verify; do
+  run "$EF" "$cmd" --help
+  expect_eq "$RC" 0 "$cmd --help exits 0"
+  expect_match "$OUT" "^usage: effectfence $cmd " "$cmd --help prints its usage"
+  run "$EF" "$cmd" --db "$LEDGER" --bogus
+  expect_eq "$RC" 2 "$cmd refuses an unknown option"
+  expect_match "$ERR" "^effectfence $cmd: reading options: unknown option '--bogus'" "$cmd names the bad option"
+done
+run "$EF" export --db "$LEDGER" --format xml
+expect_eq "$RC $ERR" "2 effectfence export: reading options: --format must be jsonl or csv, not 'xml'" "export refuses an unknown format"
+run "$EF" export --db "$LEDGER" --since yesterday
+expect_eq "$RC" 2 "export refuses a bad --since"
+run "$EF" verify --db "$LEDGER" --limit 0
+expect_eq "$RC" 2 "verify refuses --limit 0"
+run "$EF" verify --db "$LEDGER" --export x.jsonl
+expect_eq "$RC" 2 "verify refuses --db with --export"
+run "$EF" clear --db "$LEDGER" charge:order-124
+expect_eq "$RC $ERR" "2 effectfence clear: reading options: --reason is required: it goes in the audit log" "clear needs a reason"
+run "$EF" clear --db "$LEDGER" --reason "x"
+expect_eq "$RC" 2 "clear needs an intent"
+
+echo "--- a missing ledger is an error, never a new file"
+for cmd in stats fenced export verify; do
+  run "$EF" "$cmd" --db "$WORK/missing.sqlite"
+  expect_eq "$RC $ERR" "2 effectfence $cmd: opening the ledger: no ledger at $WORK/missing.sqlite" "$cmd on a missing ledger"
+done
+run "$EF" clear --db "$WORK/missing.sqlite" charge:order-124 --reason x
+expect_eq "$RC $ERR" "2 effectfence clear: opening the ledger: no ledger at $WORK/missing.sqlite" "clear on a missing ledger"
+run env EFFECTFENCE_LEDGER="$WORK/from-env.sqlite" "$EF" stats
+expect_eq "$ERR" "effectfence stats: opening the ledger: no ledger at $WORK/from-env.sqlite" "--db falls back to EFFECTFENCE_LEDGER"
+run env -u EFFECTFENCE_LEDGER XDG_STATE_HOME="$WORK/state" "$EF" fenced
+expect_eq "$ERR" "effectfence fenced: opening the ledger: no ledger at $WORK/state/effectfence/server.sqlite" \
+  "then to the default server ledger"
+expect_eq "$(ls "$WORK" | grep -Ec '^(missing|from-env)|^state$')" 0 "no file or directory was created"
+"$SQLITE3" "$WORK/other.sqlite" "CREATE TABLE t(x)"
+run "$EF" stats --db "$WORK/other.sqlite"
+expect_match "$RC $ERR" "^2 .*other.sqlite is not an effectfence ledger" "stats refuses another application's database"
+echo "not a database at all, just some text that is long enough to look like a header" >"$WORK/text.sqlite"
+run "$EF" verify --db "$WORK/text.sqlite"
+expect_match "$RC $ERR" "^2 effectfence verify: opening the ledger: .*text.sqlite" "verify refuses a file that is not a database"
+
+echo "--- auditing never writes"
+BEFORE=$(fingerprint "$LEDGER")
+for cmd in stats fenced export verify; do
+  run "$EF" "$cmd" --db "$LEDGER"
+  expect_eq "$RC" 0 "$cmd runs on the ledger"
+done
+expect_eq "$(fingerprint "$LEDGER")" "$BEFORE" "stats, fenced, export and verify leave the ledger as it was"
+expect_eq "$(state_of payout:batch-9)" "in_flight" "and did not open it for writing (the dead holder was not reaped)"
+
+echo "--- stats"
+run "$EF" stats --db "$LEDGER" --json
+expect_eq "$RC" 0 "stats --json runs"
+expect_eq "$(jq '.ledger.total_attempts' <<<"$OUT")" \
+  "$(q "$LEDGER" "SELECT sum(value) FROM counters WHERE name IN ('admitted', 'replayed') OR name LIKE 'refused_%'")" \
+  "total_attempts counts every attempt"
+expect_eq "$(jq '.ledger.prevented' <<<"$OUT")" \
+  "$(q "$LEDGER" "SELECT sum(value) FROM counters WHERE name = 'replayed' OR name LIKE 'refused_%'")" \
+  "prevented counts replays and refusals"
+expect_eq "$(jq -c '[.ledger.admitted, .ledger.replayed, .ledger.refused.payload_mismatch, .ledger.committed, .ledger.aborted]' <<<"$OUT")" \
+  "[14,1,1,10,2]" "stats counts what the fixture did"
+expect_eq "$(jq -r '.intents | to_entries | map("\(.key)=\(.value)") | join(" ")' <<<"$OUT")" \
+  "cleared=0 done=10 failed=2 in_flight=1 unknown=1" "stats counts intents by state"
+expect_eq "$(jq '[.certificates, .events]' -c <<<"$OUT")" \
+  "[$(q "$LEDGER" "SELECT count(*) FROM certificates"),$(q "$LEDGER" "SELECT count(*) FROM events")]" "stats counts certificates and events"
+run "$EF" stats --db "$LEDGER"
+expect_match "$OUT" "^prevented +6 " "stats text shows prevented"
+
+echo "--- fenced"
+run "$EF" fenced --db "$LEDGER" --json
+expect_eq "$(jq -r '.fenced[].intent' <<<"$OUT" | tr '\n' ' ')" "$(q "$LEDGER" "SELECT intent FROM fenced" | tr '\n' ' ')" \
+  "fenced --json lists what the fenced view lists"
+expect_eq "$(jq -r '.count' <<<"$OUT")" 3 "fenced --json counts them"
+expect_eq "$(jq -c '.fenced[0] | [.intent, .state, .tool, .args.order, .agent, (.reason | startswith("aborted: provider timed out"))]' <<<"$OUT")" \
+  '["charge:order-124","failed","charge","124","billing-agent",true]' "fenced --json says what and why"
+expect_match "$(jq -r '.fenced[0].since' <<<"$OUT")" '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$' \
+  "fenced --json gives since in ISO-8601 UTC"
+run "$EF" fenced --db "$LEDGER"
+expect_match "$OUT" "^3 fenced intent" "fenced text counts them"
+expect_match "$OUT" "why +server shut down while the charge was running" "fenced text says why"
+
+echo "--- clear"
+run env USER=carol "$EF" clear --db "$LEDGER" charge:order-124 --reason "provider: no such charge"
+expect_eq "$RC $OUT" "0 cleared charge:order-124 (was failed) by carol: provider: no such charge" "clear clears, as \$USER"
+expect_eq "$(q "$LEDGER" "SELECT actor || '|' || json_extract(detail, '\$.reason') FROM events WHERE kind = 'cleared' AND intent = 'charge:order-124'")" \
+  "carol|provider: no such charge" "clear writes the audit event"
+expect_eq "$(state_of payout:batch-9)" "unknown" "clear opens the ledger for writing: the dead holder's attempt is fenced"
+run env -u USER "$EF" clear --db "$LEDGER" payout:batch-9 --reason "bank shows no payout" --json
+expect_eq "$RC" 0 "clear clears a reaped attempt"
+expect_eq "$(jq -c '[.cleared, .intent, .previous_state, .operator]' <<<"$OUT")" '[true,"payout:batch-9","unknown","operator"]' \
+  "clear --json, operator defaults to \"operator\" without \$USER"
+BEFORE=$(fingerprint "$LEDGER")
+run "$EF" clear --db "$LEDGER" charge:order-123 --reason "again" --operator dave --json
+expect_eq "$RC" 2 "clearing a done intent exits 2"
+expect_match "$ERR" "^effectfence clear: clearing charge:order-123: effectfence: cannot clear: only failed or unknown intents" \
+  "clearing a done intent names the step and the trigger's message"
+expect_eq "$(jq -c '[.cleared, .refused]' <<<"$OUT")" '[false,"invalid_request"]' "clear --json reports the refusal"
+run "$EF" clear --db "$LEDGER" charge:order-999 --reason "typo"
+expect_match "$RC $ERR" "^2 effectfence clear: clearing charge:order-999: effectfence: cannot clear: no such intent" "clearing an unknown intent is refused"
+expect_eq "$(fingerprint "$LEDGER")" "$BEFORE" "refused clears change nothing"
+
+echo "--- export"
+run "$EF" export --db "$LEDGER" --out audit.jsonl
+expect_eq "$RC" 0 "export --out runs"
+CERTS=$(q "$LEDGER" "SELECT count(*) FROM certificates")
+EVENTS=$(q "$LEDGER" "SELECT count(*) FROM events")
+expect_eq "$ERR" "effectfence export: wrote $CERTS certificate(s) and $EVENTS event(s) to audit.jsonl" "export reports what it wrote"
+expect_eq "$(jq -r .type audit.jsonl | uniq -c | awk '{print $2}' | sort -u | tr '\n' ' ')" "certificate event export " \
+  "every line is a JSON record with a type"
+expect_eq "$(head -1 audit.jsonl | jq -c '[.type, .format, .since]')" '["export",1,null]' "the first line describes the export"
+expect_eq "$(jq -c 'select(.type == "certificate")' audit.jsonl | wc -l) $(jq -c 'select(.type == "event")' audit.jsonl | wc -l)" \
+  "$CERTS $EVENTS" "export has every certificate and every event"
+expect_eq "$(jq -r 'select(.type != "export") | (.committed_at_ms // .at_ms)' audit.jsonl | sort -n -c 2>&1 && echo sorted)" "sorted" \
+  "records are in order of time"
+expect_eq "$(jq -r 'select(.type == "event") | .id' audit.jsonl | tr '\n' ' ')" "$(q "$LEDGER" "SELECT id FROM events ORDER BY at, id" | tr '\n' ' ')" \
+  "events come in order (at, id)"
+expect_eq "$(jq -c 'select(.type == "certificate" and (.body | fromjson | .intent) == "charge:order-123") | .hash' -r audit.jsonl)" \
+  "$(cert_of charge:order-123)" "a certificate line carries its hash"
+mismatches=0
+while IFS=$'\t' read -r hash body_b64; do
+  recomputed=$(base64 -d <<<"$body_b64" | sha256sum | cut -c1-64)
+  [[ "$recomputed" == "$hash" ]] || mismatches=$((mismatches + 1))
+done < <(jq -r 'select(.type == "certificate") | [.hash, (.body | @base64)] | @tsv' audit.jsonl)
+expect_eq "$mismatches" 0 "sha256sum of every exported body is its hash (recomputed without effectfence)"
+expect_eq "$(jq -c 'select(.type == "event" and .kind == "cleared" and .intent == "charge:order-124") | [.actor, .detail.reason]' audit.jsonl)" \
+  '["carol","provider: no such charge"]' "event lines carry actor and detail"
+run "$EF" export --db "$LEDGER"
+expect_eq "$(tail -n +2 <<<"$OUT")" "$(tail -n +2 audit.jsonl)" "export to stdout writes the same records"
+
+echo "--- export --since"
+"$EF" export --db "$LEDGER" --since 1h >recent-relative.jsonl
+"$EF" export --db "$LEDGER" --since "$(date -u -d '1 hour ago' +%Y-%m-%dT%H:%M:%SZ)" >recent-iso.jsonl
+expect_eq "$(jq -c 'select(.type != "export") | .type' recent-relative.jsonl | wc -l)" \
+  "$(q "$LEDGER" "SELECT (SELECT count(*) FROM certificates WHERE committed_at >= (strftime('%s','now') - 3600) * 1000) + (SELECT count(*) FROM events WHERE at >= (strftime('%s','now') - 3600) * 1000)")" \
+  "--since 1h exports exactly the last hour"
+expect_eq "$(tail -n +2 recent-iso.jsonl)" "$(tail -n +2 recent-relative.jsonl)" "--since accepts ISO-8601 UTC"
+expect_match "$(head -1 recent-iso.jsonl | jq -r .since)" '^[0-9-]{10}T[0-9:]{8}\.000Z$' "the header records the cutoff"
+"$EF" export --db "$LEDGER" --since 2999-01-01T00:00:00Z >future.jsonl
+expect_eq "$(wc -l <future.jsonl)" 1 "--since in the future exports only the header"
+
+echo "--- export --format csv"
+run "$EF" export --db "$LEDGER" --format csv --out audit.csv
+expect_eq "$RC" 0 "export --format csv runs"
+expect_eq "$(head -1 audit.csv | tail -c 2 | od -An -tx1 | tr -d ' ')" "0d0a" "CSV lines end in CRLF"
+rm -f csv.sqlite
+"$SQLITE3" -batch csv.sqlite ".import --csv audit.csv t" "ATTACH '$LEDGER' AS l" >/dev/null
+csvq() { "$SQLITE3" -batch -noheader csv.sqlite "ATTACH '$LEDGER' AS l" "$1"; }
+expect_eq "$(csvq "SELECT count(*) FROM t WHERE type = 'certificate'") $(csvq "SELECT count(*) FROM t WHERE type = 'event'")" \
+  "$CERTS $EVENTS" "the CSV has every certificate and event"
+expect_eq "$(csvq "SELECT count(*) FROM t JOIN l.certificates c ON c.hash = t.certificate AND c.body = t.body AND c.agent = t.agent")" \
+  "$CERTS" "CSV certificate rows read back byte for byte (RFC 4180 quoting)"
+expect_eq "$(csvq "SELECT count(*) FROM t JOIN l.events e ON e.id = t.event_id AND e.detail = t.detail AND e.actor = t.actor")" \
+  "$EVENTS" "CSV event rows read back byte for byte"
+expect_eq "$(csvq "SELECT intent || '/' || agent FROM t WHERE tool = 'open_ticket'")" 'ticket:"db down", sev1/sre-agent, night shift' \
+  "commas and quotes survive"
+
+echo "--- export output errors"
+run "$EF" export --db "$LEDGER" --out "$WORK/no/such/dir/audit.jsonl"
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: cannot create " "export names an output it cannot create"
+expect_eq "$(ls "$WORK" | grep -c partial)" 0 "no partial file is left behind"
+# A pipe or a symlink given as --out is written through, never replaced.
+mkfifo "$WORK/pipe"
+cat "$WORK/pipe" >"$WORK/from-pipe.jsonl" &
+reader=$!
+run "$EF" export --db "$LEDGER" --out "$WORK/pipe"
+wait "$reader"
+expect_eq "$RC $(tail -n +2 "$WORK/from-pipe.jsonl" | wc -l)" "0 $((CERTS + EVENTS))" "export writes through a pipe given as --out"
+expect_eq "$(stat -c %F "$WORK/pipe")" "fifo" "the pipe is still a pipe"
+ln -s "$WORK/link-target.jsonl" "$WORK/link.jsonl"
+run "$EF" export --db "$LEDGER" --out "$WORK/link.jsonl"
+expect_eq "$(stat -c %F "$WORK/link.jsonl") $(tail -n +2 "$WORK/link-target.jsonl" | wc -l)" "symbolic link $((CERTS + EVENTS))" \
+  "export writes through a symlink given as --out and keeps the link"
+
+echo "--- verify"
+run "$EF" verify --db "$LEDGER" --json
+expect_eq "$RC" 0 "verify passes an intact ledger"
+expect_eq "$(jq -c '[.ok, .source, .certificates, .problems_total]' <<<"$OUT")" "[true,\"ledger\",$CERTS,0]" "verify --json reports what it checked"
+run "$EF" verify --export audit.jsonl
+expect_eq "$RC" 0 "verify passes an intact export"
+expect_match "$OUT" "^export audit.jsonl: $CERTS certificate\(s\), $EVENTS event\(s\): every hash" "verify says what it checked"
+
+CHARGE=$(cert_of charge:order-123)
+RECEIPT=$(cert_of receipt:order-123)
+
+copy=$(tampered_copy body.sqlite)
+q "$copy" "UPDATE certificates SET body = replace(body, '\"amount_cents\":4900', '\"amount_cents\":4901') WHERE intent = 'charge:order-123'"
+run "$EF" verify --db "$copy"
+expect_eq "$RC" 1 "verify fails a ledger with an altered certificate body"
+expect_match "$OUT" "^  $CHARGE: hash_mismatch: " "verify names the altered certificate"
+run "$EF" verify --db "$copy" --json
+expect_eq "$(jq -c '[.ok, .problems_total, .problems[0].certificate, .problems[0].kind]' <<<"$OUT")" "[false,1,\"$CHARGE\",\"hash_mismatch\"]" \
+  "verify --json names the altered certificate"
+
+copy=$(tampered_copy parent.sqlite)
+q "$copy" "DELETE FROM certificates WHERE intent = 'charge:order-123'"
+run "$EF" verify --db "$copy" --json
+expect_eq "$RC" 1 "verify fails a ledger with a deleted certificate"
+expect_eq "$(jq -c '[.problems[] | [.certificate, .kind]] | sort' <<<"$OUT")" \
+  "$(jq -nc --arg c "$CHARGE" --arg r "$RECEIPT" '[[$c, "missing_certificate"], [$r, "missing_parent"]] | sort')" \
+  "verify reports the broken parent link and the done intent without its certificate"
+
+copy=$(tampered_copy clock.sqlite)
+body=$(q "$copy" "SELECT body FROM certificates WHERE intent = 'receipt:order-123'")
+forged=$(sed -E 's/"vector_clock":\{[^}]*\}/"vector_clock":{}/' <<<"$body")
+forged_hash=$(printf '%s' "$forged" | sha256sum | cut -c1-64)
+expect_match "$body" '"vector_clock":\{"[^}]+\}' "the receipt has a vector clock to forge"
+q "$copy" "UPDATE certificates SET body = '$forged', hash = '$forged_hash' WHERE intent = 'receipt:order-123'"
+run "$EF" verify --db "$copy" --json
+expect_eq "$RC" 1 "verify fails a resealed certificate whose clock goes backwards"
+expect_eq "$(jq -r --arg h "$forged_hash" '.problems[] | select(.certificate == $h) | .kind' <<<"$OUT")" "clock_not_dominating" \
+  "verify names the certificate whose clock does not dominate its parent's"
+
+copy=$(tampered_copy columns.sqlite)
+q "$copy" "UPDATE certificates SET tool = 'refund' WHERE intent = 'charge:order-123'"
+run "$EF" verify --db "$copy" --json
+expect_eq "$(jq -c '[.problems_total, .problems[0].certificate, .problems[0].kind]' <<<"$OUT")" "[1,\"$CHARGE\",\"column_mismatch\"]" \
+  "verify catches a column that disagrees with the hashed body"
+
+copy=$(tampered_copy many.sqlite)
+q "$copy" "UPDATE certificates SET body = body || ' '"
+run "$EF" verify --db "$copy" --limit 2 --json
+expect_eq "$(jq -c '[(.problems | length), .problems_total > 2]' <<<"$OUT")" "[2,true]" "--limit shows the first N problems and counts all"
+run "$EF" verify --db "$copy" --limit 2
+expect_match "$OUT" "\.\.\. and [0-9]+ more" "verify text says how many were not shown"
+
+echo "--- verify --export"
+jq -c --arg h "$CHARGE" 'if .hash == $h then .body |= sub("\"amount_cents\":4900"; "\"amount_cents\":4901") else . end' \
+  audit.jsonl >tampered.jsonl
+run "$EF" verify --export tampered.jsonl --json
+expect_eq "$RC" 1 "verify fails an export with an altered body"
+line=$(grep -n "\"hash\":\"$CHARGE\"" tampered.jsonl | cut -d: -f1)
+expect_eq "$(jq -c '[.problems[0].certificate, .problems[0].kind, .problems[0].line]' <<<"$OUT")" "[\"$CHARGE\",\"hash_mismatch\",$line]" \
+  "verify names the certificate and the line"
+grep -v "\"hash\":\"$CHARGE\"" audit.jsonl >orphan.jsonl
+run "$EF" verify --export orphan.jsonl --json
+expect_eq "$RC $(jq -c '[.problems[0].certificate, .problems[0].kind]' <<<"$OUT")" "1 [\"$RECEIPT\",\"missing_parent\"]" \
+  "verify fails a full export whose parent certificate is missing"
+grep -v "\"hash\":\"$CHARGE\"" recent-relative.jsonl >partial.jsonl
+run "$EF" verify --export partial.jsonl --json
+expect_eq "$RC $(jq -c '[.ok, .parents_outside_export]' <<<"$OUT")" "0 [true,1]" \
+  "in an export --since, a parent before the window is counted, not a problem"
+(cat audit.jsonl; echo "this is not json") >garbage.jsonl
+run "$EF" verify --export garbage.jsonl --json
+expect_eq "$RC $(jq -c '[.problems[0].kind, .problems[0].line]' <<<"$OUT")" "1 [\"bad_record\",$(wc -l <garbage.jsonl)]" \
+  "verify reports a line that is not a record"
+run "$EF" verify --export "$WORK/none.jsonl"
+expect_match "$RC $ERR" "^2 effectfence verify: opening the export: cannot read " "verify cannot run without its export"
+
+finish

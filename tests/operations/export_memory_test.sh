@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# export and verify run in constant memory: their peak RSS on a ledger of a
+# million rows (EFFECTFENCE_OPS_BULK certificates plus as many events) stays
+# within a few MiB of their peak on a ledger fifty times smaller.
+#
+# usage: export_memory_test.sh EFFECTFENCE LEDGER_FIXTURE SQLITE3
+set -uo pipefail
+
+EF=$(realpath "$1")
+FIXTURE=$(realpath "$2")
+SQLITE3=$(realpath "$3")
+source "$(dirname "$0")/lib.sh"
+command -v jq >/dev/null || { echo "FAIL: jq is needed to read effectfence's JSON output" >&2; exit 1; }
+
+LARGE=${EFFECTFENCE_OPS_BULK:-500000}
+SMALL=$((LARGE / 50))
+# SQLite's page cache (2 MiB by default) and allocator slack; far below what
+# holding the rows would take (hundreds of MiB).
+SLACK_KIB=8192
+
+# peak_rss NAME CMD...: runs CMD with stdout to NAME.out, prints its peak RSS in KiB.
+peak_rss() {
+  local name=$1
+  shift
+  "$FIXTURE" maxrss "$WORK/$name.rss" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  local rc=$?
+  [[ $rc -eq 0 ]] || fail "$name exited $rc: $(cat "$WORK/$name.err")"
+  cat "$WORK/$name.rss"
+}
+
+for n in "$SMALL" "$LARGE"; do
+  "$FIXTURE" bulk "$WORK/bulk-$n.sqlite" "$n" || { fail "could not write a ledger of $n certificates"; finish; exit 1; }
+  expect_eq "$(q "$WORK/bulk-$n.sqlite" "SELECT (SELECT count(*) FROM certificates) + (SELECT count(*) FROM events)")" \
+    "$((2 * n))" "a ledger of $((2 * n)) rows"
+done
+
+small_export=$(peak_rss export-small "$EF" export --db "$WORK/bulk-$SMALL.sqlite")
+large_export=$(peak_rss export-large "$EF" export --db "$WORK/bulk-$LARGE.sqlite")
+expect_eq "$(wc -l <"$WORK/export-large.out")" "$((2 * LARGE + 1))" "export writes every row of the large ledger"
+echo "export peak RSS: $small_export KiB for $((2 * SMALL)) rows, $large_export KiB for $((2 * LARGE)) rows"
+CHECKS=$((CHECKS + 1))
+if ((large_export - small_export < SLACK_KIB)); then
+  pass "export memory does not grow with the ledger"
+else
+  fail "export peak RSS grew by $((large_export - small_export)) KiB from $((2 * SMALL)) to $((2 * LARGE)) rows"
+fi
+
+small_verify=$(peak_rss verify-small "$EF" verify --db "$WORK/bulk-$SMALL.sqlite" --json)
+large_verify=$(peak_rss verify-large "$EF" verify --db "$WORK/bulk-$LARGE.sqlite" --json)
+expect_eq "$(jq -c '[.ok, .certificates]' "$WORK/verify-large.out")" "[true,$LARGE]" "verify checks every certificate of the large ledger"
+echo "verify peak RSS: $small_verify KiB for $SMALL certificates, $large_verify KiB for $LARGE"
+CHECKS=$((CHECKS + 1))
+if ((large_verify - small_verify < SLACK_KIB)); then
+  pass "verify --db memory does not grow with the ledger"
+else
+  fail "verify peak RSS grew by $((large_verify - small_verify)) KiB from $SMALL to $LARGE certificates"
+fi
+
+finish
