@@ -3,7 +3,7 @@
 # real ledger written by the fence, checked with the sqlite3 shell, jq and
 # sha256sum rather than with effectfence's own code.
 #
-# usage: cli_test.sh EFFECTFENCE LEDGER_FIXTURE SQLITE3
+# usage: cli_test.sh EFFECTFENCE OPS_LEDGER_FIXTURE SQLITE3
 set -uo pipefail
 
 EF=$(realpath "$1")

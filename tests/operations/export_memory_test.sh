@@ -3,7 +3,7 @@
 # million rows (EFFECTFENCE_OPS_BULK certificates plus as many events) stays
 # within a few MiB of their peak on a ledger fifty times smaller.
 #
-# usage: export_memory_test.sh EFFECTFENCE LEDGER_FIXTURE SQLITE3
+# usage: export_memory_test.sh EFFECTFENCE OPS_LEDGER_FIXTURE SQLITE3
 set -uo pipefail
 
 EF=$(realpath "$1")

@@ -2,12 +2,12 @@
 // API (the same code serve and wrap use), so the runbook's SQL is checked
 // against what the fence really writes.
 //
-//   ledger_fixture populate LEDGER      a realistic ledger (see populate())
-//   ledger_fixture session LEDGER       a live fence reading commands on stdin:
+//   ops_ledger_fixture populate LEDGER      a realistic ledger (see populate())
+//   ops_ledger_fixture session LEDGER       a live fence reading commands on stdin:
 //                                       "prepare INTENT" | "commit INTENT" | "quit",
 //                                       one answer line per command
-//   ledger_fixture bulk LEDGER N        N sealed, chained certificates and N events
-//   ledger_fixture maxrss OUT CMD...    runs CMD, writes its peak RSS (KiB) to OUT,
+//   ops_ledger_fixture bulk LEDGER N        N sealed, chained certificates and N events
+//   ops_ledger_fixture maxrss OUT CMD...    runs CMD, writes its peak RSS (KiB) to OUT,
 //                                       exits with CMD's status
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -45,7 +45,7 @@ std::unique_ptr<ef::Fence> open_fence(const std::string& path, std::function<int
   settings.clock_ms = std::move(clock);
   auto opened = ef::Fence::open(settings);
   if (auto* error = std::get_if<ef::OpenError>(&opened)) {
-    std::fprintf(stderr, "ledger_fixture: opening %s: %s\n", path.c_str(), error->message.c_str());
+    std::fprintf(stderr, "ops_ledger_fixture: opening %s: %s\n", path.c_str(), error->message.c_str());
     std::exit(2);
   }
   return std::move(std::get<std::unique_ptr<ef::Fence>>(opened));
@@ -92,7 +92,7 @@ const char* outcome_name(const ef::PrepareOutcome& o) {
 }
 
 [[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "ledger_fixture: %s\n", what.c_str());
+  std::fprintf(stderr, "ops_ledger_fixture: %s\n", what.c_str());
   std::exit(2);
 }
 
@@ -267,7 +267,7 @@ int maxrss(const std::string& out_path, char** argv) {
   if (child < 0) die("fork failed");
   if (child == 0) {
     ::execvp(argv[0], argv);
-    std::perror("ledger_fixture: exec");
+    std::perror("ops_ledger_fixture: exec");
     ::_exit(127);
   }
   int status = 0;
@@ -286,6 +286,6 @@ int main(int argc, char** argv) {
   if (mode == "bulk" && argc == 4) return bulk(argv[2], std::stoll(argv[3]));
   if (mode == "maxrss" && argc >= 4) return maxrss(argv[2], argv + 3);
   std::fprintf(stderr,
-               "usage: ledger_fixture populate LEDGER | session LEDGER | bulk LEDGER N | maxrss OUT CMD...\n");
+               "usage: ops_ledger_fixture populate LEDGER | session LEDGER | bulk LEDGER N | maxrss OUT CMD...\n");
   return 2;
 }

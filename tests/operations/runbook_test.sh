@@ -9,7 +9,7 @@
 # check, or a check without a block fails the test, so the page and this test
 # cannot drift apart.
 #
-# usage: runbook_test.sh EFFECTFENCE LEDGER_FIXTURE SQLITE3 OPERATIONS.md
+# usage: runbook_test.sh EFFECTFENCE OPS_LEDGER_FIXTURE SQLITE3 OPERATIONS.md
 set -uo pipefail
 
 EF=$(realpath "$1")
