@@ -38,6 +38,14 @@ bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
+// params[key] when it is a string, else fallback: client-supplied extras
+// must not turn a valid message into an error.
+std::string string_field(const Json& object, const char* key, std::string fallback) {
+  if (!object.is_object()) return fallback;
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 std::string shorten(std::string text, size_t limit = 300) {
   if (text.size() > limit) {
     text.resize(limit);
@@ -127,8 +135,8 @@ Json Server::initialize(const Json& params) {
   const std::string requested = params["protocolVersion"].get<std::string>();
   const std::string version = negotiate_protocol_version(requested);
   std::string client = "unknown client";
-  if (auto info = params.find("clientInfo"); info != params.end() && info->is_object()) {
-    client = info->value("name", client) + " " + info->value("version", "");
+  if (auto info = params.find("clientInfo"); info != params.end()) {
+    client = string_field(*info, "name", client) + " " + string_field(*info, "version", "");
   }
   log_.info("initialize from " + client + ": protocol " + requested +
             (version == requested ? "" : " not supported, answering " + version));
@@ -162,7 +170,7 @@ void Server::on_notification(const std::string& method, const Json& params) {
     }
     it->second->cancelled = true;
     log_.info("call " + request_id.dump() + " (" + it->second->tool->name +
-              ") cancelled by the client (" + params.value("reason", std::string("no reason given")) +
+              ") cancelled by the client (" + string_field(params, "reason", "no reason given") +
               "); it completes, but its result is not sent");
   } else {
     log_.debug("ignored notification " + method);

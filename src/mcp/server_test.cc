@@ -132,6 +132,8 @@ TEST_CASE("initialize echoes a supported protocol version, else answers the late
   CHECK(r["result"]["capabilities"]["tools"].is_object());
   CHECK(r["result"]["instructions"] == "use it");
   CHECK(f.call(2, "initialize", Json::object())["error"]["code"] == jsonrpc::kInvalidParams);
+  Json odd_client = f.call(3, "initialize", {{"protocolVersion", "2025-06-18"}, {"clientInfo", {{"name", 7}}}});
+  CHECK(odd_client["result"]["protocolVersion"] == "2025-06-18");
 }
 
 TEST_CASE("ping, tools/list and unknown methods", "[server]") {
@@ -213,7 +215,7 @@ TEST_CASE("a cancelled call completes but its result is not sent", "[server]") {
   Json duplicate = f.call("c", "tools/call", {{"name", "echo"}, {"arguments", {{"text", "y"}}}});
   CHECK(duplicate["error"]["code"] == jsonrpc::kInvalidRequest);
   f.server.handle_line(jsonrpc::serialize(
-      jsonrpc::notification("notifications/cancelled", {{"requestId", "c"}, {"reason", "user"}})));
+      jsonrpc::notification("notifications/cancelled", {{"requestId", "c"}, {"reason", 42}})));
   f.gate.release();
   f.server.drain();
   for (const auto& m : f.out.all()) CHECK_FALSE(m.contains("result"));
