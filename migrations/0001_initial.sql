@@ -30,7 +30,6 @@ CREATE TABLE intents (
   version          INTEGER NOT NULL DEFAULT 1
 ) STRICT;
 CREATE INDEX intents_by_state ON intents(state, domain);
-CREATE INDEX intents_by_domain ON intents(domain);
 
 -- Contention scopes. seq is the version column read-sets are checked
 -- against; it only ever goes up, so a sequence number is never reused.
@@ -83,7 +82,8 @@ CREATE TABLE events (
 ) STRICT;
 CREATE INDEX events_by_intent ON events(intent);
 CREATE INDEX events_by_time ON events(at);
-CREATE INDEX events_by_domain ON events(domain, kind);
+-- Only evictions are looked up by domain (to never reuse their numbers).
+CREATE INDEX events_evicted_domains ON events(domain) WHERE kind = 'domain_evicted';
 
 CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;

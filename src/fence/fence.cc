@@ -4,6 +4,7 @@
 
 #include <cerrno>
 
+#include "core/random_token.h"
 #include "core/sha256.h"
 #include "fence/fast_path.h"
 #include "fence/rules.h"
@@ -58,6 +59,10 @@ void create_parent_directories(const std::string& path) {
 
 std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
   if (settings.create_parent_directories) create_parent_directories(settings.ledger_path);
+  // Botan sets up its hash and RNG state lazily; doing it here, on one
+  // thread, keeps that first use out of the concurrent prepares.
+  sha256_hex("");
+  random_token_hex();
   auto opened = open_sqlite_ledger(settings.ledger_path, settings.busy_timeout_ms);
   if (auto* error = std::get_if<OpenError>(&opened)) return *error;
   std::unique_ptr<Fence> fence(new Fence(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened))));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -244,4 +245,35 @@ TEST_CASE("a locked ledger gives ledger_busy after the busy timeout, never an ad
   REQUIRE(sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(locker);
   CHECK(admitted_ticket(fence->prepare(charge("busy"))).generation == 1);
+}
+
+TEST_CASE("reads are answered while a write waits for another process's lock", "[busy]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  Settings s = file_settings(path);
+  s.busy_timeout_ms = 3000;
+  auto fence = open_fence(s);
+  sqlite3* locker = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &locker) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(locker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  std::atomic<bool> prepare_done{false};
+  std::thread blocked([&] {
+    fence->prepare(charge("waits"));
+    prepare_done = true;
+  });
+  // Let the prepare reach the lock (if it has not yet, the reads below are
+  // simply not behind it and the test proves less, never more).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto status = fence->intent_status("waits");
+  REQUIRE(std::holds_alternative<IntentStatus>(status));
+  CHECK(std::get<IntentStatus>(status).state == IntentState::none);
+  REQUIRE(std::holds_alternative<DomainStatus>(fence->domain_status("order:waits")));
+  REQUIRE(std::holds_alternative<Stats>(fence->stats()));
+  // Had the reads queued behind the blocked write, they would only have been
+  // answered after it gave up with ledger_busy.
+  CHECK_FALSE(prepare_done);
+  REQUIRE(sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(locker);
+  blocked.join();
+  CHECK(prepare_done);
 }

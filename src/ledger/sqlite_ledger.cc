@@ -85,9 +85,21 @@ std::optional<OpenError> check_identity(SQLite::Database& db, const std::string&
 
 class SqliteLedger final : public Ledger {
  public:
-  SqliteLedger(std::unique_ptr<SQLite::Database> db, std::string description)
-      : db_(std::move(db)), txn_(*db_), description_(std::move(description)) {
+  // reader: a second connection for read-only work, so reads never queue
+  // behind a write that waits for another process's lock (WAL lets them run
+  // side by side). nullptr (in-memory ledgers): reads go through the writer.
+  SqliteLedger(std::unique_ptr<SQLite::Database> db, std::unique_ptr<SQLite::Database> reader,
+               std::string description)
+      : db_(std::move(db)), txn_(*db_), reader_db_(std::move(reader)), description_(std::move(description)) {
+    if (reader_db_) reader_txn_ = std::make_unique<SqliteTxn>(*reader_db_);
     last_data_version_ = db_->execAndGet("PRAGMA data_version").getInt64();
+    // Parsed once: these run several times per decision.
+    begin_immediate_ = std::make_unique<SQLite::Statement>(*db_, "BEGIN IMMEDIATE");
+    begin_deferred_ = std::make_unique<SQLite::Statement>(*db_, "BEGIN");
+    commit_ = std::make_unique<SQLite::Statement>(*db_, "COMMIT");
+    savepoint_ = std::make_unique<SQLite::Statement>(*db_, "SAVEPOINT job");
+    release_ = std::make_unique<SQLite::Statement>(*db_, "RELEASE job");
+    data_version_ = std::make_unique<SQLite::Statement>(*db_, "PRAGMA data_version");
     writer_ = std::thread([this] { writer_loop(); });
   }
 
@@ -104,7 +116,21 @@ class SqliteLedger final : public Ledger {
     return submit(fn, /*read_only=*/false);
   }
   std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) override {
-    return submit(fn, /*read_only=*/true);
+    if (!reader_txn_) return submit(fn, /*read_only=*/true);
+    std::lock_guard<std::mutex> lock(read_mu_);
+    try {
+      // One snapshot for the whole read, even if it runs several queries.
+      reader_db_->exec("BEGIN");
+      fn(*reader_txn_);
+      reader_db_->exec("COMMIT");
+      return std::nullopt;
+    } catch (const SQLite::Exception& e) {
+      end_read_quietly();
+      return storage_refusal(e, "read failed");
+    } catch (const std::exception& e) {
+      end_read_quietly();
+      return Refusal{Reason::ledger_error, std::string("ledger: read failed: ") + e.what()};
+    }
   }
   uint64_t external_changes() const override { return external_changes_.load(); }
   std::string describe() const override { return description_; }
@@ -159,7 +185,7 @@ class SqliteLedger final : public Ledger {
     for (Job* j : batch) read_only = read_only && j->read_only;
     std::vector<std::optional<Refusal>> results(batch.size());
     try {
-      db_->exec(read_only ? "BEGIN" : "BEGIN IMMEDIATE");
+      run(read_only ? *begin_deferred_ : *begin_immediate_);
     } catch (const SQLite::Exception& e) {
       fail_all(batch, storage_refusal(e, "could not start a transaction"));
       return;
@@ -167,8 +193,10 @@ class SqliteLedger final : public Ledger {
     note_external_changes();
     for (size_t i = 0; i < batch.size(); ++i) results[i] = run_job(*batch[i]);
     try {
-      db_->exec("COMMIT");
+      txn_.flush_counters();
+      run(*commit_);
     } catch (const SQLite::Exception& e) {
+      txn_.discard_batch();
       rollback_quietly();
       fail_all(batch, storage_refusal(e, "could not commit"));
       return;
@@ -181,13 +209,15 @@ class SqliteLedger final : public Ledger {
   // Each job is all-or-nothing inside the shared transaction.
   std::optional<Refusal> run_job(Job& job) {
     try {
-      db_->exec("SAVEPOINT job");
+      run(*savepoint_);
     } catch (const SQLite::Exception& e) {
       return storage_refusal(e, "could not start a savepoint");
     }
+    txn_.begin_decision();
     try {
       (*job.fn)(txn_);
-      db_->exec("RELEASE job");
+      run(*release_);
+      txn_.keep_decision();
       return std::nullopt;
     } catch (const SQLite::Exception& e) {
       undo_job();
@@ -199,11 +229,19 @@ class SqliteLedger final : public Ledger {
   }
 
   void undo_job() {
+    txn_.discard_decision();
     try {
       db_->exec("ROLLBACK TO job");
       db_->exec("RELEASE job");
     } catch (const SQLite::Exception&) {
       // The enclosing COMMIT will fail too and report it.
+    }
+  }
+
+  void end_read_quietly() {
+    try {
+      reader_db_->exec("ROLLBACK");
+    } catch (const SQLite::Exception&) {
     }
   }
 
@@ -217,7 +255,10 @@ class SqliteLedger final : public Ledger {
   void note_external_changes() {
     // PRAGMA data_version moves iff another connection committed.
     try {
-      const int64_t v = db_->execAndGet("PRAGMA data_version").getInt64();
+      data_version_->reset();
+      data_version_->executeStep();
+      const int64_t v = data_version_->getColumn(0).getInt64();
+      data_version_->reset();
       if (v != last_data_version_) {
         last_data_version_ = v;
         external_changes_.fetch_add(1);
@@ -225,6 +266,11 @@ class SqliteLedger final : public Ledger {
     } catch (const SQLite::Exception&) {
       external_changes_.fetch_add(1);
     }
+  }
+
+  static void run(SQLite::Statement& statement) {
+    statement.tryReset();  // a previous failure is not this run's failure
+    statement.exec();
   }
 
   static Refusal storage_refusal(const SQLite::Exception& e, const std::string& step) {
@@ -244,6 +290,11 @@ class SqliteLedger final : public Ledger {
 
   std::unique_ptr<SQLite::Database> db_;
   SqliteTxn txn_;
+  std::unique_ptr<SQLite::Statement> begin_immediate_, begin_deferred_, commit_, savepoint_, release_,
+      data_version_;
+  std::unique_ptr<SQLite::Database> reader_db_;
+  std::unique_ptr<SqliteTxn> reader_txn_;  // declared after reader_db_: destroyed first
+  std::mutex read_mu_;
   std::string description_;
   int64_t last_data_version_ = 0;
   std::atomic<uint64_t> external_changes_{0};
@@ -267,6 +318,9 @@ std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, 
   }
   // An answer is given only after its decision is on disk.
   db->exec("PRAGMA synchronous = FULL");
+  // Savepoint and statement journals stay in memory instead of spilling to a
+  // temporary file on every decision.
+  db->exec("PRAGMA temp_store = MEMORY");
   return db;
 }
 
@@ -299,7 +353,8 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
     db->exec("COMMIT");
     const std::string description = (memory ? std::string("memory") : "sqlite:" + path) +
                                     " (schema " + std::to_string(latest_schema_version()) + ")";
-    return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(std::move(db), description));
+    auto reader = memory ? nullptr : connect(path, false, busy_timeout_ms);
+    return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(std::move(db), std::move(reader), description));
   } catch (const SQLite::Exception& e) {
     return classify_open_failure(path, e);
   } catch (const std::exception& e) {

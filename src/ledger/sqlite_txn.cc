@@ -63,7 +63,7 @@ SQLite::Statement& SqliteTxn::statement(const char* sql) {
   if (!slot) {
     slot = std::make_unique<SQLite::Statement>(db_, sql);
   } else {
-    slot->reset();
+    slot->tryReset();  // an earlier refused statement must not fail this one
     slot->clearBindings();
   }
   return *slot;
@@ -244,7 +244,11 @@ void SqliteTxn::append_event(const EventRecord& e, int64_t now) {
   q.exec();
 }
 
-void SqliteTxn::add_counters(const Counters& d) {
+void SqliteTxn::add_counters(const Counters& d) { decision_counters_ += d; }
+
+void SqliteTxn::flush_counters() {
+  const Counters d = batch_counters_;
+  batch_counters_ = Counters{};
   const std::pair<const char*, int64_t> deltas[] = {
       {"admitted", d.admitted},
       {"replayed", d.replayed},
@@ -267,7 +271,8 @@ void SqliteTxn::add_counters(const Counters& d) {
 
 Counters SqliteTxn::load_counters() {
   auto& q = statement("SELECT name, value FROM counters");
-  Counters c;
+  Counters c = batch_counters_;
+  c += decision_counters_;
   const std::pair<const char*, int64_t*> slots[] = {
       {"admitted", &c.admitted},
       {"replayed", &c.replayed},
@@ -282,7 +287,7 @@ Counters SqliteTxn::load_counters() {
   while (q.executeStep()) {
     const std::string name = q.getColumn(0).getString();
     for (const auto& [slot_name, slot] : slots) {
-      if (name == slot_name) *slot = q.getColumn(1).getInt64();
+      if (name == slot_name) *slot += q.getColumn(1).getInt64();
     }
   }
   return c;

@@ -29,6 +29,15 @@ class SqliteTxn final : public LedgerTxn {
   void append_event(const EventRecord& event, int64_t now) override;
   void add_counters(const Counters& delta) override;
   Counters load_counters() override;
+  // Counters are summed in memory and written once per transaction: every
+  // decision touches them, and one UPDATE per name per batch is enough.
+  // Called by the ledger around each decision and before COMMIT.
+  void begin_decision() { decision_counters_ = Counters{}; }
+  void keep_decision() { batch_counters_ += decision_counters_; decision_counters_ = Counters{}; }
+  void discard_decision() { decision_counters_ = Counters{}; }
+  void flush_counters();
+  void discard_batch() { batch_counters_ = Counters{}; decision_counters_ = Counters{}; }
+
   std::string request_clear(const std::string& intent, const std::string& operator_name,
                             const std::string& reason) override;
   int64_t sweep_finished(int64_t cutoff) override;
@@ -41,6 +50,8 @@ class SqliteTxn final : public LedgerTxn {
 
   SQLite::Database& db_;
   std::map<const char*, std::unique_ptr<SQLite::Statement>> statements_;
+  Counters decision_counters_;
+  Counters batch_counters_;
 };
 
 }  // namespace effectfence
