@@ -21,8 +21,12 @@ TEST_CASE("the README's library example runs the effect once", "[fence][readme]"
   REQUIRE(std::holds_alternative<std::unique_ptr<Fence>>(opened));
   Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    PrepareRequest charge{"charge:order-123", "order:123", "charge",
-                          {{"order", "123"}, {"amount_cents", 4900}}, "billing-agent"};
+    PrepareRequest charge;
+    charge.intent = "charge:order-123";  // the logical action: stable across retries
+    charge.domain = "order:123";         // its contention scope
+    charge.tool = "charge";
+    charge.args = {{"order", "123"}, {"amount_cents", 4900}};
+    charge.agent = "billing-agent";
     PrepareOutcome p = fence.prepare(charge);
     if (auto* admitted = std::get_if<Admitted>(&p)) {
       Json receipt = run_the_charge();
