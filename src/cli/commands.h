@@ -11,6 +11,7 @@ using Args = std::vector<std::string>;
 
 int run_serve(const Args& args);
 int run_demo(const Args& args);
+int run_demo_server(const Args& args);
 int run_stats(const Args& args);
 int run_clear(const Args& args);
 int run_export(const Args& args);

@@ -18,6 +18,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"serve", effectfence::cli::run_serve, "stdio MCP server with the fence_* tools"},
     {"demo", effectfence::cli::run_demo, "see the fence stop a double charge"},
+    {"demo-server", effectfence::cli::run_demo_server, "a toy payment provider (MCP stdio) that double-charges"},
     {"stats", effectfence::cli::run_stats, "counters of a ledger"},
     {"fenced", effectfence::cli::run_fenced, "list fenced intents (failed/unknown) and why"},
     {"clear", effectfence::cli::run_clear, "audited clear of a fenced intent"},
@@ -31,7 +32,7 @@ void print_usage(std::FILE* out) {
                "usage: effectfence <command> [options]   (effectfence <command> --help)\n\n"
                "commands:\n",
                effectfence::cli::kVersion);
-  for (const auto& s : kSubcommands) std::fprintf(out, "  %-8s %s\n", s.name, s.summary);
+  for (const auto& s : kSubcommands) std::fprintf(out, "  %-12s %s\n", s.name, s.summary);
   std::fprintf(out,
                "\nenvironment: EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS (60), "
                "EFFECTFENCE_RESULT_TTL_SECS (86400)\n");
