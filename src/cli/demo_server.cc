@@ -179,9 +179,12 @@ int run_demo_server(const Args& args) {
   try {
     ChargeBook book(options.charges_path);
     mcp::LineWriter out(STDOUT_FILENO);
-    mcp::Server server(mcp::ServerInfo{"effectfence-demo-provider", "A toy payment provider", kVersion,
-                                       "Charges orders. It has no idempotency: every charge call charges again."},
-                       provider_tools(book, options.delay_ms),
+    mcp::ServerInfo info;
+    info.name = "effectfence-demo-provider";
+    info.title = "A toy payment provider";
+    info.version = kVersion;
+    info.instructions = "Charges orders. It has no idempotency: every charge call charges again.";
+    mcp::Server server(info, provider_tools(book, options.delay_ms),
                        [&out](const std::string& line) { out.write_line(line); }, log);
     mcp::FdLineReader reader(STDIN_FILENO, stop.fd());
     server.pump(reader);
