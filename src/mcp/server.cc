@@ -16,7 +16,47 @@ std::string negotiate_protocol_version(const std::string& requested) {
   return kSupportedProtocolVersions[0];
 }
 
+bool CallContext::cancelled() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cancelled_;
+}
+
+void CallContext::on_cancel(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!cancelled_) {
+      on_cancel_ = std::move(fn);
+      return;
+    }
+  }
+  if (fn) fn();
+}
+
+void CallContext::cancel() {
+  std::function<void()> fn;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    fn = std::move(on_cancel_);
+  }
+  if (fn) fn();
+}
+
+Reply Reply::of(Json result) {
+  Reply reply;
+  reply.result = std::move(result);
+  return reply;
+}
+
+Reply Reply::failure(int code, std::string message, Json data) {
+  Reply reply;
+  reply.error = RpcError{code, std::move(message), std::move(data)};
+  return reply;
+}
+
 Json Tool::listing() const {
+  if (!listing_entry.is_null()) return listing_entry;
   Json entry = {{"name", name}, {"description", description}, {"inputSchema", input_schema}};
   if (!title.empty()) entry["title"] = title;
   if (!output_schema.is_null()) entry["outputSchema"] = output_schema;
@@ -27,9 +67,13 @@ Json Tool::listing() const {
 struct Server::Call {
   Json id;
   std::string key;
-  const Tool* tool = nullptr;
-  Json arguments;
-  std::atomic<bool> cancelled{false};
+  std::string label;  // the tool's name or the method, for logs
+  std::shared_ptr<const ToolSet> tools;  // keeps *tool alive while the list changes
+  const Tool* tool = nullptr;            // null for a request passed to extensions_.on_request
+  std::string method;
+  Json params;     // a request passed to extensions_.on_request
+  Json arguments;  // a tool call
+  std::unique_ptr<CallContext> context;
 };
 
 namespace {
@@ -54,20 +98,57 @@ std::string shorten(std::string text, size_t limit = 300) {
   return text;
 }
 
+Json response_for(const Json& id, ToolResult result) {
+  Json content = Json::array({Json{{"type", "text"}, {"text", jsonrpc::serialize(result.structured)}}});
+  return jsonrpc::result_response(id, Json{{"content", std::move(content)},
+                                           {"structuredContent", std::move(result.structured)},
+                                           {"isError", result.is_error}});
+}
+
+Json response_for(const Json& id, Reply reply) {
+  if (reply.error) {
+    return jsonrpc::error_response(id, reply.error->code, std::move(reply.error->message),
+                                   std::move(reply.error->data));
+  }
+  return jsonrpc::result_response(id, std::move(reply.result));
+}
+
 }  // namespace
 
-Server::Server(ServerInfo info, std::vector<Tool> tools, Sink sink, Logger& log, size_t max_concurrent_calls)
+Server::Server(ServerInfo info, std::vector<Tool> tools, Sink sink, Logger& log, size_t max_concurrent_calls,
+               ServerExtensions extensions)
     : info_(std::move(info)),
-      tools_(std::move(tools)),
+      extensions_(std::move(extensions)),
       sink_(std::move(sink)),
       log_(log),
       pool_(max_concurrent_calls, 4 * max_concurrent_calls) {
-  for (size_t i = 0; i < tools_.size(); ++i) tool_index_[tools_[i].name] = i;
+  set_tools(std::move(tools));
 }
 
 Server::~Server() { drain(); }
 
+void Server::set_tools(std::vector<Tool> tools) {
+  auto set = std::make_shared<ToolSet>();
+  set->tools = std::move(tools);
+  for (size_t i = 0; i < set->tools.size(); ++i) set->index[set->tools[i].name] = i;
+  std::lock_guard<std::mutex> lock(tools_mutex_);
+  tools_ = std::move(set);
+}
+
+std::shared_ptr<const Server::ToolSet> Server::tool_set() const {
+  std::lock_guard<std::mutex> lock(tools_mutex_);
+  return tools_;
+}
+
 void Server::send(const Json& message) { sink_(jsonrpc::serialize(message)); }
+
+void Server::notify(const std::string& method, const Json& params) {
+  try {
+    send(jsonrpc::notification(method, params));
+  } catch (const std::exception& e) {
+    log_.error("could not send notification " + method + ": " + e.what());
+  }
+}
 
 void Server::send_error(const Json& id, int code, std::string message) {
   log_.debug("answering " + (id.is_null() ? std::string("null") : id.dump()) + " with " + std::to_string(code) +
@@ -126,6 +207,8 @@ void Server::dispatch(const Json& id, const std::string& method, const Json& par
     send(jsonrpc::result_response(id, list_tools()));
   } else if (method == "tools/call") {
     start_tool_call(id, params);
+  } else if (extensions_.on_request) {
+    start_other_request(id, method, params);
   } else {
     send_error(id, jsonrpc::kMethodNotFound, "method not found: " + method);
   }
@@ -140,11 +223,13 @@ Json Server::initialize(const Json& params) {
   }
   log_.info("initialize from " + client + ": protocol " + requested +
             (version == requested ? "" : " not supported, answering " + version));
+  if (extensions_.on_initialize) extensions_.on_initialize(params);
 
   Json server_info = {{"name", info_.name}, {"version", info_.version}};
   if (!info_.title.empty()) server_info["title"] = info_.title;
+  Json capabilities = extensions_.capabilities.is_null() ? Json{{"tools", {{"listChanged", false}}}} : extensions_.capabilities;
   Json result = {{"protocolVersion", version},
-                 {"capabilities", {{"tools", {{"listChanged", false}}}}},
+                 {"capabilities", std::move(capabilities)},
                  {"serverInfo", server_info}};
   if (!info_.instructions.empty()) result["instructions"] = info_.instructions;
   return result;
@@ -152,7 +237,7 @@ Json Server::initialize(const Json& params) {
 
 Json Server::list_tools() const {
   Json tools = Json::array();
-  for (const auto& tool : tools_) tools.push_back(tool.listing());
+  for (const auto& tool : tool_set()->tools) tools.push_back(tool.listing());
   return Json{{"tools", tools}};
 }
 
@@ -162,16 +247,22 @@ void Server::on_notification(const std::string& method, const Json& params) {
     log_.debug("client initialized");
   } else if (method == "notifications/cancelled") {
     const Json request_id = params.value("requestId", Json());
-    std::lock_guard<std::mutex> lock(calls_mutex_);
-    auto it = calls_.find(request_id.dump());
-    if (it == calls_.end()) {
-      log_.debug("cancellation of " + request_id.dump() + " ignored: no such call in flight");
-      return;
+    std::shared_ptr<Call> call;
+    {
+      std::lock_guard<std::mutex> lock(calls_mutex_);
+      auto it = calls_.find(request_id.dump());
+      if (it != calls_.end()) call = it->second;
     }
-    it->second->cancelled = true;
-    log_.info("call " + request_id.dump() + " (" + it->second->tool->name +
-              ") cancelled by the client (" + string_field(params, "reason", "no reason given") +
-              "); it completes, but its result is not sent");
+    if (!call) {
+      log_.debug("cancellation of " + request_id.dump() + " ignored: no such call in flight");
+    } else {
+      log_.info("call " + request_id.dump() + " (" + call->label + ") cancelled by the client (" +
+                string_field(params, "reason", "no reason given") + "); its result is not sent");
+      call->context->cancel();
+    }
+    if (extensions_.on_notification) extensions_.on_notification(method, params);
+  } else if (extensions_.on_notification) {
+    extensions_.on_notification(method, params);
   } else {
     log_.debug("ignored notification " + method);
   }
@@ -183,14 +274,15 @@ void Server::start_tool_call(const Json& id, const Json& params) {
     send_error(id, jsonrpc::kInvalidParams, "invalid params: tools/call needs \"name\" (a string)");
     return;
   }
-  const auto tool_it = tool_index_.find(name->get<std::string>());
-  if (tool_it == tool_index_.end()) {
+  std::shared_ptr<const ToolSet> tools = tool_set();
+  const auto tool_it = tools->index.find(name->get<std::string>());
+  if (tool_it == tools->index.end()) {
     std::string names;
-    for (const auto& tool : tools_) names += (names.empty() ? "" : ", ") + tool.name;
+    for (const auto& tool : tools->tools) names += (names.empty() ? "" : ", ") + tool.name;
     send_error(id, jsonrpc::kInvalidParams, "unknown tool \"" + name->get<std::string>() + "\"; this server has: " + names);
     return;
   }
-  const Tool& tool = tools_[tool_it->second];
+  const Tool& tool = tools->tools[tool_it->second];
   Json arguments = Json::object();
   if (auto a = params.find("arguments"); a != params.end() && !a->is_null()) {
     if (!a->is_object()) {
@@ -199,16 +291,23 @@ void Server::start_tool_call(const Json& id, const Json& params) {
     }
     arguments = *a;
   }
-  if (std::string why = schema_violation(tool.input_schema, arguments); !why.empty()) {
-    send_error(id, jsonrpc::kInvalidParams, "invalid arguments for " + tool.name + ": " + why);
-    return;
+  if (tool.check_arguments) {
+    if (std::string why = schema_violation(tool.input_schema, arguments); !why.empty()) {
+      send_error(id, jsonrpc::kInvalidParams, "invalid arguments for " + tool.name + ": " + why);
+      return;
+    }
   }
 
   auto call = std::make_shared<Call>();
   call->id = id;
   call->key = id.dump();
+  call->label = tool.name;
   call->tool = &tool;
+  call->tools = std::move(tools);
   call->arguments = std::move(arguments);
+  const auto meta = params.find("_meta");
+  call->context = std::make_unique<CallContext>(
+      id, meta != params.end() && meta->is_object() ? *meta : Json::object());
   {
     std::lock_guard<std::mutex> lock(calls_mutex_);
     if (!calls_.emplace(call->key, call).second) {
@@ -219,15 +318,45 @@ void Server::start_tool_call(const Json& id, const Json& params) {
   pool_.submit([this, call] { run_tool_call(call); });
 }
 
+void Server::start_other_request(const Json& id, const std::string& method, const Json& params) {
+  auto call = std::make_shared<Call>();
+  call->id = id;
+  call->key = id.dump();
+  call->label = method;
+  call->method = method;
+  call->params = params;
+  const auto meta = params.find("_meta");
+  call->context = std::make_unique<CallContext>(
+      id, meta != params.end() && meta->is_object() ? *meta : Json::object());
+  {
+    std::lock_guard<std::mutex> lock(calls_mutex_);
+    if (!calls_.emplace(call->key, call).second) {
+      send_error(id, jsonrpc::kInvalidRequest, "invalid request: id " + call->key + " is already used by a call in flight");
+      return;
+    }
+  }
+  pool_.submit([this, call] {
+    Json response;
+    try {
+      response = response_for(call->id, extensions_.on_request(call->method, call->params));
+    } catch (const std::exception& e) {
+      log_.error(call->method + " failed: " + e.what());
+      response = jsonrpc::error_response(call->id, jsonrpc::kInternalError,
+                                         "internal error in " + call->method + ": " + e.what());
+    } catch (...) {
+      log_.error(call->method + " failed with an unknown exception");
+      response = jsonrpc::error_response(call->id, jsonrpc::kInternalError, "internal error in " + call->method);
+    }
+    finish_call(call, response);
+  });
+}
+
 void Server::run_tool_call(const std::shared_ptr<Call>& call) {
   const Tool& tool = *call->tool;
   Json response;
   try {
-    ToolResult result = tool.handler(call->arguments);
-    Json content = Json::array({Json{{"type", "text"}, {"text", jsonrpc::serialize(result.structured)}}});
-    response = jsonrpc::result_response(
-        call->id, Json{{"content", std::move(content)}, {"structuredContent", std::move(result.structured)},
-                       {"isError", result.is_error}});
+    response = tool.contextual_handler ? response_for(call->id, tool.contextual_handler(call->arguments, *call->context))
+                                       : response_for(call->id, tool.handler(call->arguments));
   } catch (const InvalidArguments& e) {
     response = jsonrpc::error_response(call->id, jsonrpc::kInvalidParams,
                                        "invalid arguments for " + tool.name + ": " + e.what());
@@ -247,8 +376,8 @@ void Server::finish_call(const std::shared_ptr<Call>& call, const Json& response
     std::lock_guard<std::mutex> lock(calls_mutex_);
     calls_.erase(call->key);
   }
-  if (call->cancelled) {
-    log_.info("not sending the result of cancelled call " + call->key + " (" + call->tool->name +
+  if (call->context->cancelled()) {
+    log_.info("not sending the result of cancelled call " + call->key + " (" + call->label +
               "): " + shorten(jsonrpc::serialize(response.value("result", response.value("error", Json())))));
     return;
   }

@@ -1,7 +1,9 @@
 // A generic MCP server over newline-delimited JSON-RPC: initialize (version
 // negotiation), ping, tools/list, tools/call, notifications/cancelled.
 // Tool calls run concurrently on a worker pool; everything else is answered
-// on the reading thread, in order.
+// on the reading thread, in order. A proxy can replace the tool list while
+// serving, answer with results it did not build, send notifications, and
+// take the requests and notifications the server does not handle itself.
 #pragma once
 
 #include <atomic>
@@ -10,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -27,9 +30,53 @@ extern const char* const kSupportedProtocolVersions[4];
 // Echoes requested if supported, else the newest we speak.
 std::string negotiate_protocol_version(const std::string& requested);
 
+// A JSON-RPC error to answer a request with.
+struct RpcError {
+  int code = 0;
+  std::string message;
+  Json data;  // omitted when null
+};
+
 struct ToolResult {
   Json structured = Json::object();  // structuredContent; also sent as JSON text
   bool is_error = false;
+};
+
+// A whole answer to a request, sent as given: a result object (e.g. relayed
+// from another server) or a JSON-RPC error.
+struct Reply {
+  Json result = Json::object();  // sent iff error is empty
+  std::optional<RpcError> error;
+
+  static Reply of(Json result);
+  static Reply failure(int code, std::string message, Json data = nullptr);
+};
+
+// What a tool handler may know about the call besides its arguments.
+// Thread-safe.
+class CallContext {
+ public:
+  CallContext(Json id, Json meta) : id_(std::move(id)), meta_(std::move(meta)) {}
+  CallContext(const CallContext&) = delete;
+  CallContext& operator=(const CallContext&) = delete;
+
+  const Json& id() const { return id_; }
+  // params._meta of the request (e.g. progressToken); {} when absent.
+  const Json& meta() const { return meta_; }
+  bool cancelled() const;
+  // Runs fn once the client cancels the call, at once if it already has.
+  // A later call replaces an earlier fn that has not run yet. fn must not
+  // call back into this context.
+  void on_cancel(std::function<void()> fn);
+  // Marks the call cancelled and runs the registered fn, if any.
+  void cancel();
+
+ private:
+  const Json id_;
+  const Json meta_;
+  mutable std::mutex mutex_;
+  bool cancelled_ = false;
+  std::function<void()> on_cancel_;
 };
 
 // Thrown by a tool handler for arguments its schema could not rule out
@@ -45,8 +92,16 @@ struct Tool {
   Json input_schema;   // checked before the handler runs
   Json output_schema;  // what structured always conforms to
   Json annotations = Json::object();
+  // When false, arguments go to the handler unchecked (a proxy leaves the
+  // check to the server it forwards to).
+  bool check_arguments = true;
+  // When not null, the tools/list entry exactly as given (a mirrored tool);
+  // the fields above are then only used by the server for the name.
+  Json listing_entry;
   // Runs on a worker thread. Arguments conform to input_schema.
   std::function<ToolResult(const Json& arguments)> handler;
+  // Used instead of handler when set; its reply is sent as is.
+  std::function<Reply(const Json& arguments, CallContext& call)> contextual_handler;
 
   Json listing() const;  // the tools/list entry
 };
@@ -58,6 +113,21 @@ struct ServerInfo {
   std::string instructions;  // shown to the model by most hosts
 };
 
+// What a server that relays another one (a proxy) adds; every member may be
+// left empty.
+struct ServerExtensions {
+  // The initialize result's capabilities; null: {"tools": {"listChanged": false}}.
+  Json capabilities;
+  // Sees initialize's params before it is answered (on the reading thread).
+  std::function<void(const Json& params)> on_initialize;
+  // Answers a request for a method the server does not implement, on a
+  // worker thread; an exception is answered -32603. Empty: -32601.
+  std::function<Reply(const std::string& method, const Json& params)> on_request;
+  // Sees every notification except notifications/initialized (on the
+  // reading thread, after the server's own handling). Must not block.
+  std::function<void(const std::string& method, const Json& params)> on_notification;
+};
+
 class Server {
  public:
   // Receives every outgoing message as one line; called from any thread.
@@ -65,7 +135,7 @@ class Server {
   static constexpr size_t kDefaultMaxConcurrentCalls = 128;
 
   Server(ServerInfo info, std::vector<Tool> tools, Sink sink, Logger& log,
-         size_t max_concurrent_calls = kDefaultMaxConcurrentCalls);
+         size_t max_concurrent_calls = kDefaultMaxConcurrentCalls, ServerExtensions extensions = {});
   // Finishes the calls in flight.
   ~Server();
   Server(const Server&) = delete;
@@ -82,9 +152,18 @@ class Server {
   void drain();
   // Tool calls accepted and not yet finished.
   size_t calls_in_flight() const;
+  // Replaces the tool list; calls already running keep the tool they began
+  // with. Does not notify the client (see notify()).
+  void set_tools(std::vector<Tool> tools);
+  // Sends a notification to the client; callable from any thread.
+  void notify(const std::string& method, const Json& params);
 
  private:
   struct Call;
+  struct ToolSet {
+    std::vector<Tool> tools;
+    std::map<std::string, size_t> index;
+  };
 
   void dispatch(const Json& id, const std::string& method, const Json& params);
   void on_notification(const std::string& method, const Json& params);
@@ -92,13 +171,16 @@ class Server {
   Json list_tools() const;
   void start_tool_call(const Json& id, const Json& params);
   void run_tool_call(const std::shared_ptr<Call>& call);
+  void start_other_request(const Json& id, const std::string& method, const Json& params);
+  std::shared_ptr<const ToolSet> tool_set() const;
   void finish_call(const std::shared_ptr<Call>& call, const Json& response);
   void send(const Json& message);
   void send_error(const Json& id, int code, std::string message);
 
   const ServerInfo info_;
-  std::vector<Tool> tools_;
-  std::map<std::string, size_t> tool_index_;
+  const ServerExtensions extensions_;
+  mutable std::mutex tools_mutex_;
+  std::shared_ptr<const ToolSet> tools_;
   Sink sink_;
   Logger& log_;
 

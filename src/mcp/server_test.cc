@@ -221,3 +221,116 @@ TEST_CASE("a cancelled call completes but its result is not sent", "[server]") {
   for (const auto& m : f.out.all()) CHECK_FALSE(m.contains("result"));
   CHECK(f.server.calls_in_flight() == 0);
 }
+
+namespace {
+
+Tool relayed_tool(const std::string& name, std::function<Reply(const Json&, CallContext&)> handler) {
+  Tool tool;
+  tool.name = name;
+  tool.input_schema = Json{{"type", "object"}, {"properties", {{"n", {{"type", "integer"}}}}}, {"required", {"n"}}};
+  tool.check_arguments = false;
+  tool.listing_entry = Json{{"name", name}, {"inputSchema", tool.input_schema}, {"icons", Json::array()}};
+  tool.contextual_handler = std::move(handler);
+  return tool;
+}
+
+}  // namespace
+
+TEST_CASE("a relaying server lists entries as given and sends replies as they are", "[server][extensions]") {
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  Json seen_meta;
+  std::vector<Tool> tools = {relayed_tool("relay", [&](const Json& args, CallContext& call) {
+    seen_meta = call.meta();
+    if (args.contains("fail")) return Reply::failure(-32000, "child said no", Json{{"why", "x"}});
+    return Reply::of(Json{{"content", Json::array()}, {"odd", args}});
+  })};
+  ServerExtensions extensions;
+  extensions.capabilities = Json{{"tools", {{"listChanged", true}}}, {"logging", Json::object()}};
+  Server server{ServerInfo{"t", "", "1", ""}, tools, out.sink(), log, 4, extensions};
+  auto ask = [&](const Json& id, const std::string& method, const Json& params = Json::object()) {
+    server.handle_line(jsonrpc::serialize(jsonrpc::request(id, method, params)));
+    return out.response(id);
+  };
+
+  CHECK(ask(1, "initialize", {{"protocolVersion", "2025-11-25"}})["result"]["capabilities"] == extensions.capabilities);
+  CHECK(ask(2, "tools/list")["result"]["tools"][0] == tools[0].listing_entry);
+  // Arguments the schema would refuse reach the handler: the relayed server judges them.
+  Json relayed = ask(3, "tools/call", {{"name", "relay"}, {"arguments", {{"m", "x"}}}, {"_meta", {{"progressToken", 9}}}});
+  CHECK(relayed["result"] == Json{{"content", Json::array()}, {"odd", {{"m", "x"}}}});
+  CHECK(seen_meta == Json{{"progressToken", 9}});
+  Json failed = ask(4, "tools/call", {{"name", "relay"}, {"arguments", {{"fail", true}}}});
+  CHECK(failed["error"] == Json{{"code", -32000}, {"message", "child said no"}, {"data", {{"why", "x"}}}});
+}
+
+TEST_CASE("set_tools replaces the list while a running call keeps its tool", "[server][extensions]") {
+  Gate gate;
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  std::vector<Tool> first = {relayed_tool("old", [&](const Json&, CallContext&) {
+    gate.enter_and_wait();
+    return Reply::of(Json{{"from", "old"}});
+  })};
+  Server server{ServerInfo{"t", "", "1", ""}, first, out.sink(), log};
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(1, "tools/call", {{"name", "old"}, {"arguments", Json::object()}})));
+  REQUIRE(gate.wait_entered());
+  server.set_tools({relayed_tool("new", [](const Json&, CallContext&) { return Reply::of(Json{{"from", "new"}}); })});
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(2, "tools/list", Json::object())));
+  Json listed = out.response(2)["result"]["tools"];
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0]["name"] == "new");
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(3, "tools/call", {{"name", "old"}})));
+  CHECK(out.response(3)["error"]["code"] == jsonrpc::kInvalidParams);
+  gate.release();
+  CHECK(out.response(1)["result"]["from"] == "old");
+}
+
+TEST_CASE("a cancellation reaches the handler's callback; other requests and notifications reach the hooks",
+          "[server][extensions]") {
+  Gate gate;
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool cancel_seen = false;
+  std::vector<std::string> notes;
+  std::vector<Tool> tools = {relayed_tool("wait", [&](const Json&, CallContext& call) {
+    call.on_cancel([&] {
+      std::lock_guard<std::mutex> lock(mutex);
+      cancel_seen = true;
+      changed.notify_all();
+    });
+    gate.enter_and_wait();
+    return Reply::of(Json::object());
+  })};
+  ServerExtensions extensions;
+  extensions.on_request = [](const std::string& method, const Json& params) {
+    return Reply::of(Json{{"method", method}, {"params", params}});
+  };
+  extensions.on_notification = [&](const std::string& method, const Json&) {
+    std::lock_guard<std::mutex> lock(mutex);
+    notes.push_back(method);
+  };
+  Server server{ServerInfo{"t", "", "1", ""}, tools, out.sink(), log, 4, extensions};
+
+  server.handle_line(jsonrpc::serialize(jsonrpc::request("w", "tools/call", {{"name", "wait"}})));
+  REQUIRE(gate.wait_entered());
+  server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/cancelled", {{"requestId", "w"}})));
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    CHECK(changed.wait_for(lock, std::chrono::seconds(10), [&] { return cancel_seen; }));
+  }
+  gate.release();
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(5, "resources/list", {{"cursor", "c"}})));
+  CHECK(out.response(5)["result"] == Json{{"method", "resources/list"}, {"params", {{"cursor", "c"}}}});
+  server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/roots/list_changed", Json::object())));
+  server.notify("notifications/tools/list_changed", Json::object());
+  server.drain();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    CHECK(notes == std::vector<std::string>{"notifications/cancelled", "notifications/roots/list_changed"});
+  }
+  auto all = out.all();
+  CHECK(all.back() == jsonrpc::notification("notifications/tools/list_changed", Json::object()));
+  for (const auto& m : all) CHECK(m.value("id", Json()) != "w");
+}
