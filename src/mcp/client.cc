@@ -1,0 +1,354 @@
+#include "mcp/client.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "mcp/jsonrpc.h"
+
+namespace effectfence::mcp {
+namespace {
+
+constexpr size_t kMaxToolPages = 1000;
+
+std::string shorten(std::string text, size_t limit = 200) {
+  if (text.size() > limit) {
+    text.resize(limit);
+    text += "...";
+  }
+  return text;
+}
+
+ClientReply closed_reply(std::string why) {
+  ClientReply reply;
+  reply.kind = ClientReply::Kind::closed;
+  reply.why = std::move(why);
+  return reply;
+}
+
+ClientReply unreadable_reply(std::string why) {
+  ClientReply reply;
+  reply.kind = ClientReply::Kind::unreadable;
+  reply.why = std::move(why);
+  return reply;
+}
+
+// A JSON-RPC error object as the server sent it, kept even when odd.
+RpcError error_of(const Json& error) {
+  RpcError e;
+  if (!error.is_object()) {
+    e.code = jsonrpc::kInternalError;
+    e.message = "the server answered with a malformed error: " + shorten(jsonrpc::serialize(error));
+    return e;
+  }
+  const auto code = error.find("code");
+  e.code = code != error.end() && code->is_number_integer() ? code->get<int>() : jsonrpc::kInternalError;
+  const auto message = error.find("message");
+  e.message = message != error.end() && message->is_string() ? message->get<std::string>() : "(no message)";
+  if (auto data = error.find("data"); data != error.end()) e.data = *data;
+  return e;
+}
+
+}  // namespace
+
+std::optional<ClientReply> McpClient::Request::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait_for(lock, timeout, [&] { return reply_.has_value(); });
+  return reply_;
+}
+
+void McpClient::Request::complete(ClientReply reply) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (reply_) return;
+  reply_ = std::move(reply);
+  done_.notify_all();
+}
+
+McpClient::McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers, size_t max_message_bytes)
+    : in_fd_(in_fd), log_(log), handlers_(std::move(handlers)), max_message_bytes_(max_message_bytes), writer_(out_fd) {
+  int stop[2];
+  if (::pipe2(stop, O_CLOEXEC) == 0) {
+    stop_read_fd_ = stop[0];
+    stop_write_fd_ = stop[1];
+  } else {
+    log_.error("cannot create a pipe to stop the child's reader; it stops at the child's end of output");
+  }
+  reader_ = std::thread([this] { read_loop(); });
+}
+
+McpClient::~McpClient() {
+  if (stop_write_fd_ >= 0) (void)!::write(stop_write_fd_, "x", 1);
+  if (reader_.get_id() == std::this_thread::get_id()) {
+    reader_.detach();  // destroyed from our own callback: cannot join ourselves
+  } else if (reader_.joinable()) {
+    reader_.join();
+  }
+  close_connection("the client was closed", /*report=*/false);
+  for (int fd : {stop_read_fd_, stop_write_fd_}) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void McpClient::read_loop() {
+  FdLineReader reader(in_fd_, stop_read_fd_, max_message_bytes_);
+  Line line;
+  for (;;) {
+    const ReadEvent event = reader.next(&line);
+    if (event == ReadEvent::stopped) return;  // the destructor closes the connection
+    if (event == ReadEvent::eof) {
+      close_connection("the server closed its output (it exited or crashed)");
+      return;
+    }
+    try {
+      handle_line(line);
+    } catch (const std::exception& e) {
+      log_.error(std::string("internal error while reading from the server: ") + e.what());
+    }
+  }
+}
+
+void McpClient::handle_line(const Line& line) {
+  if (line.too_long) {
+    const Json id = jsonrpc::recover_id(line.text);
+    log_.error("the server sent a message longer than " + std::to_string(max_message_bytes_) +
+               " bytes (id " + id.dump() + "); it was skipped");
+    if (!id.is_null()) {
+      handle_response(id, unreadable_reply("the server's answer was longer than " +
+                                           std::to_string(max_message_bytes_) + " bytes"));
+    }
+    return;
+  }
+  if (line.text.find_first_not_of(" \t\r") == std::string::npos) return;
+  jsonrpc::Message message = jsonrpc::classify(line.text);
+  if (auto* response = std::get_if<jsonrpc::Response>(&message)) {
+    if (response->error) {
+      ClientReply reply;
+      reply.kind = ClientReply::Kind::error;
+      reply.error = error_of(*response->error);
+      handle_response(response->id, std::move(reply));
+    } else if (!response->result->is_object()) {
+      handle_response(response->id, unreadable_reply("the server answered with a result that is not an object: " +
+                                                     shorten(jsonrpc::serialize(*response->result))));
+    } else {
+      ClientReply reply;
+      reply.kind = ClientReply::Kind::result;
+      reply.result = std::move(*response->result);
+      handle_response(response->id, std::move(reply));
+    }
+  } else if (auto* request = std::get_if<jsonrpc::Request>(&message)) {
+    handle_request(request->id, request->method);
+  } else if (auto* note = std::get_if<jsonrpc::Notification>(&message)) {
+    handle_notification(note->method, note->params);
+  } else {
+    const auto& invalid = std::get<jsonrpc::Invalid>(message);
+    log_.warn("the server wrote something that is not a JSON-RPC message (" + invalid.message +
+              "): " + shorten(line.text));
+    // An answer we cannot parse unambiguously must not pass for a result.
+    if (!invalid.id.is_null()) handle_response(invalid.id, unreadable_reply(invalid.message));
+  }
+}
+
+void McpClient::handle_response(const Json& id, ClientReply reply) {
+  std::shared_ptr<Request> request = take_pending(id);
+  if (!request) {
+    log_.warn("the server answered id " + id.dump() +
+              ", which is not a request in flight (never sent, already answered or abandoned); dropped");
+    return;
+  }
+  if (reply.kind == ClientReply::Kind::unreadable) {
+    log_.error("the server's answer to " + id.dump() + " is unreadable: " + reply.why);
+  }
+  request->complete(std::move(reply));
+}
+
+void McpClient::handle_request(const Json& id, const std::string& method) {
+  // We offered no client capabilities, so a server has nothing to ask but ping.
+  if (method == "ping") {
+    write(jsonrpc::result_response(id, Json::object()));
+    return;
+  }
+  log_.info("the server asked for " + method + ", which this client does not offer; answered -32601");
+  write(jsonrpc::error_response(id, jsonrpc::kMethodNotFound,
+                                "method not found: this client offers no " + method));
+}
+
+void McpClient::handle_notification(const std::string& method, const Json& params) {
+  if (method == "notifications/progress") {
+    const Json token = params.value("progressToken", Json());
+    ProgressSink sink;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = pending_.find(token.dump()); it != pending_.end()) sink = it->second->on_progress_;
+    }
+    if (sink) {
+      sink(params);
+      return;
+    }
+    log_.debug("progress for token " + token.dump() + ", which no request in flight asked for; dropped");
+    return;
+  }
+  if (handlers_.on_notification) handlers_.on_notification(method, params);
+}
+
+bool McpClient::write(const Json& message) { return writer_.write_line(jsonrpc::serialize(message)); }
+
+std::shared_ptr<McpClient::Request> McpClient::take_pending(const Json& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pending_.find(id.dump());
+  if (it == pending_.end()) return nullptr;
+  std::shared_ptr<Request> request = std::move(it->second);
+  pending_.erase(it);
+  return request;
+}
+
+std::shared_ptr<McpClient::Request> McpClient::send(const std::string& method, Json params, ProgressSink on_progress) {
+  std::shared_ptr<Request> request;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    request.reset(new Request(Json(next_id_++)));
+    if (closed_) {
+      request->delivered_ = false;
+      request->complete(closed_reply(closed_why_));
+      return request;
+    }
+    request->on_progress_ = std::move(on_progress);
+    pending_[request->id().dump()] = request;
+  }
+  if (request->on_progress_) {
+    if (!params.is_object()) params = Json::object();
+    if (!params["_meta"].is_object()) params["_meta"] = Json::object();
+    params["_meta"]["progressToken"] = request->id();
+  }
+  if (!write(jsonrpc::request(request->id(), method, std::move(params)))) {
+    request->delivered_ = false;
+    if (take_pending(request->id())) request->complete(closed_reply("could not write to the server: its input is closed"));
+  }
+  return request;
+}
+
+void McpClient::cancel(const Request& request, const std::string& reason) {
+  if (!notify("notifications/cancelled", Json{{"requestId", request.id()}, {"reason", reason}})) {
+    log_.debug("could not tell the server to cancel " + request.id().dump() + ": its input is closed");
+  }
+}
+
+void McpClient::abandon(const Request& request) { take_pending(request.id()); }
+
+bool McpClient::notify(const std::string& method, const Json& params) {
+  return write(jsonrpc::notification(method, params));
+}
+
+ClientReply McpClient::call(const std::string& method, Json params, std::chrono::milliseconds timeout) {
+  std::shared_ptr<Request> request = send(method, std::move(params));
+  if (auto reply = request->wait_for(timeout)) return *reply;
+  abandon(*request);
+  return closed_reply(method + " got no answer within " + std::to_string(timeout.count()) + " ms");
+}
+
+bool McpClient::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
+}
+
+void McpClient::close_connection(const std::string& why, bool report) {
+  std::map<std::string, std::shared_ptr<Request>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return;
+    closed_ = true;
+    closed_why_ = why;
+    pending.swap(pending_);
+  }
+  for (auto& [key, request] : pending) request->complete(closed_reply(why));
+  if (report && handlers_.on_closed) handlers_.on_closed(why);
+}
+
+std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
+                                      std::string* error) {
+  const Json params = {{"protocolVersion", kSupportedProtocolVersions[0]},
+                       {"capabilities", Json::object()},
+                       {"clientInfo", client_info}};
+  const ClientReply reply = client.call("initialize", params, timeout);
+  if (reply.kind != ClientReply::Kind::result) {
+    *error = "initialize failed: " + describe_reply(reply);
+    return std::nullopt;
+  }
+  const Json& result = reply.result;
+  const auto version = result.find("protocolVersion");
+  if (version == result.end() || !version->is_string()) {
+    *error = "initialize failed: the server's answer has no protocolVersion: " + shorten(jsonrpc::serialize(result));
+    return std::nullopt;
+  }
+  if (negotiate_protocol_version(version->get<std::string>()) != version->get<std::string>()) {
+    *error = "the server speaks MCP " + version->get<std::string>() + ", which effectfence does not";
+    return std::nullopt;
+  }
+  const auto capabilities = result.find("capabilities");
+  if (capabilities == result.end() || !capabilities->is_object()) {
+    *error = "initialize failed: the server's answer has no capabilities object";
+    return std::nullopt;
+  }
+  if (!client.notify("notifications/initialized", Json::object())) {
+    *error = "the server closed its input right after initialize";
+    return std::nullopt;
+  }
+  return result;
+}
+
+std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,
+                                                std::string* error) {
+  std::vector<Json> tools;
+  std::set<std::string> names;
+  std::set<std::string> cursors;
+  Json params = Json::object();
+  for (size_t page = 0; page < kMaxToolPages; ++page) {
+    const ClientReply reply = client.call("tools/list", params, timeout);
+    if (reply.kind != ClientReply::Kind::result) {
+      *error = "tools/list failed: " + describe_reply(reply);
+      return std::nullopt;
+    }
+    const auto listed = reply.result.find("tools");
+    if (listed == reply.result.end() || !listed->is_array()) {
+      *error = "tools/list answered without a \"tools\" array: " + shorten(jsonrpc::serialize(reply.result));
+      return std::nullopt;
+    }
+    for (const Json& tool : *listed) {
+      if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
+        *error = "tools/list has an entry without a name: " + shorten(jsonrpc::serialize(tool));
+        return std::nullopt;
+      }
+      if (!names.insert(tool["name"].get<std::string>()).second) {
+        *error = "tools/list names the tool \"" + tool["name"].get<std::string>() + "\" twice";
+        return std::nullopt;
+      }
+      tools.push_back(tool);
+    }
+    const auto next = reply.result.find("nextCursor");
+    if (next == reply.result.end() || next->is_null()) return tools;
+    if (!next->is_string()) {
+      *error = "tools/list answered with a nextCursor that is not a string";
+      return std::nullopt;
+    }
+    if (!cursors.insert(next->get<std::string>()).second) {
+      *error = "tools/list repeats the cursor \"" + shorten(next->get<std::string>()) + "\"; the listing would not end";
+      return std::nullopt;
+    }
+    params = Json{{"cursor", *next}};
+  }
+  *error = "tools/list did not end after " + std::to_string(kMaxToolPages) + " pages";
+  return std::nullopt;
+}
+
+std::string describe_reply(const ClientReply& reply) {
+  switch (reply.kind) {
+    case ClientReply::Kind::result: return "a result";
+    case ClientReply::Kind::error:
+      return "error " + std::to_string(reply.error.code) + ": " + reply.error.message;
+    case ClientReply::Kind::closed: return "no answer: " + reply.why;
+    case ClientReply::Kind::unreadable: return "an unreadable answer: " + reply.why;
+  }
+  return "?";
+}
+
+}  // namespace effectfence::mcp

@@ -1,0 +1,154 @@
+// The client side of MCP over a pair of file descriptors (a child server's
+// stdout and stdin): requests with our own ids, replies matched back to
+// them, progress routed to the request that asked for it, notifications and
+// the end of the connection reported through callbacks.
+//
+// Everything the server sends is checked: garbage on its stdout, replies to
+// ids we never used, replies that are not JSON-RPC are logged by name and
+// skipped; the client keeps reading.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "effectfence/json.h"
+#include "mcp/line_io.h"
+#include "mcp/log.h"
+#include "mcp/server.h"
+
+namespace effectfence::mcp {
+
+// Replies from a server may be larger than what we accept from an agent
+// (a tool that reads a file); past this a reply is refused as unreadable.
+constexpr size_t kMaxChildMessageBytes = 64 * 1024 * 1024;
+
+// The outcome of one request.
+struct ClientReply {
+  enum class Kind {
+    result,      // the server answered with a result object
+    error,       // the server answered with a JSON-RPC error
+    closed,      // the connection ended before an answer came
+    unreadable,  // an answer came but cannot be trusted (not an object, ambiguous JSON, too large)
+  };
+  Kind kind = Kind::closed;
+  Json result;      // kind == result
+  RpcError error;   // kind == error
+  std::string why;  // closed, unreadable: what happened, for logs and messages
+};
+
+class McpClient {
+ public:
+  struct Handlers {
+    // Notifications from the server, except progress for a request that
+    // asked for it. On the reading thread; must not block for long.
+    std::function<void(const std::string& method, const Json& params)> on_notification;
+    // Once, when the server's output ends, after every pending request has
+    // failed as closed. On the reading thread. Not called on destruction.
+    std::function<void(const std::string& why)> on_closed;
+  };
+  // Receives the params of each notifications/progress for one request,
+  // with our progress token in it (the caller puts its own back).
+  using ProgressSink = std::function<void(const Json& params)>;
+
+  // One request in flight. Thread-safe.
+  class Request {
+   public:
+    const Json& id() const { return id_; }
+    // False iff the request could not be written whole: the server cannot
+    // have acted on it.
+    bool delivered() const { return delivered_; }
+    // Blocks up to timeout; returns the reply once there is one.
+    std::optional<ClientReply> wait_for(std::chrono::milliseconds timeout);
+
+   private:
+    friend class McpClient;
+    explicit Request(Json id) : id_(std::move(id)) {}
+    void complete(ClientReply reply);
+
+    const Json id_;
+    std::atomic<bool> delivered_{true};
+    ProgressSink on_progress_;
+    std::mutex mutex_;
+    std::condition_variable done_;
+    std::optional<ClientReply> reply_;
+  };
+
+  // in_fd: what the server writes (its stdout); out_fd: what it reads (its
+  // stdin). Neither is closed by the client. Starts the reading thread.
+  McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers,
+            size_t max_message_bytes = kMaxChildMessageBytes);
+  // Stops reading and fails what is pending as closed.
+  ~McpClient();
+  McpClient(const McpClient&) = delete;
+  McpClient& operator=(const McpClient&) = delete;
+
+  // Sends a request. With on_progress, the request's _meta.progressToken is
+  // replaced by one of ours and the server's progress for it goes there.
+  // Never throws; a request that could not be sent is already failed.
+  std::shared_ptr<Request> send(const std::string& method, Json params, ProgressSink on_progress = nullptr);
+  // Tells the server to stop working on request (notifications/cancelled).
+  // The request stays pending: a reply may still come.
+  void cancel(const Request& request, const std::string& reason);
+  // Stops waiting for request: a reply that comes later is logged and dropped.
+  void abandon(const Request& request);
+  // Returns false iff the notification could not be written.
+  bool notify(const std::string& method, const Json& params);
+  // send() and wait up to timeout; a timeout abandons the request and comes
+  // back as closed.
+  ClientReply call(const std::string& method, Json params, std::chrono::milliseconds timeout);
+  // True once the connection has ended.
+  bool closed() const;
+
+ private:
+  void read_loop();
+  void handle_line(const Line& line);
+  void handle_response(const Json& id, ClientReply reply);
+  void handle_request(const Json& id, const std::string& method);
+  void handle_notification(const std::string& method, const Json& params);
+  bool write(const Json& message);
+  std::shared_ptr<Request> take_pending(const Json& id);
+  // Fails what is pending as closed; tells handlers_.on_closed iff report.
+  void close_connection(const std::string& why, bool report = true);
+
+  const int in_fd_;
+  Logger& log_;
+  const Handlers handlers_;
+  const size_t max_message_bytes_;
+  LineWriter writer_;
+  int stop_read_fd_ = -1;
+  int stop_write_fd_ = -1;
+
+  mutable std::mutex mutex_;
+  int64_t next_id_ = 1;
+  std::map<std::string, std::shared_ptr<Request>> pending_;  // by id.dump()
+  bool closed_ = false;
+  std::string closed_why_;
+  std::thread reader_;  // last: starts once the members above exist
+};
+
+// The MCP handshake: initialize (we offer the newest protocol revision we
+// speak and no client capabilities), then notifications/initialized.
+// Returns the initialize result, or nullopt and fills *error.
+std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
+                                      std::string* error);
+
+// Every tool of the server, following nextCursor page by page. Returns the
+// tools/list entries as the server sent them, or nullopt and fills *error
+// (a failed request, a malformed page, a duplicate name, a cursor that repeats).
+std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,
+                                                std::string* error);
+
+// "error -32602: message" / "closed: why" / ..., for logs and messages.
+std::string describe_reply(const ClientReply& reply);
+
+}  // namespace effectfence::mcp

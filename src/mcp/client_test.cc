@@ -1,0 +1,293 @@
+#include "mcp/client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "mcp/jsonrpc.h"
+
+using namespace effectfence;
+using namespace effectfence::mcp;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The server end of a client's pipes, driven line by line by the test.
+class ScriptedServer {
+ public:
+  ScriptedServer() {
+    int to_client[2], from_client[2];
+    REQUIRE(::pipe2(to_client, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(from_client, O_CLOEXEC) == 0);
+    client_in_ = to_client[0];
+    write_fd_ = to_client[1];
+    read_fd_ = from_client[0];
+    client_out_ = from_client[1];
+  }
+  ~ScriptedServer() {
+    for (int fd : {client_in_, write_fd_, read_fd_, client_out_}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  int client_in() const { return client_in_; }
+  int client_out() const { return client_out_; }
+
+  void say_raw(const std::string& line) {
+    const std::string framed = line + "\n";
+    REQUIRE(::write(write_fd_, framed.data(), framed.size()) == static_cast<ssize_t>(framed.size()));
+  }
+  void say(const Json& message) { say_raw(message.dump()); }
+  // The next message the client wrote, waiting up to 10 s.
+  Json heard() {
+    for (;;) {
+      if (auto newline = buffer_.find('\n'); newline != std::string::npos) {
+        Json message = Json::parse(buffer_.substr(0, newline));
+        buffer_.erase(0, newline + 1);
+        return message;
+      }
+      pollfd p = {read_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 10'000) <= 0) FAIL("the client wrote nothing within 10 s");
+      char chunk[4096];
+      const ssize_t n = ::read(read_fd_, chunk, sizeof chunk);
+      if (n <= 0) FAIL("the client closed its output");
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  // Ends the server's output: what a crashed child does.
+  void hang_up() {
+    ::close(write_fd_);
+    write_fd_ = -1;
+  }
+
+ private:
+  int client_in_ = -1, write_fd_ = -1, read_fd_ = -1, client_out_ = -1;
+  std::string buffer_;
+};
+
+// What the client reported through its handlers.
+struct Reports {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<std::string, Json>> notifications;
+  std::vector<std::string> closes;
+
+  McpClient::Handlers handlers() {
+    McpClient::Handlers h;
+    h.on_notification = [this](const std::string& method, const Json& params) {
+      std::lock_guard<std::mutex> lock(mutex);
+      notifications.emplace_back(method, params);
+      changed.notify_all();
+    };
+    h.on_closed = [this](const std::string& why) {
+      std::lock_guard<std::mutex> lock(mutex);
+      closes.push_back(why);
+      changed.notify_all();
+    };
+    return h;
+  }
+  bool wait_for_notifications(size_t n) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return changed.wait_for(lock, 10s, [&] { return notifications.size() >= n; });
+  }
+};
+
+struct Fixture {
+  ScriptedServer server;
+  Reports reports;
+  Logger log{"client-test", LogLevel::error};
+  McpClient client{server.client_in(), server.client_out(), log, reports.handlers(), 1024};
+};
+
+}  // namespace
+
+TEST_CASE("requests carry the client's own ids and replies find their request", "[client]") {
+  Fixture f;
+  auto first = f.client.send("tools/call", {{"name", "a"}});
+  auto second = f.client.send("tools/call", {{"name", "b"}});
+  const Json sent_first = f.server.heard();
+  const Json sent_second = f.server.heard();
+  CHECK(sent_first["id"] == first->id());
+  CHECK(sent_second["id"] == second->id());
+  CHECK(first->id() != second->id());
+  CHECK(sent_first["params"]["name"] == "a");
+  // Answered out of order.
+  f.server.say(jsonrpc::result_response(second->id(), {{"n", 2}}));
+  f.server.say(jsonrpc::error_response(first->id(), -32602, "bad", {{"field", "x"}}));
+  auto second_reply = second->wait_for(10s);
+  REQUIRE(second_reply);
+  CHECK(second_reply->kind == ClientReply::Kind::result);
+  CHECK(second_reply->result == Json{{"n", 2}});
+  auto first_reply = first->wait_for(10s);
+  REQUIRE(first_reply);
+  CHECK(first_reply->kind == ClientReply::Kind::error);
+  CHECK(first_reply->error.code == -32602);
+  CHECK(first_reply->error.message == "bad");
+  CHECK(first_reply->error.data == Json{{"field", "x"}});
+}
+
+TEST_CASE("garbage, unknown ids and untrustworthy answers are skipped; the client keeps reading", "[client]") {
+  Fixture f;
+  auto request = f.client.send("tools/call", Json::object());
+  f.server.heard();
+  f.server.say_raw("Server started on stdio");  // a log line on the wrong stream
+  f.server.say(jsonrpc::result_response(999, Json::object()));
+  f.server.say_raw(std::string(2000, 'x'));  // over the client's 1024-byte limit
+  f.server.say_raw(R"({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"still here"}})");
+  REQUIRE(f.reports.wait_for_notifications(1));
+  CHECK_FALSE(request->wait_for(0ms));
+  // An answer with a duplicate key cannot pass for a result.
+  f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + request->id().dump() + R"(,"result":{"a":1,"a":2}})");
+  auto reply = request->wait_for(10s);
+  REQUIRE(reply);
+  CHECK(reply->kind == ClientReply::Kind::unreadable);
+
+  auto scalar = f.client.send("tools/call", Json::object());
+  f.server.heard();
+  f.server.say(jsonrpc::result_response(scalar->id(), 42));
+  auto scalar_reply = scalar->wait_for(10s);
+  REQUIRE(scalar_reply);
+  CHECK(scalar_reply->kind == ClientReply::Kind::unreadable);
+  CHECK_FALSE(f.client.closed());
+}
+
+TEST_CASE("an oversized answer fails its request as unreadable", "[client]") {
+  Fixture f;
+  auto request = f.client.send("tools/call", Json::object());
+  f.server.heard();
+  f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + request->id().dump() + R"(,"result":{"text":")" + std::string(2000, 'y') + "\"}}");
+  auto reply = request->wait_for(10s);
+  REQUIRE(reply);
+  CHECK(reply->kind == ClientReply::Kind::unreadable);
+  CHECK_THAT(reply->why, Catch::Contains("longer than 1024 bytes"));
+}
+
+TEST_CASE("progress goes to the request that asked for it, under the client's token", "[client]") {
+  Fixture f;
+  std::mutex mutex;
+  std::vector<Json> progress;
+  auto request = f.client.send("tools/call", {{"name", "slow"}, {"_meta", {{"progressToken", "agent-token"}}}},
+                               [&](const Json& params) {
+                                 std::lock_guard<std::mutex> lock(mutex);
+                                 progress.push_back(params);
+                               });
+  const Json sent = f.server.heard();
+  CHECK(sent["params"]["_meta"]["progressToken"] == request->id());
+  f.server.say(jsonrpc::notification("notifications/progress", {{"progressToken", request->id()}, {"progress", 1}}));
+  f.server.say(jsonrpc::notification("notifications/progress", {{"progressToken", "nobody"}, {"progress", 1}}));
+  f.server.say(jsonrpc::notification("notifications/tools/list_changed", Json::object()));
+  REQUIRE(f.reports.wait_for_notifications(1));
+  {
+    std::lock_guard<std::mutex> lock(f.reports.mutex);
+    CHECK(f.reports.notifications[0].first == "notifications/tools/list_changed");
+  }
+  f.server.say(jsonrpc::result_response(request->id(), Json::object()));
+  REQUIRE(request->wait_for(10s));
+  std::lock_guard<std::mutex> lock(mutex);
+  REQUIRE(progress.size() == 1);
+  CHECK(progress[0]["progress"] == 1);
+}
+
+TEST_CASE("the server's requests: ping is answered, anything else is -32601", "[client]") {
+  Fixture f;
+  f.server.say(jsonrpc::request("s1", "ping", Json::object()));
+  CHECK(f.server.heard() == jsonrpc::result_response("s1", Json::object()));
+  f.server.say(jsonrpc::request(7, "sampling/createMessage", Json::object()));
+  const Json refused = f.server.heard();
+  CHECK(refused["id"] == 7);
+  CHECK(refused["error"]["code"] == jsonrpc::kMethodNotFound);
+}
+
+TEST_CASE("cancel tells the server; abandon drops a late answer", "[client]") {
+  Fixture f;
+  auto request = f.client.send("tools/call", Json::object());
+  f.server.heard();
+  f.client.cancel(*request, "the agent gave up");
+  CHECK(f.server.heard() == jsonrpc::notification("notifications/cancelled",
+                                                   {{"requestId", request->id()}, {"reason", "the agent gave up"}}));
+  f.client.abandon(*request);
+  f.server.say(jsonrpc::result_response(request->id(), Json::object()));
+  // The next exchange shows the late answer was read and dropped, not given to the request.
+  f.server.say(jsonrpc::request("after", "ping", Json::object()));
+  CHECK(f.server.heard()["id"] == "after");
+  CHECK_FALSE(request->wait_for(0ms));
+}
+
+TEST_CASE("the end of the server's output fails what is pending and is reported once", "[client]") {
+  Fixture f;
+  auto request = f.client.send("tools/call", Json::object());
+  f.server.heard();
+  f.server.hang_up();
+  auto reply = request->wait_for(10s);
+  REQUIRE(reply);
+  CHECK(reply->kind == ClientReply::Kind::closed);
+  CHECK(request->delivered());
+  {
+    std::unique_lock<std::mutex> lock(f.reports.mutex);
+    REQUIRE(f.reports.changed.wait_for(lock, 10s, [&] { return !f.reports.closes.empty(); }));
+    CHECK(f.reports.closes.size() == 1);
+  }
+  CHECK(f.client.closed());
+  auto late = f.client.send("tools/call", Json::object());
+  CHECK_FALSE(late->delivered());
+  auto late_reply = late->wait_for(0ms);
+  REQUIRE(late_reply);
+  CHECK(late_reply->kind == ClientReply::Kind::closed);
+}
+
+TEST_CASE("initialize_client and list_all_tools follow the handshake and every page", "[client]") {
+  Fixture f;
+  std::string error;
+  std::optional<Json> init;
+  std::thread client_side([&] { init = initialize_client(f.client, {{"name", "t"}, {"version", "1"}}, 10s, &error); });
+  const Json initialize = f.server.heard();
+  CHECK(initialize["method"] == "initialize");
+  CHECK(initialize["params"]["protocolVersion"] == "2025-11-25");
+  CHECK(initialize["params"]["capabilities"] == Json::object());
+  f.server.say(jsonrpc::result_response(
+      initialize["id"], {{"protocolVersion", "2024-11-05"}, {"capabilities", {{"tools", Json::object()}}},
+                         {"serverInfo", {{"name", "s"}, {"version", "1"}}}}));
+  CHECK(f.server.heard()["method"] == "notifications/initialized");
+  client_side.join();
+  REQUIRE(init);
+  CHECK((*init)["protocolVersion"] == "2024-11-05");
+
+  std::optional<std::vector<Json>> tools;
+  std::thread lister([&] { tools = list_all_tools(f.client, 10s, &error); });
+  const Json page1 = f.server.heard();
+  CHECK_FALSE(page1["params"].contains("cursor"));
+  f.server.say(jsonrpc::result_response(page1["id"], {{"tools", {{{"name", "a"}}}}, {"nextCursor", "p2"}}));
+  const Json page2 = f.server.heard();
+  CHECK(page2["params"]["cursor"] == "p2");
+  f.server.say(jsonrpc::result_response(page2["id"], {{"tools", {{{"name", "b"}, {"x", 1}}}}}));
+  lister.join();
+  REQUIRE(tools);
+  CHECK(*tools == std::vector<Json>{{{"name", "a"}}, {{"name", "b"}, {"x", 1}}});
+
+  std::thread looping([&] { tools = list_all_tools(f.client, 10s, &error); });
+  const Json again1 = f.server.heard();
+  f.server.say(jsonrpc::result_response(again1["id"], {{"tools", Json::array()}, {"nextCursor", "same"}}));
+  const Json again2 = f.server.heard();
+  f.server.say(jsonrpc::result_response(again2["id"], {{"tools", Json::array()}, {"nextCursor", "same"}}));
+  looping.join();
+  CHECK_FALSE(tools);
+  CHECK_THAT(error, Catch::Contains("repeats the cursor"));
+}
+
+TEST_CASE("initialize_client refuses a protocol revision effectfence does not speak", "[client]") {
+  Fixture f;
+  std::string error;
+  std::optional<Json> init;
+  std::thread client_side([&] { init = initialize_client(f.client, {{"name", "t"}}, 10s, &error); });
+  const Json initialize = f.server.heard();
+  f.server.say(jsonrpc::result_response(initialize["id"], {{"protocolVersion", "1999-01-01"}, {"capabilities", Json::object()}}));
+  client_side.join();
+  CHECK_FALSE(init);
+  CHECK_THAT(error, Catch::Contains("1999-01-01"));
+}
