@@ -10,6 +10,7 @@ namespace effectfence::cli {
 using Args = std::vector<std::string>;
 
 int run_serve(const Args& args);
+int run_wrap(const Args& args);
 int run_demo(const Args& args);
 int run_demo_server(const Args& args);
 int run_stats(const Args& args);

@@ -17,6 +17,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"serve", effectfence::cli::run_serve, "stdio MCP server with the fence_* tools"},
+    {"wrap", effectfence::cli::run_wrap, "fence an existing MCP server: every tool call runs once"},
     {"demo", effectfence::cli::run_demo, "see the fence stop a double charge"},
     {"demo-server", effectfence::cli::run_demo_server, "a toy payment provider (MCP stdio) that double-charges"},
     {"stats", effectfence::cli::run_stats, "counters of a ledger"},

@@ -142,16 +142,16 @@ void ChildProcess::read_stderr(int fd, StderrSink sink) {
     pending.append(buffer, static_cast<size_t>(n));
     size_t start = 0;
     for (size_t end; (end = pending.find('\n', start)) != std::string::npos; start = end + 1) {
-      if (sink) sink(std::string_view(pending).substr(start, end - start));
+      if (sink) sink(pid_, std::string_view(pending).substr(start, end - start));
     }
     pending.erase(0, start);
     // A child that never ends a line must not grow this without bound.
     if (pending.size() > 64 * 1024) {
-      if (sink) sink(pending);
+      if (sink) sink(pid_, pending);
       pending.clear();
     }
   }
-  if (!pending.empty() && sink) sink(pending);
+  if (!pending.empty() && sink) sink(pid_, pending);
   ::close(fd);
 }
 

@@ -18,9 +18,9 @@ namespace effectfence::mcp {
 
 class ChildProcess {
  public:
-  // Receives each line the child writes to stderr (without the newline),
-  // on a thread of its own.
-  using StderrSink = std::function<void(std::string_view line)>;
+  // Receives each line the child writes to stderr (without the newline)
+  // and the child's pid, on a thread of its own.
+  using StderrSink = std::function<void(pid_t pid, std::string_view line)>;
 
   // Starts argv[0] (looked up in PATH) with argv, in a process group of its
   // own so that stopping it also stops what it started (npx starts node).

@@ -42,7 +42,7 @@ struct StderrLines {
   std::mutex mutex;
   std::vector<std::string> lines;
   ChildProcess::StderrSink sink() {
-    return [this](std::string_view line) {
+    return [this](pid_t, std::string_view line) {
       std::lock_guard<std::mutex> lock(mutex);
       lines.emplace_back(line);
     };

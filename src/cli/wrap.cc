@@ -1,0 +1,316 @@
+// effectfence wrap: a fencing proxy in front of an existing stdio MCP server.
+//
+// Lifecycle: open the ledger, start the child and read its tools before
+// reading a byte of input; serve until stdin ends or SIGTERM/SIGINT/SIGHUP;
+// finish the calls in flight; stop the child; fence the admissions nobody
+// can record any more; exit 0.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <variant>
+
+#include "cli/commands.h"
+#include "cli/version.h"
+#include "core/sha256.h"
+#include "effectfence/fence.h"
+#include "mcp/line_io.h"
+#include "mcp/log.h"
+#include "mcp/proxy.h"
+#include "mcp/server.h"
+#include "mcp/stop_signals.h"
+
+namespace effectfence::cli {
+namespace {
+
+constexpr auto kReapInterval = std::chrono::seconds(2);
+constexpr auto kSweepInterval = std::chrono::minutes(10);
+constexpr int kMaxWaitSecs = 3600;
+
+void print_wrap_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: effectfence wrap [options] -- COMMAND [ARG...]\n\n"
+               "Runs COMMAND (a stdio MCP server) as a child and serves its tools on stdin/stdout,\n"
+               "mirrored 1:1, with every side-effecting call fenced: the first call runs and its\n"
+               "result is recorded; an identical later call gets the recorded result replayed; an\n"
+               "identical call while one runs is refused before the child sees it.\n\n"
+               "options:\n"
+               "  --db PATH              ledger file (default: $EFFECTFENCE_LEDGER, else one file per\n"
+               "                         child command: %s)\n"
+               "  --fence-all            also fence tools annotated readOnlyHint: true\n"
+               "  --only TOOL,...        fence exactly these tools; pass the others through\n"
+               "  --except TOOL,...      never fence these tools\n"
+               "  --key-arg NAME         an argument whose string value is the agent's idempotency key\n"
+               "                         (_meta.idempotencyKey is always honoured)\n"
+               "  --on-tool-error MODE   fence (default): a call the tool answers with isError is fenced\n"
+               "                         as failed, since its effect may have partly happened;\n"
+               "                         release: an identical retry runs again\n"
+               "  --wait-secs N          an identical call waits up to N s for a running one's result\n"
+               "                         instead of being refused at once (default 0)\n"
+               "  --log-level LEVEL      error, warn, info (default) or debug\n"
+               "  --help                 this text\n\n"
+               "Counters: effectfence stats --db LEDGER. Fenced calls: effectfence fenced --db LEDGER.\n"
+               "Stops on stdin EOF, SIGTERM, SIGINT or SIGHUP: finishes the calls in flight, stops the\n"
+               "child, fences what can no longer be recorded, exits 0.\n",
+               Settings::default_ledger_path("wrap-<hash of COMMAND>").c_str());
+}
+
+struct WrapOptions {
+  std::string db;
+  mcp::ProxyOptions proxy;
+  mcp::LogLevel log_level = mcp::LogLevel::info;
+  std::vector<std::string> command;
+};
+
+std::set<std::string> split_names(const std::string& list) {
+  std::set<std::string> names;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = list.find(',', start);
+    const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!name.empty()) names.insert(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return names;
+}
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "effectfence wrap: %s\n\n", message.c_str());
+  print_wrap_usage(stderr);
+  return 2;
+}
+
+// Returns an exit code when the command is done (help, bad usage), or
+// nullopt to go on.
+std::optional<int> parse_options(const Args& args, WrapOptions* options) {
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
+      if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
+      if (arg == flag && i + 1 < args.size()) return args[++i];
+      return std::nullopt;
+    };
+    auto is = [&](const std::string& flag) { return arg == flag || arg.rfind(flag + "=", 0) == 0; };
+    if (arg == "--help" || arg == "-h") {
+      print_wrap_usage(stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::printf("effectfence %s\n", kVersion);
+      return 0;
+    }
+    if (arg == "--fence-all") {
+      options->proxy.policy.fence_all = true;
+    } else if (is("--db")) {
+      auto value = value_of("--db");
+      if (!value || value->empty()) return usage_error("--db needs a path");
+      options->db = *value;
+    } else if (is("--only") || is("--except")) {
+      const bool only = is("--only");
+      auto value = value_of(only ? "--only" : "--except");
+      auto names = value ? split_names(*value) : std::set<std::string>{};
+      if (names.empty()) return usage_error(std::string(only ? "--only" : "--except") + " needs TOOL[,TOOL...]");
+      (only ? options->proxy.policy.only : options->proxy.policy.except).insert(names.begin(), names.end());
+    } else if (is("--key-arg")) {
+      auto value = value_of("--key-arg");
+      if (!value || value->empty()) return usage_error("--key-arg needs an argument name");
+      options->proxy.key_arg = *value;
+    } else if (is("--on-tool-error")) {
+      auto value = value_of("--on-tool-error");
+      if (value == std::optional<std::string>("fence")) options->proxy.on_tool_error = mcp::OnToolError::fence;
+      else if (value == std::optional<std::string>("release")) options->proxy.on_tool_error = mcp::OnToolError::release;
+      else return usage_error("--on-tool-error must be fence or release");
+    } else if (is("--wait-secs")) {
+      auto value = value_of("--wait-secs");
+      char* end = nullptr;
+      const double secs = value ? std::strtod(value->c_str(), &end) : -1;
+      if (!value || value->empty() || *end != '\0' || !(secs >= 0) || secs > kMaxWaitSecs) {
+        return usage_error("--wait-secs must be a number of seconds from 0 to " + std::to_string(kMaxWaitSecs));
+      }
+      options->proxy.wait = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+    } else if (is("--log-level")) {
+      auto value = value_of("--log-level");
+      auto level = value ? mcp::log_level_from_name(*value) : std::nullopt;
+      if (!level) return usage_error("--log-level must be error, warn, info or debug");
+      options->log_level = *level;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return usage_error("unknown option '" + arg + "'");
+    } else {
+      break;  // the command starts here (the "--" is optional)
+    }
+  }
+  options->command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (options->command.empty()) return usage_error("no server command given (effectfence wrap [options] -- COMMAND ...)");
+  return std::nullopt;
+}
+
+// One ledger per distinct child command, so two servers that both have a
+// tool of the same name never fence each other.
+std::string default_ledger_name(const std::vector<std::string>& command) {
+  Json argv = Json::array();
+  for (const std::string& word : command) argv.push_back(word);
+  JsonError ignored;
+  const std::string fingerprint = validate_canonicalizable(argv, &ignored) ? canonicalize(argv) : argv.dump();
+  return "wrap-" + sha256_hex(fingerprint).substr(0, 16);
+}
+
+// Moves fd 1 out of reach: stdout carries only protocol. The protocol's
+// descriptor is close-on-exec, so the child never inherits the agent's pipe.
+int claim_stdout() {
+  std::fflush(stdout);
+  const int protocol_fd = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
+  if (protocol_fd < 0) return 1;
+  ::dup2(2, 1);
+  return protocol_fd;
+}
+
+std::string shell_quoted(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Notices dead holders promptly and drops finished intents past their TTL.
+class Maintenance {
+ public:
+  Maintenance(Fence& fence, mcp::Logger& log) : fence_(fence), log_(log), thread_([this] { run(); }) {}
+  ~Maintenance() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    auto next_sweep = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      lock.unlock();
+      if (const int64_t reaped = fence_.reap_dead_holders(); reaped > 0) {
+        log_.warn("fenced " + std::to_string(reaped) + " in-flight call(s) as unknown: their holder process is gone");
+      }
+      if (std::chrono::steady_clock::now() >= next_sweep) {
+        if (fence_.sweep() < 0) log_.warn("sweeping finished intents failed; will retry");
+        next_sweep = std::chrono::steady_clock::now() + kSweepInterval;
+      }
+      lock.lock();
+      wake_.wait_for(lock, kReapInterval, [&] { return stopping_; });
+    }
+  }
+
+  Fence& fence_;
+  mcp::Logger& log_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+mcp::ServerInfo server_info_from(const Json& child) {
+  const Json info = child.value("serverInfo", Json::object());
+  auto text = [](const Json& object, const char* key, const char* fallback) {
+    auto it = object.find(key);
+    return it != object.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
+  };
+  return mcp::ServerInfo{text(info, "name", "wrapped"), text(info, "title", ""), text(info, "version", "0"),
+                         text(child, "instructions", "")};
+}
+
+int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals& stop, int protocol_fd) {
+  Settings settings = Settings::from_environment(default_ledger_name(options.command));
+  if (!options.db.empty()) {
+    settings.ledger_path = options.db;
+    settings.create_parent_directories = false;
+  }
+  auto opened = Fence::open(settings);
+  if (auto* error = std::get_if<OpenError>(&opened)) {
+    log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+    return 1;
+  }
+  std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
+  mcp::ProxyOptions proxy_options = options.proxy;
+  proxy_options.ledger_option = "--db " + shell_quoted(settings.ledger_path);
+  log.info("fencing with " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
+           std::to_string(settings.lease_ttl_ms / 1000) + "s)");
+
+  {
+    mcp::Proxy proxy(*fence, mcp::process_launcher(options.command, log), log, proxy_options);
+    std::string error;
+    if (!proxy.start(&error)) {
+      log.error("cannot start the child server " + mcp::describe_command(options.command) + ": " + error);
+      return 1;
+    }
+    Maintenance maintenance(*fence, log);
+    mcp::LineWriter out(protocol_fd);
+    mcp::ServerExtensions extensions;
+    extensions.capabilities = proxy.capabilities();
+    extensions.on_initialize = [&proxy](const Json& params) { proxy.on_initialize(params); };
+    extensions.on_request = [&proxy](const std::string& method, const Json& params) {
+      return proxy.forward_request(method, params);
+    };
+    mcp::Server server(server_info_from(proxy.child_info()), proxy.tools(),
+                       [&out](const std::string& line) { out.write_line(line); }, log,
+                       mcp::Server::kDefaultMaxConcurrentCalls, extensions);
+    proxy.attach(&server);
+    mcp::FdLineReader reader(0, stop.fd());
+    const mcp::ReadEvent stopped_by = server.pump(reader);
+    const size_t unfinished = server.calls_in_flight();
+    if (stopped_by == mcp::ReadEvent::stopped) {
+      log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": stopping; finishing " +
+               std::to_string(unfinished) + " call(s) in flight");
+    } else {
+      log.info("stdin closed: stopping; finishing " + std::to_string(unfinished) + " call(s) in flight");
+    }
+    server.drain();
+    proxy.attach(nullptr);
+    proxy.stop();
+  }
+
+  const int64_t fenced = fence->fence_own_in_flight("effectfence wrap (pid " + std::to_string(::getpid()) +
+                                                    ") exited before the call's outcome was recorded");
+  if (fenced > 0) log.warn("fenced " + std::to_string(fenced) + " call(s) whose outcome was not recorded as unknown");
+  fence.reset();
+  log.info("ledger closed; bye");
+  return 0;
+}
+
+}  // namespace
+
+int run_wrap(const Args& args) {
+  WrapOptions options;
+  if (auto done = parse_options(args, &options)) return *done;
+  if (!options.proxy.policy.only.empty() && !options.proxy.policy.except.empty()) {
+    return usage_error("--only and --except cannot be combined");
+  }
+  mcp::Logger log("effectfence wrap", options.log_level);
+  std::signal(SIGPIPE, SIG_IGN);  // a client or child that went away is a write error, not our death
+  mcp::StopSignals stop;
+  const int protocol_fd = claim_stdout();
+  try {
+    return serve_wrapped(options, log, stop, protocol_fd);
+  } catch (const std::exception& e) {
+    log.error(std::string("internal error: ") + e.what());
+    return 1;
+  }
+}
+
+}  // namespace effectfence::cli

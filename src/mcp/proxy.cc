@@ -1,0 +1,576 @@
+#include "mcp/proxy.h"
+
+#include <algorithm>
+#include <variant>
+
+#include "core/sha256.h"
+#include "mcp/jsonrpc.h"
+
+namespace effectfence::mcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// After cancelling a call on the child, how long its answer may still come
+// (a child that finished at that instant) before the outcome counts as unknown.
+constexpr milliseconds kCancelGrace{2'000};
+// How often an identical call waiting (--wait-secs) asks the ledger again.
+constexpr milliseconds kWaitPollInterval{100};
+// Requests other than tools/call passed to the child (resources/read, ...).
+constexpr milliseconds kForwardTimeout{300'000};
+// How much of a tool's error text goes into the recorded abort reason.
+constexpr size_t kErrorExcerptBytes = 2'000;
+constexpr const char* kReleaseOperator = "effectfence wrap";
+
+std::string quoted(const std::string& text) { return "'" + text + "'"; }
+
+Json text_result(const std::string& text, bool is_error) {
+  return Json{{"content", Json::array({Json{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
+}
+
+// The text blocks of a tool result, joined, else its JSON; cut to limit.
+std::string result_excerpt(const Json& result, size_t limit = kErrorExcerptBytes) {
+  std::string text;
+  if (auto content = result.find("content"); content != result.end() && content->is_array()) {
+    for (const Json& block : *content) {
+      if (block.is_object() && block.value("type", "") == "text" && block.contains("text") && block["text"].is_string()) {
+        if (!text.empty()) text += " ";
+        text += block["text"].get<std::string>();
+      }
+    }
+  }
+  if (text.empty()) text = jsonrpc::serialize(result);
+  if (text.size() > limit) {
+    text.resize(limit);
+    text += "...";
+  }
+  return text;
+}
+
+bool is_error_result(const Json& result) {
+  auto flag = result.find("isError");
+  return flag != result.end() && flag->is_boolean() && flag->get<bool>();
+}
+
+// Errors with which a server turns a request away before acting on it.
+bool refused_before_running(int code) {
+  return code == jsonrpc::kParseError || code == jsonrpc::kInvalidRequest || code == jsonrpc::kMethodNotFound ||
+         code == jsonrpc::kInvalidParams;
+}
+
+// The capability a request needs from the child, or "" if it is not passed through.
+std::string capability_for(const std::string& method) {
+  if (method.rfind("resources/", 0) == 0) return "resources";
+  if (method.rfind("prompts/", 0) == 0) return "prompts";
+  if (method == "completion/complete") return "completions";
+  if (method == "logging/setLevel") return "logging";
+  return "";
+}
+
+}  // namespace
+
+bool is_fenced(const FencePolicy& policy, const Json& tool_entry) {
+  const std::string name = tool_entry.value("name", "");
+  if (policy.except.count(name)) return false;
+  if (!policy.only.empty()) return policy.only.count(name) > 0;
+  if (policy.fence_all) return true;
+  const auto annotations = tool_entry.find("annotations");
+  if (annotations == tool_entry.end() || !annotations->is_object()) return true;
+  const auto read_only = annotations->find("readOnlyHint");
+  return !(read_only != annotations->end() && read_only->is_boolean() && read_only->get<bool>());
+}
+
+std::optional<CallIdentity> identify_call(const std::string& tool, const Json& arguments, const Json& meta,
+                                          const std::string& key_arg, std::string* error) {
+  CallIdentity identity;
+  identity.domain = "tool:" + tool;
+  std::optional<std::string> key;
+  if (auto given = meta.find("idempotencyKey"); given != meta.end()) {
+    if (!given->is_string() || given->get<std::string>().empty()) {
+      *error = "_meta.idempotencyKey must be a non-empty string";
+      return std::nullopt;
+    }
+    key = given->get<std::string>();
+  } else if (!key_arg.empty() && arguments.is_object() && arguments.contains(key_arg)) {
+    const Json& given_arg = arguments[key_arg];
+    if (!given_arg.is_string() || given_arg.get<std::string>().empty()) {
+      *error = "argument \"" + key_arg + "\" (the idempotency key) must be a non-empty string";
+      return std::nullopt;
+    }
+    key = given_arg.get<std::string>();
+  }
+  if (key) {
+    identity.intent = "wrap:" + tool + ":" + *key;
+    identity.keyed = true;
+    return identity;
+  }
+  const Json payload = {{"tool", tool}, {"args", arguments}};
+  JsonError invalid;
+  if (!validate_canonicalizable(payload, &invalid)) {
+    *error = "the arguments cannot be fingerprinted: " + invalid.message;
+    return std::nullopt;
+  }
+  identity.intent = "wrap:" + tool + ":" + sha256_hex(canonicalize(payload));
+  return identity;
+}
+
+Json refusal_result(const std::string& tool, const CallIdentity& identity, const Refusal& refusal,
+                    const std::string& ledger_option) {
+  const std::string call = identity.keyed ? "A call to " + tool + " with the same idempotency key"
+                                          : "An identical call to " + tool;
+  std::string text;
+  switch (refusal.reason) {
+    case Reason::in_flight:
+      text = call + " is running right now" +
+             (refusal.detail.contains("holder_agent") ? " (agent " + refusal.detail["holder_agent"].get<std::string>() + ")"
+                                                      : std::string()) +
+             ", so this one was not run. Do not retry it as a new action: retry the same call in a few seconds "
+             "to get the running call's result.";
+      break;
+    case Reason::prior_failure:
+      text = call + " failed earlier or its outcome is unknown (" +
+             refusal.detail.value("recorded_reason", refusal.message) +
+             "). It was not run again, because its effect may have happened. A person must check what happened "
+             "and clear it before it can run again: effectfence clear " + ledger_option + " " +
+             quoted(identity.intent) + " --reason '...'";
+      break;
+    case Reason::payload_mismatch:
+      text = "The idempotency key of this call was already used for a different call (tool '" +
+             refusal.detail.value("recorded_tool", std::string("?")) +
+             "' with other arguments), so this one was not run. Use a new key for a different action.";
+      break;
+    case Reason::ledger_busy:
+    case Reason::ledger_error:
+      text = "effectfence could not record this call (" + std::string(reason_name(refusal.reason)) + ": " +
+             refusal.message + "), so it was not run. Retry in a few seconds.";
+      break;
+    default:
+      text = "effectfence refused this call (" + std::string(reason_name(refusal.reason)) + "): " + refusal.message +
+             " It was not run.";
+      break;
+  }
+  return with_fence_note(text_result(text, true), Json{{"refused", reason_name(refusal.reason)},
+                                                       {"intent", identity.intent},
+                                                       {"explanation", refusal.message},
+                                                       {"detail", refusal.detail}});
+}
+
+Json with_fence_note(Json result, Json note) {
+  if (!result.is_object()) result = text_result(jsonrpc::serialize(result), false);
+  if (!result["_meta"].is_object()) result["_meta"] = Json::object();
+  result["_meta"]["effectfence"] = std::move(note);
+  return result;
+}
+
+Proxy::Proxy(Fence& fence, Launcher launcher, Logger& log, ProxyOptions options, RestartPolicy restarts)
+    : fence_(fence),
+      log_(log),
+      options_(std::move(options)),
+      upstream_(std::move(launcher), Json{{"name", "effectfence-wrap"}, {"version", "0.1.0"}}, log,
+                Upstream::Events{[this](const std::string& m, const Json& p) { on_child_notification(m, p); },
+                                 [this](uint64_t g, const std::string& why) { on_child_death(g, why); }},
+                restarts),
+      refresher_([this] { refresh_loop(); }) {}
+
+Proxy::~Proxy() { stop(); }
+
+bool Proxy::start(std::string* error) {
+  if (!upstream_.start(error)) return false;
+  std::string why;
+  auto session = upstream_.acquire(&why);
+  if (!session) {
+    *error = why;
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    child_info_ = session->initialize_result;
+  }
+  install_mirror(session->tools);
+  return true;
+}
+
+Json Proxy::child_info() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return child_info_;
+}
+
+Json Proxy::capabilities() const {
+  const Json offered = child_info().value("capabilities", Json::object());
+  Json capabilities = {{"tools", {{"listChanged", true}}}};
+  for (const char* passed : {"logging", "resources", "prompts", "completions"}) {
+    if (offered.contains(passed) && offered[passed].is_object()) capabilities[passed] = offered[passed];
+  }
+  return capabilities;
+}
+
+std::vector<Tool> Proxy::tools() {
+  std::vector<Json> entries;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries = mirror_.entries;
+  }
+  std::vector<Tool> tools;
+  for (const Json& entry : entries) {
+    Tool tool;
+    tool.name = entry["name"].get<std::string>();
+    tool.input_schema = entry.value("inputSchema", Json::object());
+    tool.check_arguments = false;  // the child judges its own arguments
+    tool.listing_entry = entry;
+    tool.contextual_handler = [this, name = tool.name](const Json& arguments, CallContext& context) {
+      return call(name, arguments, context);
+    };
+    tools.push_back(std::move(tool));
+  }
+  return tools;
+}
+
+void Proxy::attach(Server* server) {
+  std::lock_guard<std::mutex> lock(server_mutex_);
+  server_ = server;
+}
+
+void Proxy::on_initialize(const Json& params) {
+  const auto info = params.find("clientInfo");
+  if (info == params.end() || !info->is_object()) return;
+  const auto name = info->find("name");
+  if (name == info->end() || !name->is_string() || name->get<std::string>().empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  agent_ = name->get<std::string>();
+}
+
+std::string Proxy::agent() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return agent_;
+}
+
+void Proxy::install_mirror(const std::vector<Json>& entries) {
+  Mirror mirror;
+  mirror.entries = entries;
+  for (const Json& entry : entries) mirror.fenced[entry["name"].get<std::string>()] = is_fenced(options_.policy, entry);
+  std::string fenced, passed;
+  for (const auto& [name, is_fenced_tool] : mirror.fenced) {
+    std::string& list = is_fenced_tool ? fenced : passed;
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  log_.info("mirroring " + std::to_string(entries.size()) + " tool(s); fenced: " + (fenced.empty() ? "none" : fenced) +
+            "; passed through: " + (passed.empty() ? "none" : passed));
+  std::lock_guard<std::mutex> lock(mutex_);
+  mirror_ = std::move(mirror);
+}
+
+Reply Proxy::call(const std::string& tool, const Json& arguments, CallContext& context) {
+  bool fenced = true;  // a tool missing from the mirror is fenced: the safe side
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = mirror_.fenced.find(tool); it != mirror_.fenced.end()) fenced = it->second;
+  }
+  return fenced ? fenced_call(tool, arguments, context) : forward_call(tool, arguments, context);
+}
+
+Json Proxy::params_for_child(const std::string& tool, const Json& arguments, const CallContext& context) const {
+  Json params = {{"name", tool}, {"arguments", arguments}};
+  Json meta = context.meta();
+  meta.erase("progressToken");  // the client puts its own in, if the agent asked for progress
+  if (!meta.empty()) params["_meta"] = std::move(meta);
+  return params;
+}
+
+McpClient::ProgressSink Proxy::progress_sink(const CallContext& context) {
+  const auto token = context.meta().find("progressToken");
+  if (token == context.meta().end() || !jsonrpc::is_valid_id(*token)) return nullptr;
+  return [this, agent_token = *token](const Json& params) {
+    Json translated = params;
+    translated["progressToken"] = agent_token;
+    notify_agent("notifications/progress", translated);
+  };
+}
+
+std::optional<ClientReply> Proxy::await_reply(McpClient::Request& request, const Ticket* ticket, CallContext& context,
+                                              McpClient& client) {
+  // Heartbeat about every third of the lease, so a tool slower than the
+  // lease is never taken over while it runs.
+  const milliseconds beat{std::max<int64_t>(fence_.settings().lease_ttl_ms / 3, 50)};
+  std::optional<Clock::time_point> cancelled_at;
+  for (;;) {
+    if (auto reply = request.wait_for(cancelled_at ? std::min(beat, kCancelGrace) : beat)) return reply;
+    if (!cancelled_at && context.cancelled()) cancelled_at = Clock::now();
+    if (cancelled_at && Clock::now() - *cancelled_at >= kCancelGrace) {
+      client.abandon(request);
+      return std::nullopt;
+    }
+    if (ticket) {
+      if (const Refusal* lost = refusal_of(fence_.heartbeat(*ticket))) {
+        log_.error("could not extend the lease of " + ticket->intent + " (" + reason_name(lost->reason) +
+                   "): " + lost->message);
+      }
+    }
+  }
+}
+
+Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallContext& context) {
+  std::string why;
+  auto session = upstream_.acquire(&why);
+  if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
+  auto request = session->client().send("tools/call", params_for_child(tool, arguments, context), progress_sink(context));
+  context.on_cancel([session, request] { session->client().cancel(*request, "cancelled by the agent"); });
+  auto reply = await_reply(*request, nullptr, context, session->client());
+  if (!reply) return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
+  switch (reply->kind) {
+    case ClientReply::Kind::result: return Reply::of(std::move(reply->result));
+    case ClientReply::Kind::error: return Reply::failure(reply->error.code, reply->error.message, reply->error.data);
+    default:
+      return Reply::of(text_result("The call to " + tool + " failed: the child server gave " + describe_reply(*reply) +
+                                       ". It is restarted for the next call.",
+                                   true));
+  }
+}
+
+Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallContext& context) {
+  std::string error;
+  auto identity = identify_call(tool, arguments, context.meta(), options_.key_arg, &error);
+  if (!identity) return Reply::failure(jsonrpc::kInvalidParams, "invalid arguments for " + tool + ": " + error);
+  PrepareRequest request;
+  request.intent = identity->intent;
+  request.domain = identity->domain;
+  request.tool = tool;
+  request.args = arguments;
+  request.agent = agent();
+
+  const auto deadline = Clock::now() + options_.wait;
+  for (;;) {
+    // The child is acquired before the admission: an admission is only ever
+    // sent to a child whose death, if it comes, will fence it.
+    std::string why;
+    auto session = upstream_.acquire(&why);
+    PrepareOutcome outcome = fence_.prepare(request);
+    if (auto* admitted = std::get_if<Admitted>(&outcome)) {
+      if (!session) {
+        release(admitted->ticket, "not sent to the child: " + why);
+        return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
+      }
+      return run_admitted(tool, arguments, *identity, admitted->ticket, session, context);
+    }
+    if (auto* replayed = std::get_if<Replayed>(&outcome)) {
+      log_.info("replayed " + tool + " (" + identity->intent + ") from certificate " + replayed->cert.hash);
+      return Reply::of(with_fence_note(replayed->cert.result,
+                                       {{"replayed", true}, {"certificate", replayed->cert.hash}, {"intent", identity->intent}}));
+    }
+    const Refusal& refusal = std::get<Refusal>(outcome);
+    if (refusal.reason == Reason::in_flight && Clock::now() < deadline && !context.cancelled()) {
+      std::this_thread::sleep_for(std::min<Clock::duration>(kWaitPollInterval, deadline - Clock::now()));
+      continue;
+    }
+    log_.info("refused " + tool + " (" + identity->intent + "): " + reason_name(refusal.reason));
+    return Reply::of(refusal_result(tool, *identity, refusal, options_.ledger_option));
+  }
+}
+
+Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const CallIdentity& identity,
+                          const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session,
+                          CallContext& context) {
+  McpClient& client = session->client();
+  auto request = client.send("tools/call", params_for_child(tool, arguments, context), progress_sink(context));
+  if (!request->delivered()) {
+    release(ticket, "never reached the child: " + describe_reply(*request->wait_for(milliseconds(0))));
+    return Reply::of(text_result("The call to " + tool + " was not run: the child server is not running; it is "
+                                 "restarted for the next call. Retry.", true));
+  }
+  context.on_cancel([session, request] { session->client().cancel(*request, "cancelled by the agent"); });
+  auto reply = await_reply(*request, &ticket, context, client);
+  if (!reply) {
+    const std::string why = "the agent cancelled the call while the child was running it; its effect may or may "
+                            "not have happened";
+    if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) log_.error("could not fence " + ticket.intent + ": " + r->message);
+    return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
+  }
+  switch (reply->kind) {
+    case ClientReply::Kind::result:
+      if (is_error_result(reply->result)) return record_tool_error(tool, identity, ticket, std::move(reply->result));
+      return record_result(tool, identity, ticket, std::move(reply->result));
+    case ClientReply::Kind::error: {
+      const RpcError& e = reply->error;
+      const std::string why = "the child answered with error " + std::to_string(e.code) + ": " + e.message;
+      if (refused_before_running(e.code) || options_.on_tool_error == OnToolError::release) {
+        release(ticket, why);
+      } else if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) {
+        log_.error("could not fence " + ticket.intent + ": " + r->message);
+      }
+      return Reply::failure(e.code, e.message, e.data);
+    }
+    case ClientReply::Kind::closed:
+      // The death handler fences every admission in flight as unknown
+      // before a new child starts; wait for it so the answer is true.
+      upstream_.wait_death_handled(session->generation);
+      return Reply::of(with_fence_note(
+          text_result("The child server exited (or its connection broke) while running " + tool + ": " + reply->why +
+                          ". Whether the call's effect happened is unknown, so it is fenced: identical calls are "
+                          "refused until a person checks and clears it (effectfence clear " +
+                          options_.ledger_option + " " + quoted(identity.intent) +
+                          " --reason '...'). The child server is restarted for the next call.",
+                      true),
+          {{"fenced", "unknown"}, {"intent", identity.intent}}));
+    case ClientReply::Kind::unreadable: {
+      const std::string why = "the child's answer could not be read (" + reply->why + "); its effect may have happened";
+      if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) log_.error("could not fence " + ticket.intent + ": " + r->message);
+      return Reply::of(with_fence_note(text_result("The call to " + tool + " ran, but " + why +
+                                                       ". It is fenced as failed; a person must check and clear it "
+                                                       "(effectfence clear " + options_.ledger_option + " " +
+                                                       quoted(identity.intent) + " --reason '...').",
+                                                   true),
+                                       {{"fenced", "failed"}, {"intent", identity.intent}}));
+    }
+  }
+  return Reply::failure(jsonrpc::kInternalError, "unreachable");
+}
+
+Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result) {
+  CommitOutcome committed = fence_.commit(ticket, result);
+  for (int retry = 0; retry < 3; ++retry) {
+    const Refusal* r = refusal_of(committed);
+    if (!r || (r->reason != Reason::ledger_busy && r->reason != Reason::ledger_error)) break;
+    log_.warn("recording the result of " + ticket.intent + " failed (" + r->message + "); retrying");
+    committed = fence_.commit(ticket, result);
+  }
+  if (auto* cert = std::get_if<Certificate>(&committed)) {
+    log_.info("ran " + tool + " (" + identity.intent + "), certificate " + cert->hash);
+    return Reply::of(with_fence_note(std::move(result),
+                                     {{"replayed", false}, {"certificate", cert->hash}, {"intent", identity.intent}}));
+  }
+  const Refusal& refusal = std::get<Refusal>(committed);
+  log_.error("the result of " + tool + " (" + identity.intent + ") could not be recorded: " +
+             reason_name(refusal.reason) + ": " + refusal.message);
+  if (refusal.reason != Reason::lease_lost) {
+    // Unrecorded, the intent must not lapse and run again: fence it.
+    fence_.abort(ticket, "the tool ran but its result could not be recorded: " + refusal.message);
+  }
+  return Reply::of(with_fence_note(std::move(result), {{"recorded", false},
+                                                       {"intent", identity.intent},
+                                                       {"refused", reason_name(refusal.reason)},
+                                                       {"explanation", refusal.message}}));
+}
+
+Reply Proxy::record_tool_error(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result) {
+  const std::string why = "the tool reported an error: " + result_excerpt(result);
+  if (options_.on_tool_error == OnToolError::release) {
+    release(ticket, why);
+    log_.info(tool + " (" + identity.intent + ") reported an error; released, an identical retry runs again");
+    return Reply::of(with_fence_note(std::move(result), {{"released", true}, {"intent", identity.intent}}));
+  }
+  if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) {
+    log_.error("could not fence " + ticket.intent + " after a tool error: " + r->message);
+  }
+  log_.info(tool + " (" + identity.intent + ") reported an error; fenced as failed");
+  return Reply::of(with_fence_note(std::move(result), {{"fenced", "failed"}, {"intent", identity.intent}}));
+}
+
+void Proxy::release(const Ticket& ticket, const std::string& why) {
+  // Abort, then an audited clear: the ledger keeps the attempt, and the
+  // next identical call is admitted as a fresh attempt.
+  if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) {
+    log_.error("could not release " + ticket.intent + ": " + r->message);
+    return;
+  }
+  if (const Refusal* r = refusal_of(fence_.clear(ticket.intent, kReleaseOperator, "released by wrap: " + why))) {
+    log_.error("could not release " + ticket.intent + " (it stays fenced as failed): " + r->message);
+  }
+}
+
+Reply Proxy::forward_request(const std::string& method, const Json& params) {
+  const std::string capability = capability_for(method);
+  const Json offered = child_info().value("capabilities", Json::object());
+  if (capability.empty() || !offered.contains(capability)) {
+    return Reply::failure(jsonrpc::kMethodNotFound, "method not found: " + method);
+  }
+  std::string why;
+  auto session = upstream_.acquire(&why);
+  if (!session) return Reply::failure(jsonrpc::kInternalError, method + " failed: " + why);
+  ClientReply reply = session->client().call(method, params, kForwardTimeout);
+  switch (reply.kind) {
+    case ClientReply::Kind::result: return Reply::of(std::move(reply.result));
+    case ClientReply::Kind::error: return Reply::failure(reply.error.code, reply.error.message, reply.error.data);
+    default: return Reply::failure(jsonrpc::kInternalError, method + " failed: the child server gave " + describe_reply(reply));
+  }
+}
+
+void Proxy::notify_agent(const std::string& method, const Json& params) {
+  std::lock_guard<std::mutex> lock(server_mutex_);
+  if (server_) server_->notify(method, params);
+}
+
+void Proxy::on_child_notification(const std::string& method, const Json& params) {
+  if (method == "notifications/tools/list_changed") {
+    std::lock_guard<std::mutex> lock(mutex_);
+    refresh_pending_ = true;
+    child_said_changed_ = true;
+    refresh_wanted_.notify_all();
+    return;
+  }
+  if (method == "notifications/cancelled") return;  // about a request it sent us; we answered those at once
+  notify_agent(method, params);  // logging messages, resource and prompt changes pass through
+}
+
+void Proxy::on_child_death(uint64_t generation, const std::string& why) {
+  // Only this child's calls can be in flight: a new child starts only after
+  // this returns. So every admission this process holds was sent to it, or
+  // is about to fail on its closed connection and be released.
+  const int64_t fenced = fence_.fence_own_in_flight("the child server (start " + std::to_string(generation) +
+                                                    ") died while running the call: " + why);
+  if (fenced > 0) {
+    log_.warn("fenced " + std::to_string(fenced) + " call(s) in flight as unknown: the child server died while "
+              "running them; a person must check and clear them");
+  } else if (fenced < 0) {
+    log_.error("could not fence the calls in flight; other processes fence them when they notice");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  refresh_pending_ = true;  // a restarted child may list other tools
+  refresh_wanted_.notify_all();
+}
+
+void Proxy::refresh_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    refresh_wanted_.wait(lock, [&] { return stopping_ || refresh_pending_; });
+    if (stopping_) return;
+    refresh_pending_ = false;
+    const bool announce = child_said_changed_;
+    child_said_changed_ = false;
+    lock.unlock();
+    refresh_mirror(announce);
+    lock.lock();
+  }
+}
+
+void Proxy::refresh_mirror(bool announce) {
+  std::string error;
+  std::optional<std::vector<Json>> listed;
+  if (upstream_.acquire(&error)) listed = upstream_.list_tools(&error);
+  if (!listed) {
+    log_.warn("could not refresh the tool list: " + error);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (*listed == mirror_.entries && !announce) return;
+  }
+  install_mirror(*listed);
+  std::vector<Tool> mirrored = tools();
+  std::lock_guard<std::mutex> lock(server_mutex_);
+  if (!server_) return;
+  server_->set_tools(std::move(mirrored));
+  server_->notify("notifications/tools/list_changed", Json::object());
+}
+
+void Proxy::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    refresh_wanted_.notify_all();
+  }
+  if (refresher_.joinable()) refresher_.join();
+  upstream_.stop();
+}
+
+}  // namespace effectfence::mcp

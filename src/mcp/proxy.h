@@ -1,0 +1,159 @@
+// The fencing proxy behind `effectfence wrap`: mirrors a child MCP server's
+// tools and puts every side-effecting call through the fence.
+//
+//   first call      prepare -> admitted -> forward -> commit (certificate) -> the child's result
+//   identical later prepare -> replayed -> the recorded result; the child is not called
+//   identical now   prepare -> refused in_flight -> isError result (or wait and replay, --wait-secs)
+//   tool error      abort (failed, fenced) by default; or abort + audited clear (release)
+//   child dies      fenced as unknown; the child is restarted for the next call
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "effectfence/fence.h"
+#include "mcp/log.h"
+#include "mcp/server.h"
+#include "mcp/upstream.h"
+
+namespace effectfence::mcp {
+
+// Which mirrored tools are fenced.
+struct FencePolicy {
+  bool fence_all = false;        // also fence tools annotated readOnlyHint: true
+  std::set<std::string> only;    // when not empty: exactly these are fenced
+  std::set<std::string> except;  // never fenced
+};
+
+// Returns true iff calls of the tools/list entry go through the fence.
+bool is_fenced(const FencePolicy& policy, const Json& tool_entry);
+
+// What to do when the child answers a fenced call with isError: true.
+enum class OnToolError {
+  fence,    // record it and fence the intent as failed: the effect may have partly happened
+  release,  // record it, then clear the intent (audited) so an identical retry runs again
+};
+
+struct ProxyOptions {
+  FencePolicy policy;
+  // An argument whose string value is the agent's idempotency key; "" for none.
+  std::string key_arg;
+  OnToolError on_tool_error = OnToolError::fence;
+  // How long an identical call waits for a running one's outcome; 0: refuse at once.
+  std::chrono::milliseconds wait{0};
+  // Named in messages about fenced intents, e.g. "--db /path/ledger.sqlite".
+  std::string ledger_option;
+};
+
+// The intent and domain of one call.
+struct CallIdentity {
+  std::string intent;  // wrap:<tool>:<sha256 of canonical {tool, args}>, or wrap:<tool>:<agent's key>
+  std::string domain;  // tool:<tool>
+  bool keyed = false;  // the agent supplied the key
+};
+
+// Derives the identity of a call from the tool, its arguments and the
+// request's _meta (idempotencyKey), or an argument named key_arg. Returns
+// nullopt and fills *error iff a supplied key is not a non-empty string, or
+// the arguments cannot be canonicalized.
+std::optional<CallIdentity> identify_call(const std::string& tool, const Json& arguments, const Json& meta,
+                                          const std::string& key_arg, std::string* error);
+
+// The tool result an agent gets for a refused call: isError, a text that
+// says what happened and what to do, and the fence's account in
+// _meta.effectfence.
+Json refusal_result(const std::string& tool, const CallIdentity& identity, const Refusal& refusal,
+                    const std::string& ledger_option);
+
+// result with _meta.effectfence set to note (other _meta keys kept).
+Json with_fence_note(Json result, Json note);
+
+class Proxy {
+ public:
+  // Nothing runs until start().
+  Proxy(Fence& fence, Launcher launcher, Logger& log, ProxyOptions options, RestartPolicy restarts = {});
+  // Stops the refresher and the child.
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  // Starts the child and reads its tools. Returns false and fills *error
+  // if it cannot.
+  bool start(std::string* error);
+  // The child's initialize result (serverInfo, capabilities, instructions).
+  Json child_info() const;
+  // The capabilities to offer agents: tools (with listChanged) and what the
+  // child offers that is passed through (logging, resources, prompts, completions).
+  Json capabilities() const;
+  // The mirrored tools, each calling call().
+  std::vector<Tool> tools();
+  // Lets the proxy update the server's tool list and send it
+  // notifications; nullptr detaches (before the server goes away).
+  void attach(Server* server);
+
+  // A tools/call of a mirrored tool.
+  Reply call(const std::string& tool, const Json& arguments, CallContext& context);
+  // A request the server does not implement: passed to the child when it
+  // offers the capability, else -32601.
+  Reply forward_request(const std::string& method, const Json& params);
+  // initialize's params: the agent's name is recorded as the prepares' agent.
+  void on_initialize(const Json& params);
+  // Stops the child (shutdown). Calls fail from then on.
+  void stop();
+
+ private:
+  struct Mirror {
+    std::vector<Json> entries;
+    std::map<std::string, bool> fenced;
+  };
+
+  Reply forward_call(const std::string& tool, const Json& arguments, CallContext& context);
+  Reply fenced_call(const std::string& tool, const Json& arguments, CallContext& context);
+  Reply run_admitted(const std::string& tool, const Json& arguments, const CallIdentity& identity,
+                     const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session, CallContext& context);
+  std::optional<ClientReply> await_reply(McpClient::Request& request, const Ticket* ticket, CallContext& context,
+                                         McpClient& client);
+  Reply record_result(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result);
+  Reply record_tool_error(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result);
+  void release(const Ticket& ticket, const std::string& why);
+  Json params_for_child(const std::string& tool, const Json& arguments, const CallContext& context) const;
+  McpClient::ProgressSink progress_sink(const CallContext& context);
+  std::string agent() const;
+
+  void on_child_notification(const std::string& method, const Json& params);
+  void on_child_death(uint64_t generation, const std::string& why);
+  void install_mirror(const std::vector<Json>& entries);
+  void refresh_loop();
+  // Reads the child's tools again; installs them and tells the agent if
+  // they changed, or if announce (the child said they did).
+  void refresh_mirror(bool announce);
+  void notify_agent(const std::string& method, const Json& params);
+
+  Fence& fence_;
+  Logger& log_;
+  const ProxyOptions options_;
+  Upstream upstream_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable refresh_wanted_;
+  Mirror mirror_;
+  Json child_info_;
+  std::mutex server_mutex_;  // held while writing to the agent, so apart from mutex_
+  Server* server_ = nullptr;
+  std::string agent_ = "wrap";
+  bool refresh_pending_ = false;
+  bool child_said_changed_ = false;
+  bool stopping_ = false;
+  std::thread refresher_;  // last: uses the members above
+};
+
+}  // namespace effectfence::mcp

@@ -1,0 +1,201 @@
+#include "mcp/upstream.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace effectfence::mcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One write per line, so the child's lines and ours never interleave.
+void write_stderr_line(std::string line) {
+  line += '\n';
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(2, p, left);
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  return std::to_string((ms.count() + 999) / 1000) + " s";
+}
+
+}  // namespace
+
+ChildLink::~ChildLink() {
+  client.reset();  // stop reading first: the process's end of output is no news then
+  process.reset();
+}
+
+Launcher process_launcher(std::vector<std::string> argv, Logger& log) {
+  return [argv = std::move(argv), &log](McpClient::Handlers handlers, std::string* error) -> std::unique_ptr<ChildLink> {
+    auto link = std::make_unique<ChildLink>();
+    link->process = ChildProcess::start(
+        argv,
+        [](pid_t pid, std::string_view line) {
+          write_stderr_line("effectfence wrap: child[" + std::to_string(pid) + "]: " + std::string(line));
+        },
+        error);
+    if (!link->process) return nullptr;
+    log.info("started the child server (pid " + std::to_string(link->process->pid()) + "): " + describe_command(argv));
+    link->client = std::make_unique<McpClient>(link->process->stdout_fd(), link->process->stdin_fd(), log,
+                                               std::move(handlers));
+    return link;
+  };
+}
+
+Upstream::Upstream(Launcher launcher, Json client_info, Logger& log, Events events, RestartPolicy policy)
+    : launcher_(std::move(launcher)),
+      client_info_(std::move(client_info)),
+      log_(log),
+      events_(std::move(events)),
+      policy_(policy) {}
+
+Upstream::~Upstream() { stop(); }
+
+std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::string* error) {
+  McpClient::Handlers handlers;
+  handlers.on_notification = events_.on_notification;
+  handlers.on_closed = [this, generation](const std::string& why) { on_closed(generation, why); };
+  auto session = std::make_shared<Session>();
+  session->generation = generation;
+  session->started = Clock::now();
+  session->link = launcher_(std::move(handlers), error);
+  if (!session->link) return nullptr;
+
+  auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error);
+  if (!init) return nullptr;
+  session->initialize_result = std::move(*init);
+  auto tools = list_all_tools(session->client(), policy_.handshake_timeout, error);
+  if (!tools) return nullptr;
+  session->tools = std::move(*tools);
+  return session;
+}
+
+bool Upstream::start(std::string* error) {
+  std::string why;
+  if (acquire(&why)) return true;
+  *error = why;
+  return false;
+}
+
+std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) {
+      *why = "effectfence wrap is shutting down";
+      return nullptr;
+    }
+    if (alive_) return current_;
+  }
+  std::lock_guard<std::mutex> starting(start_mutex_);
+  uint64_t generation;
+  std::shared_ptr<Session> dead;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (alive_) return current_;  // another caller restarted it meanwhile
+    // Admissions sent to the dead child must be fenced before a new child
+    // can be sent anything.
+    death_handled_.wait(lock, [&] { return stopped_ || deaths_handled_upto_ >= generation_; });
+    if (stopped_) {
+      *why = "effectfence wrap is shutting down";
+      return nullptr;
+    }
+    const auto now = Clock::now();
+    if (now < next_start_at_) {
+      *why = "the child server failed " + std::to_string(consecutive_failures_) + " time(s) in a row (" +
+             last_failure_ + "); the next start is in " +
+             seconds(std::chrono::duration_cast<std::chrono::milliseconds>(next_start_at_ - now));
+      return nullptr;
+    }
+    generation = ++generation_;
+    dead = std::move(current_);
+  }
+  dead.reset();  // stops the old process, outside mutex_: its reader may need it
+
+  std::string error;
+  std::shared_ptr<Session> session = launch(generation, &error);
+  if (!session) {
+    // Destroying the link joined its reader: no on_closed for this
+    // generation is running or will run, so its death is handled here.
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++consecutive_failures_;
+    last_failure_ = error;
+    next_start_at_ = Clock::now() + next_delay();
+    deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
+    death_handled_.notify_all();
+    log_.error("could not start the child server: " + error);
+    *why = "the child server could not be started: " + error;
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  current_ = session;
+  // on_closed may already have run for this generation, or may run later;
+  // either way the child is alive only while its connection is open.
+  alive_ = !session->client().closed();
+  if (generation > 1) log_.info("the child server is running again (start " + std::to_string(generation) + ")");
+  return session;
+}
+
+void Upstream::on_closed(uint64_t generation, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (generation == generation_) alive_ = false;
+    const bool short_lived = !current_ || current_->generation != generation ||
+                             Clock::now() - current_->started < policy_.stable_after;
+    consecutive_failures_ = short_lived ? consecutive_failures_ + 1 : 0;
+    last_failure_ = why;
+    next_start_at_ = Clock::now() + next_delay();
+  }
+  if (!stopped_) log_.error("the child server is gone: " + why + "; it is restarted for the next call");
+  if (events_.on_death) events_.on_death(generation, why);
+  std::lock_guard<std::mutex> lock(mutex_);
+  deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
+  death_handled_.notify_all();
+}
+
+std::chrono::milliseconds Upstream::next_delay() const {
+  // The first quick death restarts at once; each further one in a row waits twice as long.
+  if (consecutive_failures_ <= 1) return std::chrono::milliseconds(0);
+  auto delay = policy_.first_delay;
+  for (int i = 2; i < consecutive_failures_ && delay < policy_.max_delay; ++i) delay *= 2;
+  return std::min(delay, policy_.max_delay);
+}
+
+void Upstream::wait_death_handled(uint64_t generation) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  death_handled_.wait(lock, [&] { return stopped_ || deaths_handled_upto_ >= generation; });
+}
+
+std::optional<std::vector<Json>> Upstream::list_tools(std::string* error) {
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (alive_) session = current_;
+  }
+  if (!session) {
+    *error = "the child server is not running";
+    return std::nullopt;
+  }
+  return list_all_tools(session->client(), policy_.handshake_timeout, error);
+}
+
+void Upstream::stop() {
+  std::shared_ptr<Session> last;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    alive_ = false;
+    last = std::move(current_);
+    death_handled_.notify_all();
+  }
+  last.reset();
+}
+
+}  // namespace effectfence::mcp

@@ -1,0 +1,115 @@
+// The wrapped MCP server: started, initialised and listed once, restarted
+// (with backoff) after it dies, and never restarted before the death of the
+// previous one has been fully handled.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "effectfence/json.h"
+#include "mcp/child_process.h"
+#include "mcp/client.h"
+#include "mcp/log.h"
+
+namespace effectfence::mcp {
+
+// A started server: the process (null when the server is not a process of
+// ours, as in tests) and the client that speaks to it. The client goes
+// first, so it stops reading before the process is stopped.
+struct ChildLink {
+  std::unique_ptr<ChildProcess> process;
+  std::unique_ptr<McpClient> client;
+  ~ChildLink();
+};
+
+// Starts a server and connects a client with these handlers; returns
+// nullptr and fills *error when it cannot.
+using Launcher = std::function<std::unique_ptr<ChildLink>(McpClient::Handlers handlers, std::string* error)>;
+
+// Runs argv as a child process; its stderr lines go to log prefixed
+// with "child[pid]:".
+Launcher process_launcher(std::vector<std::string> argv, Logger& log);
+
+struct RestartPolicy {
+  // A child that lived at least this long counts as healthy: the next
+  // restart after its death is immediate.
+  std::chrono::milliseconds stable_after{10'000};
+  // Delay before the 2nd consecutive restart; doubles up to max_delay.
+  std::chrono::milliseconds first_delay{1'000};
+  std::chrono::milliseconds max_delay{30'000};
+  std::chrono::milliseconds handshake_timeout{60'000};
+};
+
+class Upstream {
+ public:
+  // One incarnation of the child.
+  struct Session {
+    uint64_t generation = 0;
+    Json initialize_result;  // the child's answer to initialize
+    std::vector<Json> tools;  // its tools/list entries when it started
+    std::unique_ptr<ChildLink> link;
+    std::chrono::steady_clock::time_point started;
+    McpClient& client() const { return *link->client; }
+  };
+
+  struct Events {
+    // A notification from the current child (on its reading thread).
+    std::function<void(const std::string& method, const Json& params)> on_notification;
+    // The child of this generation died or its connection broke; called
+    // once, on its reading thread, before any new child can start.
+    std::function<void(uint64_t generation, const std::string& why)> on_death;
+  };
+
+  Upstream(Launcher launcher, Json client_info, Logger& log, Events events, RestartPolicy policy = {});
+  // Stops the child.
+  ~Upstream();
+  Upstream(const Upstream&) = delete;
+  Upstream& operator=(const Upstream&) = delete;
+
+  // Starts the first child. Returns false and fills *error if it cannot be
+  // started, initialised or listed.
+  bool start(std::string* error);
+  // The live child, restarting it first if it died and its backoff has
+  // passed. Returns nullptr and fills *why when there is none to be had.
+  std::shared_ptr<Session> acquire(std::string* why);
+  // Blocks until the death of that generation has been handled (on_death
+  // returned), or returns at once if it has.
+  void wait_death_handled(uint64_t generation);
+  // The current child's tool list, read again. nullopt and *error if it
+  // cannot be read (the child is gone, or answered badly).
+  std::optional<std::vector<Json>> list_tools(std::string* error);
+  // Stops the child; acquire() fails from then on.
+  void stop();
+
+ private:
+  std::shared_ptr<Session> launch(uint64_t generation, std::string* error);
+  void on_closed(uint64_t generation, const std::string& why);
+  std::chrono::milliseconds next_delay() const;
+
+  const Launcher launcher_;
+  const Json client_info_;
+  Logger& log_;
+  const Events events_;
+  const RestartPolicy policy_;
+
+  std::mutex start_mutex_;  // one start at a time; held while a child starts
+  mutable std::mutex mutex_;
+  std::condition_variable death_handled_;
+  std::shared_ptr<Session> current_;  // may be dead (see alive_)
+  bool alive_ = false;
+  uint64_t generation_ = 0;          // of current_
+  uint64_t deaths_handled_upto_ = 0;  // every generation <= this is handled
+  int consecutive_failures_ = 0;
+  std::chrono::steady_clock::time_point next_start_at_{};
+  std::string last_failure_;
+  bool stopped_ = false;
+};
+
+}  // namespace effectfence::mcp
