@@ -54,8 +54,15 @@ RpcError error_of(const Json& error) {
 
 std::optional<ClientReply> McpClient::Request::wait_for(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait_for(lock, timeout, [&] { return reply_.has_value(); });
+  done_.wait_for(lock, timeout, [&] { return reply_.has_value() || woken_; });
+  woken_ = false;
   return reply_;
+}
+
+void McpClient::Request::wake() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  woken_ = true;
+  done_.notify_all();
 }
 
 void McpClient::Request::complete(ClientReply reply) {

@@ -67,8 +67,10 @@ class McpClient {
     // False iff the request could not be written whole: the server cannot
     // have acted on it.
     bool delivered() const { return delivered_; }
-    // Blocks up to timeout; returns the reply once there is one.
+    // Blocks up to timeout, or until wake(); returns the reply once there is one.
     std::optional<ClientReply> wait_for(std::chrono::milliseconds timeout);
+    // Makes the current (or else the next) wait_for return early, once.
+    void wake();
 
    private:
     friend class McpClient;
@@ -81,6 +83,7 @@ class McpClient {
     std::mutex mutex_;
     std::condition_variable done_;
     std::optional<ClientReply> reply_;
+    bool woken_ = false;
   };
 
   // in_fd: what the server writes (its stdout); out_fd: what it reads (its

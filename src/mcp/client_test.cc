@@ -291,3 +291,15 @@ TEST_CASE("initialize_client refuses a protocol revision effectfence does not sp
   CHECK_FALSE(init);
   CHECK_THAT(error, Catch::Contains("1999-01-01"));
 }
+
+TEST_CASE("wake ends one wait early without inventing a reply", "[client]") {
+  Fixture f;
+  auto request = f.client.send("tools/call", Json::object());
+  f.server.heard();
+  std::thread waker([&] { request->wake(); });
+  const auto begun = std::chrono::steady_clock::now();
+  CHECK_FALSE(request->wait_for(60s));
+  CHECK(std::chrono::steady_clock::now() - begun < 30s);
+  waker.join();
+  CHECK_FALSE(request->wait_for(0ms));
+}

@@ -314,7 +314,10 @@ Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallCo
   auto session = upstream_.acquire(&why);
   if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
   auto request = session->client().send("tools/call", params_for_child(tool, arguments, context), progress_sink(context));
-  context.on_cancel([session, request] { session->client().cancel(*request, "cancelled by the agent"); });
+  context.on_cancel([session, request] {
+    session->client().cancel(*request, "cancelled by the agent");
+    request->wake();  // stop waiting a whole heartbeat interval: the grace starts now
+  });
   auto reply = await_reply(*request, nullptr, context, session->client());
   if (!reply) return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
   switch (reply->kind) {
@@ -339,6 +342,7 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
   request.agent = agent();
 
   const auto deadline = Clock::now() + options_.wait;
+  bool waiting = false;
   for (;;) {
     // The child is acquired before the admission: an admission is only ever
     // sent to a child whose death, if it comes, will fence it.
@@ -359,6 +363,11 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
     }
     const Refusal& refusal = std::get<Refusal>(outcome);
     if (refusal.reason == Reason::in_flight && Clock::now() < deadline && !context.cancelled()) {
+      if (!waiting) {
+        waiting = true;
+        log_.info("an identical call to " + tool + " is running (" + identity->intent + "); waiting up to " +
+                  std::to_string(options_.wait.count()) + " ms for its outcome");
+      }
       std::this_thread::sleep_for(std::min<Clock::duration>(kWaitPollInterval, deadline - Clock::now()));
       continue;
     }
@@ -377,7 +386,10 @@ Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const 
     return Reply::of(text_result("The call to " + tool + " was not run: the child server is not running; it is "
                                  "restarted for the next call. Retry.", true));
   }
-  context.on_cancel([session, request] { session->client().cancel(*request, "cancelled by the agent"); });
+  context.on_cancel([session, request] {
+    session->client().cancel(*request, "cancelled by the agent");
+    request->wake();  // stop waiting a whole heartbeat interval: the grace starts now
+  });
   auto reply = await_reply(*request, &ticket, context, client);
   if (!reply) {
     const std::string why = "the agent cancelled the call while the child was running it; its effect may or may "

@@ -1,0 +1,216 @@
+// effectfence wrap in front of a fixture server we control (a real MCP
+// server over stdio, tests/e2e/fixtures/effect_server.mjs): a child killed
+// mid-call, a tool slower than the lease, tool errors, the flags, and what
+// passes through (list changes, progress, logging, cancellation).
+import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+
+import {
+  LoggingMessageNotificationSchema, ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+
+import { eventually, tempDir } from './helpers.mjs';
+import {
+  EFFECT_SERVER, NODE, allTools, connectDirect, connectWrapped, effectLog, effectfenceJson, textOf,
+} from './wrap_helpers.mjs';
+
+async function fixture(t, env = {}) {
+  const dir = await tempDir(t);
+  const gates = path.join(dir, 'gates');
+  await mkdir(gates);
+  const log = path.join(dir, 'effects.jsonl');
+  return {
+    db: path.join(dir, 'ledger.sqlite'),
+    log,
+    gates,
+    child: [NODE, EFFECT_SERVER],
+    env: { EFFECT_LOG: log, EFFECT_GATES: gates, ...env },
+    open: (name) => writeFile(path.join(gates, name), ''),
+    events: (event, name) => effectLog(log).filter((e) => e.event === event && (name === undefined || e.name === name)),
+  };
+}
+
+function started(setup, name) {
+  return eventually(() => setup.events('start', name)[0], { what: `gated_effect ${name} to start` });
+}
+
+test('the mirror follows every page of the fixture\'s tool list', async (t) => {
+  const setup = await fixture(t);
+  const straight = await connectDirect(t, setup);
+  const wrapped = await connectWrapped(t, setup);
+  const expected = await allTools(straight.client);
+  assert.equal(expected.length, 5);
+  const mirrored = await wrapped.client.listTools();
+  assert.deepEqual(mirrored.tools, expected);
+  assert.equal(wrapped.client.getInstructions(), 'a fixture for effectfence wrap');
+});
+
+test('a child killed mid-call: the call is fenced as unknown, and the next call runs on a new child', async (t) => {
+  const setup = await fixture(t);
+  const wrapped = await connectWrapped(t, setup);
+  const pending = wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'payout-7' } });
+  const { pid } = await started(setup, 'payout-7');
+  process.kill(pid, 'SIGKILL');
+
+  const result = await pending;
+  assert.equal(result.isError, true);
+  assert.match(textOf(result), /exited .* while running gated_effect/);
+  assert.match(textOf(result), /unknown/);
+  assert.equal(result._meta.effectfence.fenced, 'unknown');
+  const { intent } = result._meta.effectfence;
+
+  const fenced = await effectfenceJson('fenced', '--db', setup.db, '--json');
+  const row = fenced.fenced.find((f) => f.intent === intent);
+  assert.ok(row, `${intent} is listed as fenced`);
+  assert.equal(row.state, 'unknown');
+
+  const again = await wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'payout-7' } });
+  assert.equal(again.isError, true);
+  assert.equal(again._meta.effectfence.refused, 'prior_failure');
+  assert.equal(again._meta.effectfence.detail.state, 'unknown');
+  assert.match(textOf(again), /effectfence clear --db/);
+
+  const next = await wrapped.client.callTool({ name: 'effect', arguments: { name: 'after-restart' } });
+  assert.notEqual(next.isError, true, textOf(next));
+  assert.equal(next.structuredContent.did, 'after-restart');
+  assert.notEqual(next.structuredContent.pid, pid);
+  assert.equal(setup.events('start', 'payout-7').length, 1, 'the fenced call never ran again');
+});
+
+test('a tool slower than the lease is not run twice: its lease is kept while it runs', async (t) => {
+  const setup = await fixture(t, { EFFECTFENCE_LEASE_SECS: '1' });
+  const alice = await connectWrapped(t, { ...setup, name: 'alice' });
+  const bob = await connectWrapped(t, { ...setup, name: 'bob' });
+  const slow = alice.client.callTool({ name: 'gated_effect', arguments: { name: 'slow' } });
+  await started(setup, 'slow');
+  // What is tested is time passing: without heartbeats the lease would have
+  // run out twice over by now, and bob's identical call would take it over.
+  await delay(2500);
+  const duplicate = await bob.client.callTool({ name: 'gated_effect', arguments: { name: 'slow' } });
+  assert.equal(duplicate.isError, true);
+  assert.equal(duplicate._meta.effectfence.refused, 'in_flight');
+  assert.match(textOf(duplicate), /identical call to gated_effect is running/);
+
+  await setup.open('slow');
+  const done = await slow;
+  assert.notEqual(done.isError, true, textOf(done));
+  const replay = await bob.client.callTool({ name: 'gated_effect', arguments: { name: 'slow' } });
+  assert.equal(replay._meta.effectfence.replayed, true);
+  assert.deepEqual(replay.content, done.content);
+  assert.equal(setup.events('start', 'slow').length, 1);
+});
+
+test('a tool error fences the call as failed by default; --on-tool-error=release lets a retry run', async (t) => {
+  for (const [mode, wrapArgs, runs] of [['default', [], 1], ['release', ['--on-tool-error=release'], 2]]) {
+    const setup = await fixture(t);
+    const wrapped = await connectWrapped(t, { ...setup, wrapArgs });
+    const first = await wrapped.client.callTool({ name: 'failing_effect', arguments: { name: 'x' } });
+    assert.equal(first.isError, true);
+    assert.match(textOf(first), /could not do x/, 'the tool\'s own error reaches the agent');
+    const retry = await wrapped.client.callTool({ name: 'failing_effect', arguments: { name: 'x' } });
+    assert.equal(retry.isError, true);
+    assert.equal(setup.events('run', 'x').length, runs, mode);
+    if (mode === 'default') {
+      assert.equal(retry._meta.effectfence.refused, 'prior_failure');
+      assert.match(textOf(retry), /could not do x/, 'the refusal names the recorded error');
+    }
+  }
+});
+
+test('read-only tools pass through unless --fence-all; --only and --except choose', async (t) => {
+  const cases = [
+    { wrapArgs: [], tool: 'peek', event: 'peek', runs: 2 },
+    { wrapArgs: ['--fence-all'], tool: 'peek', event: 'peek', runs: 1 },
+    { wrapArgs: ['--only', 'peek'], tool: 'effect', event: 'run', runs: 2 },
+    { wrapArgs: ['--only', 'peek'], tool: 'peek', event: 'peek', runs: 1 },
+    { wrapArgs: ['--except', 'effect'], tool: 'effect', event: 'run', runs: 2 },
+  ];
+  for (const c of cases) {
+    const setup = await fixture(t);
+    const wrapped = await connectWrapped(t, { ...setup, wrapArgs: c.wrapArgs });
+    for (let i = 0; i < 2; ++i) await wrapped.client.callTool({ name: c.tool, arguments: { name: 'n' } });
+    assert.equal(setup.events(c.event, 'n').length, c.runs, `${c.wrapArgs.join(' ')} ${c.tool}`);
+  }
+});
+
+test('an agent\'s own idempotency key is the intent, with payload-mismatch checking', async (t) => {
+  const setup = await fixture(t);
+  const wrapped = await connectWrapped(t, { ...setup, wrapArgs: ['--key-arg', 'idempotency_key'] });
+  const call = (args, meta) => wrapped.client.callTool({ name: 'effect', arguments: args, ...(meta ? { _meta: meta } : {}) });
+
+  const first = await call({ name: 'a' }, { idempotencyKey: 'order-1' });
+  assert.equal(first._meta.effectfence.intent, 'wrap:effect:order-1');
+  const same = await call({ name: 'a' }, { idempotencyKey: 'order-1' });
+  assert.equal(same._meta.effectfence.replayed, true);
+  const other = await call({ name: 'b' }, { idempotencyKey: 'order-1' });
+  assert.equal(other.isError, true);
+  assert.equal(other._meta.effectfence.refused, 'payload_mismatch');
+  assert.match(textOf(other), /idempotency key/);
+
+  const byArg = await call({ name: 'c', idempotency_key: 'order-2' });
+  assert.equal(byArg._meta.effectfence.intent, 'wrap:effect:order-2');
+  const byArgAgain = await call({ name: 'c', idempotency_key: 'order-2' });
+  assert.equal(byArgAgain._meta.effectfence.replayed, true);
+  assert.deepEqual(setup.events('run').map((e) => e.name), ['a', 'c']);
+});
+
+test('--wait-secs: an identical call waits for the running one and gets its result', async (t) => {
+  const setup = await fixture(t);
+  const wrapped = await connectWrapped(t, { ...setup, wrapArgs: ['--wait-secs', '60'] });
+  const first = wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'w' } });
+  await started(setup, 'w');
+  const second = wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'w' } });
+  await eventually(() => /identical call to gated_effect is running .*waiting up to/.test(wrapped.stderr()),
+    { what: 'the second call to wait' });
+  await setup.open('w');
+  const [a, b] = await Promise.all([first, second]);
+  assert.notEqual(b.isError, true, textOf(b));
+  assert.equal(b._meta.effectfence.replayed, true);
+  assert.deepEqual(b.content, a.content);
+  assert.equal(setup.events('start', 'w').length, 1);
+});
+
+test('list changes, progress and log messages pass through; a cancellation reaches the child', async (t) => {
+  const setup = await fixture(t);
+  const wrapped = await connectWrapped(t, setup);
+  const changed = new Promise((resolve) => {
+    wrapped.client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve());
+  });
+  const logged = [];
+  wrapped.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logged.push(n.params.data); });
+
+  await wrapped.client.callTool({ name: 'add_tool', arguments: { name: 'fresh_tool' } });
+  await changed;
+  const names = (await wrapped.client.listTools()).tools.map((tool) => tool.name);
+  assert.ok(names.includes('fresh_tool'), names.join(','));
+
+  const progress = [];
+  let progressed;
+  const firstProgress = new Promise((resolve) => { progressed = resolve; });
+  const gated = wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'p' } }, undefined, {
+    onprogress: (p) => { progress.push(p); progressed(); },
+  });
+  await firstProgress;
+  assert.equal(progress[0].message, 'waiting for the gate');
+  await setup.open('p');
+  await gated;
+  await eventually(() => logged.includes('gated_effect p is waiting'), { what: 'the child\'s log message' });
+
+  const controller = new AbortController();
+  const cancelled = wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'c' } }, undefined,
+    { signal: controller.signal });
+  await started(setup, 'c');
+  controller.abort('changed my mind');
+  await assert.rejects(cancelled);
+  await eventually(() => setup.events('cancelled', 'c').length === 1, { what: 'the child to see the cancellation' });
+  // Cancelled mid-run, its effect may have happened: an identical call is refused, never re-run.
+  const retry = await eventually(async () => {
+    const r = await wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'c' } });
+    return r._meta.effectfence.refused === 'prior_failure' ? r : null;
+  }, { what: 'the cancelled call to be fenced' });
+  assert.equal(retry.isError, true);
+  assert.equal(setup.events('start', 'c').length, 1);
+});
