@@ -125,7 +125,7 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
     // Destroying the link joined its reader: no on_closed for this
     // generation is running or will run, so its death is handled here.
     std::lock_guard<std::mutex> lock(mutex_);
-    ++consecutive_failures_;
+    if (failure_counted_for_ != generation) ++consecutive_failures_;  // a death in the handshake counted already
     last_failure_ = error;
     next_start_at_ = Clock::now() + next_delay();
     deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
@@ -150,10 +150,11 @@ void Upstream::on_closed(uint64_t generation, const std::string& why) {
     const bool short_lived = !current_ || current_->generation != generation ||
                              Clock::now() - current_->started < policy_.stable_after;
     consecutive_failures_ = short_lived ? consecutive_failures_ + 1 : 0;
+    failure_counted_for_ = generation;
     last_failure_ = why;
     next_start_at_ = Clock::now() + next_delay();
   }
-  if (!stopped_) log_.error("the child server is gone: " + why + "; it is restarted for the next call");
+  log_.error("the child server is gone: " + why + "; it is restarted for the next call");
   if (events_.on_death) events_.on_death(generation, why);
   std::lock_guard<std::mutex> lock(mutex_);
   deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);

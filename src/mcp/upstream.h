@@ -107,6 +107,7 @@ class Upstream {
   uint64_t generation_ = 0;          // of current_
   uint64_t deaths_handled_upto_ = 0;  // every generation <= this is handled
   int consecutive_failures_ = 0;
+  uint64_t failure_counted_for_ = 0;  // the generation whose death was last counted
   std::chrono::steady_clock::time_point next_start_at_{};
   std::string last_failure_;
   bool stopped_ = false;
