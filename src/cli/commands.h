@@ -13,6 +13,7 @@ int run_serve(const Args& args);
 int run_wrap(const Args& args);
 int run_demo(const Args& args);
 int run_demo_server(const Args& args);
+int run_probe(const Args& args);
 int run_stats(const Args& args);
 int run_clear(const Args& args);
 int run_export(const Args& args);

@@ -20,6 +20,7 @@ const Subcommand kSubcommands[] = {
     {"wrap", effectfence::cli::run_wrap, "fence an existing MCP server: every tool call runs once"},
     {"demo", effectfence::cli::run_demo, "see the fence stop a double charge"},
     {"demo-server", effectfence::cli::run_demo_server, "a toy payment provider (MCP stdio) that double-charges"},
+    {"probe", effectfence::cli::run_probe, "prove whether an MCP server fires one action twice"},
     {"stats", effectfence::cli::run_stats, "counters of a ledger"},
     {"fenced", effectfence::cli::run_fenced, "list fenced intents (failed/unknown) and why"},
     {"clear", effectfence::cli::run_clear, "audited clear of a fenced intent"},
