@@ -92,14 +92,14 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
       *why = "effectfence wrap is shutting down";
       return nullptr;
     }
-    if (alive_) return current_;
+    if (live()) return current_;
   }
   std::lock_guard<std::mutex> starting(start_mutex_);
   uint64_t generation;
   std::shared_ptr<Session> dead;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (alive_) return current_;  // another caller restarted it meanwhile
+    if (live()) return current_;  // another caller restarted it meanwhile
     // Admissions sent to the dead child must be fenced before a new child
     // can be sent anything.
     death_handled_.wait(lock, [&] { return stopped_ || deaths_handled_upto_ >= generation_; });
@@ -141,6 +141,11 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
   alive_ = !session->client().closed();
   if (generation > 1) log_.info("the child server is running again (start " + std::to_string(generation) + ")");
   return session;
+}
+
+bool Upstream::live() const {
+  // A closed connection is a death whose news may not have arrived yet.
+  return alive_ && current_ && !current_->client().closed();
 }
 
 void Upstream::on_closed(uint64_t generation, const std::string& why) {

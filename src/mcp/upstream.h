@@ -91,6 +91,8 @@ class Upstream {
  private:
   std::shared_ptr<Session> launch(uint64_t generation, std::string* error);
   void on_closed(uint64_t generation, const std::string& why);
+  // REQUIRES: mutex_ held.
+  bool live() const;
   std::chrono::milliseconds next_delay() const;
 
   const Launcher launcher_;

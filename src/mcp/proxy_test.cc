@@ -1,0 +1,352 @@
+#include "mcp/proxy.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "mcp/jsonrpc.h"
+#include "support/fence_helpers.h"
+
+using namespace effectfence;
+using namespace effectfence::mcp;
+using namespace std::chrono_literals;
+
+namespace {
+
+// An MCP server played by the test over real pipes: each message it reads
+// goes to a script that returns the raw lines to answer with (garbage
+// included).
+class FakeChild {
+ public:
+  using Script = std::function<std::vector<std::string>(const Json& message)>;
+
+  explicit FakeChild(Script script) : script_(std::move(script)) {
+    int in[2], out[2];
+    REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    reads_ = in[0];
+    client_out_ = in[1];
+    client_in_ = out[0];
+    writes_ = out[1];
+    reader_ = std::thread([this] { serve(); });
+  }
+  ~FakeChild() {
+    ::close(client_out_);  // the reader sees the end of its input
+    reader_.join();
+    for (int fd : {reads_, client_in_, writes_}) ::close(fd);
+  }
+
+  std::unique_ptr<ChildLink> link(McpClient::Handlers handlers, Logger& log) {
+    auto link = std::make_unique<ChildLink>();
+    link->client = std::make_unique<McpClient>(client_in_, client_out_, log, std::move(handlers));
+    return link;
+  }
+  // What a crash looks like to the client: its output ends.
+  void die() {
+    const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    ::dup2(devnull, writes_);
+    ::close(devnull);
+  }
+
+ private:
+  void serve() {
+    FdLineReader reader(reads_, -1);
+    Line line;
+    while (reader.next(&line) == ReadEvent::line) {
+      for (const std::string& answer : script_(Json::parse(line.text))) {
+        const std::string framed = answer + "\n";
+        (void)!::write(writes_, framed.data(), framed.size());
+      }
+    }
+  }
+
+  Script script_;
+  int reads_ = -1, client_out_ = -1, client_in_ = -1, writes_ = -1;
+  std::thread reader_;
+};
+
+Json tool_entry(const std::string& name, Json annotations = nullptr) {
+  Json entry = {{"name", name}, {"inputSchema", {{"type", "object"}}}};
+  if (!annotations.is_null()) entry["annotations"] = std::move(annotations);
+  return entry;
+}
+
+std::string answer(const Json& id, Json result) { return jsonrpc::result_response(id, std::move(result)).dump(); }
+
+Json text_content(const std::string& text) {
+  return Json{{"content", Json::array({Json{{"type", "text"}, {"text", text}}})}};
+}
+
+// Answers the handshake and tools/list; tools/call goes to on_call.
+FakeChild::Script server_script(std::function<std::vector<std::string>(const Json&)> on_call) {
+  return [on_call](const Json& m) -> std::vector<std::string> {
+    const std::string method = m.value("method", "");
+    if (method == "initialize") {
+      return {answer(m["id"], {{"protocolVersion", "2025-06-18"},
+                               {"capabilities", {{"tools", Json::object()}}},
+                               {"serverInfo", {{"name", "fake"}, {"version", "1"}}}})};
+    }
+    if (method == "tools/list") {
+      return {answer(m["id"], {{"tools", {tool_entry("act"), tool_entry("look", {{"readOnlyHint", true}})}}})};
+    }
+    if (method == "tools/call") return on_call(m);
+    return {};
+  };
+}
+
+struct Harness {
+  Logger log{"proxy-test", LogLevel::error};
+  std::unique_ptr<Fence> fence = testing::open_fence(Settings{});
+  std::mutex mutex;
+  std::vector<std::unique_ptr<FakeChild>> children;  // outlive the proxy
+  int launches = 0;
+  int closes = 0;
+  std::condition_variable closed;
+  std::unique_ptr<Proxy> proxy;
+
+  explicit Harness(FakeChild::Script script, RestartPolicy restarts = {}) {
+    Launcher launcher = [this, script](McpClient::Handlers handlers, std::string*) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++launches;
+      handlers.on_closed = [this, inner = std::move(handlers.on_closed)](const std::string& why) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          ++closes;
+          closed.notify_all();
+        }
+        inner(why);
+      };
+      children.push_back(std::make_unique<FakeChild>(script));
+      return children.back()->link(std::move(handlers), log);
+    };
+    proxy = std::make_unique<Proxy>(*fence, launcher, log, ProxyOptions{}, restarts);
+  }
+  ~Harness() { proxy.reset(); }
+
+  // Kills child i and waits until its client has noticed.
+  void kill_child(size_t i) {
+    child(i).die();
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(closed.wait_for(lock, 10s, [&] { return closes > static_cast<int>(i); }));
+  }
+  FakeChild& child(size_t i) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return *children.at(i);
+  }
+  Reply call(const std::string& tool, const Json& args) {
+    CallContext context(Json(1), Json::object());
+    return proxy->call(tool, args, context);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("is_fenced: read-only tools pass unless fence_all; only and except decide first", "[proxy]") {
+  const Json writer = tool_entry("write");
+  const Json reader = tool_entry("read", {{"readOnlyHint", true}});
+  const Json odd = tool_entry("odd", {{"readOnlyHint", "yes"}});
+  CHECK(is_fenced(FencePolicy{}, writer));
+  CHECK_FALSE(is_fenced(FencePolicy{}, reader));
+  CHECK(is_fenced(FencePolicy{}, odd));  // only a real true counts as read-only
+  CHECK(is_fenced(FencePolicy{true, {}, {}}, reader));
+  CHECK_FALSE(is_fenced(FencePolicy{false, {"read"}, {}}, writer));
+  CHECK(is_fenced(FencePolicy{false, {"read"}, {}}, reader));
+  CHECK_FALSE(is_fenced(FencePolicy{true, {}, {"write"}}, writer));
+}
+
+TEST_CASE("identify_call: the canonical arguments decide, or the agent's key", "[proxy]") {
+  std::string error;
+  auto a = identify_call("pay", Json::parse(R"({"to":"bob","cents":100})"), Json::object(), "", &error);
+  auto b = identify_call("pay", Json::parse(R"({"cents":100.0,"to":"bob"})"), Json::object(), "", &error);
+  auto c = identify_call("pay", Json::parse(R"({"cents":101,"to":"bob"})"), Json::object(), "", &error);
+  auto other_tool = identify_call("refund", Json::parse(R"({"to":"bob","cents":100})"), Json::object(), "", &error);
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(c);
+  REQUIRE(other_tool);
+  CHECK(a->intent == b->intent);
+  CHECK(a->intent != c->intent);
+  CHECK(a->intent.rfind("wrap:pay:", 0) == 0);
+  CHECK(a->intent.size() == std::string("wrap:pay:").size() + 64);
+  CHECK(other_tool->intent != a->intent);
+  CHECK(a->domain == "tool:pay");
+  CHECK_FALSE(a->keyed);
+
+  auto keyed = identify_call("pay", {{"to", "bob"}}, {{"idempotencyKey", "k-1"}}, "", &error);
+  REQUIRE(keyed);
+  CHECK(keyed->intent == "wrap:pay:k-1");
+  CHECK(keyed->keyed);
+  auto by_arg = identify_call("pay", {{"to", "bob"}, {"key", "k-2"}}, Json::object(), "key", &error);
+  REQUIRE(by_arg);
+  CHECK(by_arg->intent == "wrap:pay:k-2");
+  auto ignored_arg = identify_call("pay", {{"key", "k-2"}}, Json::object(), "", &error);
+  REQUIRE(ignored_arg);
+  CHECK_FALSE(ignored_arg->keyed);
+
+  CHECK_FALSE(identify_call("pay", Json::object(), {{"idempotencyKey", ""}}, "", &error));
+  CHECK_THAT(error, Catch::Contains("idempotencyKey"));
+  CHECK_FALSE(identify_call("pay", {{"key", 7}}, Json::object(), "key", &error));
+  CHECK_THAT(error, Catch::Contains("\"key\""));
+  CHECK_FALSE(identify_call("pay", {{"n", Json(uint64_t{1} << 60)}}, Json::object(), "", &error));
+  CHECK_THAT(error, Catch::Contains("cannot be fingerprinted"));
+}
+
+TEST_CASE("refusal_result: isError, what happened and what to do, and the fence's account", "[proxy]") {
+  const CallIdentity identity{"wrap:pay:abc", "tool:pay", false};
+  Json busy = refusal_result("pay", identity,
+                             Refusal{Reason::in_flight, "fence text", {{"holder_agent", "claude"}}}, "--db '/l.sqlite'");
+  CHECK(busy["isError"] == true);
+  const std::string busy_text = busy["content"][0]["text"];
+  CHECK_THAT(busy_text, Catch::Contains("An identical call to pay is running") && Catch::Contains("claude"));
+  CHECK(busy["_meta"]["effectfence"]["refused"] == "in_flight");
+  CHECK(busy["_meta"]["effectfence"]["explanation"] == "fence text");
+
+  Json fenced = refusal_result("pay", identity,
+                               Refusal{Reason::prior_failure, "x", {{"state", "unknown"}, {"recorded_reason", "child died"}}},
+                               "--db '/l.sqlite'");
+  const std::string fenced_text = fenced["content"][0]["text"];
+  CHECK_THAT(fenced_text, Catch::Contains("child died") &&
+                              Catch::Contains("effectfence clear --db '/l.sqlite' 'wrap:pay:abc'"));
+  CHECK(fenced["_meta"]["effectfence"]["detail"]["state"] == "unknown");
+}
+
+TEST_CASE("with_fence_note keeps the result and the child's own _meta", "[proxy]") {
+  Json result = text_content("hi");
+  result["_meta"] = {{"child", 1}};
+  Json noted = with_fence_note(result, {{"replayed", true}});
+  CHECK(noted["content"] == result["content"]);
+  CHECK(noted["_meta"]["child"] == 1);
+  CHECK(noted["_meta"]["effectfence"]["replayed"] == true);
+}
+
+TEST_CASE("a fenced call runs once, through garbage and stray answers from the child", "[proxy]") {
+  std::atomic<int> runs{0};
+  Harness h(server_script([&](const Json& m) -> std::vector<std::string> {
+    ++runs;
+    return {"Listening on stdio", answer(12345, Json::object()), "{\"jsonrpc\":\"2.0\"",
+            answer(m["id"], text_content("acted " + std::to_string(runs.load())))};
+  }));
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->tools().size() == 2);
+
+  Reply first = h.call("act", {{"n", 1}});
+  REQUIRE_FALSE(first.error);
+  CHECK(first.result["content"][0]["text"] == "acted 1");
+  CHECK(first.result["_meta"]["effectfence"]["replayed"] == false);
+  Reply second = h.call("act", {{"n", 1}});
+  CHECK(second.result["content"][0]["text"] == "acted 1");
+  CHECK(second.result["_meta"]["effectfence"]["replayed"] == true);
+  CHECK(runs == 1);
+
+  // Read-only: passed through, run every time, not noted.
+  h.call("look", Json::object());
+  Reply looked = h.call("look", Json::object());
+  CHECK(runs == 3);
+  CHECK_FALSE(looked.result.contains("_meta"));
+}
+
+TEST_CASE("a child that dies mid-call: fenced as unknown, and a new child serves the next call", "[proxy]") {
+  std::mutex mutex;
+  std::condition_variable asked;
+  int calls_seen = 0;
+  Harness h(server_script([&](const Json& m) -> std::vector<std::string> {
+    if (m["params"]["arguments"].value("hang", false)) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++calls_seen;
+      asked.notify_all();
+      return {};  // never answers
+    }
+    return {answer(m["id"], text_content("ok"))};
+  }));
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+
+  std::thread killer([&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    asked.wait_for(lock, 10s, [&] { return calls_seen == 1; });
+    h.child(0).die();
+  });
+  Reply died = h.call("act", {{"hang", true}});
+  killer.join();
+  REQUIRE_FALSE(died.error);
+  CHECK(died.result["isError"] == true);
+  CHECK(died.result["_meta"]["effectfence"]["fenced"] == "unknown");
+  const std::string intent = died.result["_meta"]["effectfence"]["intent"];
+  auto status = h.fence->intent_status(intent);
+  REQUIRE(std::holds_alternative<IntentStatus>(status));
+  CHECK(std::get<IntentStatus>(status).state == IntentState::unknown);
+
+  Reply again = h.call("act", {{"hang", true}});
+  CHECK(again.result["_meta"]["effectfence"]["refused"] == "prior_failure");
+  Reply next = h.call("act", {{"other", 1}});
+  CHECK(next.result["content"][0]["text"] == "ok");
+  CHECK(h.launches == 2);
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(calls_seen == 1);
+}
+
+TEST_CASE("a child that keeps dying is restarted with backoff; replays still work meanwhile", "[proxy]") {
+  Harness h(server_script([](const Json& m) -> std::vector<std::string> { return {answer(m["id"], text_content("ok"))}; }),
+            RestartPolicy{std::chrono::milliseconds(60'000), std::chrono::milliseconds(60'000),
+                          std::chrono::milliseconds(60'000), std::chrono::milliseconds(10'000)});
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.call("act", {{"n", 1}}).result["_meta"]["effectfence"]["replayed"] == false);
+
+  h.kill_child(0);
+  Reply restarted = h.call("act", {{"n", 2}});  // the first quick death restarts at once
+  CHECK(restarted.result["content"][0]["text"] == "ok");
+  h.kill_child(1);
+  Reply backed_off = h.call("act", {{"n", 3}});  // the second in a row waits (60 s here)
+  CHECK(backed_off.result["isError"] == true);
+  CHECK_THAT(backed_off.result["content"][0]["text"].get<std::string>(), Catch::Contains("next start is in"));
+  Reply replay = h.call("act", {{"n", 1}});
+  CHECK(replay.result["_meta"]["effectfence"]["replayed"] == true);
+  CHECK(h.launches == 2);
+  // The call turned away during the backoff was released, not fenced.
+  const std::string intent = backed_off.result.value("_meta", Json::object()).value("effectfence", Json::object()).value("intent", "");
+  std::string ignored;
+  auto identity = identify_call("act", {{"n", 3}}, Json::object(), "", &ignored);
+  auto status = h.fence->intent_status(identity->intent);
+  REQUIRE(std::holds_alternative<IntentStatus>(status));
+  CHECK(std::get<IntentStatus>(status).state == IntentState::cleared);
+  CHECK(intent.empty());
+}
+
+TEST_CASE("a tool error fences by default; a protocol refusal by the child releases", "[proxy]") {
+  Harness h(server_script([](const Json& m) -> std::vector<std::string> {
+    if (m["params"]["arguments"].value("bad", false)) {
+      return {jsonrpc::error_response(m["id"], jsonrpc::kInvalidParams, "no such field").dump()};
+    }
+    Json failed = text_content("disk full");
+    failed["isError"] = true;
+    return {answer(m["id"], failed)};
+  }));
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  Reply failed = h.call("act", {{"x", 1}});
+  CHECK(failed.result["isError"] == true);
+  CHECK(failed.result["content"][0]["text"] == "disk full");
+  Reply retry = h.call("act", {{"x", 1}});
+  CHECK(retry.result["_meta"]["effectfence"]["refused"] == "prior_failure");
+  CHECK_THAT(retry.result["content"][0]["text"].get<std::string>(), Catch::Contains("disk full"));
+
+  Reply refused = h.call("act", {{"bad", true}});
+  REQUIRE(refused.error);
+  CHECK(refused.error->code == jsonrpc::kInvalidParams);
+  CHECK(refused.error->message == "no such field");
+  std::string ignored;
+  auto identity = identify_call("act", {{"bad", true}}, Json::object(), "", &ignored);
+  auto status = h.fence->intent_status(identity->intent);
+  REQUIRE(std::holds_alternative<IntentStatus>(status));
+  CHECK(std::get<IntentStatus>(status).state == IntentState::cleared);
+}
