@@ -1,12 +1,12 @@
 // effectfence demo: the double charge, then the fence; then the turf war.
 //
-// Everything here runs through the real Fence on a real ledger file in a
-// temporary directory; the "payment provider" is a toy that records every
-// charge it executes in its own SQLite file, so the counts are measured,
-// not printed from a script.
+// Everything here is real: the "payment provider" is `effectfence
+// demo-server`, an MCP server that records every charge it executes in its
+// own SQLite file; the agents are MCP calls racing to it, straight and then
+// through `effectfence wrap`; the turf war runs through the Fence on the same
+// ledger file. The counts are measured, not printed from a script.
 #include <unistd.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include <SQLiteCpp/SQLiteCpp.h>
 
 #include "cli/commands.h"
+#include "cli/child_session.h"
 #include "effectfence/fence.h"
 
 namespace effectfence::cli {
@@ -33,34 +33,53 @@ struct Style {
   std::string dim(const std::string& s) const { return color ? "\033[2m" + s + "\033[0m" : s; }
 };
 
-// A toy payment provider: every call is a new charge, like most real ones.
-class ToyProvider {
- public:
-  explicit ToyProvider(const std::string& path)
-      : db_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX) {
-    db_.exec("PRAGMA journal_mode = WAL");
-    db_.exec("CREATE TABLE IF NOT EXISTS charges (id INTEGER PRIMARY KEY, orderid TEXT, cents INTEGER)");
-  }
-  std::string charge(const std::string& order, int cents) {
-    std::lock_guard<std::mutex> lock(mu_);
-    SQLite::Statement q(db_, "INSERT INTO charges (orderid, cents) VALUES (?, ?)");
-    q.bind(1, order);
-    q.bind(2, cents);
-    q.exec();
-    return "ch_" + std::to_string(db_.getLastInsertRowid());
-  }
-  int charges_for(const std::string& order) {
-    std::lock_guard<std::mutex> lock(mu_);
-    SQLite::Statement q(db_, "SELECT count(*) FROM charges WHERE orderid = ?");
-    q.bind(1, order);
-    q.executeStep();
-    return q.getColumn(0).getInt();
-  }
+// The path of this binary: the demo starts it again as demo-server and wrap.
+std::string self_path() {
+  std::error_code error;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::string("effectfence") : path.string();
+}
 
- private:
-  std::mutex mu_;
-  SQLite::Database db_;
+struct Volley {
+  int ran = 0;       // answered with a result of the provider
+  int replayed = 0;  // answered from the fence's record
+  int refused = 0;   // refused before reaching the provider
+  int failed = 0;    // no usable answer
+  std::string charge_id;
 };
+
+// Sends `agents` identical charge calls at once, as agents racing would.
+Volley fire_charges(mcp::McpClient& client, int agents) {
+  const Json params = {{"name", "charge"}, {"arguments", {{"order", "order-1042"}, {"amount_cents", 4900}}}};
+  std::vector<std::shared_ptr<mcp::McpClient::Request>> calls;
+  for (int i = 0; i < agents; ++i) calls.push_back(client.send("tools/call", params));
+  Volley v;
+  for (auto& call : calls) {
+    auto reply = call->wait_for(std::chrono::seconds(30));
+    if (!reply || reply->kind != mcp::ClientReply::Kind::result) {
+      ++v.failed;
+      continue;
+    }
+    const Json& r = reply->result;
+    if (r.value("isError", false)) {
+      ++v.refused;
+    } else if (r.contains("_meta") && r["_meta"].value("effectfence", Json::object()).value("replayed", false)) {
+      ++v.replayed;
+    } else {
+      ++v.ran;
+      v.charge_id = r.value("structuredContent", Json::object()).value("charge_id", "");
+    }
+  }
+  return v;
+}
+
+// Asks the provider (read-only) how many charges it executed for the order.
+int64_t charges_executed(mcp::McpClient& client) {
+  auto reply = client.call("tools/call", {{"name", "list_charges"}, {"arguments", {{"order", "order-1042"}}}},
+                           std::chrono::seconds(30));
+  if (reply.kind != mcp::ClientReply::Kind::result) return -1;
+  return reply.result.value("structuredContent", Json::object()).value("count", int64_t{-1});
+}
 
 // Runs fn(i) on n threads released at the same instant.
 void at_once(int n, const std::function<void(int)>& fn) {
@@ -81,49 +100,43 @@ void at_once(int n, const std::function<void(int)>& fn) {
   for (auto& t : threads) t.join();
 }
 
-PrepareRequest charge_request(const std::string& order, int agent) {
-  PrepareRequest r;
-  r.intent = "charge:" + order;
-  r.domain = "order:" + order;
-  r.tool = "charge";
-  r.args = {{"order", order}, {"amount_cents", 4900}};
-  r.agent = "agent-" + std::to_string(agent);
-  return r;
-}
-
-void scene_double_charge(Fence& fence, ToyProvider& provider, const Style& st) {
+// Twelve agents, one $49 charge: straight to the provider, then through
+// `effectfence wrap` in front of the same provider. Real processes, real MCP.
+bool scene_double_charge(const std::string& dir, const std::string& ledger, const Style& st) {
   std::printf("%s\n", st.bold("Scene 1: twelve agents reach for one $49 charge at the same instant").c_str());
-  at_once(kAgents, [&](int) { provider.charge("order-straight", 4900); });
-  const int straight = provider.charges_for("order-straight");
-  std::printf("  straight to the provider:  %s\n",
-              st.red(std::to_string(straight) + " charges for one order").c_str());
-
-  std::atomic<int> ran{0}, refused{0};
-  at_once(kAgents, [&](int i) {
-    auto outcome = fence.prepare(charge_request("order-fenced", i));
-    if (auto* admitted = std::get_if<Admitted>(&outcome)) {
-      const std::string id = provider.charge("order-fenced", 4900);
-      fence.commit(admitted->ticket, {{"charge_id", id}});
-      ++ran;
-    } else {
-      ++refused;
-    }
-  });
-  // The refused agents retry later, as agents do: they get the recorded result.
-  int replayed = 0;
-  std::string replayed_id;
-  for (int i = 0; i < kAgents; ++i) {
-    auto outcome = fence.prepare(charge_request("order-fenced", i));
-    if (auto* r = std::get_if<Replayed>(&outcome)) {
-      ++replayed;
-      replayed_id = r->cert.result.value("charge_id", "");
-    }
+  const std::string self = self_path();
+  mcp::Logger log("effectfence demo", mcp::LogLevel::error);
+  std::string error;
+  auto straight = open_child_session({self, "demo-server", "--charges", dir + "/provider-straight.sqlite"},
+                                     "effectfence-demo", log, std::chrono::seconds(10), &error);
+  if (!straight) {
+    std::fprintf(stderr, "effectfence demo: starting demo-server: %s\n", error.c_str());
+    return false;
   }
-  const int fenced = provider.charges_for("order-fenced");
-  std::printf("  through effectfence:       %s  (%d ran, %d refused at the same instant before running)\n",
-              st.green(std::to_string(fenced) + " charge").c_str(), ran.load(), refused.load());
-  std::printf("  %d retries afterwards were replayed %s without charging again\n", replayed,
-              replayed_id.c_str());
+  const Volley raw = fire_charges(*straight->client, kAgents);
+  const int64_t raw_charges = charges_executed(*straight->client);
+  std::printf("  straight to the provider:   %s\n",
+              st.red(std::to_string(raw_charges) + " charges for one order (" + std::to_string(raw.ran) +
+                     " agents each got a charge id of their own)")
+                  .c_str());
+
+  auto fenced = open_child_session(
+      {self, "wrap", "--db", ledger, "--log-level", "error", "--", self, "demo-server", "--charges",
+       dir + "/provider-fenced.sqlite"},
+      "effectfence-demo", log, std::chrono::seconds(10), &error);
+  if (!fenced) {
+    std::fprintf(stderr, "effectfence demo: starting wrap: %s\n", error.c_str());
+    return false;
+  }
+  const Volley race = fire_charges(*fenced->client, kAgents);
+  // The refused agents retry a moment later, as agents do.
+  const Volley retry = fire_charges(*fenced->client, kAgents);
+  const int64_t fenced_charges = charges_executed(*fenced->client);
+  std::printf("  through effectfence wrap:   %s  (%d ran; %d refused before reaching the provider)\n",
+              st.green(std::to_string(fenced_charges) + " charge").c_str(), race.ran, race.refused);
+  std::printf("  %d retries a moment later:  %d replayed %s from the record, %d ran again\n", kAgents,
+              retry.replayed, race.charge_id.c_str(), retry.ran);
+  return raw_charges == kAgents && fenced_charges == 1;
 }
 
 void scene_turf_war(Fence& fence, const Style& st) {
@@ -184,8 +197,7 @@ int run_demo(const Args& args) {
     }
     Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
     try {
-      ToyProvider provider(dir + "/provider.sqlite");
-      scene_double_charge(fence, provider, st);
+      if (!scene_double_charge(dir, settings.ledger_path, st)) status = 1;
       scene_turf_war(fence, st);
       const auto counted = fence.stats();
       if (auto* stats = std::get_if<Stats>(&counted)) {

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# probe and demo against real processes: demo-server (a provider with no
+# idempotency) straight, and behind `effectfence wrap`.
+#   probe_demo_test.sh EFFECTFENCE_BINARY SQLITE3
+set -uo pipefail
+EF=$(realpath "$1")
+SQLITE3=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+passes=0
+pass() { echo "ok: $1"; passes=$((passes + 1)); }
+fail() { echo "FAIL: $1" >&2; failures=$((failures + 1)); }
+expect() {  # expect DESCRIPTION ACTUAL WANTED
+  if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1: got '$2', want '$3'"; fi
+}
+charges() { "$SQLITE3" "$1" "SELECT count(*) FROM charges"; }
+ARGS='{"order":"o-1","amount_cents":4900}'
+
+# 1. Straight at the provider, 12 concurrent identical calls: 12 effects, proven.
+"$EF" probe --tool charge --args "$ARGS" -n 12 --json -- "$EF" demo-server --charges "$WORK/straight.sqlite" \
+  >"$WORK/straight.json"
+expect "probe proves the double-fire (exit 1)" "$?" 1
+expect "12 distinct effects straight" "$(jq .distinct_effects "$WORK/straight.json")" 12
+expect "verdict double_fire" "$(jq -r .verdict "$WORK/straight.json")" double_fire
+expect "the provider really charged 12 times" "$(charges "$WORK/straight.sqlite")" 12
+
+# 2. The same through wrap: one effect, the rest refused before the provider.
+"$EF" probe --tool charge --args "$ARGS" -n 12 --json -- \
+  "$EF" wrap --db "$WORK/ledger.sqlite" -- "$EF" demo-server --charges "$WORK/fenced.sqlite" >"$WORK/fenced.json"
+expect "probe through wrap proves nothing (exit 0)" "$?" 0
+expect "1 distinct effect through wrap" "$(jq .distinct_effects "$WORK/fenced.json")" 1
+expect "1 success through wrap" "$(jq .succeeded "$WORK/fenced.json")" 1
+expect "11 refused through wrap" "$(jq .tool_errors "$WORK/fenced.json")" 11
+expect "the provider charged once" "$(charges "$WORK/fenced.sqlite")" 1
+
+# 3. Sequential retries through wrap (a new wrap process, same ledger): all
+#    replayed, identical answers reported as inconclusive, no new charge.
+"$EF" probe --tool charge --args "$ARGS" -n 5 --sequential --json -- \
+  "$EF" wrap --db "$WORK/ledger.sqlite" -- "$EF" demo-server --charges "$WORK/fenced.sqlite" >"$WORK/seq.json"
+expect "sequential probe through wrap exits 0" "$?" 0
+expect "5 successes (replays)" "$(jq .succeeded "$WORK/seq.json")" 5
+expect "sequential verdict inconclusive, never a proven zero" "$(jq -r .verdict "$WORK/seq.json")" inconclusive
+expect "still one charge" "$(charges "$WORK/fenced.sqlite")" 1
+
+# 4. Could not probe: a missing tool, a command that does not exist, bad args.
+"$EF" probe --tool refund -n 2 -- "$EF" demo-server --charges "$WORK/x.sqlite" >/dev/null 2>"$WORK/err"
+expect "unknown tool exits 2" "$?" 2
+grep -q "no tool 'refund'" "$WORK/err" && pass "unknown tool is named" || fail "unknown tool is named"
+expect "and nothing was charged" "$(charges "$WORK/x.sqlite")" 0
+"$EF" probe --tool charge -n 2 -- /nonexistent/server >/dev/null 2>&1
+expect "a command that cannot run exits 2" "$?" 2
+"$EF" probe --tool charge --args '{"a":1,"a":2}' -- "$EF" demo-server >/dev/null 2>&1
+expect "ambiguous --args exits 2" "$?" 2
+
+# 5. The demo: real counts, both scenes, well under ten seconds, plain when piped.
+start=$(date +%s%N)
+"$EF" demo >"$WORK/demo.out" 2>&1
+expect "demo exits 0" "$?" 0
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+(( elapsed_ms < 10000 )) && pass "demo ran in ${elapsed_ms} ms" || fail "demo took ${elapsed_ms} ms"
+grep -q "12 charges for one order" "$WORK/demo.out" && pass "demo: 12 charges straight" || fail "demo: 12 charges straight"
+grep -q "through effectfence wrap:   1 charge" "$WORK/demo.out" && pass "demo: 1 charge fenced" || fail "demo: 1 charge fenced"
+expect "demo: two agents refused as stale_read_set" "$(grep -c 'refused: stale_read_set' "$WORK/demo.out")" 2
+expect "demo: one agent acts" "$(grep -c 'acts (seq 1)' "$WORK/demo.out")" 1
+grep -q $'\033\[' "$WORK/demo.out" && fail "demo output piped has no colour codes" || pass "demo output piped has no colour codes"
+
+echo "$passes passed, $failures failed"
+exit $((failures > 0))
