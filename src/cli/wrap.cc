@@ -256,7 +256,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     mcp::Proxy proxy(*fence, mcp::process_launcher(options.command, log), log, proxy_options);
     std::string error;
     if (!proxy.start(&error)) {
-      log.error("cannot start the child server " + mcp::describe_command(options.command) + ": " + error);
+      log.error("cannot start " + mcp::describe_command(options.command) + ": " + error);
       return 1;
     }
     Maintenance maintenance(*fence, log);

@@ -183,11 +183,10 @@ bool Proxy::start(std::string* error) {
     *error = why;
     return false;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    child_info_ = session->initialize_result;
-  }
   install_mirror(session->tools);
+  std::lock_guard<std::mutex> lock(mutex_);
+  child_info_ = session->initialize_result;
+  started_ = true;
   return true;
 }
 
@@ -536,6 +535,7 @@ void Proxy::on_child_death(uint64_t generation, const std::string& why) {
     log_.error("could not fence the calls in flight; other processes fence them when they notice");
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!started_) return;  // a child that died in its handshake: start() reports it
   refresh_pending_ = true;  // a restarted child may list other tools
   refresh_wanted_.notify_all();
 }

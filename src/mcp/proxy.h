@@ -150,6 +150,7 @@ class Proxy {
   std::mutex server_mutex_;  // held while writing to the agent, so apart from mutex_
   Server* server_ = nullptr;
   std::string agent_ = "wrap";
+  bool started_ = false;  // start() succeeded
   bool refresh_pending_ = false;
   bool child_said_changed_ = false;
   bool stopping_ = false;

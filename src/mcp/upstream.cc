@@ -78,12 +78,7 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   return session;
 }
 
-bool Upstream::start(std::string* error) {
-  std::string why;
-  if (acquire(&why)) return true;
-  *error = why;
-  return false;
-}
+bool Upstream::start(std::string* error) { return acquire(error) != nullptr; }
 
 std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
   {
@@ -130,7 +125,7 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
     next_start_at_ = Clock::now() + next_delay();
     deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
     death_handled_.notify_all();
-    log_.error("could not start the child server: " + error);
+    if (generation > 1) log_.error("could not restart the child server: " + error);  // the first: start() reports it
     *why = "the child server could not be started: " + error;
     return nullptr;
   }
@@ -159,7 +154,12 @@ void Upstream::on_closed(uint64_t generation, const std::string& why) {
     last_failure_ = why;
     next_start_at_ = Clock::now() + next_delay();
   }
-  log_.error("the child server is gone: " + why + "; it is restarted for the next call");
+  bool was_running;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    was_running = current_ && current_->generation == generation;  // else it died in its handshake
+  }
+  if (was_running) log_.error("the child server is gone: " + why + "; it is restarted for the next call");
   if (events_.on_death) events_.on_death(generation, why);
   std::lock_guard<std::mutex> lock(mutex_);
   deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
