@@ -88,6 +88,11 @@ class Fence {
   // Moves every intent this process admitted and has not seen resolved to
   // unknown (used on shutdown: nobody is left to commit through us).
   int64_t fence_own_in_flight(const std::string& why);
+  // Moves the ticket's intent to unknown iff the ticket still holds it in
+  // flight: the effect may or may not have happened (a cancelled call, an
+  // unreadable answer). Returns true iff it did. The holder can still
+  // resolve it with commit or abort.
+  bool fence_unknown(const Ticket& ticket, const std::string& why);
 
   const Settings& settings() const { return settings_; }
   // A short description of the ledger for logs ("sqlite:/path (schema 1)").

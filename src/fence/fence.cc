@@ -155,6 +155,8 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
   JsonError error;
   if (!validate_canonicalizable(result, &error)) return invalid("result: " + error.message);
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  // On a ledger failure nothing changed: the ticket still holds the intent
+  // (and this process keeps refusing duplicates) until the commit is retried.
   if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context()); })) {
     return *failure;
   }
@@ -286,12 +288,17 @@ int64_t Fence::reap_dead_holders() {
 int64_t Fence::fence_own_in_flight(const std::string& why) {
   int64_t fenced = 0;
   for (const Ticket& ticket : fast_->held_tickets()) {
-    bool done = false;
-    auto failure = ledger_->write([&](LedgerTxn& txn) { done = rules::fence_held(txn, ticket, why, context()); });
-    if (!failure && done) ++fenced;
+    if (fence_unknown(ticket, why)) ++fenced;
     fast_->released(ticket);
   }
   return fenced;
+}
+
+bool Fence::fence_unknown(const Ticket& ticket, const std::string& why) {
+  bool fenced = false;
+  auto failure = write([&](LedgerTxn& txn) { fenced = rules::fence_held(txn, ticket, why, context()); });
+  if (!failure) fast_->released(ticket);
+  return !failure && fenced;
 }
 
 std::string Fence::describe_ledger() const { return ledger_->describe(); }

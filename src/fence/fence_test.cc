@@ -421,3 +421,25 @@ TEST_CASE("invalid requests are refused before anything is recorded", "[fence][i
   CHECK(refusal_reason(fence->prepare(bad_utf8)) == Reason::invalid_request);
   CHECK(count_rows(path, "SELECT count(*) FROM intents") == 0);
 }
+
+TEST_CASE("fence_unknown fences one held ticket; its holder can still resolve it", "[fence][unknown]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  const Ticket cancelled = admitted_ticket(fence->prepare(charge("cancelled")));
+  const Ticket other = admitted_ticket(fence->prepare(charge("untouched")));
+  Ticket forged = cancelled;
+  forged.token = std::string(32, '0');
+  CHECK_FALSE(fence->fence_unknown(forged, "not the holder"));
+  CHECK(std::get<IntentStatus>(fence->intent_status("cancelled")).state == IntentState::in_flight);
+
+  CHECK(fence->fence_unknown(cancelled, "the agent cancelled mid-call"));
+  auto status = std::get<IntentStatus>(fence->intent_status("cancelled"));
+  CHECK(status.state == IntentState::unknown);
+  CHECK(status.reason == "the agent cancelled mid-call");
+  CHECK(std::get<IntentStatus>(fence->intent_status("untouched")).state == IntentState::in_flight);
+  CHECK(refusal_reason(fence->prepare(charge("cancelled"))) == Reason::prior_failure);
+  CHECK_FALSE(fence->fence_unknown(cancelled, "twice"));
+  REQUIRE(std::holds_alternative<Aborted>(fence->abort(cancelled, "provider shows it failed")));
+  CHECK(std::get<IntentStatus>(fence->intent_status("cancelled")).state == IntentState::failed);
+  committed(*fence, other, {{"ok", true}});
+}

@@ -393,7 +393,7 @@ Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const 
   if (!reply) {
     const std::string why = "the agent cancelled the call while the child was running it; its effect may or may "
                             "not have happened";
-    if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) log_.error("could not fence " + ticket.intent + ": " + r->message);
+    if (!fence_.fence_unknown(ticket, why)) log_.error("could not fence " + ticket.intent + " as unknown");
     return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
   }
   switch (reply->kind) {
@@ -424,13 +424,13 @@ Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const 
           {{"fenced", "unknown"}, {"intent", identity.intent}}));
     case ClientReply::Kind::unreadable: {
       const std::string why = "the child's answer could not be read (" + reply->why + "); its effect may have happened";
-      if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) log_.error("could not fence " + ticket.intent + ": " + r->message);
+      if (!fence_.fence_unknown(ticket, why)) log_.error("could not fence " + ticket.intent + " as unknown");
       return Reply::of(with_fence_note(text_result("The call to " + tool + " ran, but " + why +
-                                                       ". It is fenced as failed; a person must check and clear it "
+                                                       ". It is fenced as unknown; a person must check and clear it "
                                                        "(effectfence clear " + options_.ledger_option + " " +
                                                        quoted(identity.intent) + " --reason '...').",
                                                    true),
-                                       {{"fenced", "failed"}, {"intent", identity.intent}}));
+                                       {{"fenced", "unknown"}, {"intent", identity.intent}}));
     }
   }
   return Reply::failure(jsonrpc::kInternalError, "unreachable");
