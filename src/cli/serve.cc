@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "cli/commands.h"
+#include "cli/server_process.h"
 #include "cli/version.h"
 #include "effectfence/fence.h"
 #include "mcp/fence_tools.h"
@@ -28,8 +29,6 @@
 namespace effectfence::cli {
 namespace {
 
-constexpr auto kReapInterval = std::chrono::seconds(2);
-constexpr auto kSweepInterval = std::chrono::minutes(10);
 
 void print_serve_usage(std::FILE* out) {
   std::fprintf(out,
@@ -95,66 +94,7 @@ std::optional<int> parse_options(const Args& args, ServeOptions* options) {
   return std::nullopt;
 }
 
-// Moves fd 1 out of reach: stdout carries only protocol, so anything else
-// that prints to it (a library, a stray printf) lands on stderr instead.
-// Returns the descriptor the protocol is written to.
-int claim_stdout() {
-  std::fflush(stdout);
-  const int protocol_fd = ::dup(1);
-  if (protocol_fd < 0) return 1;
-  ::dup2(2, 1);
-  return protocol_fd;
-}
 
-// Notices dead holders promptly (their intents become unknown, fenced) and
-// drops finished intents past their TTL, on a background thread.
-class Maintenance {
- public:
-  Maintenance(Fence& fence, mcp::Logger& log) : fence_(fence), log_(log), thread_([this] { run(); }) {}
-  ~Maintenance() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-
- private:
-  void run() {
-    auto next_sweep = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
-      lock.unlock();
-      reap();
-      if (std::chrono::steady_clock::now() >= next_sweep) {
-        sweep();
-        next_sweep = std::chrono::steady_clock::now() + kSweepInterval;
-      }
-      lock.lock();
-      wake_.wait_for(lock, kReapInterval, [&] { return stopping_; });
-    }
-  }
-  void reap() {
-    const int64_t reaped = fence_.reap_dead_holders();
-    if (reaped > 0) {
-      log_.warn("fenced " + std::to_string(reaped) +
-                " in-flight intent(s) as unknown: their holder process is gone; an operator must reconcile them");
-    }
-  }
-  void sweep() {
-    const int64_t swept = fence_.sweep();
-    if (swept < 0) log_.warn("sweeping finished intents failed; will retry");
-    else if (swept > 0) log_.debug("swept " + std::to_string(swept) + " finished intent(s) past their TTL");
-  }
-
-  Fence& fence_;
-  mcp::Logger& log_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: starts once the members above exist
-};
 
 }  // namespace
 

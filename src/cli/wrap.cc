@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "cli/commands.h"
+#include "cli/server_process.h"
 #include "cli/version.h"
 #include "core/sha256.h"
 #include "effectfence/fence.h"
@@ -33,8 +34,6 @@
 namespace effectfence::cli {
 namespace {
 
-constexpr auto kReapInterval = std::chrono::seconds(2);
-constexpr auto kSweepInterval = std::chrono::minutes(10);
 constexpr int kMaxWaitSecs = 3600;
 
 void print_wrap_usage(std::FILE* out) {
@@ -170,15 +169,6 @@ std::string default_ledger_name(const std::vector<std::string>& command) {
   return "wrap-" + sha256_hex(fingerprint).substr(0, 16);
 }
 
-// Moves fd 1 out of reach: stdout carries only protocol. The protocol's
-// descriptor is close-on-exec, so the child never inherits the agent's pipe.
-int claim_stdout() {
-  std::fflush(stdout);
-  const int protocol_fd = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
-  if (protocol_fd < 0) return 1;
-  ::dup2(2, 1);
-  return protocol_fd;
-}
 
 std::string shell_quoted(const std::string& word) {
   std::string out = "'";
@@ -186,44 +176,6 @@ std::string shell_quoted(const std::string& word) {
   return out + "'";
 }
 
-// Notices dead holders promptly and drops finished intents past their TTL.
-class Maintenance {
- public:
-  Maintenance(Fence& fence, mcp::Logger& log) : fence_(fence), log_(log), thread_([this] { run(); }) {}
-  ~Maintenance() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-
- private:
-  void run() {
-    auto next_sweep = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
-      lock.unlock();
-      if (const int64_t reaped = fence_.reap_dead_holders(); reaped > 0) {
-        log_.warn("fenced " + std::to_string(reaped) + " in-flight call(s) as unknown: their holder process is gone");
-      }
-      if (std::chrono::steady_clock::now() >= next_sweep) {
-        if (fence_.sweep() < 0) log_.warn("sweeping finished intents failed; will retry");
-        next_sweep = std::chrono::steady_clock::now() + kSweepInterval;
-      }
-      lock.lock();
-      wake_.wait_for(lock, kReapInterval, [&] { return stopping_; });
-    }
-  }
-
-  Fence& fence_;
-  mcp::Logger& log_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: starts once the members above exist
-};
 
 mcp::ServerInfo server_info_from(const Json& child) {
   const Json info = child.value("serverInfo", Json::object());

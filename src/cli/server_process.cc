@@ -1,0 +1,56 @@
+#include "cli/server_process.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace effectfence::cli {
+namespace {
+
+constexpr auto kReapInterval = std::chrono::seconds(2);
+constexpr auto kSweepInterval = std::chrono::minutes(10);
+
+}  // namespace
+
+int claim_stdout() {
+  std::fflush(stdout);
+  const int protocol_fd = ::dup(1);
+  if (protocol_fd < 0) return 1;
+  ::dup2(2, 1);
+  return protocol_fd;
+}
+
+Maintenance::Maintenance(Fence& fence, mcp::Logger& log) : fence_(fence), log_(log), thread_([this] { run(); }) {}
+
+Maintenance::~Maintenance() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Maintenance::run() {
+  auto next_sweep = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    if (const int64_t reaped = fence_.reap_dead_holders(); reaped > 0) {
+      log_.warn("fenced " + std::to_string(reaped) +
+                " in-flight intent(s) as unknown: their holder process is gone; an operator must reconcile them");
+    }
+    if (std::chrono::steady_clock::now() >= next_sweep) {
+      const int64_t swept = fence_.sweep();
+      if (swept < 0) log_.warn("sweeping finished intents failed; will retry");
+      else if (swept > 0) log_.debug("swept " + std::to_string(swept) + " finished intent(s) past their TTL");
+      next_sweep = std::chrono::steady_clock::now() + kSweepInterval;
+    }
+    lock.lock();
+    wake_.wait_for(lock, kReapInterval, [&] { return stopping_; });
+  }
+}
+
+}  // namespace effectfence::cli

@@ -1,0 +1,39 @@
+// What every long-running stdio server subcommand (serve, wrap) needs
+// around its protocol loop.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "effectfence/fence.h"
+#include "mcp/log.h"
+
+namespace effectfence::cli {
+
+// Moves fd 1 out of reach: stdout carries only protocol, so anything else
+// that prints to it (a library, a stray printf) lands on stderr instead.
+// Returns the descriptor the protocol is written to.
+int claim_stdout();
+
+// On a background thread: notices dead holders promptly (their in-flight
+// intents become unknown, fenced) and drops finished intents past their TTL.
+class Maintenance {
+ public:
+  Maintenance(Fence& fence, mcp::Logger& log);
+  ~Maintenance();
+  Maintenance(const Maintenance&) = delete;
+  Maintenance& operator=(const Maintenance&) = delete;
+
+ private:
+  void run();
+
+  Fence& fence_;
+  mcp::Logger& log_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace effectfence::cli
