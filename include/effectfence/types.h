@@ -75,8 +75,12 @@ using AbortOutcome = std::variant<Aborted, Refusal>;
 using HeartbeatOutcome = std::variant<Extended, Refusal>;
 using ClearOutcome = std::variant<Cleared, Refusal>;
 
+// The refusal in an outcome, or nullptr. Takes a named outcome only: a
+// pointer into a temporary would dangle (`if (auto o = f(); auto* r = refusal_of(o))`).
 template <typename Outcome>
 const Refusal* refusal_of(const Outcome& o) { return std::get_if<Refusal>(&o); }
+template <typename Outcome>
+const Refusal* refusal_of(const Outcome&& o) = delete;
 
 enum class IntentState { none, in_flight, done, failed, unknown, cleared };
 const char* state_name(IntentState s);

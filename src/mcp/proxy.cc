@@ -300,7 +300,7 @@ std::optional<ClientReply> Proxy::await_reply(McpClient::Request& request, const
       return std::nullopt;
     }
     if (ticket) {
-      if (const Refusal* lost = refusal_of(fence_.heartbeat(*ticket))) {
+      if (const auto beat = fence_.heartbeat(*ticket); const Refusal* lost = refusal_of(beat)) {
         log_.error("could not extend the lease of " + ticket->intent + " (" + reason_name(lost->reason) +
                    "): " + lost->message);
       }
@@ -405,7 +405,7 @@ Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const 
       const std::string why = "the child answered with error " + std::to_string(e.code) + ": " + e.message;
       if (refused_before_running(e.code) || options_.on_tool_error == OnToolError::release) {
         release(ticket, why);
-      } else if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) {
+      } else if (const auto aborted = fence_.abort(ticket, why); const Refusal* r = refusal_of(aborted)) {
         log_.error("could not fence " + ticket.intent + ": " + r->message);
       }
       return Reply::failure(e.code, e.message, e.data);
@@ -469,7 +469,7 @@ Reply Proxy::record_tool_error(const std::string& tool, const CallIdentity& iden
     log_.info(tool + " (" + identity.intent + ") reported an error; released, an identical retry runs again");
     return Reply::of(with_fence_note(std::move(result), {{"released", true}, {"intent", identity.intent}}));
   }
-  if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) {
+  if (const auto aborted = fence_.abort(ticket, why); const Refusal* r = refusal_of(aborted)) {
     log_.error("could not fence " + ticket.intent + " after a tool error: " + r->message);
   }
   log_.info(tool + " (" + identity.intent + ") reported an error; fenced as failed");
@@ -479,11 +479,12 @@ Reply Proxy::record_tool_error(const std::string& tool, const CallIdentity& iden
 void Proxy::release(const Ticket& ticket, const std::string& why) {
   // Abort, then an audited clear: the ledger keeps the attempt, and the
   // next identical call is admitted as a fresh attempt.
-  if (const Refusal* r = refusal_of(fence_.abort(ticket, why))) {
+  if (const auto aborted = fence_.abort(ticket, why); const Refusal* r = refusal_of(aborted)) {
     log_.error("could not release " + ticket.intent + ": " + r->message);
     return;
   }
-  if (const Refusal* r = refusal_of(fence_.clear(ticket.intent, kReleaseOperator, "released by wrap: " + why))) {
+  if (const auto cleared = fence_.clear(ticket.intent, kReleaseOperator, "released by wrap: " + why);
+      const Refusal* r = refusal_of(cleared)) {
     log_.error("could not release " + ticket.intent + " (it stays fenced as failed): " + r->message);
   }
 }
