@@ -172,20 +172,39 @@ void scene_turf_war(Fence& fence, const Style& st) {
 }  // namespace
 
 int run_demo(const Args& args) {
-  for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::printf("usage: effectfence demo\n\nShows twelve agents double-charging an order, then the same "
-                  "race behind the fence, then three agents deciding on one cluster.\n");
+  std::string kept_dir;  // --dir: run there and keep the files (ledger, the provider's charge books)
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::printf("usage: effectfence demo [--dir DIR]\n\nShows twelve agents double-charging an order, then the "
+                  "same race behind the fence, then three agents deciding on one cluster.\n\n"
+                  "  --dir DIR   run in DIR (created if missing) and keep the ledger and the provider's\n"
+                  "              charge books there; default: a temporary directory, removed afterwards\n");
       return 0;
+    }
+    if (args[i] == "--dir" && i + 1 < args.size()) {
+      kept_dir = args[++i];
+    } else {
+      std::fprintf(stderr, "effectfence demo: unknown or incomplete option '%s'\n", args[i].c_str());
+      return 2;
     }
   }
   const Style st{isatty(STDOUT_FILENO) != 0};
-  char pattern[] = "/tmp/effectfence-demo-XXXXXX";
-  if (!mkdtemp(pattern)) {
-    std::perror("effectfence demo: cannot create a temporary directory");
-    return 1;
+  std::string dir = kept_dir;
+  if (dir.empty()) {
+    char pattern[] = "/tmp/effectfence-demo-XXXXXX";
+    if (!mkdtemp(pattern)) {
+      std::perror("effectfence demo: cannot create a temporary directory");
+      return 1;
+    }
+    dir = pattern;
+  } else {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) {
+      std::fprintf(stderr, "effectfence demo: cannot create %s: %s\n", dir.c_str(), error.message().c_str());
+      return 1;
+    }
   }
-  const std::string dir = pattern;
   int status = 0;
   {
     Settings settings;
@@ -212,8 +231,10 @@ int run_demo(const Args& args) {
       status = 1;
     }
   }
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
+  if (kept_dir.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
   return status;
 }
 

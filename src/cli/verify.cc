@@ -43,7 +43,7 @@ void print_usage(std::FILE* out) {
                "older than the export are counted, not reported.\n\n"
                "options:\n"
                "  --db PATH      ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
-               "  --export FILE  check a JSONL file written by effectfence export instead\n"
+               "  --export FILE  check a JSONL file written by effectfence export instead (also --dump FILE)\n"
                "  --limit N      report the first N problems (default %zu); all are counted\n"
                "  --json         one JSON object: {ok, source, path, certificates, events,\n"
                "                 problems_total, problems: [{certificate, kind, message, line?}]}\n"
@@ -409,7 +409,8 @@ std::optional<size_t> parse_limit(const std::string& text) {
 
 int verify(const Args& args) {
   std::string error;
-  auto parsed = parse_args(args, {{"db", true}, {"export", true}, {"limit", true}, {"json", false}}, &error);
+  auto parsed = parse_args(args, {{"db", true}, {"export", true}, {"dump", true}, {"limit", true}, {"json", false}},
+                           &error);
   if (!parsed) {
     print_error(kCommand, "reading options", error);
     return kExitFailure;
@@ -422,7 +423,13 @@ int verify(const Args& args) {
     print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
     return kExitFailure;
   }
-  if (parsed->has("db") && parsed->has("export")) {
+  // --dump is another name for --export FILE.
+  const auto dump_file = parsed->has("export") ? parsed->value("export") : parsed->value("dump");
+  if (parsed->has("export") && parsed->has("dump")) {
+    print_error(kCommand, "reading options", "give --export or --dump, not both");
+    return kExitFailure;
+  }
+  if (parsed->has("db") && dump_file) {
     print_error(kCommand, "reading options", "give --db or --export, not both");
     return kExitFailure;
   }
@@ -438,7 +445,7 @@ int verify(const Args& args) {
   Problems problems(limit);
   Report report;
   std::optional<int> failed;
-  if (auto file = parsed->value("export")) {
+  if (auto file = dump_file) {
     report.source = "export";
     report.path = *file;
     failed = verify_export(*file, problems, report);

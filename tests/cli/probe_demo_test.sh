@@ -65,5 +65,31 @@ expect "demo: two agents refused as stale_read_set" "$(grep -c 'refused: stale_r
 expect "demo: one agent acts" "$(grep -c 'acts (seq 1)' "$WORK/demo.out")" 1
 grep -q $'\033\[' "$WORK/demo.out" && fail "demo output piped has no colour codes" || pass "demo output piped has no colour codes"
 
+# The demo's numbers come from the run: the provider's own books, and the ledger.
+"$EF" demo --dir "$WORK/demo" >"$WORK/demo2.out" 2>&1
+expect "demo --dir exits 0" "$?" 0
+expect "the provider's books: 12 charges straight" "$(charges "$WORK/demo/provider-straight.sqlite")" 12
+expect "the provider's books: 1 charge through wrap" "$(charges "$WORK/demo/provider-fenced.sqlite")" 1
+expect "turf war: exactly one action certified on the cluster" \
+  "$("$SQLITE3" "$WORK/demo/ledger.sqlite" "SELECT count(*) FROM certificates WHERE domain = 'cluster:checkout'")" 1
+expect "turf war: the two others never admitted" \
+  "$("$SQLITE3" "$WORK/demo/ledger.sqlite" "SELECT count(*) FROM intents WHERE domain = 'cluster:checkout'")" 1
+
+# A real npm server that double-fires: every request_planning call mints a new request.
+TASKMANAGER="${EFFECTFENCE_E2E_NODE_MODULES:-$(dirname "$0")/../e2e/node_modules}/@kazuph/mcp-taskmanager/dist/index.js"
+if [[ -f "$TASKMANAGER" ]] && command -v node >/dev/null; then
+  PLAN='{"originalRequest":"ship the release","tasks":[{"title":"tag","description":"tag v1"}]}'
+  TASK_MANAGER_FILE_PATH="$WORK/tasks-straight.json" "$EF" probe --tool request_planning --args "$PLAN" -n 5 \
+    --json -- node "$TASKMANAGER" >"$WORK/tm-straight.json" 2>/dev/null
+  expect "probe proves mcp-taskmanager double-fires (exit 1)" "$?" 1
+  expect "5 distinct requests straight" "$(jq .distinct_effects "$WORK/tm-straight.json")" 5
+  TASK_MANAGER_FILE_PATH="$WORK/tasks-fenced.json" "$EF" probe --tool request_planning --args "$PLAN" -n 5 \
+    --json -- "$EF" wrap --db "$WORK/tm-ledger.sqlite" -- node "$TASKMANAGER" >"$WORK/tm-fenced.json" 2>/dev/null
+  expect "through wrap, 1 distinct effect" "$(jq .distinct_effects "$WORK/tm-fenced.json")" 1
+  expect "through wrap, one request in the task file" "$(jq '.requests | length' "$WORK/tasks-fenced.json")" 1
+else
+  fail "@kazuph/mcp-taskmanager is not installed (npm ci --prefix tests/e2e)"
+fi
+
 echo "$passes passed, $failures failed"
 exit $((failures > 0))

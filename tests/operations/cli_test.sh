@@ -283,6 +283,8 @@ expect_eq "$RC" 1 "verify fails an export with an altered body"
 line=$(grep -n "\"hash\":\"$CHARGE\"" tampered.jsonl | cut -d: -f1)
 expect_eq "$(jq -c '[.problems[0].certificate, .problems[0].kind, .problems[0].line]' <<<"$OUT")" "[\"$CHARGE\",\"hash_mismatch\",$line]" \
   "verify names the certificate and the line"
+run "$EF" verify --dump tampered.jsonl --json
+expect_eq "$RC $(jq -r '.problems[0].certificate' <<<"$OUT")" "1 $CHARGE" "verify --dump is verify --export"
 grep -v "\"hash\":\"$CHARGE\"" audit.jsonl >orphan.jsonl
 run "$EF" verify --export orphan.jsonl --json
 expect_eq "$RC $(jq -c '[.problems[0].certificate, .problems[0].kind]' <<<"$OUT")" "1 [\"$RECEIPT\",\"missing_parent\"]" \
