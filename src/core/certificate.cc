@@ -3,6 +3,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "core/json_members.h"
 #include "core/sha256.h"
 
 namespace effectfence {
@@ -11,24 +12,6 @@ namespace {
 constexpr std::array<const char*, 12> kCertificateKeys = {
     "intent", "parent", "domain", "seq", "generation", "tool",
     "args", "result", "vector_clock", "read_set", "agent", "hash"};
-
-std::optional<int64_t> int64_member(const Json& j, const char* key) {
-  const auto found = j.find(key);
-  if (found == j.end()) return std::nullopt;
-  if (found->is_number_unsigned()) {
-    const uint64_t value = found->get<uint64_t>();
-    if (value <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(value);
-    return std::nullopt;
-  }
-  if (found->is_number_integer()) return found->get<int64_t>();
-  return std::nullopt;
-}
-
-std::optional<std::string> string_member(const Json& j, const char* key) {
-  const auto found = j.find(key);
-  if (found == j.end() || !found->is_string()) return std::nullopt;
-  return found->get<std::string>();
-}
 
 // parent is null for "no parent"; a string is taken as is.
 std::optional<std::string> parent_member(const Json& j) {

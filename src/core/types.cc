@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "core/json_members.h"
+
 namespace effectfence {
 namespace {
 
@@ -44,24 +46,6 @@ std::optional<Enum> value_of(const std::array<std::pair<Enum, const char*>, N>& 
     if (name == candidate) return value;
   }
   return std::nullopt;
-}
-
-std::optional<int64_t> int64_member(const Json& j, const char* key) {
-  const auto found = j.find(key);
-  if (found == j.end()) return std::nullopt;
-  if (found->is_number_unsigned()) {
-    const uint64_t value = found->get<uint64_t>();
-    if (value <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(value);
-    return std::nullopt;
-  }
-  if (found->is_number_integer()) return found->get<int64_t>();
-  return std::nullopt;
-}
-
-std::optional<std::string> string_member(const Json& j, const char* key) {
-  const auto found = j.find(key);
-  if (found == j.end() || !found->is_string()) return std::nullopt;
-  return found->get<std::string>();
 }
 
 }  // namespace
