@@ -18,25 +18,17 @@ export async function tempDir(t) {
   return dir;
 }
 
-// Starts `effectfence serve --db <db>` and connects an SDK client to it. The
-// tool list is fetched so that the client validates every structuredContent
-// against its tool's outputSchema, as real hosts do.
-export async function connect(t, db, name = 'e2e') {
-  const transport = new StdioClientTransport({
-    command: BIN,
-    args: ['serve', '--db', db, '--log-level', 'debug'],
-    env: { ...process.env },
-    stderr: 'pipe',
-  });
+// Starts a stdio MCP server and connects an SDK client to it; the server's
+// stderr is kept for messages. The session closes when the test ends.
+export async function openSession(t, { command, args, env = {}, name = 'e2e' }) {
+  const transport = new StdioClientTransport({ command, args, env: { ...process.env, ...env }, stderr: 'pipe' });
   let stderr = '';
   transport.stderr.on('data', (chunk) => { stderr += chunk; });
   const client = new Client({ name, version: '1.0.0' });
   await client.connect(transport);
-  const { tools } = await client.listTools();
   const session = {
     client,
     transport,
-    tools,
     pid: transport.pid,
     stderr: () => stderr,
     closed: false,
@@ -47,6 +39,15 @@ export async function connect(t, db, name = 'e2e') {
     },
   };
   t.after(() => session.close());
+  return session;
+}
+
+// Starts `effectfence serve --db <db>` and connects an SDK client to it. The
+// tool list is fetched so that the client validates every structuredContent
+// against its tool's outputSchema, as real hosts do.
+export async function connect(t, db, name = 'e2e') {
+  const session = await openSession(t, { command: BIN, args: ['serve', '--db', db, '--log-level', 'debug'], name });
+  session.tools = (await session.client.listTools()).tools;
   return session;
 }
 

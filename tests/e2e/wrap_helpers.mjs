@@ -7,10 +7,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
-import { BIN } from './helpers.mjs';
+import { BIN, openSession } from './helpers.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const run = promisify(execFile);
@@ -20,30 +18,9 @@ export const TASKMANAGER = path.join(here, 'node_modules/@kazuph/mcp-taskmanager
 export const FILESYSTEM = path.join(here, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js');
 export const EFFECT_SERVER = path.join(here, 'fixtures/effect_server.mjs');
 
-async function open(t, { command, args, env, name }) {
-  const transport = new StdioClientTransport({ command, args, env: { ...process.env, ...env }, stderr: 'pipe' });
-  let stderr = '';
-  transport.stderr.on('data', (chunk) => { stderr += chunk; });
-  const client = new Client({ name, version: '1.0.0' });
-  await client.connect(transport);
-  const session = {
-    client,
-    pid: transport.pid,
-    stderr: () => stderr,
-    closed: false,
-    async close() {
-      if (session.closed) return;
-      session.closed = true;
-      await client.close();
-    },
-  };
-  t.after(() => session.close());
-  return session;
-}
-
 // child: the server's argv, e.g. [NODE, TASKMANAGER]. wrapArgs go before "--".
 export function connectWrapped(t, { db, child, env = {}, name = 'wrap-e2e', wrapArgs = [] }) {
-  return open(t, {
+  return openSession(t, {
     command: BIN,
     args: ['wrap', '--db', db, '--log-level', 'debug', ...wrapArgs, '--', ...child],
     env,
@@ -52,7 +29,7 @@ export function connectWrapped(t, { db, child, env = {}, name = 'wrap-e2e', wrap
 }
 
 export function connectDirect(t, { child, env = {}, name = 'direct-e2e' }) {
-  return open(t, { command: child[0], args: child.slice(1), env, name });
+  return openSession(t, { command: child[0], args: child.slice(1), env, name });
 }
 
 // Every tool, following nextCursor.
