@@ -83,6 +83,14 @@ class LedgerTxn {
                                     const std::string& cert_hash, int64_t seq, int64_t now) = 0;
 
   virtual std::optional<Certificate> load_certificate(const std::string& hash) = 0;
+  // The vector clock of the certificate with this hash. Certificates never
+  // change, so a ledger may answer from a cache (and may know the clock of a
+  // hash it has not stored: use load_certificate to learn whether one exists).
+  virtual std::optional<VectorClock> certificate_clock(const std::string& hash) {
+    auto cert = load_certificate(hash);
+    if (!cert) return std::nullopt;
+    return cert->vector_clock;
+  }
   virtual void insert_certificate(const Certificate& cert, int64_t now) = 0;
   virtual void append_event(const EventRecord& event, int64_t now) = 0;
   virtual void add_counters(const Counters& delta) = 0;
@@ -113,6 +121,12 @@ class Ledger {
   // still all-or-nothing. Returns a refusal (ledger_busy / ledger_error)
   // iff fn's effects were not committed — then whatever fn computed is void.
   virtual std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn) = 0;
+  // write() without blocking the caller: done receives what write() would
+  // have returned, once the transaction is durable (or failed), on a thread
+  // of the ledger's, never inside a transaction. fn runs on another thread
+  // too, so it must own everything it touches. The default blocks.
+  using WriteDone = std::function<void(std::optional<Refusal>)>;
+  virtual void write_async(std::function<void(LedgerTxn&)> fn, WriteDone done) { done(write(fn)); }
   // Runs fn on a consistent read-only snapshot.
   virtual std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) = 0;
   // Bumped whenever another connection (process, operator) changed the file.

@@ -14,6 +14,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
 
+#include "ledger/completion_thread.h"
 #include "ledger/migrations.h"
 #include "ledger/sqlite_txn.h"
 
@@ -109,11 +110,22 @@ class SqliteLedger final : public Ledger {
       stopping_ = true;
     }
     cv_.notify_all();
-    writer_.join();
+    writer_.join();  // every queued job is decided; completions_ then answers the rest
   }
 
   std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn) override {
     return submit(fn, /*read_only=*/false);
+  }
+  void write_async(std::function<void(LedgerTxn&)> fn, WriteDone done) override {
+    auto job = std::make_unique<Job>();
+    job->owned_fn = std::move(fn);
+    job->fn = &job->owned_fn;
+    job->done = std::move(done);
+    if (!enqueue(job.get())) {
+      job->done(closing_refusal());
+      return;
+    }
+    job.release();  // finish() deletes it
   }
   std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) override {
     if (!reader_txn_) return submit(fn, /*read_only=*/true);
@@ -144,21 +156,49 @@ class SqliteLedger final : public Ledger {
   }
 
  private:
+  // A synchronous job lives on its caller's stack and is answered through
+  // waiter; an asynchronous one owns its fn, lives on the heap and is
+  // answered through done on the completion thread.
   struct Job {
-    const std::function<void(LedgerTxn&)>* fn;
-    bool read_only;
-    std::promise<std::optional<Refusal>> done;
+    const std::function<void(LedgerTxn&)>* fn = nullptr;
+    bool read_only = false;
+    std::promise<std::optional<Refusal>> waiter;
+    std::function<void(LedgerTxn&)> owned_fn;
+    WriteDone done;
   };
 
   std::optional<Refusal> submit(const std::function<void(LedgerTxn&)>& fn, bool read_only) {
-    Job job{&fn, read_only, {}};
-    auto result = job.done.get_future();
+    Job job;
+    job.fn = &fn;
+    job.read_only = read_only;
+    auto result = job.waiter.get_future();
+    if (!enqueue(&job)) return closing_refusal();
+    return result.get();
+  }
+
+  // False once the ledger is closing: nobody would run the job.
+  bool enqueue(Job* job) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(&job);
+      if (stopping_) return false;
+      queue_.push_back(job);
     }
     cv_.notify_one();
-    return result.get();
+    return true;
+  }
+
+  static Refusal closing_refusal() {
+    return Refusal{Reason::ledger_error, "ledger: closing; nothing was decided, do not run the tool"};
+  }
+
+  // Answers a job. Asynchronous answers are collected and posted as one batch.
+  static void finish(Job* job, std::optional<Refusal> result, std::vector<std::function<void()>>& completions) {
+    if (!job->done) {
+      job->waiter.set_value(std::move(result));
+      return;
+    }
+    completions.push_back([done = std::move(job->done), result = std::move(result)] { done(result); });
+    delete job;
   }
 
   // Group commit: every decision queued while the previous batch was being
@@ -187,7 +227,7 @@ class SqliteLedger final : public Ledger {
     try {
       run(read_only ? *begin_deferred_ : *begin_immediate_);
     } catch (const SQLite::Exception& e) {
-      fail_all(batch, storage_refusal(e, "could not start a transaction"));
+      answer_all(batch, storage_refusal(e, "could not start a transaction"));
       return;
     }
     note_external_changes();
@@ -198,12 +238,14 @@ class SqliteLedger final : public Ledger {
     } catch (const SQLite::Exception& e) {
       txn_.discard_batch();
       rollback_quietly();
-      fail_all(batch, storage_refusal(e, "could not commit"));
+      answer_all(batch, storage_refusal(e, "could not commit"));
       return;
     }
     transactions_.fetch_add(1);
     decisions_.fetch_add(batch.size());
-    for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
+    std::vector<std::function<void()>> completions;
+    for (size_t i = 0; i < batch.size(); ++i) finish(batch[i], std::move(results[i]), completions);
+    completions_.post(std::move(completions));
   }
 
   // Each job is all-or-nothing inside the shared transaction.
@@ -284,8 +326,10 @@ class SqliteLedger final : public Ledger {
                                              "; nothing was decided, do not run the tool"};
   }
 
-  static void fail_all(std::vector<Job*>& batch, const Refusal& refusal) {
-    for (Job* j : batch) j->done.set_value(refusal);
+  void answer_all(std::vector<Job*>& batch, const Refusal& refusal) {
+    std::vector<std::function<void()>> completions;
+    for (Job* j : batch) finish(j, refusal, completions);
+    completions_.post(std::move(completions));
   }
 
   std::unique_ptr<SQLite::Database> db_;
@@ -301,6 +345,9 @@ class SqliteLedger final : public Ledger {
   std::atomic<uint64_t> transactions_{0};
   std::atomic<uint64_t> decisions_{0};
 
+  // Declared before the writer: it is destroyed after the writer has
+  // stopped, and answers what the writer's last batches handed it.
+  CompletionThread completions_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job*> queue_;
