@@ -64,6 +64,16 @@ class Fence {
   // fenced as failed (the effect ran on outdated state) and stale_read_set
   // is returned. lease_lost iff the token no longer holds the intent.
   CommitOutcome commit(const Ticket& ticket, const Json& result);
+
+  // prepare() and commit() without blocking the caller, for servers that
+  // answer many calls at once: done receives the outcome exactly once,
+  // either before the call returns (refusals and the in-process fast path's
+  // decisions) or later on a ledger thread, once the decision is durable.
+  // done must not block for long: it holds up the answers behind it.
+  using PrepareDone = std::function<void(PrepareOutcome)>;
+  using CommitDone = std::function<void(CommitOutcome)>;
+  void prepare_async(const PrepareRequest& request, PrepareDone done);
+  void commit_async(const Ticket& ticket, Json result, CommitDone done);
   // Fences the intent as failed until cleared.
   AbortOutcome abort(const Ticket& ticket, const std::string& reason);
   // Extends the lease by lease_ttl from now.
@@ -99,11 +109,20 @@ class Fence {
   std::string describe_ledger() const;
 
  private:
+  struct PendingPrepare;
+  struct PendingCommit;
+
   Fence(Settings settings, std::unique_ptr<Ledger> ledger);
   rules::Context context() const;
   void tally(const PrepareOutcome& outcome, bool decided_here);
+  // The halves of prepare around the ledger: begin_prepare returns the
+  // outcome when it needs no ledger, else what the ledger must decide.
+  std::variant<PrepareOutcome, std::shared_ptr<PendingPrepare>> begin_prepare(const PrepareRequest& request);
+  PrepareOutcome finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure);
+  CommitOutcome finish_commit(const Ticket& ticket, CommitOutcome outcome);
   // ledger_->write, adding the fast path's pending counters to the same transaction.
   std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn);
+  void write_async(std::function<void(LedgerTxn&)> fn, Ledger::WriteDone done);
   Counters take_pending();
   void restore_pending(const Counters& pending);
 

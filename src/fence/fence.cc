@@ -80,6 +80,9 @@ Fence::~Fence() {
   if (pending.total_attempts() > 0) {
     ledger_->write([&](LedgerTxn& txn) { txn.add_counters(pending); });
   }
+  // Closed here, while fast_ and the counters still exist: the ledger's
+  // last asynchronous answers run on its way out and use them.
+  ledger_.reset();
 }
 
 rules::Context Fence::context() const {
@@ -132,23 +135,74 @@ void Fence::restore_pending(const Counters& pending) {
   pending_ += pending;
 }
 
-PrepareOutcome Fence::prepare(const PrepareRequest& request) {
-  auto made = make_attempt(request);
-  if (auto* refusal = std::get_if<Refusal>(&made)) return *refusal;
-  const rules::Attempt& attempt = std::get<rules::Attempt>(made);
+void Fence::write_async(std::function<void(LedgerTxn&)> fn, Ledger::WriteDone done) {
+  const Counters pending = take_pending();
+  ledger_->write_async(
+      [pending, fn = std::move(fn)](LedgerTxn& txn) {
+        txn.add_counters(pending);
+        fn(txn);
+      },
+      [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
+        if (failure) restore_pending(pending);
+        done(std::move(failure));
+      });
+}
 
-  const int64_t now = settings_.now_ms();
-  FastPath::Entry entry = fast_->enter(attempt, now, ledger_->external_changes());
-  if (entry.decided) {
-    tally(*entry.decided, /*decided_here=*/true);
-    return *entry.decided;
-  }
+// What a prepare carries from before the ledger to after it.
+struct Fence::PendingPrepare {
+  rules::Attempt attempt;
+  FastPath::Entry entry;
+  int64_t now = 0;
   PrepareOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
-  auto failure = write([&](LedgerTxn& txn) { outcome = rules::prepare(txn, attempt, context()); });
-  if (failure) outcome = *failure;
-  fast_->leave(attempt, entry, outcome, now, ledger_->external_changes());
-  tally(outcome, /*decided_here=*/false);
-  return outcome;
+};
+
+struct Fence::PendingCommit {
+  Ticket ticket;
+  Json result;
+  CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+};
+
+std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begin_prepare(
+    const PrepareRequest& request) {
+  auto made = make_attempt(request);
+  if (auto* refusal = std::get_if<Refusal>(&made)) return PrepareOutcome{std::move(*refusal)};
+  auto pending = std::make_shared<PendingPrepare>();
+  pending->attempt = std::move(std::get<rules::Attempt>(made));
+  pending->now = settings_.now_ms();
+  pending->entry = fast_->enter(pending->attempt, pending->now, ledger_->external_changes());
+  if (pending->entry.decided) {
+    tally(*pending->entry.decided, /*decided_here=*/true);
+    return std::move(*pending->entry.decided);
+  }
+  return pending;
+}
+
+PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure) {
+  if (failure) pending.outcome = *failure;
+  fast_->leave(pending.attempt, pending.entry, pending.outcome, pending.now, ledger_->external_changes());
+  tally(pending.outcome, /*decided_here=*/false);
+  return std::move(pending.outcome);
+}
+
+PrepareOutcome Fence::prepare(const PrepareRequest& request) {
+  auto begun = begin_prepare(request);
+  if (auto* decided = std::get_if<PrepareOutcome>(&begun)) return std::move(*decided);
+  PendingPrepare& pending = *std::get<std::shared_ptr<PendingPrepare>>(begun);
+  auto failure = write([&](LedgerTxn& txn) { pending.outcome = rules::prepare(txn, pending.attempt, context()); });
+  return finish_prepare(pending, failure);
+}
+
+void Fence::prepare_async(const PrepareRequest& request, PrepareDone done) {
+  auto begun = begin_prepare(request);
+  if (auto* decided = std::get_if<PrepareOutcome>(&begun)) {
+    done(std::move(*decided));
+    return;
+  }
+  auto pending = std::get<std::shared_ptr<PendingPrepare>>(std::move(begun));
+  write_async([this, pending](LedgerTxn& txn) { pending->outcome = rules::prepare(txn, pending->attempt, context()); },
+              [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
+                done(finish_prepare(*pending, failure));
+              });
 }
 
 CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
@@ -160,6 +214,32 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
   if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context()); })) {
     return *failure;
   }
+  return finish_commit(ticket, std::move(outcome));
+}
+
+void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
+  JsonError error;
+  if (!validate_canonicalizable(result, &error)) {
+    done(invalid("result: " + error.message));
+    return;
+  }
+  auto pending = std::make_shared<PendingCommit>();
+  pending->ticket = ticket;
+  pending->result = std::move(result);
+  write_async(
+      [this, pending](LedgerTxn& txn) {
+        pending->outcome = rules::commit(txn, pending->ticket, pending->result, context());
+      },
+      [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
+        if (failure) {
+          done(std::move(*failure));  // as in commit(): the ticket still holds the intent
+          return;
+        }
+        done(finish_commit(pending->ticket, std::move(pending->outcome)));
+      });
+}
+
+CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome) {
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
     fast_->committed(ticket, *cert, settings_.now_ms(), ledger_->external_changes());
     std::lock_guard<std::mutex> lock(counters_mu_);

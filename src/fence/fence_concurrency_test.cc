@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -100,6 +101,102 @@ TEST_CASE("16 threads on two fences (two connections) racing one intent admit ex
     auto outcomes = race(16, [&](int i) { return (i % 2 ? a : b)->prepare(charge(intent)); });
     REQUIRE(count_admitted(outcomes) == 1);
   }
+}
+
+// Collects the outcomes of asynchronous calls, answered on other threads.
+template <typename Outcome>
+class Answers {
+ public:
+  std::function<void(Outcome)> slot(size_t i) {
+    return [this, i](Outcome outcome) {
+      std::lock_guard<std::mutex> lock(mu_);
+      got_.emplace_back(i, std::move(outcome));
+      cv_.notify_all();
+    };
+  }
+  // Every answer, in the order of the slots; fails unless exactly n arrive.
+  std::vector<Outcome> wait(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    REQUIRE(cv_.wait_for(lock, std::chrono::seconds(30), [&] { return got_.size() >= n; }));
+    REQUIRE(got_.size() == n);
+    std::vector<std::optional<Outcome>> ordered(n);
+    for (auto& [i, outcome] : got_) {
+      REQUIRE(i < n);
+      REQUIRE_FALSE(ordered[i].has_value());  // answered once
+      ordered[i] = outcome;
+    }
+    std::vector<Outcome> out;
+    for (auto& o : ordered) out.push_back(*o);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<size_t, Outcome>> got_;
+};
+
+TEST_CASE("asynchronous prepares on two fences racing one intent admit exactly one, then replay", "[race][async]") {
+  TempDir dir;
+  auto a = open_fence(file_settings(dir.file("l.sqlite")));
+  auto b = open_fence(file_settings(dir.file("l.sqlite")));
+  for (int round = 0; round < 10; ++round) {
+    const std::string intent = "async-" + std::to_string(round);
+    Answers<PrepareOutcome> prepared;
+    std::thread other([&] {
+      for (size_t i = 1; i < 32; i += 2) b->prepare_async(charge(intent), prepared.slot(i));
+    });
+    for (size_t i = 0; i < 32; i += 2) a->prepare_async(charge(intent), prepared.slot(i));
+    other.join();
+    const auto outcomes = prepared.wait(32);
+    REQUIRE(count_admitted(outcomes) == 1);
+    Ticket ticket;
+    size_t holder = 0;
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      if (auto* admitted = std::get_if<Admitted>(&outcomes[i])) {
+        ticket = admitted->ticket;
+        holder = i;
+      } else {
+        CHECK(std::get<Refusal>(outcomes[i]).reason == Reason::in_flight);
+      }
+    }
+    Answers<CommitOutcome> committed;
+    (holder % 2 ? b : a)->commit_async(ticket, {{"round", round}}, committed.slot(0));
+    const Certificate cert = std::get<Certificate>(committed.wait(1)[0]);
+    // One at a time: a duplicate that arrives while the same process is
+    // still deciding the intent is refused in_flight, not replayed.
+    for (int i = 0; i < 4; ++i) {
+      Answers<PrepareOutcome> replay;
+      (i % 2 ? b : a)->prepare_async(charge(intent), replay.slot(0));
+      const PrepareOutcome o = replay.wait(1)[0];
+      REQUIRE(std::holds_alternative<Replayed>(o));
+      CHECK(std::get<Replayed>(o).cert.hash == cert.hash);
+    }
+  }
+}
+
+TEST_CASE("a commit issued from a prepare's answer completes: answers may start more work", "[race][async]") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  constexpr size_t kIntents = 100;
+  Answers<CommitOutcome> committed;
+  for (size_t i = 0; i < kIntents; ++i) {
+    fence->prepare_async(charge("chain-" + std::to_string(i)), [&, i](PrepareOutcome outcome) {
+      auto* admitted = std::get_if<Admitted>(&outcome);
+      if (!admitted) return committed.slot(i)(Refusal{Reason::ledger_error, outcome_name(outcome), {}});
+      fence->commit_async(admitted->ticket, {{"n", i}}, committed.slot(i));
+    });
+  }
+  const auto outcomes = committed.wait(kIntents);
+  std::set<std::string> hashes;
+  for (const auto& o : outcomes) {
+    if (auto* refusal = std::get_if<Refusal>(&o)) FAIL("refused: " << refusal->message);
+    hashes.insert(std::get<Certificate>(o).hash);
+  }
+  CHECK(hashes.size() == kIntents);
+  auto stats = std::get<Stats>(fence->stats());
+  CHECK(stats.process.admitted == kIntents);
+  CHECK(stats.process.committed == kIntents);
 }
 
 TEST_CASE("a forced same-instant domain race admits exactly one, every time", "[race][read_set]") {
