@@ -192,6 +192,11 @@ void log_refusal(Logger& log, const std::string& what, const Refusal& refusal) {
 
 // ---- the tools -------------------------------------------------------------
 
+// The tool results for the outcomes of the asynchronous calls (what names the call in logs).
+ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool, const std::string& what,
+                          Logger& log);
+ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, Logger& log);
+
 Tool prepare_tool(Fence& fence, Logger& log) {
   Tool tool;
   tool.name = "fence_prepare";
@@ -230,34 +235,43 @@ Tool prepare_tool(Fence& fence, Logger& log) {
       {{"fresh", {"prepared", "message"}}, {"already_done", {"cert", "message"}}, {"refused", {"reason", "message"}}},
       {{"prepared", issued_ticket_schema()}, {"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
-  tool.handler = [&fence, &log](const Json& arguments) {
-    const PrepareRequest request = prepare_request(arguments);
-    const std::string what = "fence_prepare " + request.intent + " by " + request.agent;
-    PrepareOutcome outcome = fence.prepare(request);
-    if (auto* admitted = std::get_if<Admitted>(&outcome)) {
-      log.info(what + ": fresh (seq " + std::to_string(admitted->ticket.seq) + ", generation " +
-               std::to_string(admitted->ticket.generation) + ")");
-      return ToolResult{Json{{"status", "fresh"},
-                             {"prepared", admitted->ticket.to_json()},
-                             {"message", "you hold this action: run " + request.tool +
-                                             " now, then call fence_commit with this prepared ticket and its "
-                                             "result (fence_abort if it failed; fence_heartbeat if it may outlast "
-                                             "the lease)"}},
-                        false};
-    }
-    if (auto* replayed = std::get_if<Replayed>(&outcome)) {
-      log.debug(what + ": already done, replaying " + replayed->cert.hash);
-      return ToolResult{Json{{"status", "already_done"},
-                             {"cert", replayed->cert.to_json()},
-                             {"message", "this action already ran: do NOT run " + request.tool +
-                                             " again; its recorded result is cert.result"}},
-                        false};
-    }
-    const Refusal& refusal = std::get<Refusal>(outcome);
-    log_refusal(log, what, refusal);
-    return refused(refusal, FenceStep::prepare);
+  tool.async_handler = [&fence, &log](const Json& arguments, Tool::Respond respond) {
+    PrepareRequest request = prepare_request(arguments);
+    std::string tool_name = request.tool;
+    std::string what = "fence_prepare " + request.intent + " by " + request.agent;
+    fence.prepare_async(request, [&log, respond = std::move(respond), tool_name = std::move(tool_name),
+                                  what = std::move(what)](PrepareOutcome outcome) {
+      respond(prepare_result(outcome, tool_name, what, log));
+    });
   };
   return tool;
+}
+
+
+ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool, const std::string& what,
+                          Logger& log) {
+  if (auto* admitted = std::get_if<Admitted>(&outcome)) {
+    log.info(what + ": fresh (seq " + std::to_string(admitted->ticket.seq) + ", generation " +
+             std::to_string(admitted->ticket.generation) + ")");
+    return ToolResult{Json{{"status", "fresh"},
+                           {"prepared", admitted->ticket.to_json()},
+                           {"message", "you hold this action: run " + tool +
+                                           " now, then call fence_commit with this prepared ticket and its "
+                                           "result (fence_abort if it failed; fence_heartbeat if it may outlast "
+                                           "the lease)"}},
+                      false};
+  }
+  if (auto* replayed = std::get_if<Replayed>(&outcome)) {
+    log.debug(what + ": already done, replaying " + replayed->cert.hash);
+    return ToolResult{Json{{"status", "already_done"},
+                           {"cert", replayed->cert.to_json()},
+                           {"message", "this action already ran: do NOT run " + tool +
+                                           " again; its recorded result is cert.result"}},
+                      false};
+  }
+  const Refusal& refusal = std::get<Refusal>(outcome);
+  log_refusal(log, what, refusal);
+  return refused(refusal, FenceStep::prepare);
 }
 
 Tool commit_tool(Fence& fence, Logger& log) {
@@ -275,23 +289,27 @@ Tool commit_tool(Fence& fence, Logger& log) {
   tool.output_schema = outcome_schema({{"committed", {"cert", "message"}}, {"refused", {"reason", "message"}}},
                                       {{"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
-  tool.handler = [&fence, &log](const Json& arguments) {
+  tool.async_handler = [&fence, &log](const Json& arguments, Tool::Respond respond) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
-    if (!well_formed) return malformed_ticket(FenceStep::commit);
-    CommitOutcome outcome = fence.commit(ticket, arguments.at("result"));
-    const std::string what = "fence_commit " + ticket.intent;
-    if (auto* cert = std::get_if<Certificate>(&outcome)) {
-      log.info(what + ": committed " + cert->hash);
-      return ToolResult{Json{{"status", "committed"},
-                             {"cert", cert->to_json()},
-                             {"message", "recorded: duplicates of this intent now get this certificate"}},
-                        false};
-    }
-    log_refusal(log, what, std::get<Refusal>(outcome));
-    return refused(std::get<Refusal>(outcome), FenceStep::commit);
+    if (!well_formed) return respond(malformed_ticket(FenceStep::commit));
+    fence.commit_async(ticket, arguments.at("result"),
+                       [&log, respond = std::move(respond), what = "fence_commit " + ticket.intent](
+                           CommitOutcome outcome) { respond(commit_result(outcome, what, log)); });
   };
   return tool;
+}
+
+ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, Logger& log) {
+  if (auto* cert = std::get_if<Certificate>(&outcome)) {
+    log.info(what + ": committed " + cert->hash);
+    return ToolResult{Json{{"status", "committed"},
+                           {"cert", cert->to_json()},
+                           {"message", "recorded: duplicates of this intent now get this certificate"}},
+                      false};
+  }
+  log_refusal(log, what, std::get<Refusal>(outcome));
+  return refused(std::get<Refusal>(outcome), FenceStep::commit);
 }
 
 Tool abort_tool(Fence& fence, Logger& log) {

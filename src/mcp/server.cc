@@ -121,6 +121,7 @@ Server::Server(ServerInfo info, std::vector<Tool> tools, Sink sink, Logger& log,
       extensions_(std::move(extensions)),
       sink_(std::move(sink)),
       log_(log),
+      max_concurrent_calls_(max_concurrent_calls),
       pool_(max_concurrent_calls, 4 * max_concurrent_calls) {
   set_tools(std::move(tools));
 }
@@ -315,7 +316,8 @@ void Server::start_tool_call(const Json& id, const Json& params) {
       return;
     }
   }
-  pool_.submit([this, call] { run_tool_call(call); });
+  if (tool.async_handler) start_async_tool_call(call);
+  else pool_.submit([this, call] { run_tool_call(call); });
 }
 
 void Server::start_other_request(const Json& id, const std::string& method, const Json& params) {
@@ -351,24 +353,63 @@ void Server::start_other_request(const Json& id, const std::string& method, cons
   });
 }
 
+namespace {
+
+// Runs handler, turning what it throws into the error response the client gets.
+Json guarded_response(const Json& id, const Tool& tool, Logger& log, const std::function<Json()>& handler) {
+  try {
+    return handler();
+  } catch (const InvalidArguments& e) {
+    return jsonrpc::error_response(id, jsonrpc::kInvalidParams, "invalid arguments for " + tool.name + ": " + e.what());
+  } catch (const std::exception& e) {
+    log.error("tool " + tool.name + " failed: " + e.what());
+    return jsonrpc::error_response(id, jsonrpc::kInternalError, "internal error in " + tool.name + ": " + e.what());
+  } catch (...) {
+    log.error("tool " + tool.name + " failed with an unknown exception");
+    return jsonrpc::error_response(id, jsonrpc::kInternalError, "internal error in " + tool.name);
+  }
+}
+
+}  // namespace
+
 void Server::run_tool_call(const std::shared_ptr<Call>& call) {
   const Tool& tool = *call->tool;
-  Json response;
-  try {
-    response = tool.contextual_handler ? response_for(call->id, tool.contextual_handler(call->arguments, *call->context))
-                                       : response_for(call->id, tool.handler(call->arguments));
-  } catch (const InvalidArguments& e) {
-    response = jsonrpc::error_response(call->id, jsonrpc::kInvalidParams,
-                                       "invalid arguments for " + tool.name + ": " + e.what());
-  } catch (const std::exception& e) {
-    log_.error("tool " + tool.name + " failed: " + e.what());
-    response = jsonrpc::error_response(call->id, jsonrpc::kInternalError,
-                                       "internal error in " + tool.name + ": " + e.what());
-  } catch (...) {
-    log_.error("tool " + tool.name + " failed with an unknown exception");
-    response = jsonrpc::error_response(call->id, jsonrpc::kInternalError, "internal error in " + tool.name);
+  finish_call(call, guarded_response(call->id, tool, log_, [&] {
+                return tool.contextual_handler
+                           ? response_for(call->id, tool.contextual_handler(call->arguments, *call->context))
+                           : response_for(call->id, tool.handler(call->arguments));
+              }));
+}
+
+void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
+  {
+    std::unique_lock<std::mutex> lock(async_mutex_);
+    async_changed_.wait(lock, [this] { return async_calls_ < max_concurrent_calls_; });
+    ++async_calls_;
   }
-  finish_call(call, response);
+  const Tool& tool = *call->tool;
+  // Whichever comes first answers: respond, or an exception before it.
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  auto answer = [this, call, answered](const std::function<Json()>& response) {
+    if (answered->exchange(true)) return;
+    finish_call(call, guarded_response(call->id, *call->tool, log_, response));
+    async_call_finished();
+  };
+  const Json failure = guarded_response(call->id, tool, log_, [&] {
+    tool.async_handler(call->arguments, [call, answer](ToolResult result) {
+      answer([&] { return response_for(call->id, std::move(result)); });
+    });
+    return Json();
+  });
+  if (!failure.is_null()) answer([&] { return failure; });
+}
+
+void Server::async_call_finished() {
+  {
+    std::lock_guard<std::mutex> lock(async_mutex_);
+    --async_calls_;
+  }
+  async_changed_.notify_all();
 }
 
 void Server::finish_call(const std::shared_ptr<Call>& call, const Json& response) {
@@ -388,7 +429,11 @@ void Server::finish_call(const std::shared_ptr<Call>& call, const Json& response
   }
 }
 
-void Server::drain() { pool_.wait_idle(); }
+void Server::drain() {
+  pool_.wait_idle();
+  std::unique_lock<std::mutex> lock(async_mutex_);
+  async_changed_.wait(lock, [this] { return async_calls_ == 0; });
+}
 
 size_t Server::calls_in_flight() const {
   std::lock_guard<std::mutex> lock(calls_mutex_);

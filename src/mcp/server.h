@@ -1,12 +1,13 @@
 // A generic MCP server over newline-delimited JSON-RPC: initialize (version
 // negotiation), ping, tools/list, tools/call, notifications/cancelled.
-// Tool calls run concurrently on a worker pool; everything else is answered
-// on the reading thread, in order. A proxy can replace the tool list while
+// Tool calls run concurrently (on a worker pool, or answered by callback);
+// everything else is answered on the reading thread, in order. A proxy can replace the tool list while
 // serving, answer with results it did not build, send notifications, and
 // take the requests and notifications the server does not handle itself.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -102,6 +103,12 @@ struct Tool {
   std::function<ToolResult(const Json& arguments)> handler;
   // Used instead of handler when set; its reply is sent as is.
   std::function<Reply(const Json& arguments, CallContext& call)> contextual_handler;
+  // Used instead of both when set, for work that answers by callback (the
+  // fence's ledger): runs on the reading thread, must not block, and calls
+  // respond exactly once, from any thread, possibly before it returns. No
+  // thread waits for the call meanwhile.
+  using Respond = std::function<void(ToolResult)>;
+  std::function<void(const Json& arguments, Respond respond)> async_handler;
 
   Json listing() const;  // the tools/list entry
 };
@@ -171,6 +178,8 @@ class Server {
   Json list_tools() const;
   void start_tool_call(const Json& id, const Json& params);
   void run_tool_call(const std::shared_ptr<Call>& call);
+  void start_async_tool_call(const std::shared_ptr<Call>& call);
+  void async_call_finished();
   void start_other_request(const Json& id, const std::string& method, const Json& params);
   std::shared_ptr<const ToolSet> tool_set() const;
   void finish_call(const std::shared_ptr<Call>& call, const Json& response);
@@ -187,6 +196,13 @@ class Server {
   mutable std::mutex calls_mutex_;
   std::map<std::string, std::shared_ptr<Call>> calls_;  // by id.dump(): 1 and "1" differ
   std::atomic<bool> initialized_{false};
+
+  // Asynchronous tool calls not yet answered; at most max_concurrent_calls_
+  // at once, after which the reader waits (backpressure on the client).
+  const size_t max_concurrent_calls_;
+  std::mutex async_mutex_;
+  std::condition_variable async_changed_;
+  size_t async_calls_ = 0;
 
   WorkerPool pool_;  // last: its destructor runs the queued calls, which use the members above
 };

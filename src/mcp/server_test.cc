@@ -1,9 +1,11 @@
 #include "mcp/server.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -333,4 +335,105 @@ TEST_CASE("a cancellation reaches the handler's callback; other requests and not
   auto all = out.all();
   CHECK(all.back() == jsonrpc::notification("notifications/tools/list_changed", Json::object()));
   for (const auto& m : all) CHECK(m.value("id", Json()) != "w");
+}
+
+namespace {
+
+// An asynchronous tool whose answers the test gives by hand, from its own thread.
+struct Deferred {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<std::pair<Json, Tool::Respond>> pending;  // (arguments, respond)
+
+  Tool tool(const std::string& name) {
+    Tool t;
+    t.name = name;
+    t.input_schema = Json{{"type", "object"}};
+    t.async_handler = [this](const Json& arguments, Tool::Respond respond) {
+      if (arguments.contains("now")) return respond(ToolResult{Json{{"now", arguments["now"]}}, false});
+      if (arguments.contains("bad")) throw InvalidArguments("bad was given");
+      std::lock_guard<std::mutex> lock(mutex);
+      pending.emplace_back(arguments, std::move(respond));
+      arrived.notify_all();
+    };
+    return t;
+  }
+  bool wait_pending(size_t n) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return arrived.wait_for(lock, std::chrono::seconds(10), [&] { return pending.size() >= n; });
+  }
+  // Answers the oldest pending call from another thread.
+  void answer_oldest() {
+    std::pair<Json, Tool::Respond> call;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      call = std::move(pending.front());
+      pending.erase(pending.begin());
+    }
+    std::thread([call = std::move(call)] { call.second(ToolResult{Json{{"echo", call.first}}, false}); }).join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an asynchronous tool answers later, from any thread, without holding up other calls", "[server][async]") {
+  Deferred deferred;
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  Server server{ServerInfo{"t", "", "1.0", ""}, {deferred.tool("later")}, out.sink(), log};
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(1, "tools/call", {{"name", "later"}, {"arguments", {{"n", 1}}}})));
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(2, "tools/call", {{"name", "later"}, {"arguments", {{"now", 2}}}})));
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(3, "tools/call", {{"name", "later"}, {"arguments", {{"bad", 1}}}})));
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(4, "ping", Json::object())));
+  // Answered while call 1 is still pending: an immediate answer, an error, a ping.
+  CHECK(out.response(2)["result"]["structuredContent"]["now"] == 2);
+  CHECK(out.response(3)["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK_THAT(out.response(3)["error"]["message"].get<std::string>(), Catch::Contains("bad was given"));
+  CHECK(out.response(4)["result"] == Json::object());
+  REQUIRE(deferred.wait_pending(1));
+  CHECK(server.calls_in_flight() == 1);
+  deferred.answer_oldest();
+  Json r = out.response(1);
+  CHECK(r["result"]["structuredContent"]["echo"]["n"] == 1);
+  CHECK(r["result"]["isError"] == false);
+  CHECK(server.calls_in_flight() == 0);
+  int answers_to_1 = 0;
+  for (const auto& m : out.all()) answers_to_1 += m.value("id", Json()) == 1 ? 1 : 0;
+  CHECK(answers_to_1 == 1);
+}
+
+TEST_CASE("asynchronous calls beyond the limit wait for room; drain waits for every answer", "[server][async]") {
+  Deferred deferred;
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  Server server{ServerInfo{"t", "", "1.0", ""}, {deferred.tool("later")}, out.sink(), log, /*max_concurrent_calls=*/2};
+  auto call = [&](int id) {
+    server.handle_line(jsonrpc::serialize(jsonrpc::request(id, "tools/call", {{"name", "later"}, {"arguments", {{"n", id}}}})));
+  };
+  call(1);
+  call(2);
+  std::atomic<bool> third_accepted{false};
+  std::thread reader([&] {
+    call(3);  // blocks: two calls are already waiting for answers
+    third_accepted = true;
+  });
+  REQUIRE(deferred.wait_pending(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(third_accepted);
+  deferred.answer_oldest();
+  REQUIRE(deferred.wait_pending(2));  // call 3 got in once call 1 was answered
+  reader.join();
+  CHECK(third_accepted);
+  std::atomic<bool> drained{false};
+  std::thread drainer([&] {
+    server.drain();
+    drained = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(drained);
+  deferred.answer_oldest();
+  deferred.answer_oldest();
+  drainer.join();
+  CHECK(drained);
+  for (int id : {1, 2, 3}) CHECK(out.response(id)["result"]["structuredContent"]["echo"]["n"] == id);
 }
