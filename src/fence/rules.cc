@@ -309,7 +309,7 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   cert.agent = row.agent;
   cert.vector_clock = row.known_clock;
   if (!row.parent.empty()) {
-    if (auto parent = txn.load_certificate(row.parent)) cert.vector_clock.merge(parent->vector_clock);
+    if (auto parent_clock = txn.certificate_clock(row.parent)) cert.vector_clock.merge(*parent_clock);
   }
   cert.vector_clock.tick(row.agent);
   cert.seal();

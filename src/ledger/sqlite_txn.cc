@@ -227,6 +227,23 @@ void SqliteTxn::insert_certificate(const Certificate& c, int64_t now) {
   q.bind(9, c.canonical_body());
   q.bind(10, static_cast<int64_t>(now));
   q.exec();
+  remember_clock(c.hash, c.vector_clock);
+}
+
+std::optional<VectorClock> SqliteTxn::certificate_clock(const std::string& hash) {
+  if (auto known = clocks_.find(hash); known != clocks_.end()) return known->second;
+  auto cert = load_certificate(hash);
+  if (!cert) return std::nullopt;
+  remember_clock(hash, cert->vector_clock);
+  return cert->vector_clock;
+}
+
+void SqliteTxn::remember_clock(const std::string& hash, const VectorClock& clock) {
+  // The hash covers the clock, so an entry is true whether or not the
+  // transaction that wrote it commits; the bound only limits memory.
+  constexpr size_t kMaxClocks = 4096;
+  if (clocks_.size() >= kMaxClocks) clocks_.clear();
+  clocks_.emplace(hash, clock);
 }
 
 void SqliteTxn::append_event(const EventRecord& e, int64_t now) {

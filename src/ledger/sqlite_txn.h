@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
@@ -25,6 +26,7 @@ class SqliteTxn final : public LedgerTxn {
   void record_domain_effect(const std::string& domain, const VectorClock& clock,
                             const std::string& cert_hash, int64_t seq, int64_t now) override;
   std::optional<Certificate> load_certificate(const std::string& hash) override;
+  std::optional<VectorClock> certificate_clock(const std::string& hash) override;
   void insert_certificate(const Certificate& cert, int64_t now) override;
   void append_event(const EventRecord& event, int64_t now) override;
   void add_counters(const Counters& delta) override;
@@ -50,6 +52,10 @@ class SqliteTxn final : public LedgerTxn {
 
   SQLite::Database& db_;
   std::map<const char*, std::unique_ptr<SQLite::Statement>> statements_;
+  // Clocks of certificates seen, by hash: every commit needs its parent's,
+  // and parsing the parent's whole body for it cost more than the insert.
+  std::unordered_map<std::string, VectorClock> clocks_;
+  void remember_clock(const std::string& hash, const VectorClock& clock);
   Counters decision_counters_;
   Counters batch_counters_;
 };
