@@ -45,7 +45,10 @@ std::variant<rules::Attempt, Refusal> make_attempt(const PrepareRequest& req) {
   rules::Attempt attempt;
   attempt.request = req;
   attempt.canonical_args = canonicalize(req.args);
-  attempt.payload_hash = sha256_hex(canonicalize(Json{{"tool", req.tool}, {"args", req.args}}));
+  // canonicalize({"tool": tool, "args": args}), spelled out so the arguments
+  // are not copied and canonicalized twice: RFC 8785 puts "args" first.
+  attempt.payload_hash =
+      sha256_hex("{\"args\":" + attempt.canonical_args + ",\"tool\":" + canonicalize(Json(req.tool)) + "}");
   return attempt;
 }
 
