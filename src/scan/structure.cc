@@ -1,0 +1,79 @@
+#include "scan/structure.h"
+
+#include <cctype>
+
+namespace effectfence::scan {
+namespace {
+
+bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
+
+size_t indent_of_line(std::string_view code, size_t line_start) {
+  size_t k = line_start;
+  while (k < code.size() && (code[k] == ' ' || code[k] == '\t')) ++k;
+  return k - line_start;
+}
+
+size_t line_start_of(std::string_view code, size_t offset) {
+  const size_t nl = offset == 0 ? std::string_view::npos : code.rfind('\n', offset - 1);
+  return nl == std::string_view::npos ? 0 : nl + 1;
+}
+
+}  // namespace
+
+size_t matching_close(std::string_view code, size_t open) {
+  int depth = 0;
+  for (size_t k = open; k < code.size(); ++k) {
+    const char c = code[k];
+    if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      if (--depth == 0) return k;
+    }
+  }
+  return code.size();
+}
+
+size_t next_of(std::string_view code, size_t from, std::string_view which, size_t stop_at) {
+  const size_t found = code.find_first_of(which, from);
+  return found != std::string_view::npos && found < stop_at ? found : std::string_view::npos;
+}
+
+size_t line_end(std::string_view code, size_t offset) {
+  const size_t nl = code.find('\n', offset);
+  return nl == std::string_view::npos ? code.size() : nl + 1;
+}
+
+size_t python_block_end(std::string_view code, size_t offset) {
+  const size_t header_start = line_start_of(code, offset);
+  const size_t header_indent = indent_of_line(code, header_start);
+  // The header ends at the end of the line where its brackets are balanced.
+  size_t k = header_start;
+  int depth = 0;
+  for (; k < code.size(); ++k) {
+    const char c = code[k];
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == '\n' && depth <= 0) break;
+  }
+  size_t line = k < code.size() ? k + 1 : code.size();
+  while (line < code.size()) {
+    const size_t indent = indent_of_line(code, line);
+    const size_t first = line + indent;
+    const bool blank = first >= code.size() || code[first] == '\n' || code[first] == '\r';
+    if (!blank && indent <= header_indent) return line;
+    line = line_end(code, line);
+  }
+  return code.size();
+}
+
+std::string_view identifier_before(std::string_view code, size_t offset) {
+  size_t end = offset;
+  while (end > 0 && std::isspace(static_cast<unsigned char>(code[end - 1]))) --end;
+  size_t begin = end;
+  while (begin > 0 && is_ident_char(code[begin - 1])) --begin;
+  return code.substr(begin, end - begin);
+}
+
+bool word_starts_at(std::string_view code, size_t at) { return at == 0 || !is_ident_char(code[at - 1]); }
+
+}  // namespace effectfence::scan
