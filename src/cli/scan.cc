@@ -2,6 +2,7 @@
 // effect twice, from its source (PATH), from what it serves (-- COMMAND:
 // tools/list only, never a tool call), or both joined by tool name.
 // A candidate finder: evidence and next steps, never a verdict.
+#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -131,6 +132,7 @@ int scan(const ScanOptions& o) {
 int run_scan(const Args& args) {
   ScanOptions options;
   if (auto done = parse_options(args, &options)) return *done;
+  std::signal(SIGPIPE, SIG_IGN);  // a server that died is a write error to report, not our death
   return run_guarded("scan", [&] { return scan(options); });  // an escaped exception: kExitFailure, 2
 }
 
