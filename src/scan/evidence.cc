@@ -40,9 +40,42 @@ const std::set<std::string> kFileCalls = {
     "write_text", "write_bytes", "WriteFile", "Remove", "RemoveAll", "Rename", "Create", "Mkdir", "MkdirAll",
     "remove_file", "remove_dir_all", "create_dir_all"};
 
-const std::regex& identifier_call() {
-  static const std::regex pattern(R"(([A-Za-z_$][\w$]*)\s*(\.\s*([A-Za-z_$][\w$]*)\s*)?\()");
-  return pattern;
+// One identifier of the code and how it is used.
+struct Use {
+  size_t at = 0;
+  std::string_view name;
+  size_t open = std::string::npos;  // the '(' that calls it, if any
+  std::string_view receiver;        // the identifier before a '.', if any
+  size_t chain_start = 0;           // where a dotted chain a.b.name begins
+  bool decorator = false;           // '@' before the chain
+};
+
+size_t skip_back_space(const std::string& code, size_t k) {
+  while (k > 0 && std::isspace(static_cast<unsigned char>(code[k - 1]))) --k;
+  return k;
+}
+
+// Every identifier with its call, receiver and decorator; a plain loop,
+// since std::regex is slow on large files.
+std::vector<Use> identifier_uses(const std::string& code) {
+  std::vector<Use> uses;
+  for_each_identifier(code, 0, code.size(), [&](size_t at, std::string_view name) {
+    Use use{at, name, std::string::npos, {}, at, false};
+    size_t after = at + name.size();
+    while (after < code.size() && std::isspace(static_cast<unsigned char>(code[after]))) ++after;
+    if (after < code.size() && code[after] == '(') use.open = after;
+    size_t before = skip_back_space(code, at);
+    while (before > 0 && code[before - 1] == '.') {
+      const std::string_view prev = identifier_before(code, before - 1);
+      if (prev.empty()) break;
+      if (use.receiver.empty()) use.receiver = prev;
+      use.chain_start = static_cast<size_t>(prev.data() - code.data());
+      before = skip_back_space(code, use.chain_start);
+    }
+    use.decorator = before > 0 && code[before - 1] == '@';
+    uses.push_back(use);
+  });
+  return uses;
 }
 
 void http_method_literals(const SourceFile& file, size_t index, std::vector<WriteSite>* out) {
@@ -74,20 +107,26 @@ void sql_literals(const SourceFile& file, size_t index, std::vector<WriteSite>* 
   }
 }
 
-void code_calls(const SourceFile& file, size_t index, std::vector<WriteSite>* out) {
+void code_calls(const SourceFile& file, size_t index, const std::vector<Use>& uses, std::vector<WriteSite>* out) {
   const std::string& code = file.masked.code;
-  static const std::regex go_rust_method(R"(\b(MethodPost|MethodPut|MethodPatch|MethodDelete)\b|\bMethod::(POST|PUT|PATCH|DELETE)\b)");
-  for (std::sregex_iterator it(code.begin(), code.end(), go_rust_method), end; it != end; ++it) {
-    const std::string method = (*it)[1].matched ? upper((*it)[1].str().substr(6)) : (*it)[2].str();
-    const size_t at = static_cast<size_t>(it->position(0));
-    out->push_back(WriteSite{index, at, file.masked.line_of(at), "http " + method, it->str()});
-  }
-  for (std::sregex_iterator it(code.begin(), code.end(), identifier_call()), end; it != end; ++it) {
-    const size_t at = static_cast<size_t>(it->position(0));
-    if (!word_starts_at(code, at)) continue;
-    const std::string receiver = (*it)[3].matched ? (*it)[1].str() : "";
-    const std::string method = (*it)[3].matched ? (*it)[3].str() : (*it)[1].str();
-    const std::string lowered_method = split_words(method).empty() ? "" : split_words(method).front();
+  for (size_t i = 0; i < uses.size(); ++i) {
+    const Use& use = uses[i];
+    const std::string method(use.name);
+    const size_t line = file.masked.line_of(use.at);
+    // Go's http.MethodPost, Rust's Method::POST.
+    if (method == "MethodPost" || method == "MethodPut" || method == "MethodPatch" || method == "MethodDelete") {
+      out->push_back(WriteSite{index, use.at, static_cast<int>(line), "http " + upper(method.substr(6)), method});
+      continue;
+    }
+    if ((method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE") && i > 0 &&
+        uses[i - 1].name == "Method" && code.compare(skip_back_space(code, use.at) - 2, 2, "::") == 0) {
+      out->push_back(WriteSite{index, use.at, static_cast<int>(line), "http " + method, "Method::" + method});
+      continue;
+    }
+    if (use.open == std::string::npos) continue;
+    const std::string receiver(use.receiver);
+    const auto words = split_words(method);
+    const std::string first_word = words.empty() ? "" : words.front();
     std::string kind;
     if (!receiver.empty() && (method == "post" || method == "put" || method == "patch" || method == "delete" ||
                               method == "Post" || method == "PostForm") &&
@@ -95,11 +134,12 @@ void code_calls(const SourceFile& file, size_t index, std::vector<WriteSite>* ou
       kind = "http " + upper(method == "PostForm" ? "post" : method);
     } else if (kFileCalls.count(method) && (method.size() > 2 || !receiver.empty())) {
       kind = "file write";
-    } else if (!receiver.empty() && kSdkVerbs.count(lowered_method)) {
-      kind = "sdk " + lowered_method;
+    } else if (!receiver.empty() && kSdkVerbs.count(first_word)) {
+      kind = "sdk " + first_word;
     }
     if (kind.empty()) continue;
-    out->push_back(WriteSite{index, at, file.masked.line_of(at), kind, file.text.substr(at, it->length(0))});
+    const size_t from = receiver.empty() ? use.at : static_cast<size_t>(use.receiver.data() - code.data());
+    out->push_back(WriteSite{index, from, static_cast<int>(line), kind, file.text.substr(from, use.open + 1 - from)});
   }
 }
 
@@ -112,65 +152,52 @@ struct Span {
 };
 
 bool names_retry_in(const std::string& code, size_t begin, size_t end, bool strict) {
-  static const std::regex ident(R"([A-Za-z_$][\w$]*)");
-  for (std::sregex_iterator it(code.begin() + static_cast<std::ptrdiff_t>(begin),
-                               code.begin() + static_cast<std::ptrdiff_t>(end), ident),
-       stop;
-       it != stop; ++it) {
-    const std::string name = it->str();
-    if (strict ? has_any_word(name, {"retry", "retries", "retrying", "backoff"}) : names_retry(name)) return true;
-  }
-  return false;
+  bool found = false;
+  for_each_identifier(code, begin, end, [&](size_t, std::string_view name) {
+    if (found) return;
+    found = strict ? has_any_word(std::string(name), {"retry", "retries", "retrying", "backoff"}) : names_retry(name);
+  });
+  return found;
 }
 
-std::vector<Span> retry_loops(const SourceFile& file) {
+std::vector<Span> retry_loops(const SourceFile& file, const std::vector<Use>& uses) {
   const std::string& code = file.masked.code;
+  const bool python = file.language == Language::python;
   std::vector<Span> spans;
-  static const std::regex loop(R"(\b(for|while|loop|do)\b)");
-  for (std::sregex_iterator it(code.begin(), code.end(), loop), end; it != end; ++it) {
-    const size_t at = static_cast<size_t>(it->position(0));
-    const size_t header_begin = at + static_cast<size_t>(it->length(0));
-    size_t header_end, body_begin, body_end;
-    if (file.language == Language::python) {
-      if (it->str() == "loop" || it->str() == "do") continue;
-      header_end = line_end(code, at);
-      body_begin = header_end;
-      body_end = python_block_end(code, at);
-    } else {
-      const size_t open = code.find('{', header_begin);
-      if (open == std::string::npos) continue;
-      header_end = open;
-      body_begin = open;
-      body_end = matching_close(code, open);
-      if (it->str() == "do") header_end = line_end(code, body_end);  // the while (...) after the body
+  for (const Use& use : uses) {
+    const std::string name(use.name);
+    const bool loop_word = name == "for" || name == "while" || (!python && (name == "loop" || name == "do"));
+    if (loop_word && use.receiver.empty()) {
+      const size_t header_begin = use.at + name.size();
+      size_t header_end, body_begin, body_end;
+      if (python) {
+        header_end = line_end(code, use.at);
+        body_begin = header_end;
+        body_end = python_block_end(code, use.at);
+      } else {
+        const size_t open = code.find('{', header_begin);
+        if (open == std::string::npos) continue;
+        header_end = open;
+        body_begin = open;
+        body_end = matching_close(code, open);
+        if (name == "do") header_end = line_end(code, body_end);  // the while (...) after the body
+      }
+      // The header speaks of attempts or retries; or the body counts retries.
+      if (names_retry_in(code, header_begin, header_end, false) || names_retry_in(code, body_begin, body_end, true)) {
+        spans.push_back(Span{use.at, body_end, file.masked.line_of(use.at), "loop"});
+      }
+      continue;
     }
-    // The header speaks of attempts or retries; or the body counts retries.
-    const bool about_retry = names_retry_in(code, header_begin, std::min(header_end, code.size()), false) ||
-                             names_retry_in(code, body_begin, std::min(body_end, code.size()), true);
-    if (about_retry) spans.push_back(Span{at, body_end, file.masked.line_of(at), "loop"});
-  }
-  // retry(...), withRetry(...), pRetry(...), backoff.retry(...) and @retry decorators.
-  static const std::regex helper(R"((@\s*)?([A-Za-z_$][\w$.]*)\s*\()");
-  for (std::sregex_iterator it(code.begin(), code.end(), helper), end; it != end; ++it) {
-    const std::string name = (*it)[2].str();
-    const size_t at = static_cast<size_t>(it->position(0));
-    if (!word_starts_at(code, at) || !has_any_word(name, {"retry", "retrying", "retried"})) continue;
-    if (name == "for" || name == "while") continue;
-    const size_t open = static_cast<size_t>(it->position(0) + it->length(0) - 1);
-    size_t span_end = matching_close(code, open);
-    if ((*it)[1].matched && file.language == Language::python) {
+    // retry(...), withRetry(...), pRetry(...), backoff.retry(...), @retry(...), @retry.
+    if (!has_any_word(name, {"retry", "retrying", "retried"})) continue;
+    if (use.open == std::string::npos && !(python && use.decorator)) continue;
+    size_t span_end = use.open == std::string::npos ? use.at : matching_close(code, use.open);
+    if (use.decorator && python) {
       const size_t def = code.find("def ", span_end);
-      if (def != std::string::npos) span_end = python_block_end(code, def);
+      if (def == std::string::npos) continue;
+      span_end = python_block_end(code, def);
     }
-    spans.push_back(Span{at, span_end, file.masked.line_of(at), "retry helper"});
-  }
-  static const std::regex bare_decorator(R"(@\s*(?:[\w.]*\.)?retry\b(?!\s*\())");
-  if (file.language == Language::python) {
-    for (std::sregex_iterator it(code.begin(), code.end(), bare_decorator), end; it != end; ++it) {
-      const size_t at = static_cast<size_t>(it->position(0));
-      const size_t def = code.find("def ", at);
-      if (def != std::string::npos) spans.push_back(Span{at, python_block_end(code, def), file.masked.line_of(at), "retry helper"});
-    }
+    spans.push_back(Span{use.chain_start, span_end, file.masked.line_of(use.chain_start), "retry helper"});
   }
   return spans;
 }
@@ -181,7 +208,7 @@ std::vector<WriteSite> find_writes(const SourceFile& file, size_t file_index) {
   std::vector<WriteSite> writes;
   http_method_literals(file, file_index, &writes);
   sql_literals(file, file_index, &writes);
-  code_calls(file, file_index, &writes);
+  code_calls(file, file_index, identifier_uses(file.masked.code), &writes);
   std::sort(writes.begin(), writes.end(), [](const WriteSite& a, const WriteSite& b) { return a.offset < b.offset; });
   return writes;
 }
@@ -189,13 +216,9 @@ std::vector<WriteSite> find_writes(const SourceFile& file, size_t file_index) {
 std::vector<Guard> find_guards(const SourceFile& file, size_t file_index) {
   std::vector<Guard> guards;
   const std::string& code = file.masked.code;
-  static const std::regex ident(R"([A-Za-z_$][\w$]*)");
-  for (std::sregex_iterator it(code.begin(), code.end(), ident), end; it != end; ++it) {
-    if (names_guard(it->str())) {
-      const size_t at = static_cast<size_t>(it->position(0));
-      guards.push_back(Guard{file_index, at, file.masked.line_of(at), it->str()});
-    }
-  }
+  for_each_identifier(code, 0, code.size(), [&](size_t at, std::string_view name) {
+    if (names_guard(name)) guards.push_back(Guard{file_index, at, file.masked.line_of(at), std::string(name)});
+  });
   // A header name as a whole literal is code data ({"Idempotency-Key": key});
   // a sentence that mentions idempotency is not.
   static const std::regex header(R"(^(x-)?(idempotency|idempotent)[-_]?(key|token|id)$)", std::regex::icase);
@@ -213,7 +236,7 @@ std::vector<RetryAroundWrite> find_retries_around_writes(const SourceFile& file,
                                                          const std::vector<Guard>& guards_in_file) {
   std::vector<RetryAroundWrite> found;
   std::set<size_t> reported;  // one finding per retry start
-  for (const Span& span : retry_loops(file)) {
+  for (const Span& span : retry_loops(file, identifier_uses(file.masked.code))) {
     for (const WriteSite& write : writes_in_file) {
       if (write.offset <= span.begin || write.offset >= span.end || !reported.insert(span.begin).second) continue;
       bool guarded = false;

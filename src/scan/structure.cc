@@ -1,5 +1,6 @@
 #include "scan/structure.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace effectfence::scan {
@@ -72,6 +73,22 @@ std::string_view identifier_before(std::string_view code, size_t offset) {
   size_t begin = end;
   while (begin > 0 && is_ident_char(code[begin - 1])) --begin;
   return code.substr(begin, end - begin);
+}
+
+void for_each_identifier(std::string_view code, size_t begin, size_t end,
+                         const std::function<void(size_t, std::string_view)>& each) {
+  end = std::min(end, code.size());
+  size_t k = begin;
+  while (k < end) {
+    const char c = code[k];
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == '$') {
+      const size_t start = k;
+      while (k < end && is_ident_char(code[k])) ++k;
+      if (word_starts_at(code, start)) each(start, code.substr(start, k - start));
+    } else {
+      ++k;
+    }
+  }
 }
 
 bool word_starts_at(std::string_view code, size_t at) { return at == 0 || !is_ident_char(code[at - 1]); }

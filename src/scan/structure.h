@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string_view>
 
 namespace effectfence::scan {
@@ -25,6 +26,11 @@ size_t line_end(std::string_view code, size_t offset);
 
 // The whole identifier that ends just before offset (skipping spaces), or "".
 std::string_view identifier_before(std::string_view code, size_t offset);
+
+// Calls each(offset, identifier) for every identifier in [begin, end) of
+// code, in order (a plain loop: std::regex is slow on large files).
+void for_each_identifier(std::string_view code, size_t begin, size_t end,
+                         const std::function<void(size_t, std::string_view)>& each);
 
 // True iff code[at] starts a word: not preceded by an identifier character.
 bool word_starts_at(std::string_view code, size_t at);

@@ -94,6 +94,8 @@ bool is_read_word(const std::string& word) { return kReadWords.count(word) > 0; 
 
 bool names_guard(std::string_view identifier) {
   const auto words = split_words(identifier);
+  // idempotentHint declares a tool's nature to clients; it guards nothing.
+  if (has_word(words, {"hint"})) return false;
   if (has_word(words, {"idempotency", "idempotent", "idempotence", "dedupe", "dedup", "deduplicate",
                        "deduplication", "deduplicated"})) {
     return true;

@@ -30,7 +30,8 @@ bool is_read_word(const std::string& word);
 
 // True iff the identifier names an idempotency guard: its words hold
 // idempotency/idempotent/idempotence, dedupe/dedup/deduplicate, or
-// "request id" (requestId, request_id, clientRequestId).
+// "request id" (requestId, request_id, clientRequestId); not MCP's
+// idempotentHint, which declares rather than guards.
 bool names_guard(std::string_view identifier);
 
 // True iff the identifier's words hold retry/retries/attempt(s)/backoff/tries.

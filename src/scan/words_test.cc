@@ -37,6 +37,7 @@ TEST_CASE("idempotency guards are named in camelCase, snake_case and more", "[sc
   CHECK_FALSE(names_guard("requestBody"));
   CHECK_FALSE(names_guard("identity"));
   CHECK_FALSE(names_guard("paymentId"));
+  CHECK_FALSE(names_guard("idempotentHint"));  // an MCP annotation, not a guard
 }
 
 TEST_CASE("retry names", "[scan][words]") {
