@@ -20,8 +20,6 @@ size_t skip_space(const std::string& code, size_t k, size_t stop) {
   return k;
 }
 
-bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
-
 // The literal that is the whole value of [begin, end), or nullptr.
 const StringLiteral* sole_literal(const MaskedSource& source, size_t begin, size_t end) {
   const size_t first = skip_space(source.code, begin, end);
@@ -274,7 +272,7 @@ std::vector<BracketEntry> bracket_entries(const MaskedSource& source, size_t ope
         key = literal->text;
         key_end = literal->end;
       } else {
-        while (key_end < k && is_ident_char(code[key_end])) ++key_end;
+        while (key_end < k && is_identifier_char(code[key_end])) ++key_end;
         key = code.substr(first, key_end - first);
       }
       const size_t sep = skip_space(code, key_end, k);

@@ -6,8 +6,6 @@
 namespace effectfence::scan {
 namespace {
 
-bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
-
 class Masker {
  public:
   Masker(std::string_view text, Language language) : text_(text), language_(language) {
@@ -119,7 +117,7 @@ class Masker {
     std::string prefix(text_.substr(begin, i - begin));
     for (char& ch : prefix) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     const bool prefixed = !prefix.empty() && prefix.find_first_not_of("rbfu") == std::string::npos &&
-                          (begin == 0 || !is_ident_char(text_[begin - 1]));
+                          (begin == 0 || !is_identifier_char(text_[begin - 1]));
     if (!prefixed) begin = i;
     const bool raw = prefixed && prefix.find('r') != std::string::npos;
     const std::string triple(3, text_[i]);
@@ -129,7 +127,7 @@ class Masker {
 
   // r"..", r#".."#, br".." starting at i; 0 when there is none.
   size_t rust_raw_string(size_t i) {
-    if (i > 0 && is_ident_char(text_[i - 1])) return 0;
+    if (i > 0 && is_identifier_char(text_[i - 1])) return 0;
     size_t k = i;
     if (at(k) == 'b') ++k;
     if (at(k) != 'r') return 0;
@@ -158,6 +156,8 @@ class Masker {
 };
 
 }  // namespace
+
+bool is_identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
 
 const char* language_name(Language language) {
   switch (language) {

@@ -15,6 +15,10 @@ enum class Language { javascript, python, go, rust };  // javascript covers Type
 
 const char* language_name(Language language);
 
+// True iff c may be part of an identifier in any of the languages
+// (letters, digits, '_', and JavaScript's '$').
+bool is_identifier_char(char c);
+
 // The language of a file by its extension (.ts .tsx .js .jsx .mjs .cjs .py
 // .go .rs), else nullopt.
 std::optional<Language> language_of_path(std::string_view path);

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include "scan/lexer.h"
+
 namespace effectfence::scan {
 namespace {
-
-bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
 
 size_t indent_of_line(std::string_view code, size_t line_start) {
   size_t k = line_start;
@@ -71,7 +71,7 @@ std::string_view identifier_before(std::string_view code, size_t offset) {
   size_t end = offset;
   while (end > 0 && std::isspace(static_cast<unsigned char>(code[end - 1]))) --end;
   size_t begin = end;
-  while (begin > 0 && is_ident_char(code[begin - 1])) --begin;
+  while (begin > 0 && is_identifier_char(code[begin - 1])) --begin;
   return code.substr(begin, end - begin);
 }
 
@@ -83,7 +83,7 @@ void for_each_identifier(std::string_view code, size_t begin, size_t end,
     const char c = code[k];
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == '$') {
       const size_t start = k;
-      while (k < end && is_ident_char(code[k])) ++k;
+      while (k < end && is_identifier_char(code[k])) ++k;
       if (word_starts_at(code, start)) each(start, code.substr(start, k - start));
     } else {
       ++k;
@@ -91,6 +91,6 @@ void for_each_identifier(std::string_view code, size_t begin, size_t end,
   }
 }
 
-bool word_starts_at(std::string_view code, size_t at) { return at == 0 || !is_ident_char(code[at - 1]); }
+bool word_starts_at(std::string_view code, size_t at) { return at == 0 || !is_identifier_char(code[at - 1]); }
 
 }  // namespace effectfence::scan
