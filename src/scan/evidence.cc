@@ -90,8 +90,13 @@ void http_method_literals(const SourceFile& file, size_t index, std::vector<Writ
     if (k == 0) continue;
     const char before = src.code[k - 1];
     if (before != '(' && before != ',' && before != ':' && before != '=') continue;  // an argument or a value
-    out->push_back(WriteSite{index, literal.begin, src.line_of(literal.begin), "http " + method,
-                             file.text.substr(literal.begin, literal.end - literal.begin)});
+    // Shown with its key when it has one: method: "POST".
+    std::string shown = file.text.substr(literal.begin, literal.end - literal.begin);
+    if (before == ':' || before == '=') {
+      const std::string_view key = identifier_before(src.code, k - 1);
+      if (!key.empty()) shown = std::string(key) + std::string(1, before) + " " + shown;
+    }
+    out->push_back(WriteSite{index, literal.begin, src.line_of(literal.begin), "http " + method, shown});
   }
 }
 
