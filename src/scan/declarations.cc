@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <regex>
 #include <set>
 
 #include "scan/structure.h"
@@ -48,7 +47,7 @@ std::string description_in(const MaskedSource& source, const std::vector<Bracket
     ++positional;
     const size_t first = skip_space(source.code, entry.value_begin, entry.value_end);
     if (first < entry.value_end && source.code[first] == '{') {
-      const auto inner = bracket_entries(source, first, matching_close(source.code, first));
+      const auto inner = bracket_entries(source, first, matching_close(source, first));
       if (const BracketEntry* d = entry_named(inner, "description")) {
         return literal_text(source, d->value_begin, d->value_end);
       }
@@ -69,25 +68,37 @@ class Finder {
   Finder(const SourceFile& file, size_t index) : file_(file), src_(file.masked), code_(file.masked.code), index_(index) {}
 
   std::vector<ToolDeclaration> run() {
-    switch (file_.language) {
-      case Language::javascript:
-        calls(std::regex(R"(\.\s*(tool|registerTool|addTool)\s*\()"), "");
-        object_literals();
-        break;
-      case Language::python:
-        python_decorators();
-        keyed_constructor(std::regex(R"(\bTool\s*\()"), "Tool(...)");
-        break;
-      case Language::go:
-        calls(std::regex(R"(\bNewTool\s*\()"), "NewTool(...)");
-        keyed_constructor(std::regex(R"(\bTool\s*\{)"), "Tool{...}");
-        break;
-      case Language::rust:
-        rust_attributes();
-        calls(std::regex(R"(\bTool\s*::\s*new\s*\()"), "Tool::new(...)");
-        keyed_constructor(std::regex(R"(\bTool\s*\{)"), "Tool {...}");
-        break;
+    const auto uses = identifier_uses(code_);
+    for (size_t i = 0; i < uses.size(); ++i) {
+      const IdentifierUse& use = uses[i];
+      const std::string_view name = use.name;
+      const bool called = use.open != std::string::npos;
+      const bool braced = use.next < code_.size() && code_[use.next] == '{';
+      switch (file_.language) {
+        case Language::javascript:
+          if (called && use.member && (name == "tool" || name == "registerTool" || name == "addTool")) {
+            call(use, std::string(name) + "(...)");
+          }
+          break;
+        case Language::python:
+          if (name == "tool" && use.decorator) python_decorator(uses, i);
+          if (name == "Tool" && called) named_list(use.open, "Tool(...)", use.chain_start);
+          break;
+        case Language::go:
+          if (name == "NewTool" && called) call(use, "NewTool(...)");
+          if (name == "Tool" && braced) named_list(use.next, "Tool{...}", use.chain_start);
+          break;
+        case Language::rust:
+          if (name == "tool" && rust_attribute_at(use.at)) rust_attribute(uses, i);
+          if (name == "new" && called && i > 0 && uses[i - 1].name == "Tool" &&
+              code_.compare(skip_back_space(code_, use.at) - 2, 2, "::") == 0) {
+            call(use, "Tool::new(...)");
+          }
+          if (name == "Tool" && braced) named_list(use.next, "Tool {...}", use.chain_start);
+          break;
+      }
     }
+    if (file_.language == Language::javascript) object_literals();
     std::sort(found_.begin(), found_.end(),
               [](const ToolDeclaration& a, const ToolDeclaration& b) { return a.begin < b.begin; });
     return found_;
@@ -100,32 +111,38 @@ class Finder {
                                      src_.line_of(name_at), begin, end});
   }
 
-  // NAME(  "tool-name", ...): the first argument is the name.
-  void calls(const std::regex& pattern, const std::string& fixed_form) {
-    for (std::sregex_iterator it(code_.begin(), code_.end(), pattern), end; it != end; ++it) {
-      const size_t open = static_cast<size_t>(it->position(0) + it->length(0) - 1);
-      const size_t close = matching_close(code_, open);
-      const auto entries = bracket_entries(src_, open, close);
-      if (entries.empty() || !entries[0].key.empty()) continue;
-      const StringLiteral* name = sole_literal(src_, entries[0].value_begin, entries[0].value_end);
-      if (!name) continue;
-      const std::string form = fixed_form.empty() ? (*it)[1].str() + "(...)" : fixed_form;
-      add(name->text, name->begin, description_in(src_, entries), form, static_cast<size_t>(it->position(0)),
-          close + 1);
+  // A decorated function's tool name: name="..." in the decorator, else
+  // the function's own; with where it is written.
+  std::pair<std::string, size_t> name_of(const IdentifierUse& function, const std::vector<BracketEntry>& entries) const {
+    if (const BracketEntry* n = entry_named(entries, "name")) {
+      if (const StringLiteral* literal = sole_literal(src_, n->value_begin, n->value_end)) return {literal->text, literal->begin};
     }
+    return {std::string(function.name), function.at};
   }
 
-  // Tool(name=..., description=...) / Tool{Name: ..., Description: ...}.
-  void keyed_constructor(const std::regex& pattern, const std::string& form) {
-    for (std::sregex_iterator it(code_.begin(), code_.end(), pattern), end; it != end; ++it) {
-      const size_t open = static_cast<size_t>(it->position(0) + it->length(0) - 1);
-      named_list(open, form, static_cast<size_t>(it->position(0)));
+  // NAME("tool-name", ...): the first argument is the name.
+  void call(const IdentifierUse& use, const std::string& form) {
+    const size_t close = matching_close(src_, use.open);
+    const auto entries = bracket_entries(src_, use.open, close);
+    if (entries.empty() || !entries[0].key.empty()) return;
+    const StringLiteral* name = sole_literal(src_, entries[0].value_begin, entries[0].value_end);
+    if (!name) return;
+    add(name->text, name->begin, description_in(src_, entries), form, use.chain_start, close + 1);
+  }
+
+  // The NAME of the first `keyword NAME` (def, fn) at or after from, past
+  // use i; nullptr when none. The keyword is the use just before it.
+  static const IdentifierUse* function_after(const std::vector<IdentifierUse>& uses, size_t i, size_t from,
+                                             std::string_view keyword) {
+    for (size_t k = i + 1; k + 1 < uses.size(); ++k) {
+      if (uses[k].at >= from && uses[k].name == keyword) return &uses[k + 1];
     }
+    return nullptr;
   }
 
   // A bracketed list with a string `name` entry; returns true iff it was one.
   bool named_list(size_t open, const std::string& form, size_t begin) {
-    const size_t close = matching_close(code_, open);
+    const size_t close = matching_close(src_, open);
     const auto entries = bracket_entries(src_, open, close);
     const BracketEntry* name_entry = entry_named(entries, "name");
     if (!name_entry) return false;
@@ -139,7 +156,7 @@ class Finder {
   // other object with a name, has a schema for its input.
   void object_literals() {
     for (size_t open = code_.find('{'); open != std::string::npos; open = code_.find('{', open + 1)) {
-      const size_t close = matching_close(code_, open);
+      const size_t close = matching_close(src_, open);
       const auto entries = bracket_entries(src_, open, close);
       const bool has_schema = entry_named(entries, "inputschema") || entry_named(entries, "input_schema") ||
                               entry_named(entries, "parameters");
@@ -149,40 +166,28 @@ class Finder {
 
   // @something.tool / @tool(...) above a def: the name is name= or the
   // function's; the description is description= or the docstring.
-  void python_decorators() {
-    static const std::regex pattern(R"(@\s*(?:[A-Za-z_][\w.]*\.)?tool\b)");
-    for (std::sregex_iterator it(code_.begin(), code_.end(), pattern), end; it != end; ++it) {
-      const size_t at = static_cast<size_t>(it->position(0));
-      size_t after = at + static_cast<size_t>(it->length(0));
-      std::vector<BracketEntry> entries;
-      const size_t paren = skip_space(code_, after, code_.size());
-      if (paren < code_.size() && code_[paren] == '(') {
-        const size_t close = matching_close(code_, paren);
-        entries = bracket_entries(src_, paren, close);
-        after = close + 1;
-      }
-      static const std::regex def(R"(\bdef\s+([A-Za-z_]\w*))");
-      std::smatch m;
-      std::string::const_iterator from = code_.begin() + static_cast<std::ptrdiff_t>(after);
-      if (!std::regex_search(from, code_.cend(), m, def)) continue;
-      const size_t def_at = static_cast<size_t>(m.position(0)) + after;
-      const size_t body_end = python_block_end(code_, def_at);
-      std::string name = m[1].str();
-      size_t name_at = static_cast<size_t>(m.position(1)) + after;
-      if (const BracketEntry* n = entry_named(entries, "name")) {
-        if (const StringLiteral* literal = sole_literal(src_, n->value_begin, n->value_end)) {
-          name = literal->text;
-          name_at = literal->begin;
-        }
-      }
-      std::string description;
-      if (const BracketEntry* d = entry_named(entries, "description")) {
-        description = literal_text(src_, d->value_begin, d->value_end);
-      } else {
-        description = docstring(def_at, body_end);
-      }
-      add(name, name_at, description, "@tool def", at, body_end);
+  void python_decorator(const std::vector<IdentifierUse>& uses, size_t i) {
+    const IdentifierUse& use = uses[i];
+    size_t after = use.at + use.name.size();
+    std::vector<BracketEntry> entries;
+    if (use.open != std::string::npos) {
+      const size_t close = matching_close(src_, use.open);
+      entries = bracket_entries(src_, use.open, close);
+      after = close + 1;
     }
+    const IdentifierUse* function = function_after(uses, i, after, "def");
+    if (!function) return;
+    const size_t def_at = (function - 1)->at;  // the `def` keyword
+    const size_t body_end = python_block_end(code_, function->at);
+    const auto [name, name_at] = name_of(*function, entries);
+    std::string description;
+    if (const BracketEntry* d = entry_named(entries, "description")) {
+      description = literal_text(src_, d->value_begin, d->value_end);
+    } else {
+      description = docstring(def_at, body_end);
+    }
+    const size_t at = code_.rfind('@', use.chain_start);
+    add(name, name_at, description, "@tool def", at == std::string::npos ? use.chain_start : at, body_end);
   }
 
   // The first statement of the body, when it is a string.
@@ -200,37 +205,29 @@ class Finder {
     return doc ? doc->text : "";
   }
 
+  // True iff the identifier at offset stands right after "#[".
+  bool rust_attribute_at(size_t offset) const {
+    const size_t bracket = skip_back_space(code_, offset);
+    if (bracket == 0 || code_[bracket - 1] != '[') return false;
+    const size_t hash = skip_back_space(code_, bracket - 1);
+    return hash > 0 && code_[hash - 1] == '#';
+  }
+
   // #[tool(...)] above a fn.
-  void rust_attributes() {
-    static const std::regex pattern(R"(#\s*\[\s*tool\s*(\(|\]))");
-    for (std::sregex_iterator it(code_.begin(), code_.end(), pattern), end; it != end; ++it) {
-      const size_t at = static_cast<size_t>(it->position(0));
-      const size_t bracket = code_.find('[', at);
-      const size_t attr_close = matching_close(code_, bracket);
-      std::vector<BracketEntry> entries;
-      if ((*it)[1].str() == "(") {
-        const size_t paren = static_cast<size_t>(it->position(1));
-        entries = bracket_entries(src_, paren, matching_close(code_, paren));
-      }
-      static const std::regex fn(R"(\bfn\s+([A-Za-z_]\w*))");
-      std::smatch m;
-      std::string::const_iterator from = code_.begin() + static_cast<std::ptrdiff_t>(attr_close);
-      if (!std::regex_search(from, code_.cend(), m, fn)) continue;
-      const size_t fn_at = static_cast<size_t>(m.position(0)) + attr_close;
-      const size_t body_open = code_.find('{', fn_at);
-      const size_t body_end = body_open == std::string::npos ? code_.size() : matching_close(code_, body_open) + 1;
-      std::string name = m[1].str();
-      size_t name_at = static_cast<size_t>(m.position(1)) + attr_close;
-      if (const BracketEntry* n = entry_named(entries, "name")) {
-        if (const StringLiteral* literal = sole_literal(src_, n->value_begin, n->value_end)) {
-          name = literal->text;
-          name_at = literal->begin;
-        }
-      }
-      const BracketEntry* d = entry_named(entries, "description");
-      add(name, name_at, d ? literal_text(src_, d->value_begin, d->value_end) : "", "#[tool] fn", at,
-          std::min(body_end, code_.size()));
-    }
+  void rust_attribute(const std::vector<IdentifierUse>& uses, size_t i) {
+    const IdentifierUse& use = uses[i];
+    const size_t at = code_.rfind('#', use.at);
+    const size_t attr_close = matching_close(src_, code_.rfind('[', use.at));
+    std::vector<BracketEntry> entries;
+    if (use.open != std::string::npos) entries = bracket_entries(src_, use.open, matching_close(src_, use.open));
+    const IdentifierUse* function = function_after(uses, i, attr_close, "fn");
+    if (!function) return;
+    const size_t body_open = code_.find('{', function->at);
+    const size_t body_end = body_open == std::string::npos ? code_.size() : matching_close(src_, body_open) + 1;
+    const auto [name, name_at] = name_of(*function, entries);
+    const BracketEntry* d = entry_named(entries, "description");
+    add(name, name_at, d ? literal_text(src_, d->value_begin, d->value_end) : "", "#[tool] fn", at,
+        std::min(body_end, code_.size()));
   }
 
   const SourceFile& file_;
@@ -249,18 +246,13 @@ std::vector<BracketEntry> bracket_entries(const MaskedSource& source, size_t ope
   if (open >= code.size()) return entries;
   close = std::min(close, code.size());
   size_t start = open + 1;
-  int depth = 0;
   for (size_t k = open + 1; k <= close; ++k) {
     const char c = k < close ? code[k] : ',';
     if (k < close && (c == '(' || c == '[' || c == '{')) {
-      ++depth;
+      k = std::min(matching_close(source, k), close - 1);  // nested: one step, never rescanned
       continue;
     }
-    if (k < close && (c == ')' || c == ']' || c == '}')) {
-      --depth;
-      continue;
-    }
-    if (c != ',' || depth != 0) continue;
+    if (c != ',') continue;
     // One entry in [start, k): a key when an identifier or a literal is
     // followed by ':' or '=' (not '::', '==', '=>', ':=').
     const size_t first = skip_space(code, start, k);

@@ -112,3 +112,11 @@ TEST_CASE("bracket entries: keys with ':' or '=', positional values, nested brac
   CHECK(entries[4].key.empty());
   CHECK(entries[5].key.empty());
 }
+
+TEST_CASE("deeply nested code is read once, not once per level", "[scan][declarations]") {
+  const std::string deep = std::string(50000, '{') + std::string(50000, '}');
+  const auto found = declared("deep.js", "const a = " + deep + ";\nserver.tool('after_the_deep_part', 'Sends it.', {});\n");
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].name == "after_the_deep_part");
+  CHECK(found[0].line == 2);
+}

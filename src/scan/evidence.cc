@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <regex>
+#include <string_view>
 #include <set>
 
 #include "scan/structure.h"
@@ -40,44 +41,6 @@ const std::set<std::string> kFileCalls = {
     "write_text", "write_bytes", "WriteFile", "Remove", "RemoveAll", "Rename", "Create", "Mkdir", "MkdirAll",
     "remove_file", "remove_dir_all", "create_dir_all"};
 
-// One identifier of the code and how it is used.
-struct Use {
-  size_t at = 0;
-  std::string_view name;
-  size_t open = std::string::npos;  // the '(' that calls it, if any
-  std::string_view receiver;        // the identifier before a '.', if any
-  size_t chain_start = 0;           // where a dotted chain a.b.name begins
-  bool decorator = false;           // '@' before the chain
-};
-
-size_t skip_back_space(const std::string& code, size_t k) {
-  while (k > 0 && std::isspace(static_cast<unsigned char>(code[k - 1]))) --k;
-  return k;
-}
-
-// Every identifier with its call, receiver and decorator; a plain loop,
-// since std::regex is slow on large files.
-std::vector<Use> identifier_uses(const std::string& code) {
-  std::vector<Use> uses;
-  for_each_identifier(code, 0, code.size(), [&](size_t at, std::string_view name) {
-    Use use{at, name, std::string::npos, {}, at, false};
-    size_t after = at + name.size();
-    while (after < code.size() && std::isspace(static_cast<unsigned char>(code[after]))) ++after;
-    if (after < code.size() && code[after] == '(') use.open = after;
-    size_t before = skip_back_space(code, at);
-    while (before > 0 && code[before - 1] == '.') {
-      const std::string_view prev = identifier_before(code, before - 1);
-      if (prev.empty()) break;
-      if (use.receiver.empty()) use.receiver = prev;
-      use.chain_start = static_cast<size_t>(prev.data() - code.data());
-      before = skip_back_space(code, use.chain_start);
-    }
-    use.decorator = before > 0 && code[before - 1] == '@';
-    uses.push_back(use);
-  });
-  return uses;
-}
-
 void http_method_literals(const SourceFile& file, size_t index, std::vector<WriteSite>* out) {
   const auto& src = file.masked;
   for (const StringLiteral& literal : src.strings) {
@@ -101,21 +64,26 @@ void http_method_literals(const SourceFile& file, size_t index, std::vector<Writ
 }
 
 void sql_literals(const SourceFile& file, size_t index, std::vector<WriteSite>* out) {
-  static const std::regex sql(R"(^\s*(INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+[\w."`]+\s+SET|DELETE\s+FROM|UPSERT|MERGE\s+INTO)\b)",
+  static const std::regex sql(R"(^(INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+[\w."`]+\s+SET|DELETE\s+FROM|UPSERT|MERGE\s+INTO)\b)",
                               std::regex::icase);
   for (const StringLiteral& literal : file.masked.strings) {
+    // Only the statement's opening words matter; a bounded prefix keeps
+    // std::regex (recursive in libstdc++) away from huge literals.
+    const size_t first = literal.text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) continue;
+    const std::string head = literal.text.substr(first, 200);
     std::smatch m;
-    if (!std::regex_search(literal.text, m, sql)) continue;
+    if (!std::regex_search(head, m, sql)) continue;
     const std::string verb = split_words(m[1].str()).front();
     out->push_back(WriteSite{index, literal.begin, file.masked.line_of(literal.begin), "sql " + verb,
                              literal.text.substr(0, std::min<size_t>(literal.text.size(), 60))});
   }
 }
 
-void code_calls(const SourceFile& file, size_t index, const std::vector<Use>& uses, std::vector<WriteSite>* out) {
+void code_calls(const SourceFile& file, size_t index, const std::vector<IdentifierUse>& uses, std::vector<WriteSite>* out) {
   const std::string& code = file.masked.code;
   for (size_t i = 0; i < uses.size(); ++i) {
-    const Use& use = uses[i];
+    const IdentifierUse& use = uses[i];
     const std::string method(use.name);
     const size_t line = file.masked.line_of(use.at);
     // Go's http.MethodPost, Rust's Method::POST.
@@ -165,11 +133,11 @@ bool names_retry_in(const std::string& code, size_t begin, size_t end, bool stri
   return found;
 }
 
-std::vector<Span> retry_loops(const SourceFile& file, const std::vector<Use>& uses) {
+std::vector<Span> retry_loops(const SourceFile& file, const std::vector<IdentifierUse>& uses) {
   const std::string& code = file.masked.code;
   const bool python = file.language == Language::python;
   std::vector<Span> spans;
-  for (const Use& use : uses) {
+  for (const IdentifierUse& use : uses) {
     const std::string name(use.name);
     const bool loop_word = name == "for" || name == "while" || (!python && (name == "loop" || name == "do"));
     if (loop_word && use.receiver.empty()) {
@@ -184,7 +152,7 @@ std::vector<Span> retry_loops(const SourceFile& file, const std::vector<Use>& us
         if (open == std::string::npos) continue;
         header_end = open;
         body_begin = open;
-        body_end = matching_close(code, open);
+        body_end = matching_close(file.masked, open);
         if (name == "do") header_end = line_end(code, body_end);  // the while (...) after the body
       }
       // The header speaks of attempts or retries; or the body counts retries.
@@ -196,7 +164,7 @@ std::vector<Span> retry_loops(const SourceFile& file, const std::vector<Use>& us
     // retry(...), withRetry(...), pRetry(...), backoff.retry(...), @retry(...), @retry.
     if (!has_any_word(name, {"retry", "retrying", "retried"})) continue;
     if (use.open == std::string::npos && !(python && use.decorator)) continue;
-    size_t span_end = use.open == std::string::npos ? use.at : matching_close(code, use.open);
+    size_t span_end = use.open == std::string::npos ? use.at : matching_close(file.masked, use.open);
     if (use.decorator && python) {
       const size_t def = code.find("def ", span_end);
       if (def == std::string::npos) continue;
@@ -228,7 +196,7 @@ std::vector<Guard> find_guards(const SourceFile& file, size_t file_index) {
   // a sentence that mentions idempotency is not.
   static const std::regex header(R"(^(x-)?(idempotency|idempotent)[-_]?(key|token|id)$)", std::regex::icase);
   for (const StringLiteral& literal : file.masked.strings) {
-    if (std::regex_match(literal.text, header)) {
+    if (literal.text.size() <= 40 && std::regex_match(literal.text, header)) {
       guards.push_back(Guard{file_index, literal.begin, file.masked.line_of(literal.begin), literal.text});
     }
   }

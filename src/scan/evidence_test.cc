@@ -98,3 +98,15 @@ TEST_CASE("retry helpers and Python decorators around writes, with a guard insid
   CHECK(py_retries[0].line == 1);
   CHECK(py_retries[0].write.line == 3);
 }
+
+TEST_CASE("huge comments, literals and deep nesting are read without running out of stack", "[scan][evidence]") {
+  std::string text = "x. /*" + std::string(300000, ' ') + "*/ post(u);\nconst s = \"" + std::string(300000, ' ') +
+                     "INSERT INTO t VALUES (1)\";\n";
+  text += std::string(20000, '{') + "axios.post(u)" + std::string(20000, '}') + "\n";
+  const SourceFile f = file_of("big.js", text);
+  const auto writes = find_writes(f, 0);
+  REQUIRE(writes.size() == 2);
+  CHECK(writes[0].kind == "sql insert");
+  CHECK(writes[1].kind == "http POST");
+  CHECK(find_retries_around_writes(f, 0, writes, find_guards(f, 0)).empty());
+}

@@ -15,6 +15,7 @@ class Masker {
   MaskedSource run() {
     size_t i = 0;
     while (i < text_.size()) i = step(i);
+    pair_brackets();
     out_.line_starts.push_back(0);
     for (size_t k = 0; k < text_.size(); ++k) {
       if (text_[k] == '\n') out_.line_starts.push_back(k + 1);
@@ -25,6 +26,22 @@ class Masker {
  private:
   char at(size_t i) const { return i < text_.size() ? text_[i] : '\0'; }
   bool starts(size_t i, std::string_view s) const { return text_.substr(i, s.size()) == s; }
+
+  void pair_brackets() {
+    std::vector<size_t> open;
+    const std::string& code = out_.code;
+    for (size_t k = 0; k < code.size(); ++k) {
+      const char c = code[k];
+      if (c == '(' || c == '[' || c == '{') {
+        open.push_back(k);
+      } else if ((c == ')' || c == ']' || c == '}') && !open.empty()) {
+        out_.brackets.emplace_back(open.back(), k);
+        open.pop_back();
+      }
+    }
+    for (size_t unclosed : open) out_.brackets.emplace_back(unclosed, code.size());
+    std::sort(out_.brackets.begin(), out_.brackets.end());
+  }
 
   // Blanks [begin, end) except newlines.
   void blank(size_t begin, size_t end) {

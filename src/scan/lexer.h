@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace effectfence::scan {
@@ -38,6 +39,10 @@ struct MaskedSource {
   std::string code;
   std::vector<StringLiteral> strings;  // in order of appearance
   std::vector<size_t> line_starts;     // offset of each line's first byte
+  // (open, close) of every bracket pair in code, by open; an unclosed
+  // bracket closes at code.size(). Found once, so that reading a
+  // declaration never rescans what lies inside it.
+  std::vector<std::pair<size_t, size_t>> brackets;
 
   // 1-based line number of offset.
   int line_of(size_t offset) const;

@@ -21,22 +21,9 @@ size_t line_start_of(std::string_view code, size_t offset) {
 
 }  // namespace
 
-size_t matching_close(std::string_view code, size_t open) {
-  int depth = 0;
-  for (size_t k = open; k < code.size(); ++k) {
-    const char c = code[k];
-    if (c == '(' || c == '[' || c == '{') {
-      ++depth;
-    } else if (c == ')' || c == ']' || c == '}') {
-      if (--depth == 0) return k;
-    }
-  }
-  return code.size();
-}
-
-size_t next_of(std::string_view code, size_t from, std::string_view which, size_t stop_at) {
-  const size_t found = code.find_first_of(which, from);
-  return found != std::string_view::npos && found < stop_at ? found : std::string_view::npos;
+size_t matching_close(const MaskedSource& source, size_t open) {
+  auto it = std::lower_bound(source.brackets.begin(), source.brackets.end(), std::make_pair(open, size_t{0}));
+  return it != source.brackets.end() && it->first == open ? it->second : source.code.size();
 }
 
 size_t line_end(std::string_view code, size_t offset) {
@@ -92,5 +79,36 @@ void for_each_identifier(std::string_view code, size_t begin, size_t end,
 }
 
 bool word_starts_at(std::string_view code, size_t at) { return at == 0 || !is_identifier_char(code[at - 1]); }
+
+size_t skip_back_space(std::string_view code, size_t offset) {
+  while (offset > 0 && std::isspace(static_cast<unsigned char>(code[offset - 1]))) --offset;
+  return offset;
+}
+
+std::vector<IdentifierUse> identifier_uses(std::string_view code) {
+  std::vector<IdentifierUse> uses;
+  for_each_identifier(code, 0, code.size(), [&](size_t at, std::string_view name) {
+    IdentifierUse use;
+    use.at = at;
+    use.name = name;
+    use.chain_start = at;
+    size_t after = at + name.size();
+    while (after < code.size() && std::isspace(static_cast<unsigned char>(code[after]))) ++after;
+    use.next = after;
+    if (after < code.size() && code[after] == '(') use.open = after;
+    size_t before = skip_back_space(code, at);
+    use.member = before > 0 && code[before - 1] == '.';
+    while (before > 0 && code[before - 1] == '.') {
+      const std::string_view prev = identifier_before(code, before - 1);
+      if (prev.empty()) break;
+      if (use.receiver.empty()) use.receiver = prev;
+      use.chain_start = static_cast<size_t>(prev.data() - code.data());
+      before = skip_back_space(code, use.chain_start);
+    }
+    use.decorator = before > 0 && code[before - 1] == '@';
+    uses.push_back(use);
+  });
+  return uses;
+}
 
 }  // namespace effectfence::scan
