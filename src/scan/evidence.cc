@@ -41,6 +41,18 @@ const std::set<std::string> kFileCalls = {
     "write_text", "write_bytes", "WriteFile", "Remove", "RemoveAll", "Rename", "Create", "Mkdir", "MkdirAll",
     "remove_file", "remove_dir_all", "create_dir_all"};
 
+// Sends that answer or inform the caller rather than act on the world: an
+// HTTP response (res.send), MCP notifications, logging and progress.
+bool protocol_chatter(const std::string& receiver, const std::vector<std::string>& method_words) {
+  static const std::set<std::string> kReplies = {"res", "resp", "response", "reply", "ctx"};
+  static const std::set<std::string> kChatter = {"notification", "logging", "log", "progress", "ping", "response", "changed"};
+  if (kReplies.count(receiver)) return true;
+  for (const auto& w : method_words) {
+    if (kChatter.count(w)) return true;
+  }
+  return false;
+}
+
 void http_method_literals(const SourceFile& file, size_t index, std::vector<WriteSite>* out) {
   const auto& src = file.masked;
   for (const StringLiteral& literal : src.strings) {
@@ -107,7 +119,7 @@ void code_calls(const SourceFile& file, size_t index, const std::vector<Identifi
       kind = "http " + upper(method == "PostForm" ? "post" : method);
     } else if (kFileCalls.count(method) && (method.size() > 2 || !receiver.empty())) {
       kind = "file write";
-    } else if (!receiver.empty() && kSdkVerbs.count(first_word)) {
+    } else if (!receiver.empty() && kSdkVerbs.count(first_word) && !protocol_chatter(receiver, words)) {
       kind = "sdk " + first_word;
     }
     if (kind.empty()) continue;

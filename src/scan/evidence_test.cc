@@ -31,7 +31,11 @@ TEST_CASE("writes: HTTP methods, SDK verbs, files and SQL; reads and map deletes
                                "db.run(\"INSERT INTO charges (id) VALUES (?)\");\n"
                                "cache.delete(key);\n"
                                "await fetch(url);\n"
-                               "log('POST it later');\n");
+                               "log('POST it later');\n"
+                               "res.send(page);\n"
+                               "await server.sendLoggingMessage(m);\n"
+                               "await extra.sendNotification(n);\n"
+                               "server.sendToolListChanged();\n");
   const auto writes = find_writes(f, 0);
   CHECK(kinds(writes) == std::vector<std::string>{"http POST", "http PUT", "sdk create", "file write", "sql insert"});
   CHECK(writes[0].line == 1);
