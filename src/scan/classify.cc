@@ -47,6 +47,7 @@ Standing decide(const ToolFinding& tool, const Context& context) {
   }
   if (tool.source && !tool.effect_words.empty() && context.report.writes.empty()) return Standing::no_write_in_tree;
   if (tool.live) return Standing::candidate;  // undeclared: MCP's defaults assume the worst
+  // Not served (or not asked): the tool came from the source.
   if (!tool.effect_words.empty() || !tool.source->own_writes.empty()) return Standing::candidate;
   return Standing::unclear;
 }
@@ -255,6 +256,10 @@ ScanReport build_report(const SourceTree* tree, const std::vector<Json>* live_to
         break;
       case Standing::reads:
         if (!tool.read_words.empty()) tool.evidence.push_back("its own words say it looks: " + joined(tool.read_words));
+        if (!tool.effect_words.empty() && (!tool.live || tool.live->declared == Declared::undeclared)) {
+          tool.evidence.push_back("it leads with \"" + tool.leading_word + "\"; its effect words (" +
+                                  joined(tool.effect_words) + ") are taken as what it looks at");
+        }
         break;
       case Standing::no_write_in_tree:
         tool.evidence.push_back("its own words say it acts (" + joined(tool.effect_words) +
