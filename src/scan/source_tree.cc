@@ -71,7 +71,7 @@ std::optional<SourceTree> read_source_tree(const std::string& root, std::string*
     *error = root + " is neither a directory nor a regular file";
     return std::nullopt;
   }
-  fs::recursive_directory_iterator it(base, fs::directory_options::none, ec);
+  fs::recursive_directory_iterator it(base, fs::directory_options::skip_permission_denied, ec);
   if (ec) {
     *error = "cannot read " + root + ": " + ec.message();
     return std::nullopt;
