@@ -110,6 +110,9 @@ TEST_CASE("live: annotations decide, undeclared tools are candidates unless they
   CHECK(tool_named(report, "list_tasks").standing == Standing::reads);
   CHECK_FALSE(tool_named(report, "read_file").live->wrap_fences_by_default);
   CHECK(tool_named(report, "list_tasks").live->wrap_fences_by_default);
+  const std::string text = render_text(report);
+  CHECK(text.find("by default fences: ") != std::string::npos);
+  CHECK(text.find("passes through (declared read-only): read_file\n") != std::string::npos);
 }
 
 TEST_CASE("both: joined by tool name; tools on one side only are said so", "[scan][report]") {

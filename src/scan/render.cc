@@ -45,7 +45,19 @@ std::string render_text(const ScanReport& report) {
   std::string out = "effectfence scan: " + std::to_string(report.tools.size()) + " tool(s)";
   if (!report.root.empty()) out += "; source " + report.root + " (" + std::to_string(report.files_scanned) + " file(s))";
   if (!report.command.empty()) out += "; live " + command_text(report.command);
-  out += "\n\n";
+  out += "\n";
+  if (!report.command.empty()) {
+    // wrap's default, for the whole server at once.
+    std::string fenced, passed;
+    for (const ToolFinding& tool : report.tools) {
+      if (!tool.live) continue;
+      std::string& list = tool.live->wrap_fences_by_default ? fenced : passed;
+      list += (list.empty() ? "" : ", ") + tool.name;
+    }
+    out += "effectfence wrap -- <this server> by default fences: " + (fenced.empty() ? "none" : fenced) +
+           "\n  and passes through (declared read-only): " + (passed.empty() ? "none" : passed) + "\n";
+  }
+  out += "\n";
 
   const size_t candidates = static_cast<size_t>(std::count_if(report.tools.begin(), report.tools.end(),
       [](const ToolFinding& t) { return t.standing == Standing::candidate; }));

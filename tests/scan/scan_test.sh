@@ -105,6 +105,10 @@ if [[ -f "$FILESYSTEM" && -f "$TASKMANAGER" ]] && command -v node >/dev/null; th
     "$(tool "$F" write_file '[.live.declared, .live.wrap_default]')" '["idempotent","fenced"]'
   expect "edit_file's wrap line names the server" "$(tool "$F" edit_file .wrap_command)" \
     "\"effectfence wrap --only edit_file -- node $FILESYSTEM $WORK/allowed\""
+  "$EF" scan -- node "$FILESYSTEM" "$WORK/allowed" >"$WORK/fs.txt" 2>&1
+  grep -q "passes through (declared read-only): .*read_file" "$WORK/fs.txt" && grep -q "by default fences: .*edit_file" "$WORK/fs.txt" \
+    && pass "the text report says what wrap fences and passes through" \
+    || fail "the text report says what wrap fences and passes through"
   expect "scanning wrote nothing in the allowed directory" "$(ls -A "$WORK/allowed" | wc -l)" 0
 
   K="$WORK/taskmanager.json"
