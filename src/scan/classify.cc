@@ -2,6 +2,7 @@
 // which tools are worth a look, with the evidence and checks for each.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "scan/report.h"
 #include "scan/words.h"
@@ -31,9 +32,19 @@ struct Context {
   const std::vector<std::string>& command;
 };
 
+// What the tool declares: the served annotations, else those written in
+// its source, else nothing.
+std::optional<Declared> declared_of(const ToolFinding& tool) {
+  if (tool.live) return tool.live->declared;
+  if (tool.source && !tool.source->annotations.empty()) {
+    return read_live_tool(Json{{"name", tool.name}, {"annotations", tool.source->annotations}}).declared;
+  }
+  return std::nullopt;
+}
+
 Standing decide(const ToolFinding& tool, const Context& context) {
-  if (tool.live) {
-    switch (tool.live->declared) {
+  if (const auto declared = declared_of(tool)) {
+    switch (*declared) {
       case Declared::read_only: return Standing::reads;
       case Declared::idempotent: return Standing::declared_idempotent;
       case Declared::non_idempotent_or_destructive: return Standing::candidate;
@@ -209,7 +220,7 @@ ScanReport build_report(const SourceTree* tree, const std::vector<Json>* live_to
         tool.source->also_declared_at.push_back(here);
         continue;
       }
-      SourceTool source{here, d.description, {}, {}};
+      SourceTool source{here, d.description, d.annotations, {}, {}};
       for (const WriteSite& w : evidence.writes) {
         if (w.file_index == d.file_index && w.offset >= d.begin && w.offset < d.end) {
           source.own_writes.push_back(place(w.file_index, w.line, w.kind + " " + w.code));
@@ -238,6 +249,11 @@ ScanReport build_report(const SourceTree* tree, const std::vector<Json>* live_to
       for (const Located& other : tool.source->also_declared_at) tool.evidence.push_back("also declared at " + at(other));
     } else if (tree) {
       tool.evidence.push_back("not found in the source (declared in a form the scan does not know, or outside the tree)");
+    }
+    if (tool.source && !tool.source->annotations.empty() && !tool.live) {
+      tool.evidence.push_back("its declaration writes the hints " + tool.source->annotations.dump() + " (" +
+                              declared_name(*declared_of(tool)) +
+                              "; what the server serves is what counts: scan -- COMMAND reads it)");
     }
     if (tool.live) {
       live_evidence(*tool.live, &tool);

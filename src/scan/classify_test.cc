@@ -158,3 +158,19 @@ TEST_CASE("shell words are quoted only when they need it", "[scan][report]") {
   CHECK(shell_word("it's") == "'it'\\''s'");
   CHECK(shell_word("") == "''");
 }
+
+TEST_CASE("source: hints written in a declaration decide when no server was asked", "[scan][report]") {
+  TempDir dir;
+  write(dir, "s.ts",
+        "server.registerTool('charge_card', { description: 'Charges a card.', annotations: { readOnlyHint: true } }, h);\n"
+        "server.registerTool('ping', { description: 'Nothing.', annotations: { destructiveHint: true } }, h);\n"
+        "axios.post(u);\n");
+  const SourceTree tree = tree_of(dir);
+  const ScanReport report = build_report(&tree, nullptr, {});
+  CHECK(tool_named(report, "charge_card").standing == Standing::reads);
+  CHECK(tool_named(report, "ping").standing == Standing::candidate);
+  const auto& evidence = tool_named(report, "ping").evidence;
+  CHECK(std::any_of(evidence.begin(), evidence.end(), [](const std::string& line) {
+    return line.find("writes the hints {\"destructiveHint\":true}") != std::string::npos;
+  }));
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <set>
 
 #include "scan/structure.h"
@@ -108,7 +109,7 @@ class Finder {
   void add(std::string name, size_t name_at, std::string description, std::string form, size_t begin, size_t end) {
     if (name.empty() || !seen_names_at_.insert(name_at).second) return;
     found_.push_back(ToolDeclaration{std::move(name), std::move(description), std::move(form), index_,
-                                     src_.line_of(name_at), begin, end});
+                                     src_.line_of(name_at), begin, end, written_hints(src_, begin, end)});
   }
 
   // A decorated function's tool name: name="..." in the decorator, else
@@ -239,6 +240,40 @@ class Finder {
 };
 
 }  // namespace
+
+Json written_hints(const MaskedSource& source, size_t begin, size_t end) {
+  static const std::pair<const char*, const char*> kHints[] = {
+      {"readonlyhint", "readOnlyHint"}, {"idempotenthint", "idempotentHint"}, {"destructivehint", "destructiveHint"}};
+  const std::string& code = source.code;
+  end = std::min(end, code.size());
+  Json hints = Json::object();
+  // The first true/false after `at`, before the entry ends.
+  auto value_after = [&](size_t at) -> std::optional<bool> {
+    std::optional<bool> value;
+    const size_t stop = std::min(end, at + 60);
+    const size_t entry_end = code.find_first_of(",;}\n", at);
+    for_each_identifier(code, at, std::min(stop, entry_end), [&](size_t, std::string_view word) {
+      if (value) return;
+      if (word == "true" || word == "True") value = true;
+      if (word == "false" || word == "False") value = false;
+    });
+    return value;
+  };
+  auto note = [&](std::string_view name, size_t after, bool exact) {
+    std::string normal;
+    for (char c : name) {
+      if (c != '_' && c != '-') normal += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    for (const auto& [spelled, key] : kHints) {
+      const bool named = exact ? normal == spelled : normal.find(spelled) != std::string::npos;
+      if (!named || hints.contains(key)) continue;
+      if (auto value = value_after(after)) hints[key] = *value;
+    }
+  };
+  for_each_identifier(code, begin, end, [&](size_t at, std::string_view name) { note(name, at + name.size(), false); });
+  for (const StringLiteral* literal : source.strings_in(begin, end)) note(literal->text, literal->end, true);  // {"readOnlyHint": True}
+  return hints;
+}
 
 std::vector<BracketEntry> bracket_entries(const MaskedSource& source, size_t open, size_t close) {
   const std::string& code = source.code;

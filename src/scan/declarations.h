@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "effectfence/json.h"
 #include "scan/source_tree.h"
 
 namespace effectfence::scan {
@@ -25,7 +26,15 @@ struct ToolDeclaration {
   int line = 0;             // of the name
   size_t begin = 0;         // the declaration's extent in its file
   size_t end = 0;
+  // The MCP hints written as true/false literals inside the declaration
+  // (readOnlyHint, idempotentHint, destructiveHint in any spelling:
+  // read_only_hint, ReadOnlyHint, WithReadOnlyHintAnnotation(true), ...),
+  // as a tools/list annotations object; empty when none is written.
+  Json annotations = Json::object();
 };
+
+// The hints written in [begin, end) of a file (see ToolDeclaration::annotations).
+Json written_hints(const MaskedSource& source, size_t begin, size_t end);
 
 // A keyed or positional entry of a bracketed list: `key: value`, `key = value`
 // or a bare value. Offsets are into the file.

@@ -120,3 +120,32 @@ TEST_CASE("deeply nested code is read once, not once per level", "[scan][declara
   CHECK(found[0].name == "after_the_deep_part");
   CHECK(found[0].line == 2);
 }
+
+TEST_CASE("hints written in a declaration, in each language's spelling", "[scan][declarations]") {
+  const auto js = declared("s.ts",
+                           "server.registerTool('r', { description: 'x', annotations: { readOnlyHint: true } }, h);\n"
+                           "server.registerTool('w', { description: 'x', annotations: { idempotentHint: false,\n"
+                           "  destructiveHint: true } }, h);\n"
+                           "server.registerTool('plain', { description: 'x' }, h);\n");
+  REQUIRE(js.size() == 3);
+  CHECK(js[0].annotations == effectfence::Json{{"readOnlyHint", true}});
+  CHECK(js[1].annotations == effectfence::Json{{"idempotentHint", false}, {"destructiveHint", true}});
+  CHECK(js[2].annotations.empty());
+
+  const auto py = declared("s.py",
+                           "@mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))\ndef a():\n    pass\n"
+                           "@mcp.tool(annotations={\"idempotentHint\": True})\ndef b():\n    pass\n"
+                           "@mcp.tool(description=\"its readOnlyHint is, true, not written\")\ndef c():\n    pass\n");
+  REQUIRE(py.size() == 3);
+  CHECK(py[0].annotations == effectfence::Json{{"readOnlyHint", true}});
+  CHECK(py[1].annotations == effectfence::Json{{"idempotentHint", true}});
+  CHECK(py[2].annotations.empty());  // a sentence in a string is no hint
+
+  const auto go = declared("m.go", "var t = mcp.NewTool(\"g\", mcp.WithReadOnlyHintAnnotation(true))\n");
+  REQUIRE(go.size() == 1);
+  CHECK(go[0].annotations == effectfence::Json{{"readOnlyHint", true}});
+
+  const auto rs = declared("l.rs", "#[tool(description = \"d\", annotations(read_only_hint = false))]\nfn f() {}\n");
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].annotations == effectfence::Json{{"readOnlyHint", false}});
+}

@@ -124,6 +124,7 @@ Json render_json(const ScanReport& report) {
                      {"line", tool.source->declared_at.line},
                      {"form", tool.source->declared_at.what},
                      {"description", tool.source->description},
+                     {"annotations", tool.source->annotations},
                      {"own_writes", array_of(tool.source->own_writes, located_json)},
                      {"also_declared_at", array_of(tool.source->also_declared_at, located_json)}};
     } else {

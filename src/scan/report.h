@@ -25,6 +25,7 @@ struct Located {
 struct SourceTool {
   Located declared_at;  // what: the pattern that found it
   std::string description;
+  Json annotations = Json::object();  // hints written in the declaration
   std::vector<Located> own_writes;   // writes inside the declaration itself
   std::vector<Located> also_declared_at;
 };

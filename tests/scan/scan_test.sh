@@ -31,13 +31,13 @@ R="$WORK/read_next_to_write.json"
 scan_json "$R" "$FIX/read_next_to_write"
 expect "mode is source" "$(jq -r .mode "$R")" source
 expect "send_payout is a candidate" "$(tool "$R" send_payout .standing)" '"candidate"'
-expect "send_payout declared at its line" "$(tool "$R" send_payout '.source | [.file, .line]')" '["src/server.ts",13]'
+expect "send_payout declared at its line" "$(tool "$R" send_payout '.source | [.file, .line]')" '["src/server.ts",12]'
 expect "read_balance is not flagged" "$(tool "$R" read_balance '[.standing, .candidate]')" '["reads",false]'
 expect "read_balance has none of its neighbour's effect words" "$(tool "$R" read_balance .effect_words)" '[]'
 expect "read_balance keeps its own description" "$(tool "$R" read_balance .source.description)" \
   '"Reads the current balance of an account."'
 expect "read_balance gets no wrap line" "$(tool "$R" read_balance .wrap_command)" null
-expect "the one write of the tree is found" "$(jq -c '[.writes[] | [.file, .line]]' "$R")" '[["src/server.ts",21]]'
+expect "the one write of the tree is found" "$(jq -c '[.writes[] | [.file, .line]]' "$R")" '[["src/server.ts",20]]'
 expect "send_payout's wrap line" "$(tool "$R" send_payout .wrap_command)" \
   '"effectfence wrap --only send_payout -- <command that starts this server>"'
 
