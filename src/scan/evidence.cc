@@ -24,15 +24,25 @@ bool has_any_word(const std::string& identifier, const std::set<std::string>& vo
   return false;
 }
 
-// Receivers of .post(/.put(/.patch(/.delete( that are HTTP clients (a
-// Map's .delete( is not a write outside the process).
-const std::set<std::string> kHttpReceivers = {"axios", "http", "https", "client", "api", "request", "requests",
-                                              "httpx", "session", "got", "ky", "agent", "rest", "superagent",
-                                              "reqwest", "fetcher", "resty"};
+// Receivers of .post(/.put(/.patch(/.delete( that are HTTP clients, by
+// their last word (apiClient, this.http, session) or their first
+// (axiosInstance); a Map's .delete( is not a write outside the process,
+// even when the map is called _requestToStreamMapping.
+const std::set<std::string> kHttpLastWords = {"axios", "http", "https", "client", "api", "requests", "httpx",
+                                              "session", "got", "ky", "agent", "rest", "superagent", "reqwest",
+                                              "fetcher", "resty"};
+const std::set<std::string> kHttpFirstWords = {"axios", "http", "https", "httpx", "reqwest", "got", "ky",
+                                               "superagent", "requests", "api"};
+
+bool is_http_client(const std::string& receiver) {
+  const auto words = split_words(receiver);
+  return !words.empty() && (kHttpLastWords.count(words.back()) || kHttpFirstWords.count(words.front()));
+}
 
 // First words of SDK methods that act: stripe.charges.create(, sqs.sendMessage(.
+// (Not enqueue or dispatch: stream controllers and UI stores use them in-process.)
 const std::set<std::string> kSdkVerbs = {"create", "send", "submit", "insert", "charge", "capture", "publish",
-                                         "enqueue", "transfer", "refund", "upsert", "pay", "payout", "dispatch"};
+                                         "transfer", "refund", "upsert", "pay", "payout"};
 
 // Calls that change files.
 const std::set<std::string> kFileCalls = {
@@ -41,10 +51,27 @@ const std::set<std::string> kFileCalls = {
     "write_text", "write_bytes", "WriteFile", "Remove", "RemoveAll", "Rename", "Create", "Mkdir", "MkdirAll",
     "remove_file", "remove_dir_all", "create_dir_all"};
 
-// Sends that answer or inform the caller rather than act on the world: an
-// HTTP response (res.send), MCP notifications, logging and progress.
+// Calls named like effects that stay in the process: sends that answer or
+// inform the caller (res.send, MCP notifications, logging, progress), and
+// creates that build a local object.
 bool protocol_chatter(const std::string& receiver, const std::vector<std::string>& method_words) {
   static const std::set<std::string> kReplies = {"res", "resp", "response", "reply", "ctx"};
+  // create...( that builds something in the process: crypto.createHash(,
+  // http.createServer(, document.createElement(, Object.create(.
+  static const std::set<std::string> kLocalReceivers = {"Object", "document", "React", "crypto", "readline", "Symbol",
+                                                        "Array", "Promise", "Reflect", "URL", "path", "os", "util",
+                                                        "events", "stream", "zlib", "vm", "worker"};
+  static const std::set<std::string> kLocalThings = {
+      "hash", "hmac", "server", "element", "context", "client", "interface", "cipheriv", "decipheriv", "sign",
+      "verify", "logger", "router", "app", "transport", "reader", "read", "text", "node", "object", "ref", "store",
+      "slice", "selector", "schema", "connection", "pool", "agent", "require", "socket", "instance", "parser",
+      "worker", "channel", "signal", "portal", "root", "memo", "effect", "state", "error"};
+  if (!method_words.empty() && method_words.front() == "create") {
+    if (kLocalReceivers.count(receiver)) return true;
+    for (size_t i = 1; i < method_words.size(); ++i) {
+      if (kLocalThings.count(method_words[i])) return true;
+    }
+  }
   static const std::set<std::string> kChatter = {"notification", "logging", "log", "progress", "ping", "response", "changed"};
   if (kReplies.count(receiver)) return true;
   for (const auto& w : method_words) {
@@ -115,11 +142,12 @@ void code_calls(const SourceFile& file, size_t index, const std::vector<Identifi
     std::string kind;
     if (!receiver.empty() && (method == "post" || method == "put" || method == "patch" || method == "delete" ||
                               method == "Post" || method == "PostForm") &&
-        has_any_word(receiver, kHttpReceivers)) {
+        is_http_client(receiver)) {
       kind = "http " + upper(method == "PostForm" ? "post" : method);
     } else if (kFileCalls.count(method) && (method.size() > 2 || !receiver.empty())) {
       kind = "file write";
-    } else if (!receiver.empty() && kSdkVerbs.count(first_word) && !protocol_chatter(receiver, words)) {
+    } else if (!receiver.empty() && method[0] != '_' && kSdkVerbs.count(first_word) &&
+               !protocol_chatter(receiver, words)) {  // _private helpers build, they do not call out
       kind = "sdk " + first_word;
     }
     if (kind.empty()) continue;

@@ -35,7 +35,15 @@ TEST_CASE("writes: HTTP methods, SDK verbs, files and SQL; reads and map deletes
                                "res.send(page);\n"
                                "await server.sendLoggingMessage(m);\n"
                                "await extra.sendNotification(n);\n"
-                               "server.sendToolListChanged();\n");
+                               "server.sendToolListChanged();\n"
+                               "crypto.createHash('sha256');\n"
+                               "http.createServer(app);\n"
+                               "document.createElement('a');\n"
+                               "Object.create(null);\n"
+                               "this._requestToStreamMapping.delete(id);\n"
+                               "controller.enqueue(chunk);\n"
+                               "this._createRegisteredTool(t);\n"
+                               "this.createToolError(e);\n");
   const auto writes = find_writes(f, 0);
   CHECK(kinds(writes) == std::vector<std::string>{"http POST", "http PUT", "sdk create", "file write", "sql insert"});
   CHECK(writes[0].line == 1);
