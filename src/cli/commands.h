@@ -19,5 +19,6 @@ int run_clear(const Args& args);
 int run_export(const Args& args);
 int run_verify(const Args& args);
 int run_fenced(const Args& args);
+int run_scan(const Args& args);
 
 }  // namespace effectfence::cli

@@ -21,6 +21,7 @@ const Subcommand kSubcommands[] = {
     {"demo", effectfence::cli::run_demo, "see the fence stop a double charge"},
     {"demo-server", effectfence::cli::run_demo_server, "a toy payment provider (MCP stdio) that double-charges"},
     {"probe", effectfence::cli::run_probe, "prove whether an MCP server fires one action twice"},
+    {"scan", effectfence::cli::run_scan, "find the tools of a server that could fire an effect twice"},
     {"stats", effectfence::cli::run_stats, "counters of a ledger"},
     {"fenced", effectfence::cli::run_fenced, "list fenced intents (failed/unknown) and why"},
     {"clear", effectfence::cli::run_clear, "audited clear of a fenced intent"},

@@ -1,0 +1,223 @@
+#include "scan/lexer.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace effectfence::scan {
+namespace {
+
+class Masker {
+ public:
+  Masker(std::string_view text, Language language) : text_(text), language_(language) {
+    out_.code.assign(text.begin(), text.end());
+  }
+
+  MaskedSource run() {
+    size_t i = 0;
+    while (i < text_.size()) i = step(i);
+    pair_brackets();
+    out_.line_starts.push_back(0);
+    for (size_t k = 0; k < text_.size(); ++k) {
+      if (text_[k] == '\n') out_.line_starts.push_back(k + 1);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  char at(size_t i) const { return i < text_.size() ? text_[i] : '\0'; }
+  bool starts(size_t i, std::string_view s) const { return text_.substr(i, s.size()) == s; }
+
+  void pair_brackets() {
+    std::vector<size_t> open;
+    const std::string& code = out_.code;
+    for (size_t k = 0; k < code.size(); ++k) {
+      const char c = code[k];
+      if (c == '(' || c == '[' || c == '{') {
+        open.push_back(k);
+      } else if ((c == ')' || c == ']' || c == '}') && !open.empty()) {
+        out_.brackets.emplace_back(open.back(), k);
+        open.pop_back();
+      }
+    }
+    for (size_t unclosed : open) out_.brackets.emplace_back(unclosed, code.size());
+    std::sort(out_.brackets.begin(), out_.brackets.end());
+  }
+
+  // Blanks [begin, end) except newlines.
+  void blank(size_t begin, size_t end) {
+    for (size_t k = begin; k < end && k < text_.size(); ++k) {
+      if (text_[k] != '\n') out_.code[k] = ' ';
+    }
+  }
+
+  // Handles what starts at i; returns where to go on.
+  size_t step(size_t i) {
+    const char c = text_[i];
+    const bool hash_comment = language_ == Language::python && c == '#';
+    if (hash_comment || (language_ != Language::python && starts(i, "//"))) return line_comment(i);
+    if (language_ != Language::python && starts(i, "/*")) return block_comment(i);
+    if (language_ == Language::rust) {
+      if (size_t end = rust_raw_string(i)) return end;
+      if (c == '\'') return rust_quote(i);
+    }
+    if (language_ == Language::python && (c == '"' || c == '\'')) return python_string(i);
+    if (c == '"' || c == '\'' || (c == '`' && language_ != Language::rust)) {
+      const bool raw = c == '`' && language_ == Language::go;  // Go raw strings have no escapes
+      return quoted(i, i, 1, std::string(1, c), !raw);
+    }
+    return i + 1;
+  }
+
+  size_t line_comment(size_t i) {
+    size_t end = text_.find('\n', i);
+    if (end == std::string_view::npos) end = text_.size();
+    blank(i, end);
+    return end;
+  }
+
+  size_t block_comment(size_t i) {
+    // Rust block comments nest; the others end at the first */.
+    int depth = 0;
+    size_t k = i;
+    while (k < text_.size()) {
+      if (starts(k, "/*")) {
+        ++depth;
+        k += 2;
+      } else if (starts(k, "*/")) {
+        k += 2;
+        if (--depth == 0 || language_ != Language::rust) break;
+      } else {
+        ++k;
+      }
+    }
+    blank(i, k);
+    return k;
+  }
+
+  // A literal that opened at begin, whose body starts at i + open_len and
+  // ends with close. Blanks the body, records the text, returns the end.
+  size_t quoted(size_t begin, size_t i, size_t open_len, const std::string& close, bool escapes) {
+    size_t k = i + open_len;
+    std::string text;
+    bool closed = false;
+    while (k < text_.size()) {
+      if (starts(k, close)) {
+        closed = true;
+        break;
+      }
+      if (escapes && text_[k] == '\\' && k + 1 < text_.size()) {
+        const char e = text_[k + 1];
+        switch (e) {
+          case 'n': text += '\n'; break;
+          case 't': text += '\t'; break;
+          case '"': case '\'': case '\\': case '`': text += e; break;
+          default: text += '\\'; text += e;
+        }
+        k += 2;
+        continue;
+      }
+      // A one-line literal ends at the line's end even without its quote.
+      if (text_[k] == '\n' && close.size() == 1 && close != "`") break;
+      text += text_[k];
+      ++k;
+    }
+    blank(i + open_len, k);
+    const size_t end = closed ? k + close.size() : k;
+    out_.strings.push_back(StringLiteral{begin, end, std::move(text)});
+    return end;
+  }
+
+  size_t python_string(size_t i) {
+    // Prefixes (r, b, f, u and pairs) belong to the literal.
+    size_t begin = i;
+    while (begin > 0 && std::isalpha(static_cast<unsigned char>(text_[begin - 1])) && i - begin < 2) --begin;
+    std::string prefix(text_.substr(begin, i - begin));
+    for (char& ch : prefix) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const bool prefixed = !prefix.empty() && prefix.find_first_not_of("rbfu") == std::string::npos &&
+                          (begin == 0 || !is_identifier_char(text_[begin - 1]));
+    if (!prefixed) begin = i;
+    const bool raw = prefixed && prefix.find('r') != std::string::npos;
+    const std::string triple(3, text_[i]);
+    if (starts(i, triple)) return quoted(begin, i, 3, triple, !raw);
+    return quoted(begin, i, 1, std::string(1, text_[i]), !raw);
+  }
+
+  // r"..", r#".."#, br".." starting at i; 0 when there is none.
+  size_t rust_raw_string(size_t i) {
+    if (i > 0 && is_identifier_char(text_[i - 1])) return 0;
+    size_t k = i;
+    if (at(k) == 'b') ++k;
+    if (at(k) != 'r') return 0;
+    ++k;
+    size_t hashes = 0;
+    while (at(k) == '#') ++hashes, ++k;
+    if (at(k) != '"') return 0;
+    return quoted(i, k, 1, "\"" + std::string(hashes, '#'), false);
+  }
+
+  // 'x' or '\n' is a char literal; 'a in fn f<'a> is a lifetime (code).
+  size_t rust_quote(size_t i) {
+    if (at(i + 1) == '\\') return quoted(i, i, 1, "'", true);
+    if (at(i + 2) == '\'') return quoted(i, i, 1, "'", false);
+    // A multi-byte UTF-8 character between quotes.
+    if (static_cast<unsigned char>(at(i + 1)) >= 0x80) {
+      const size_t close = text_.find('\'', i + 1);
+      if (close != std::string_view::npos && close - i <= 5) return quoted(i, i, 1, "'", false);
+    }
+    return i + 1;
+  }
+
+  std::string_view text_;
+  Language language_;
+  MaskedSource out_;
+};
+
+}  // namespace
+
+bool is_identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
+
+const char* language_name(Language language) {
+  switch (language) {
+    case Language::javascript: return "javascript";
+    case Language::python: return "python";
+    case Language::go: return "go";
+    case Language::rust: return "rust";
+  }
+  return "unknown";
+}
+
+std::optional<Language> language_of_path(std::string_view path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const std::string_view ext = path.substr(dot + 1);
+  for (std::string_view js : {"ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs"}) {
+    if (ext == js) return Language::javascript;
+  }
+  if (ext == "py") return Language::python;
+  if (ext == "go") return Language::go;
+  if (ext == "rs") return Language::rust;
+  return std::nullopt;
+}
+
+int MaskedSource::line_of(size_t offset) const {
+  auto it = std::upper_bound(line_starts.begin(), line_starts.end(), offset);
+  return static_cast<int>(it - line_starts.begin());
+}
+
+const StringLiteral* MaskedSource::string_at(size_t offset) const {
+  auto it = std::lower_bound(strings.begin(), strings.end(), offset,
+                             [](const StringLiteral& s, size_t at) { return s.begin < at; });
+  return it != strings.end() && it->begin == offset ? &*it : nullptr;
+}
+
+std::vector<const StringLiteral*> MaskedSource::strings_in(size_t begin, size_t end) const {
+  std::vector<const StringLiteral*> found;
+  auto it = std::lower_bound(strings.begin(), strings.end(), begin,
+                             [](const StringLiteral& s, size_t at) { return s.begin < at; });
+  for (; it != strings.end() && it->begin < end; ++it) found.push_back(&*it);
+  return found;
+}
+
+MaskedSource mask_source(std::string_view text, Language language) { return Masker(text, language).run(); }
+
+}  // namespace effectfence::scan

@@ -1,0 +1,91 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "scan/lexer.h"
+
+using namespace effectfence::scan;
+
+namespace {
+
+std::string code_of(const std::string& text, Language language) { return mask_source(text, language).code; }
+
+bool code_has(const std::string& text, Language language, const std::string& word) {
+  return code_of(text, language).find(word) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("comments and string contents are masked; code, quotes and line breaks stay", "[scan][lexer]") {
+  const std::string text = "const k = deriveKey(); // idempotencyKey here\n/* dedupeKey\n */ send(\"requestId\");\n";
+  const MaskedSource m = mask_source(text, Language::javascript);
+  REQUIRE(m.code.size() == text.size());
+  CHECK(m.code.find("deriveKey") != std::string::npos);
+  CHECK(m.code.find("send(\"") != std::string::npos);
+  CHECK(m.code.find("idempotencyKey") == std::string::npos);
+  CHECK(m.code.find("dedupeKey") == std::string::npos);
+  CHECK(m.code.find("requestId") == std::string::npos);
+  CHECK(std::count(m.code.begin(), m.code.end(), '\n') == 3);
+  REQUIRE(m.strings.size() == 1);
+  CHECK(m.strings[0].text == "requestId");
+  CHECK(m.line_of(m.strings[0].begin) == 3);
+}
+
+TEST_CASE("JavaScript template literals and escaped quotes stay one literal", "[scan][lexer]") {
+  const MaskedSource m = mask_source("f(`a ${b} \\` c`, 'it\\'s', \"x\\\"y\")", Language::javascript);
+  REQUIRE(m.strings.size() == 3);
+  CHECK(m.strings[0].text == "a ${b} ` c");
+  CHECK(m.strings[1].text == "it's");
+  CHECK(m.strings[2].text == "x\"y");
+  CHECK(m.code.find('b') == std::string::npos);
+}
+
+TEST_CASE("Python: # comments, prefixed and triple-quoted strings", "[scan][lexer]") {
+  const std::string text = "x = 1  # request_id\ndoc = r'''a 'quoted' \\d\n line'''\nf\"{dedupe_key}\"\n";
+  const MaskedSource m = mask_source(text, Language::python);
+  CHECK_FALSE(code_has(text, Language::python, "request_id"));
+  CHECK_FALSE(code_has(text, Language::python, "dedupe_key"));
+  REQUIRE(m.strings.size() == 2);
+  CHECK(m.strings[0].text == "a 'quoted' \\d\n line");
+  CHECK(text.substr(m.strings[0].begin, 4) == "r'''");  // the prefix belongs to the literal
+  CHECK(m.strings[1].text == "{dedupe_key}");
+  CHECK(m.line_of(m.strings[1].begin) == 4);
+}
+
+TEST_CASE("Go: raw strings with backticks, runes, line and block comments", "[scan][lexer]") {
+  const std::string text = "s := `raw \\ idempotencyKey`; r := '\\''; // dedupe\nx := 1 /* a */ + 2";
+  const MaskedSource m = mask_source(text, Language::go);
+  CHECK_FALSE(code_has(text, Language::go, "idempotencyKey"));
+  CHECK_FALSE(code_has(text, Language::go, "dedupe"));
+  CHECK(code_has(text, Language::go, "x := 1"));
+  REQUIRE(m.strings.size() == 2);
+  CHECK(m.strings[0].text == "raw \\ idempotencyKey");
+  CHECK(m.strings[1].text == "'");
+}
+
+TEST_CASE("Rust: lifetimes stay code, char and raw string literals are masked, block comments nest", "[scan][lexer]") {
+  const std::string text = "fn f<'a>(x: &'a str) { let c = '\"'; let r = r#\"a \"b\" c\"#; } /* x /* y */ z */ g()";
+  const MaskedSource m = mask_source(text, Language::rust);
+  CHECK(m.code.find("fn f<'a>(x: &'a str)") == 0);
+  REQUIRE(m.strings.size() == 2);
+  CHECK(m.strings[0].text == "\"");
+  CHECK(m.strings[1].text == "a \"b\" c");
+  CHECK(m.code.find('z') == std::string::npos);
+  CHECK(m.code.find("g()") != std::string::npos);
+}
+
+TEST_CASE("unterminated literals and comments run to the end without failing", "[scan][lexer]") {
+  CHECK(mask_source("a = \"open", Language::javascript).strings.size() == 1);
+  CHECK(code_of("x /* never closed", Language::go) == "x                ");
+  CHECK(mask_source("s = '''open", Language::python).strings.at(0).text == "open");
+}
+
+TEST_CASE("languages by file extension", "[scan][lexer]") {
+  CHECK(language_of_path("src/a.ts") == Language::javascript);
+  CHECK(language_of_path("a.mjs") == Language::javascript);
+  CHECK(language_of_path("a.py") == Language::python);
+  CHECK(language_of_path("main.go") == Language::go);
+  CHECK(language_of_path("lib.rs") == Language::rust);
+  CHECK_FALSE(language_of_path("README.md"));
+  CHECK_FALSE(language_of_path("Makefile"));
+}
