@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -188,6 +189,7 @@ int run_demo(const Args& args) {
       return 2;
     }
   }
+  std::signal(SIGPIPE, SIG_IGN);  // a child that died is a write error to report, not our death
   const Style st{isatty(STDOUT_FILENO) != 0};
   std::string dir = kept_dir;
   if (dir.empty()) {

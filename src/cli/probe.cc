@@ -6,6 +6,7 @@
 // execution. Identical answers prove nothing (a server may act twice and
 // answer alike), so they are reported as inconclusive, never as a zero.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -229,6 +230,7 @@ int run_probe(const Args& args) {
   ProbeOptions options;
   if (auto done = parse_options(args, &options)) return *done;
   mcp::Logger log("effectfence probe", mcp::LogLevel::warn);
+  std::signal(SIGPIPE, SIG_IGN);  // a server that died is a write error to report, not our death
   try {
     std::string error;
     auto session = open_child_session(options.command, "effectfence-probe", log,
