@@ -184,7 +184,9 @@ ProbeReport fire(mcp::McpClient& client, const ProbeOptions& o) {
     auto reply = request->wait_for(timeout);
     if (!reply) {
       client.abandon(*request);
-      reply = mcp::ClientReply{mcp::ClientReply::Kind::closed, Json(), {}, "no answer within the timeout"};
+      mcp::ClientReply timed_out;  // kind closed
+      timed_out.why = "no answer within the timeout";
+      reply = std::move(timed_out);
     }
     tally(*reply, &report);
   }
