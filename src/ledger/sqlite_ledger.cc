@@ -14,7 +14,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
 
-#include "ledger/completion_thread.h"
+#include "ledger/job_threads.h"
 #include "ledger/migrations.h"
 #include "ledger/sqlite_txn.h"
 
@@ -345,9 +345,10 @@ class SqliteLedger final : public Ledger {
   std::atomic<uint64_t> transactions_{0};
   std::atomic<uint64_t> decisions_{0};
 
-  // Declared before the writer: it is destroyed after the writer has
-  // stopped, and answers what the writer's last batches handed it.
-  CompletionThread completions_;
+  // One thread, so answers go out in commit order. Declared before the
+  // writer: it is destroyed after the writer has stopped, and answers what
+  // the writer's last batches handed it.
+  JobThreads completions_{1};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job*> queue_;

@@ -1,0 +1,53 @@
+#include "ledger/job_threads.h"
+
+namespace effectfence {
+
+JobThreads::JobThreads(size_t threads) {
+  for (size_t i = 0; i < (threads == 0 ? 1 : threads); ++i) threads_.emplace_back([this] { run(); });
+}
+
+JobThreads::~JobThreads() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void JobThreads::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  ready_.notify_one();
+}
+
+void JobThreads::post(std::vector<std::function<void()>> jobs) {
+  if (jobs.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& job : jobs) queue_.push_back(std::move(job));
+  }
+  if (threads_.size() == 1) ready_.notify_one();
+  else ready_.notify_all();
+}
+
+void JobThreads::run() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything posted has run
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    try {
+      job();
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace effectfence

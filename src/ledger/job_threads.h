@@ -1,0 +1,42 @@
+// Runs jobs on a fixed set of threads of its own. The SQLite ledger answers
+// its asynchronous writes on one (in the order they were committed: the
+// writer hands over a whole batch with one wake-up and goes straight back
+// to the next transaction); a ledger whose write() blocks on a server round
+// trip runs its asynchronous writes on several.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace effectfence {
+
+class JobThreads {
+ public:
+  // With one thread, jobs run one at a time in the order posted.
+  explicit JobThreads(size_t threads);
+  // Runs everything posted so far, then joins.
+  ~JobThreads();
+  JobThreads(const JobThreads&) = delete;
+  JobThreads& operator=(const JobThreads&) = delete;
+
+  // An exception escaping a job is dropped: the threads must outlive any
+  // one caller's mistake.
+  void post(std::function<void()> job);
+  void post(std::vector<std::function<void()>> jobs);
+
+ private:
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;  // last: started once the members above exist
+};
+
+}  // namespace effectfence

@@ -1,0 +1,51 @@
+#include "ledger/job_threads.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+using namespace effectfence;
+
+TEST_CASE("one job thread runs jobs in order, survives a throwing job, and finishes all before it goes",
+          "[ledger][job_threads]") {
+  std::vector<int> ran;  // touched only by the one job thread until it is joined
+  {
+    JobThreads one(1);
+    one.post([] { throw std::runtime_error("a caller's mistake"); });
+    std::vector<std::function<void()>> batch;
+    for (int i = 0; i < 500; ++i) batch.push_back([&ran, i] { ran.push_back(i); });
+    one.post(std::move(batch));
+    one.post([&ran] { ran.push_back(500); });
+  }
+  REQUIRE(ran.size() == 501);
+  for (int i = 0; i <= 500; ++i) CHECK(ran[i] == i);
+}
+
+TEST_CASE("several job threads run jobs at the same time", "[ledger][job_threads]") {
+  JobThreads four(4);
+  std::mutex mu;
+  std::condition_variable cv;
+  int waiting = 0;
+  std::atomic<int> met{0};
+  for (int i = 0; i < 4; ++i) {
+    four.post([&] {
+      // Each job waits until all four are running at once.
+      std::unique_lock<std::mutex> lock(mu);
+      ++waiting;
+      cv.notify_all();
+      if (cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting == 4; })) met += 1;
+    });
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting == 4; }));
+  lock.unlock();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (met < 4 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  CHECK(met == 4);
+}
