@@ -9,7 +9,7 @@
 #include "fence/fast_path.h"
 #include "fence/rules.h"
 #include "ledger/holder.h"
-#include "ledger/sqlite_ledger.h"
+#include "ledger/open_ledger.h"
 
 namespace effectfence {
 namespace {
@@ -58,12 +58,12 @@ void create_parent_directories(const std::string& path) {
 }  // namespace
 
 std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
-  if (settings.create_parent_directories) create_parent_directories(settings.ledger_path);
+  if (settings.create_parent_directories && !is_postgres_ledger(settings.ledger_path)) create_parent_directories(settings.ledger_path);
   // Botan sets up its hash and RNG state lazily; doing it here, on one
   // thread, keeps that first use out of the concurrent prepares.
   sha256_hex("");
   random_token_hex();
-  auto opened = open_sqlite_ledger(settings.ledger_path, settings.busy_timeout_ms);
+  auto opened = open_ledger(settings.ledger_path, settings.busy_timeout_ms);
   if (auto* error = std::get_if<OpenError>(&opened)) return *error;
   std::unique_ptr<Fence> fence(new Fence(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened))));
   fence->reap_dead_holders();
@@ -82,9 +82,18 @@ Fence::~Fence() {
   }
 }
 
-rules::Context Fence::context() const {
+int64_t Fence::lease_now(LedgerTxn& txn) const {
+  if (settings_.ledger_clock_ms) return settings_.ledger_clock_ms();
+  if (auto ledger_time = txn.clock_ms()) return *ledger_time;
+  // The system clock of the host the file lives on, shared by every process
+  // that opens it.
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+rules::Context Fence::context(LedgerTxn& txn) const {
   rules::Context ctx;
-  ctx.now = settings_.now_ms();
+  ctx.now = lease_now(txn);
   ctx.lease_ttl_ms = settings_.lease_ttl_ms;
   ctx.me = this_process();
   ctx.is_dead = holder_is_dead;
@@ -144,7 +153,7 @@ PrepareOutcome Fence::prepare(const PrepareRequest& request) {
     return *entry.decided;
   }
   PrepareOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
-  auto failure = write([&](LedgerTxn& txn) { outcome = rules::prepare(txn, attempt, context()); });
+  auto failure = write([&](LedgerTxn& txn) { outcome = rules::prepare(txn, attempt, context(txn)); });
   if (failure) outcome = *failure;
   fast_->leave(attempt, entry, outcome, now, ledger_->external_changes());
   tally(outcome, /*decided_here=*/false);
@@ -157,7 +166,7 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   // On a ledger failure nothing changed: the ticket still holds the intent
   // (and this process keeps refusing duplicates) until the commit is retried.
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context()); })) {
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context(txn)); })) {
     return *failure;
   }
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
@@ -172,7 +181,7 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
 
 AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
   AbortOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::abort(txn, ticket, reason, context()); })) {
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::abort(txn, ticket, reason, context(txn)); })) {
     return *failure;
   }
   fast_->released(ticket);
@@ -185,7 +194,7 @@ AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
 
 HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
   HeartbeatOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context()); })) {
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context(txn)); })) {
     return *failure;
   }
   if (auto* extended = std::get_if<Extended>(&outcome)) {
@@ -233,14 +242,13 @@ std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& inte
 std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& domain) {
   DomainStatus status;
   status.domain = domain;
-  const int64_t now = settings_.now_ms();
   auto failure = ledger_->read([&](LedgerTxn& txn) {
     const DomainRow row = txn.load_domain(domain);
     status.exists = row.exists;
     status.seq = row.seq;
     status.clock = row.clock;
     status.head = row.head;
-    status.in_flight = txn.count_live_in_flight(domain, now);
+    status.in_flight = txn.count_live_in_flight(domain, lease_now(txn));
   });
   if (failure) return *failure;
   return status;
@@ -258,8 +266,8 @@ std::variant<Stats, Refusal> Fence::stats() {
 
 int64_t Fence::sweep() {
   int64_t swept = -1;
-  const int64_t now = settings_.now_ms();
   auto failure = ledger_->write([&](LedgerTxn& txn) {
+    const int64_t now = lease_now(txn);
     swept = txn.sweep_finished(now - settings_.result_ttl_ms);
     if (swept > 0) {
       EventRecord e;
@@ -274,14 +282,13 @@ int64_t Fence::sweep() {
 
 bool Fence::evict_domain(const std::string& domain) {
   bool evicted = false;
-  const int64_t now = settings_.now_ms();
-  auto failure = ledger_->write([&](LedgerTxn& txn) { evicted = txn.evict_domain(domain, now); });
+  auto failure = ledger_->write([&](LedgerTxn& txn) { evicted = txn.evict_domain(domain, lease_now(txn)); });
   return !failure && evicted;
 }
 
 int64_t Fence::reap_dead_holders() {
   int64_t reaped = 0;
-  auto failure = ledger_->write([&](LedgerTxn& txn) { reaped = rules::reap_dead_holders(txn, context()); });
+  auto failure = ledger_->write([&](LedgerTxn& txn) { reaped = rules::reap_dead_holders(txn, context(txn)); });
   return failure ? 0 : reaped;
 }
 
@@ -296,7 +303,7 @@ int64_t Fence::fence_own_in_flight(const std::string& why) {
 
 bool Fence::fence_unknown(const Ticket& ticket, const std::string& why) {
   bool fenced = false;
-  auto failure = write([&](LedgerTxn& txn) { fenced = rules::fence_held(txn, ticket, why, context()); });
+  auto failure = write([&](LedgerTxn& txn) { fenced = rules::fence_held(txn, ticket, why, context(txn)); });
   if (!failure) fast_->released(ticket);
   return !failure && fenced;
 }
