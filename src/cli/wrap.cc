@@ -25,6 +25,7 @@
 #include "cli/version.h"
 #include "core/sha256.h"
 #include "effectfence/fence.h"
+#include "ledger/open_ledger.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
 #include "mcp/proxy.h"
@@ -200,7 +201,8 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
   mcp::ProxyOptions proxy_options = options.proxy;
-  proxy_options.ledger_option = "--db " + shell_quoted(settings.ledger_path);
+  // Shown to agents in refusals: a PostgreSQL password must not be.
+  proxy_options.ledger_option = "--db " + shell_quoted(printable_ledger(settings.ledger_path));
   log.info("fencing with " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
            std::to_string(settings.lease_ttl_ms / 1000) + "s)");
 

@@ -37,3 +37,17 @@ add_executable(postgres_tests ${CMAKE_CURRENT_SOURCE_DIR}/postgres/postgres_ledg
 target_link_libraries(postgres_tests PRIVATE effectfence_catch_main effectfence_fence)
 target_include_directories(postgres_tests PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
 catch_discover_tests(postgres_tests TEST_PREFIX "postgres: " PROPERTIES ${EFFECTFENCE_PG_TEST_PROPERTIES})
+
+# The end-to-end suites that take any ledger, again on PostgreSQL, plus the
+# replicas test of PostgreSQL's own (real serve and wrap processes).
+find_program(NODE_FOR_PG node)
+if(NODE_FOR_PG AND EXISTS ${CMAKE_SOURCE_DIR}/tests/e2e/node_modules/@modelcontextprotocol/sdk)
+  foreach(suite sdk multiprocess crash postgres)
+    add_test(NAME postgres.e2e_${suite}
+             COMMAND ${NODE_FOR_PG} --test ${suite}.test.mjs
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests/e2e)
+    set_tests_properties(postgres.e2e_${suite} PROPERTIES
+      ENVIRONMENT "EFFECTFENCE_BIN=$<TARGET_FILE:effectfence>;EFFECTFENCE_TEST_LEDGER=${EFFECTFENCE_PG_URL}"
+      FIXTURES_REQUIRED pg_cluster TIMEOUT 180)
+  endforeach()
+endif()
