@@ -51,3 +51,14 @@ if(NODE_FOR_PG AND EXISTS ${CMAKE_SOURCE_DIR}/tests/e2e/node_modules/@modelconte
       FIXTURES_REQUIRED pg_cluster TIMEOUT 180)
   endforeach()
 endif()
+
+# The PostgreSQL half of docs/OPERATIONS.md, run with the real psql.
+find_program(PSQL_FOR_PG psql)
+if(PSQL_FOR_PG AND BASH_FOR_PG)
+  add_test(NAME postgres.operations_runbook
+           COMMAND ${BASH_FOR_PG} ${CMAKE_SOURCE_DIR}/tests/operations/runbook_postgres_test.sh
+                   $<TARGET_FILE:effectfence> $<TARGET_FILE:ops_ledger_fixture> ${PSQL_FOR_PG}
+                   ${CMAKE_SOURCE_DIR}/docs/OPERATIONS.md)
+  set_tests_properties(postgres.operations_runbook PROPERTIES
+    ENVIRONMENT "EFFECTFENCE_TEST_LEDGER=${EFFECTFENCE_PG_URL}" FIXTURES_REQUIRED pg_cluster TIMEOUT 300)
+endif()
