@@ -75,8 +75,9 @@ run_block() {
 
 # Every row of every table, as text: any change at all changes this.
 fingerprint() {
-  local t
-  for t in intents domains certificates events counters clears; do q "SELECT * FROM $t ORDER BY 1"; done | sha256sum | cut -c1-64
+  local t args=()
+  for t in intents domains certificates events counters clears; do args+=(-c "SELECT * FROM $t ORDER BY 1"); done
+  pq "${args[@]}" | sha256sum | cut -c1-64
 }
 
 expect_success() {
