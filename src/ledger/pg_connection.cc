@@ -7,9 +7,19 @@
 namespace effectfence::pg {
 namespace {
 
+// libpq's messages end in a newline and may hold several lines ("...\n\tIs
+// the server running...?"): one line reads better in a log.
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
+  std::string out;
+  for (char c : s) {
+    if (c == '\n' || c == '\t') {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 // The server's own sentence ("effectfence: cannot clear: ..."), without
