@@ -102,7 +102,8 @@ class PostgresReader final : public LedgerReader {
   std::unique_ptr<ReaderRows> query(const std::string& sql, const std::vector<SqlValue>& params) override {
     std::vector<pg::Param> values;
     for (const SqlValue& p : params) {
-      values.push_back(std::holds_alternative<int64_t>(p) ? pg::param(std::get<int64_t>(p)) : pg::param(std::get<std::string>(p)));
+      values.push_back(std::holds_alternative<int64_t>(p) ? pg::param(std::get<int64_t>(p))
+                                                          : pg::param(std::get<std::string>(p)));
     }
     const std::string cursor = "effectfence_rows_" + std::to_string(++cursors_);
     db_->exec("DECLARE " + cursor + " NO SCROLL CURSOR FOR " + postgres_parameters(sql), values);

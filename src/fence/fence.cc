@@ -58,7 +58,9 @@ void create_parent_directories(const std::string& path) {
 }  // namespace
 
 std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
-  if (settings.create_parent_directories && !is_postgres_ledger(settings.ledger_path)) create_parent_directories(settings.ledger_path);
+  if (settings.create_parent_directories && !is_postgres_ledger(settings.ledger_path)) {
+    create_parent_directories(settings.ledger_path);
+  }
   // Botan sets up its hash and RNG state lazily; doing it here, on one
   // thread, keeps that first use out of the concurrent prepares.
   sha256_hex("");

@@ -49,7 +49,8 @@ TEST_CASE("PostgreSQL URLs are recognised and their passwords never printed", "[
 }
 
 TEST_CASE("an unreachable server is a named error that names it, without the password", "[postgres][open]") {
-  const std::string url = std::string("postgresql://effectfence:") + kSecret + "@/effectfence?host=/nonexistent-socket-dir";
+  const std::string url =
+      std::string("postgresql://effectfence:") + kSecret + "@/effectfence?host=/nonexistent-socket-dir";
   const OpenError e = expect_refused(url);
   CHECK(e.code == OpenErrorCode::unreachable);
   CHECK(std::string(open_error_name(e.code)) == "unreachable");
