@@ -111,7 +111,8 @@ TEST_CASE("a database holding another application's tables is refused and left u
   ledger.exec("CREATE TABLE intents (id integer)");
   const OpenError e = expect_refused(ledger.where());
   CHECK(e.code == OpenErrorCode::not_a_ledger);
-  CHECK(ledger.count("SELECT count(*) FROM information_schema.tables WHERE table_name = 'effectfence_schema'") == 0);
+  CHECK(ledger.count("SELECT count(*) FROM information_schema.tables WHERE table_name = 'effectfence_schema' "
+                     "AND table_schema = current_schema()") == 0);
 }
 
 TEST_CASE("certificates, events and clears cannot be changed through SQL", "[postgres][audit]") {
