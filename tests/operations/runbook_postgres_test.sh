@@ -297,6 +297,17 @@ for block in $blocks; do
   "$check"
 done
 
+# The cluster trusts local connections, so a password in the URL is accepted;
+# no operator command may print it.
+SECRET=pw-shown-to-nobody
+WITH_PASSWORD=${LEDGER/:\/\/effectfence@/:\/\/effectfence:$SECRET@}
+expect_match "$WITH_PASSWORD" "effectfence:$SECRET@" "a URL with a password"
+shown=$(cd "$RUN" && "$EF" stats --db "$WITH_PASSWORD" 2>&1; "$EF" fenced --db "$WITH_PASSWORD" --json 2>&1
+        "$EF" verify --db "$WITH_PASSWORD" 2>&1; "$EF" export --db "$WITH_PASSWORD" 2>&1 | head -1
+        "$EF" clear --db "$WITH_PASSWORD" charge:order-999 --reason typo 2>&1)
+expect_match "$shown" "effectfence:\*\*\*@" "operator commands name the ledger with its password scrubbed"
+expect_no_match "$shown" "$SECRET" "operator commands never print the password"
+
 expect_match "$(session commit payout:batch-9)" "^committed [0-9a-f]{64}$" "the payout held through all of this commits"
 echo quit >&"${SESSION[1]}"
 wait "$SESSION_PID"
