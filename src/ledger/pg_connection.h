@@ -23,7 +23,6 @@ class Error : public std::runtime_error {
   const std::string& sqlstate() const { return sqlstate_; }
   // Another transaction won a lock or serialisation race: retrying is safe.
   bool is_retryable() const { return sqlstate_ == "40001" || sqlstate_ == "40P01"; }
-  bool is_connection_lost() const { return sqlstate_.rfind("08", 0) == 0 || sqlstate_.empty(); }
 
  private:
   std::string sqlstate_;
