@@ -39,6 +39,7 @@ struct Options {
   int rounds = 3;  // SQLite and serve slices alternate this many times per level
   std::vector<size_t> levels = {1, 4, 16, 64};
   std::string log_level;  // empty: the server's default
+  std::string db;         // the server's ledger; empty: a new SQLite file in the scratch directory
   bool json = false;
   bool keep = false;
   std::string command_line;
@@ -88,6 +89,8 @@ void print_usage(std::FILE* out) {
                "  --warmup S        unrecorded load before the levels, 0 for none (default 1)\n"
                "  --levels LIST     pairs in flight, comma-separated (default 1,4,16,64)\n"
                "  --log-level L     passed to serve (default: serve's own default)\n"
+               "  --db LEDGER       serve this ledger instead, e.g. a postgres:// URL; the baseline stays\n"
+               "                    serial SQLite in the scratch directory\n"
                "  --json            print the results as JSON\n"
                "  --keep            keep the scratch directory (ledger, serve log)\n"
                "  --help            this text\n");
@@ -137,6 +140,7 @@ std::optional<int> parse_options(int argc, char** argv, Options* options) {
       else if (arg == "--rounds") options->rounds = parse_rounds(value());
       else if (arg == "--levels") options->levels = parse_levels(value());
       else if (arg == "--log-level") options->log_level = value();
+      else if (arg == "--db") options->db = value();
       else if (arg == "--json") options->json = true;
       else if (arg == "--keep") options->keep = true;
       else throw std::invalid_argument("unknown option " + arg);
@@ -198,7 +202,8 @@ void progress(const Options& options, const std::string& what) {
 }
 
 std::vector<std::string> server_command(const Options& options, const std::string& dir) {
-  std::vector<std::string> argv = {options.bin, "serve", "--db", dir + "/ledger.sqlite"};
+  std::vector<std::string> argv = {options.bin, "serve", "--db",
+                                   options.db.empty() ? dir + "/ledger.sqlite" : options.db};
   if (!options.log_level.empty()) {
     argv.push_back("--log-level");
     argv.push_back(options.log_level);

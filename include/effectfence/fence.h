@@ -29,15 +29,24 @@ class LedgerTxn;
 namespace rules { struct Context; struct Attempt; }
 
 struct Settings {
-  // A file path, or "memory" for a ledger that lives as long as the Fence.
+  // A file path, "memory" for a ledger that lives as long as the Fence, or a
+  // PostgreSQL URL (postgres://..., postgresql://..., or "postgres:" for the
+  // PG* environment variables).
   std::string ledger_path = "memory";
   int64_t lease_ttl_ms = 60'000;          // EFFECTFENCE_LEASE_SECS
   int64_t result_ttl_ms = 86'400'000;     // EFFECTFENCE_RESULT_TTL_SECS
   int64_t busy_timeout_ms = 10'000;       // how long to wait for a locked ledger
   // Set when ledger_path is the default: its directory is created (0700).
   bool create_parent_directories = false;
-  // Wall clock in ms since the epoch; tests inject their own.
+  // This process's wall clock in ms since the epoch (the fast path's cache
+  // ages by it); tests inject their own. Leases never trust it: they are
+  // decided by the ledger's clock, the database server's now() for
+  // PostgreSQL and the system clock of the host for an SQLite file, so a
+  // replica whose clock is off cannot take over a live lease.
   std::function<int64_t()> clock_ms;
+  // Replaces the ledger's clock for lease decisions: tests that move time
+  // past a lease inject it.
+  std::function<int64_t()> ledger_clock_ms;
 
   // Defaults overridden by EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS,
   // EFFECTFENCE_RESULT_TTL_SECS. An unset ledger resolves to
@@ -113,7 +122,9 @@ class Fence {
   struct PendingCommit;
 
   Fence(Settings settings, std::unique_ptr<Ledger> ledger);
-  rules::Context context() const;
+  // The rules' context for one transaction; its time is lease_now(txn).
+  rules::Context context(LedgerTxn& txn) const;
+  int64_t lease_now(LedgerTxn& txn) const;
   void tally(const PrepareOutcome& outcome, bool decided_here);
   // The halves of prepare around the ledger: begin_prepare returns the
   // outcome when it needs no ledger, else what the ledger must decide.

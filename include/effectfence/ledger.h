@@ -65,6 +65,10 @@ struct EventRecord {
 class LedgerTxn {
  public:
   virtual ~LedgerTxn() = default;
+  // The ledger's own clock for this transaction (ms since the epoch), if it
+  // has one shared by every process that uses it: PostgreSQL's now(). nullopt:
+  // the ledger lives on this host, whose clock the fence reads itself.
+  virtual std::optional<int64_t> clock_ms() { return std::nullopt; }
   virtual std::optional<IntentRow> load_intent(const std::string& intent) = 0;
   // Inserts or replaces the row (bumping its version).
   virtual void save_intent(const IntentRow& row, int64_t now) = 0;
@@ -136,7 +140,7 @@ class Ledger {
 };
 
 // Why a ledger could not be opened. Never "created a new one instead".
-enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io };
+enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io, unreachable, auth };
 struct OpenError {
   OpenErrorCode code;
   std::string message;  // names the file and what to do

@@ -10,6 +10,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/ledger_reader.h"
 #include "effectfence/fence.h"
 
 namespace effectfence::cli {
@@ -25,7 +26,7 @@ void print_usage(std::FILE* out) {
                "prepare is admitted as a fresh attempt. Who, when and why go to the append-only\n"
                "event log. Done and in-flight intents cannot be cleared.\n\n"
                "options:\n"
-               "  --db PATH        ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --db PATH        ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --reason TEXT    why it is safe to run again (required; recorded)\n"
                "  --operator NAME  who clears it (default: $USER, else \"operator\")\n"
                "  --json           print {cleared, intent, previous_state, operator, reason}\n"
@@ -91,8 +92,8 @@ int clear(const Args& args) {
   const std::string path = resolve_ledger_path(*parsed);
   // Clearing in a ledger that does not exist is a mistake in the path, not a
   // reason to create one.
-  if (!ledger_file_exists(path)) {
-    print_error(kCommand, "opening the ledger", "no ledger at " + path);
+  if (!open_ledger_reader(path, &error)) {
+    print_error(kCommand, "opening the ledger", error);
     return kExitFailure;
   }
   Settings settings = Settings::from_environment();

@@ -15,10 +15,10 @@
 #include <optional>
 #include <string>
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/ledger_reader.h"
+#include "ledger/open_ledger.h"
 #include "effectfence/fence.h"
 #include "effectfence/json.h"
 
@@ -37,7 +37,7 @@ void print_usage(std::FILE* out) {
                "committed_at, events by at; on a tie the certificate comes first). Reads one\n"
                "consistent snapshot through a read-only connection; memory stays constant.\n\n"
                "options:\n"
-               "  --db PATH        ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --db PATH        ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --since TIME     only records at or after TIME: ISO-8601 UTC (2026-11-29T10:00:00Z)\n"
                "                   or an age (90s, 30m, 1h, 7d)\n"
                "  --format FORMAT  jsonl (default) or csv\n"
@@ -75,42 +75,42 @@ struct EventRow {
   std::optional<int64_t> seq, generation;
 };
 
-std::optional<std::string> optional_text(const SQLite::Column& c) {
-  if (c.isNull()) return std::nullopt;
-  return c.getString();
+std::optional<std::string> optional_text(const ReaderRows& q, int col) {
+  if (q.is_null(col)) return std::nullopt;
+  return q.text(col);
 }
 
-std::optional<int64_t> optional_int(const SQLite::Column& c) {
-  if (c.isNull()) return std::nullopt;
-  return c.getInt64();
+std::optional<int64_t> optional_int(const ReaderRows& q, int col) {
+  if (q.is_null(col)) return std::nullopt;
+  return q.integer(col);
 }
 
-CertificateRow certificate_from(SQLite::Statement& q) {
+CertificateRow certificate_from(const ReaderRows& q) {
   CertificateRow r;
-  r.hash = q.getColumn(0).getString();
-  r.committed_at = q.getColumn(1).getInt64();
-  r.body = q.getColumn(2).getString();
-  r.intent = q.getColumn(3).getString();
-  r.domain = q.getColumn(4).getString();
-  r.seq = q.getColumn(5).getInt64();
-  r.generation = q.getColumn(6).getInt64();
-  r.parent = optional_text(q.getColumn(7)).value_or("");
-  r.agent = q.getColumn(8).getString();
-  r.tool = q.getColumn(9).getString();
+  r.hash = q.text(0);
+  r.committed_at = q.integer(1);
+  r.body = q.text(2);
+  r.intent = q.text(3);
+  r.domain = q.text(4);
+  r.seq = q.integer(5);
+  r.generation = q.integer(6);
+  r.parent = q.text(7);
+  r.agent = q.text(8);
+  r.tool = q.text(9);
   return r;
 }
 
-EventRow event_from(SQLite::Statement& q) {
+EventRow event_from(const ReaderRows& q) {
   EventRow r;
-  r.id = q.getColumn(0).getInt64();
-  r.at = q.getColumn(1).getInt64();
-  r.kind = q.getColumn(2).getString();
-  r.intent = optional_text(q.getColumn(3));
-  r.domain = optional_text(q.getColumn(4));
-  r.seq = optional_int(q.getColumn(5));
-  r.generation = optional_int(q.getColumn(6));
-  r.actor = q.getColumn(7).getString();
-  r.detail = q.getColumn(8).getString();
+  r.id = q.integer(0);
+  r.at = q.integer(1);
+  r.kind = q.text(2);
+  r.intent = optional_text(q, 3);
+  r.domain = optional_text(q, 4);
+  r.seq = optional_int(q, 5);
+  r.generation = optional_int(q, 6);
+  r.actor = q.text(7);
+  r.detail = q.text(8);
   return r;
 }
 
@@ -147,7 +147,7 @@ class RecordWriter {
     OrderedJson j;
     j["type"] = "export";
     j["format"] = kExportFormatVersion;
-    j["ledger"] = options.ledger;
+    j["ledger"] = printable_ledger(options.ledger);
     j["since"] = options.since_ms ? OrderedJson(format_utc(*options.since_ms)) : OrderedJson(nullptr);
     j["since_ms"] = or_null(options.since_ms);
     j["exported_at"] = format_utc(now_ms());
@@ -222,36 +222,36 @@ struct ExportCounts {
   int64_t events = 0;
 };
 
-// Steps both tables in time order and merges them. ORDER BY (time, rowid) is
-// exactly the order of the time index, so SQLite walks the index and never
-// sorts: no temp B-tree, constant memory on any number of rows.
-ExportCounts write_records(SQLite::Database& db, const ExportOptions& options, RecordWriter& writer) {
+// Steps both tables in time order and merges them. In SQLite ORDER BY
+// (time, rowid) is exactly the order of the time index, so it walks the
+// index and never sorts: no temp B-tree, constant memory on any number of
+// rows. PostgreSQL streams through cursors, a batch at a time.
+ExportCounts write_records(LedgerReader& db, const ExportOptions& options, RecordWriter& writer) {
   const int64_t since = options.since_ms.value_or(INT64_MIN);
-  SQLite::Transaction snapshot(db);
-  SQLite::Statement certificates(db,
-                                 "SELECT hash, committed_at, body, intent, domain, seq, generation, parent, agent, "
-                                 "tool FROM certificates "
-                                 "WHERE committed_at >= ?1 ORDER BY committed_at, rowid");
-  SQLite::Statement events(db,
-                           "SELECT id, at, kind, intent, domain, seq, generation, actor, detail "
-                           "FROM events WHERE at >= ?1 ORDER BY at, id");
-  certificates.bind(1, static_cast<int64_t>(since));
-  events.bind(1, static_cast<int64_t>(since));
+  auto certificates = db.query(std::string("SELECT hash, committed_at, body, intent, domain, seq, generation, "
+                                           "coalesce(parent, ''), agent, tool FROM certificates "
+                                           "WHERE committed_at >= ?1 ORDER BY committed_at, ") +
+                                   db.certificate_tiebreak(),
+                               {since});
+  auto events = db.query(
+      "SELECT id, at, kind, intent, domain, seq, generation, actor, detail "
+      "FROM events WHERE at >= ?1 ORDER BY at, id",
+      {since});
   ExportCounts counts;
   writer.header(options);
-  bool has_certificate = certificates.executeStep();
-  bool has_event = events.executeStep();
+  bool has_certificate = certificates->next();
+  bool has_event = events->next();
   while ((has_certificate || has_event) && writer.ok()) {
     const bool certificate_first =
-        has_certificate && (!has_event || certificates.getColumn(1).getInt64() <= events.getColumn(1).getInt64());
+        has_certificate && (!has_event || certificates->integer(1) <= events->integer(1));
     if (certificate_first) {
-      writer.certificate(certificate_from(certificates));
+      writer.certificate(certificate_from(*certificates));
       ++counts.certificates;
-      has_certificate = certificates.executeStep();
+      has_certificate = certificates->next();
     } else {
-      writer.event(event_from(events));
+      writer.event(event_from(*events));
       ++counts.events;
-      has_event = events.executeStep();
+      has_event = events->next();
     }
   }
   return counts;
@@ -341,7 +341,7 @@ int export_ledger(const Args& args) {
     print_error(kCommand, "reading options", error);
     return kExitFailure;
   }
-  auto db = open_ledger_read_only(options->ledger, &error);
+  auto db = open_ledger_reader(options->ledger, &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);
     return kExitFailure;
@@ -362,7 +362,7 @@ int export_ledger(const Args& args) {
   ExportCounts counts;
   try {
     counts = write_records(*db, *options, writer);
-  } catch (const SQLite::Exception& e) {
+  } catch (const std::exception& e) {
     print_error(kCommand, "reading the ledger", e.what());
     return kExitFailure;
   }

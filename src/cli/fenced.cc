@@ -5,10 +5,9 @@
 #include <string>
 #include <vector>
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/ledger_reader.h"
 #include "effectfence/fence.h"
 #include "effectfence/json.h"
 
@@ -26,7 +25,7 @@ void print_usage(std::FILE* out) {
                "  effectfence clear --db PATH INTENT --reason \"...\"\n"
                "Opens the ledger read-only. The same list in SQL: SELECT * FROM fenced;\n\n"
                "options:\n"
-               "  --db PATH  ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --db PATH  ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --json     one JSON object: {path, count, fenced: [{intent, state, tool, args,\n"
                "             domain, agent, reason, since, since_ms, generation, holder}]}\n"
                "  --help     this text\n",
@@ -39,25 +38,25 @@ struct FencedIntent {
   int64_t generation = 0;
 };
 
-std::vector<FencedIntent> read_fenced(SQLite::Database& db) {
+std::vector<FencedIntent> read_fenced(LedgerReader& db) {
   // The same rows as the fenced view, with the raw time for --json.
-  SQLite::Statement q(db,
-                      "SELECT intent, state, tool, args, domain, agent, coalesce(reason, ''), updated_at, "
-                      "generation, holder_host || ':' || holder_pid "
-                      "FROM intents WHERE state IN ('failed', 'unknown') ORDER BY updated_at, intent");
+  auto q = db.query(
+      "SELECT intent, state, tool, args, domain, agent, coalesce(reason, ''), updated_at, "
+      "generation, holder_host || ':' || holder_pid "
+      "FROM intents WHERE state IN ('failed', 'unknown') ORDER BY updated_at, intent");
   std::vector<FencedIntent> out;
-  while (q.executeStep()) {
+  while (q->next()) {
     FencedIntent f;
-    f.intent = q.getColumn(0).getString();
-    f.state = q.getColumn(1).getString();
-    f.tool = q.getColumn(2).getString();
-    f.args = q.getColumn(3).getString();
-    f.domain = q.getColumn(4).getString();
-    f.agent = q.getColumn(5).getString();
-    f.reason = q.getColumn(6).getString();
-    f.since_ms = q.getColumn(7).getInt64();
-    f.generation = q.getColumn(8).getInt64();
-    f.holder = q.getColumn(9).getString();
+    f.intent = q->text(0);
+    f.state = q->text(1);
+    f.tool = q->text(2);
+    f.args = q->text(3);
+    f.domain = q->text(4);
+    f.agent = q->text(5);
+    f.reason = q->text(6);
+    f.since_ms = q->integer(7);
+    f.generation = q->integer(8);
+    f.holder = q->text(9);
     out.push_back(std::move(f));
   }
   return out;
@@ -121,8 +120,7 @@ int fenced(const Args& args) {
     print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
     return kExitFailure;
   }
-  const std::string path = resolve_ledger_path(*parsed);
-  auto db = open_ledger_read_only(path, &error);
+  auto db = open_ledger_reader(resolve_ledger_path(*parsed), &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);
     return kExitFailure;
@@ -130,14 +128,14 @@ int fenced(const Args& args) {
   std::vector<FencedIntent> list;
   try {
     list = read_fenced(*db);
-  } catch (const SQLite::Exception& e) {
+  } catch (const std::exception& e) {
     print_error(kCommand, "reading fenced intents", e.what());
     return kExitFailure;
   }
   if (parsed->has("json")) {
-    print_json(path, list);
+    print_json(db->name(), list);
   } else {
-    print_text(path, list);
+    print_text(db->name(), list);
   }
   return kExitOk;
 }

@@ -37,7 +37,7 @@ void print_serve_usage(std::FILE* out) {
                "Tools: fence_prepare, fence_commit, fence_abort, fence_heartbeat, fence_status, fence_stats.\n"
                "Several serve processes on one ledger file fence each other.\n\n"
                "options:\n"
-               "  --db PATH          ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --db PATH          ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --log-level LEVEL  error, warn, info (default) or debug\n"
                "  --help             this text\n"
                "  --version          the version\n\n"

@@ -4,10 +4,9 @@
 #include <map>
 #include <string>
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/ledger_reader.h"
 #include "effectfence/fence.h"
 #include "effectfence/types.h"
 
@@ -24,7 +23,7 @@ void print_usage(std::FILE* out) {
                "attempts, how many were prevented from running twice, commits and aborts,\n"
                "and how many intents are in each state. Opens the ledger read-only.\n\n"
                "options:\n"
-               "  --db PATH  ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --db PATH  ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --json     one JSON object: {path, ledger: {admitted, replayed, refused: {...},\n"
                "             total_attempts, prevented, committed, aborted}, intents: {state: n},\n"
                "             certificates, events}\n"
@@ -56,19 +55,15 @@ void set_counter(Counters* c, const std::string& name, int64_t value) {
   if (slot != slots.end()) *slot->second = value;
 }
 
-LedgerStats read_stats(SQLite::Database& db) {
+LedgerStats read_stats(LedgerReader& db) {
   LedgerStats stats;
-  // One snapshot, so the numbers agree with each other.
-  SQLite::Transaction snapshot(db);
-  SQLite::Statement counters(db, "SELECT name, value FROM counters");
-  while (counters.executeStep()) {
-    set_counter(&stats.counters, counters.getColumn(0).getString(), counters.getColumn(1).getInt64());
-  }
+  auto counters = db.query("SELECT name, value FROM counters");
+  while (counters->next()) set_counter(&stats.counters, counters->text(0), counters->integer(1));
   for (const char* state : kStates) stats.intents[state] = 0;
-  SQLite::Statement states(db, "SELECT state, count(*) FROM intents GROUP BY state");
-  while (states.executeStep()) stats.intents[states.getColumn(0).getString()] = states.getColumn(1).getInt64();
-  stats.certificates = db.execAndGet("SELECT count(*) FROM certificates").getInt64();
-  stats.events = db.execAndGet("SELECT count(*) FROM events").getInt64();
+  auto states = db.query("SELECT state, count(*) FROM intents GROUP BY state");
+  while (states->next()) stats.intents[states->text(0)] = states->integer(1);
+  stats.certificates = db.integer("SELECT count(*) FROM certificates");
+  stats.events = db.integer("SELECT count(*) FROM events");
   return stats;
 }
 
@@ -122,8 +117,7 @@ int stats(const Args& args) {
     print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
     return kExitFailure;
   }
-  const std::string path = resolve_ledger_path(*parsed);
-  auto db = open_ledger_read_only(path, &error);
+  auto db = open_ledger_reader(resolve_ledger_path(*parsed), &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);
     return kExitFailure;
@@ -131,14 +125,14 @@ int stats(const Args& args) {
   LedgerStats s;
   try {
     s = read_stats(*db);
-  } catch (const SQLite::Exception& e) {
+  } catch (const std::exception& e) {
     print_error(kCommand, "reading the counters", e.what());
     return kExitFailure;
   }
   if (parsed->has("json")) {
-    print_json(path, s);
+    print_json(db->name(), s);
   } else {
-    print_text(path, s);
+    print_text(db->name(), s);
   }
   return kExitOk;
 }

@@ -17,10 +17,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/ledger_reader.h"
+#include "ledger/open_ledger.h"
 #include "core/sha256.h"
 #include "effectfence/certificate.h"
 #include "effectfence/fence.h"
@@ -42,7 +42,7 @@ void print_usage(std::FILE* out) {
                "existing certificates. On an export of part of a ledger (export --since), parents\n"
                "older than the export are counted, not reported.\n\n"
                "options:\n"
-               "  --db PATH      ledger file (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --db PATH      ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --export FILE  check a JSONL file written by effectfence export instead (also --dump FILE)\n"
                "  --limit N      report the first N problems (default %zu); all are counted\n"
                "  --json         one JSON object: {ok, source, path, certificates, events,\n"
@@ -162,31 +162,30 @@ void check_columns(const CertificateColumns& row, const Certificate& cert, Probl
 
 class LedgerVerifier {
  public:
-  LedgerVerifier(SQLite::Database& db, Problems& problems)
-      : db_(db), problems_(problems), parent_lookup_(db, "SELECT body FROM certificates WHERE hash = ?") {}
+  LedgerVerifier(LedgerReader& db, Problems& problems) : db_(db), problems_(problems) {}
 
   void run(Report& report) {
     check_certificates(report);
     check_references();
-    report.events = db_.execAndGet("SELECT count(*) FROM events").getInt64();
+    report.events = db_.integer("SELECT count(*) FROM events");
   }
 
  private:
   void check_certificates(Report& report) {
-    SQLite::Statement rows(db_,
-                           "SELECT hash, intent, domain, seq, generation, coalesce(parent, ''), agent, tool, body "
-                           "FROM certificates ORDER BY rowid");
-    while (rows.executeStep()) {
+    auto rows = db_.query(std::string("SELECT hash, intent, domain, seq, generation, coalesce(parent, ''), agent, "
+                                      "tool, body FROM certificates ORDER BY committed_at, ") +
+                          db_.certificate_tiebreak());
+    while (rows->next()) {
       CertificateColumns row;
-      row.hash = rows.getColumn(0).getString();
-      row.intent = rows.getColumn(1).getString();
-      row.domain = rows.getColumn(2).getString();
-      row.seq = rows.getColumn(3).getInt64();
-      row.generation = rows.getColumn(4).getInt64();
-      row.parent = rows.getColumn(5).getString();
-      row.agent = rows.getColumn(6).getString();
-      row.tool = rows.getColumn(7).getString();
-      row.body = rows.getColumn(8).getString();
+      row.hash = rows->text(0);
+      row.intent = rows->text(1);
+      row.domain = rows->text(2);
+      row.seq = rows->integer(3);
+      row.generation = rows->integer(4);
+      row.parent = rows->text(5);
+      row.agent = rows->text(6);
+      row.tool = rows->text(7);
+      row.body = rows->text(8);
       ++report.certificates;
       auto cert = check_body(row.hash, row.body, 0, problems_);
       if (!cert) continue;
@@ -197,57 +196,51 @@ class LedgerVerifier {
 
   void check_parent(const Certificate& cert) {
     if (cert.parent.empty()) return;
-    parent_lookup_.reset();
-    parent_lookup_.bind(1, cert.parent);
-    if (!parent_lookup_.executeStep()) {
+    auto parent = db_.query("SELECT body FROM certificates WHERE hash = ?1", {cert.parent});
+    if (!parent->next()) {
       problems_.add({cert.hash, "missing_parent", "parent " + cert.parent + " is not a certificate in the ledger", 0});
       return;
     }
     // A parent whose body is broken is reported as itself.
-    if (auto clock = clock_of_body(parent_lookup_.getColumn(0).getString())) {
+    if (auto clock = clock_of_body(parent->text(0))) {
       check_dominates(cert, *clock, 0, problems_);
     }
   }
 
   // Done intents and domain heads point at certificates that must exist.
   void check_references() {
-    SQLite::Statement done(db_,
-                           "SELECT intent, coalesce(cert_hash, '') FROM intents i WHERE state = 'done' AND "
-                           "NOT EXISTS (SELECT 1 FROM certificates c WHERE c.hash = i.cert_hash) ORDER BY intent");
-    while (done.executeStep()) {
-      const std::string hash = done.getColumn(1).getString();
-      problems_.add({hash, "missing_certificate",
-                     "intent '" + done.getColumn(0).getString() + "' is done but its certificate is not in the ledger",
-                     0});
+    auto done = db_.query(
+        "SELECT intent, coalesce(cert_hash, '') FROM intents i WHERE state = 'done' AND "
+        "NOT EXISTS (SELECT 1 FROM certificates c WHERE c.hash = i.cert_hash) ORDER BY intent");
+    while (done->next()) {
+      problems_.add({done->text(1), "missing_certificate",
+                     "intent '" + done->text(0) + "' is done but its certificate is not in the ledger", 0});
     }
-    SQLite::Statement heads(db_,
-                            "SELECT domain, head FROM domains d WHERE head IS NOT NULL AND "
-                            "NOT EXISTS (SELECT 1 FROM certificates c WHERE c.hash = d.head) ORDER BY domain");
-    while (heads.executeStep()) {
-      problems_.add({heads.getColumn(1).getString(), "missing_certificate",
-                     "domain '" + heads.getColumn(0).getString() + "' names it as its latest certificate but it is "
-                     "not in the ledger",
+    auto heads = db_.query(
+        "SELECT domain, head FROM domains d WHERE head IS NOT NULL AND "
+        "NOT EXISTS (SELECT 1 FROM certificates c WHERE c.hash = d.head) ORDER BY domain");
+    while (heads->next()) {
+      problems_.add({heads->text(1), "missing_certificate",
+                     "domain '" + heads->text(0) + "' names it as its latest certificate but it is not in the ledger",
                      0});
     }
   }
 
-  SQLite::Database& db_;
+  LedgerReader& db_;
   Problems& problems_;
-  SQLite::Statement parent_lookup_;
 };
 
 // Returns an exit code iff the ledger could not be checked.
 std::optional<int> verify_ledger(const std::string& path, Problems& problems, Report& report) {
   std::string error;
-  auto db = open_ledger_read_only(path, &error);
+  auto db = open_ledger_reader(path, &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);
     return kExitFailure;
   }
   try {
-    SQLite::Transaction snapshot(*db);
     LedgerVerifier(*db, problems).run(report);
-  } catch (const SQLite::Exception& e) {
+  } catch (const std::exception& e) {
     print_error(kCommand, "reading the ledger", e.what());
     return kExitFailure;
   }
@@ -451,8 +444,9 @@ int verify(const Args& args) {
     failed = verify_export(*file, problems, report);
   } else {
     report.source = "ledger";
-    report.path = resolve_ledger_path(*parsed);
-    failed = verify_ledger(report.path, problems, report);
+    const std::string where = resolve_ledger_path(*parsed);
+    report.path = printable_ledger(where);
+    failed = verify_ledger(where, problems, report);
   }
   if (failed) return *failed;
   if (parsed->has("json")) {

@@ -25,6 +25,7 @@
 #include "cli/version.h"
 #include "core/sha256.h"
 #include "effectfence/fence.h"
+#include "ledger/open_ledger.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
 #include "mcp/proxy.h"
@@ -44,8 +45,8 @@ void print_wrap_usage(std::FILE* out) {
                "result is recorded; an identical later call gets the recorded result replayed; an\n"
                "identical call while one runs is refused before the child sees it.\n\n"
                "options:\n"
-               "  --db PATH              ledger file (default: $EFFECTFENCE_LEDGER, else one file per\n"
-               "                         child command: %s)\n"
+               "  --db PATH              ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER,\n"
+               "                         else one file per child command: %s)\n"
                "  --fence-all            also fence tools annotated readOnlyHint: true\n"
                "  --only TOOL,...        fence exactly these tools; pass the others through\n"
                "  --except TOOL,...      never fence these tools\n"
@@ -200,7 +201,8 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
   mcp::ProxyOptions proxy_options = options.proxy;
-  proxy_options.ledger_option = "--db " + shell_quoted(settings.ledger_path);
+  // Shown to agents in refusals: a PostgreSQL password must not be.
+  proxy_options.ledger_option = "--db " + shell_quoted(printable_ledger(settings.ledger_path));
   log.info("fencing with " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
            std::to_string(settings.lease_ttl_ms / 1000) + "s)");
 

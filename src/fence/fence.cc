@@ -9,7 +9,7 @@
 #include "fence/fast_path.h"
 #include "fence/rules.h"
 #include "ledger/holder.h"
-#include "ledger/sqlite_ledger.h"
+#include "ledger/open_ledger.h"
 
 namespace effectfence {
 namespace {
@@ -61,12 +61,14 @@ void create_parent_directories(const std::string& path) {
 }  // namespace
 
 std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
-  if (settings.create_parent_directories) create_parent_directories(settings.ledger_path);
+  if (settings.create_parent_directories && !is_postgres_ledger(settings.ledger_path)) {
+    create_parent_directories(settings.ledger_path);
+  }
   // Botan sets up its hash and RNG state lazily; doing it here, on one
   // thread, keeps that first use out of the concurrent prepares.
   sha256_hex("");
   random_token_hex();
-  auto opened = open_sqlite_ledger(settings.ledger_path, settings.busy_timeout_ms);
+  auto opened = open_ledger(settings.ledger_path, settings.busy_timeout_ms);
   if (auto* error = std::get_if<OpenError>(&opened)) return *error;
   std::unique_ptr<Fence> fence(new Fence(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened))));
   fence->reap_dead_holders();
@@ -88,9 +90,18 @@ Fence::~Fence() {
   ledger_.reset();
 }
 
-rules::Context Fence::context() const {
+int64_t Fence::lease_now(LedgerTxn& txn) const {
+  if (settings_.ledger_clock_ms) return settings_.ledger_clock_ms();
+  if (auto ledger_time = txn.clock_ms()) return *ledger_time;
+  // The system clock of the host the file lives on, shared by every process
+  // that opens it.
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+rules::Context Fence::context(LedgerTxn& txn) const {
   rules::Context ctx;
-  ctx.now = settings_.now_ms();
+  ctx.now = lease_now(txn);
   ctx.lease_ttl_ms = settings_.lease_ttl_ms;
   ctx.me = this_process();
   ctx.is_dead = holder_is_dead;
@@ -191,7 +202,7 @@ PrepareOutcome Fence::prepare(const PrepareRequest& request) {
   auto begun = begin_prepare(request);
   if (auto* decided = std::get_if<PrepareOutcome>(&begun)) return std::move(*decided);
   PendingPrepare& pending = *std::get<std::shared_ptr<PendingPrepare>>(begun);
-  auto failure = write([&](LedgerTxn& txn) { pending.outcome = rules::prepare(txn, pending.attempt, context()); });
+  auto failure = write([&](LedgerTxn& txn) { pending.outcome = rules::prepare(txn, pending.attempt, context(txn)); });
   return finish_prepare(pending, failure);
 }
 
@@ -202,7 +213,7 @@ void Fence::prepare_async(const PrepareRequest& request, PrepareDone done) {
     return;
   }
   auto pending = std::get<std::shared_ptr<PendingPrepare>>(std::move(begun));
-  write_async([this, pending](LedgerTxn& txn) { pending->outcome = rules::prepare(txn, pending->attempt, context()); },
+  write_async([this, pending](LedgerTxn& txn) { pending->outcome = rules::prepare(txn, pending->attempt, context(txn)); },
               [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
                 done(finish_prepare(*pending, failure));
               });
@@ -214,7 +225,7 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   // On a ledger failure nothing changed: the ticket still holds the intent
   // (and this process keeps refusing duplicates) until the commit is retried.
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context()); })) {
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context(txn)); })) {
     return *failure;
   }
   return finish_commit(ticket, std::move(outcome));
@@ -231,7 +242,7 @@ void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
   pending->result = std::move(result);
   write_async(
       [this, pending](LedgerTxn& txn) {
-        pending->outcome = rules::commit(txn, pending->ticket, pending->result, context());
+        pending->outcome = rules::commit(txn, pending->ticket, pending->result, context(txn));
       },
       [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
         if (failure) {
@@ -255,7 +266,7 @@ CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome) 
 
 AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
   AbortOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::abort(txn, ticket, reason, context()); })) {
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::abort(txn, ticket, reason, context(txn)); })) {
     return *failure;
   }
   fast_->released(ticket);
@@ -268,7 +279,7 @@ AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
 
 HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
   HeartbeatOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context()); })) {
+  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context(txn)); })) {
     return *failure;
   }
   if (auto* extended = std::get_if<Extended>(&outcome)) {
@@ -316,14 +327,13 @@ std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& inte
 std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& domain) {
   DomainStatus status;
   status.domain = domain;
-  const int64_t now = settings_.now_ms();
   auto failure = ledger_->read([&](LedgerTxn& txn) {
     const DomainRow row = txn.load_domain(domain);
     status.exists = row.exists;
     status.seq = row.seq;
     status.clock = row.clock;
     status.head = row.head;
-    status.in_flight = txn.count_live_in_flight(domain, now);
+    status.in_flight = txn.count_live_in_flight(domain, lease_now(txn));
   });
   if (failure) return *failure;
   return status;
@@ -341,8 +351,8 @@ std::variant<Stats, Refusal> Fence::stats() {
 
 int64_t Fence::sweep() {
   int64_t swept = -1;
-  const int64_t now = settings_.now_ms();
   auto failure = ledger_->write([&](LedgerTxn& txn) {
+    const int64_t now = lease_now(txn);
     swept = txn.sweep_finished(now - settings_.result_ttl_ms);
     if (swept > 0) {
       EventRecord e;
@@ -357,14 +367,13 @@ int64_t Fence::sweep() {
 
 bool Fence::evict_domain(const std::string& domain) {
   bool evicted = false;
-  const int64_t now = settings_.now_ms();
-  auto failure = ledger_->write([&](LedgerTxn& txn) { evicted = txn.evict_domain(domain, now); });
+  auto failure = ledger_->write([&](LedgerTxn& txn) { evicted = txn.evict_domain(domain, lease_now(txn)); });
   return !failure && evicted;
 }
 
 int64_t Fence::reap_dead_holders() {
   int64_t reaped = 0;
-  auto failure = ledger_->write([&](LedgerTxn& txn) { reaped = rules::reap_dead_holders(txn, context()); });
+  auto failure = ledger_->write([&](LedgerTxn& txn) { reaped = rules::reap_dead_holders(txn, context(txn)); });
   return failure ? 0 : reaped;
 }
 
@@ -379,7 +388,7 @@ int64_t Fence::fence_own_in_flight(const std::string& why) {
 
 bool Fence::fence_unknown(const Ticket& ticket, const std::string& why) {
   bool fenced = false;
-  auto failure = write([&](LedgerTxn& txn) { fenced = rules::fence_held(txn, ticket, why, context()); });
+  auto failure = write([&](LedgerTxn& txn) { fenced = rules::fence_held(txn, ticket, why, context(txn)); });
   if (!failure) fast_->released(ticket);
   return !failure && fenced;
 }

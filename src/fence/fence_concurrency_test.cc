@@ -1,4 +1,5 @@
-// Races between threads and between processes, on real files. Every
+// Races between threads and between processes, on a real ledger (SQLite
+// files, or PostgreSQL when EFFECTFENCE_TEST_LEDGER names one). Every
 // collision is forced (threads released together from a barrier, processes
 // hammering one intent), and each property is checked over many rounds.
 #include <signal.h>
@@ -13,8 +14,6 @@
 #include <set>
 #include <thread>
 #include <vector>
-
-#include <sqlite3.h>
 
 #include <catch2/catch.hpp>
 
@@ -69,8 +68,8 @@ int count_admitted(const std::vector<PrepareOutcome>& outcomes) {
 }  // namespace
 
 TEST_CASE("16 threads racing one intent: exactly one admitted, then every duplicate replays", "[race]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   for (int round = 0; round < 20; ++round) {
     const std::string intent = "race-" + std::to_string(round);
     auto outcomes = race(16, [&](int) { return fence->prepare(charge(intent)); });
@@ -93,9 +92,9 @@ TEST_CASE("16 threads racing one intent: exactly one admitted, then every duplic
 }
 
 TEST_CASE("16 threads on two fences (two connections) racing one intent admit exactly one", "[race]") {
-  TempDir dir;
-  auto a = open_fence(file_settings(dir.file("l.sqlite")));
-  auto b = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto a = open_fence(ledger.settings());
+  auto b = open_fence(ledger.settings());
   for (int round = 0; round < 20; ++round) {
     const std::string intent = "two-" + std::to_string(round);
     auto outcomes = race(16, [&](int i) { return (i % 2 ? a : b)->prepare(charge(intent)); });
@@ -137,9 +136,9 @@ class Answers {
 };
 
 TEST_CASE("asynchronous prepares on two fences racing one intent admit exactly one, then replay", "[race][async]") {
-  TempDir dir;
-  auto a = open_fence(file_settings(dir.file("l.sqlite")));
-  auto b = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto a = open_fence(ledger.settings());
+  auto b = open_fence(ledger.settings());
   for (int round = 0; round < 10; ++round) {
     const std::string intent = "async-" + std::to_string(round);
     Answers<PrepareOutcome> prepared;
@@ -176,8 +175,8 @@ TEST_CASE("asynchronous prepares on two fences racing one intent admit exactly o
 }
 
 TEST_CASE("a commit issued from a prepare's answer completes: answers may start more work", "[race][async]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   constexpr size_t kIntents = 100;
   Answers<CommitOutcome> committed;
   for (size_t i = 0; i < kIntents; ++i) {
@@ -200,9 +199,9 @@ TEST_CASE("a commit issued from a prepare's answer completes: answers may start 
 }
 
 TEST_CASE("a forced same-instant domain race admits exactly one, every time", "[race][read_set]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
-  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  auto other = open_fence(ledger.settings());
   for (int round = 0; round < 50; ++round) {
     const std::string domain = "cluster-" + std::to_string(round);
     auto outcomes = race(8, [&](int i) {
@@ -221,9 +220,9 @@ TEST_CASE("a forced same-instant domain race admits exactly one, every time", "[
 }
 
 TEST_CASE("32 threads on one domain never share a sequence number", "[race][domain]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
-  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  auto other = open_fence(ledger.settings());
   auto outcomes = race(32, [&](int i) {
     PrepareRequest r = charge("seq-" + std::to_string(i));
     r.domain = "shared";
@@ -261,8 +260,8 @@ namespace {
 }  // namespace
 
 TEST_CASE("8 processes x 100 attempts on one intent: exactly one admission in total", "[race][process]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
+  TestLedger ledger;
+  const std::string path = ledger.where();
   { open_fence(file_settings(path)); }  // create the schema once, then fork with no threads alive
   std::vector<pid_t> children;
   for (int i = 0; i < 8; ++i) {
@@ -291,8 +290,8 @@ TEST_CASE("8 processes x 100 attempts on one intent: exactly one admission in to
 }
 
 TEST_CASE("a holder killed with SIGKILL fences its intent as unknown until cleared", "[process][dead_holder]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
+  TestLedger ledger;
+  const std::string path = ledger.where();
   { open_fence(file_settings(path)); }
   int ready[2];
   REQUIRE(pipe(ready) == 0);
@@ -329,30 +328,25 @@ TEST_CASE("a holder killed with SIGKILL fences its intent as unknown until clear
 }
 
 TEST_CASE("a locked ledger gives ledger_busy after the busy timeout, never an admission", "[busy]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
+  TestLedger ledger;
+  const std::string path = ledger.where();
   Settings s = file_settings(path);
   s.busy_timeout_ms = 200;
   auto fence = open_fence(s);
-  sqlite3* locker = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &locker) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(locker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  ledger.lock_for("busy");
   auto blocked = fence->prepare(charge("busy"));
   CHECK(refusal_reason(blocked) == Reason::ledger_busy);
-  REQUIRE(sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(locker);
+  ledger.unlock();
   CHECK(admitted_ticket(fence->prepare(charge("busy"))).generation == 1);
 }
 
 TEST_CASE("reads are answered while a write waits for another process's lock", "[busy]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
+  TestLedger ledger;
+  const std::string path = ledger.where();
   Settings s = file_settings(path);
   s.busy_timeout_ms = 3000;
   auto fence = open_fence(s);
-  sqlite3* locker = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &locker) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(locker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  ledger.lock_for("waits");
   std::atomic<bool> prepare_done{false};
   std::thread blocked([&] {
     fence->prepare(charge("waits"));
@@ -369,8 +363,7 @@ TEST_CASE("reads are answered while a write waits for another process's lock", "
   // Had the reads queued behind the blocked write, they would only have been
   // answered after it gave up with ledger_busy.
   CHECK_FALSE(prepare_done);
-  REQUIRE(sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(locker);
+  ledger.unlock();
   blocked.join();
   CHECK(prepare_done);
 }

@@ -1,6 +1,5 @@
-// The fence's state machine, one rule per test case, on real ledger files.
-#include <sqlite3.h>
-
+// The fence's state machine, one rule per test case, on a real ledger:
+// SQLite files, or PostgreSQL when EFFECTFENCE_TEST_LEDGER names one.
 #include <catch2/catch.hpp>
 
 #include "support/fence_helpers.h"
@@ -11,30 +10,6 @@ using namespace effectfence::testing;
 
 namespace {
 
-int64_t count_rows(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
-  const int64_t n = sqlite3_column_int64(stmt, 0);
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return n;
-}
-
-void exec_sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  const std::string message = err ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(db);
-  REQUIRE(rc == SQLITE_OK);
-  REQUIRE(message.empty());
-}
-
 Certificate committed(Fence& fence, const Ticket& t, const Json& result) {
   auto out = fence.commit(t, result);
   if (auto* r = refusal_of(out)) FAIL("commit refused: " << reason_name(r->reason) << ": " << r->message);
@@ -44,8 +19,8 @@ Certificate committed(Fence& fence, const Ticket& t, const Json& result) {
 }  // namespace
 
 TEST_CASE("a duplicate after commit replays the identical certificate", "[fence]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-1")));
   CHECK(t.generation == 1);
   CHECK(t.seq == 1);
@@ -59,16 +34,16 @@ TEST_CASE("a duplicate after commit replays the identical certificate", "[fence]
   CHECK(std::get<Replayed>(again).cert.hash == cert.hash);
 
   // A second Fence on the same file (another process's view) replays too.
-  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  auto other = open_fence(ledger.settings());
   auto from_other = other->prepare(charge("o-1"));
   REQUIRE(std::holds_alternative<Replayed>(from_other));
   CHECK(std::get<Replayed>(from_other).cert.hash == cert.hash);
 }
 
 TEST_CASE("the same intent with a different payload is payload_mismatch, never a replay", "[fence]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
-  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  auto other = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-2", 4900)));
   // In flight: through the fast path and through the ledger.
   CHECK(refusal_reason(fence->prepare(charge("o-2", 9900))) == Reason::payload_mismatch);
@@ -84,9 +59,9 @@ TEST_CASE("the same intent with a different payload is payload_mismatch, never a
 }
 
 TEST_CASE("a concurrent duplicate is refused in_flight with a clear message", "[fence]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
-  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  auto other = open_fence(ledger.settings());
   admitted_ticket(fence->prepare(charge("o-3")));
   auto dup = other->prepare(charge("o-3"));
   CHECK(refusal_reason(dup) == Reason::in_flight);
@@ -95,8 +70,8 @@ TEST_CASE("a concurrent duplicate is refused in_flight with a clear message", "[
 }
 
 TEST_CASE("a stale read-set is refused at prepare, naming domain, expected and actual", "[fence][read_set]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   PrepareRequest scale = charge("scale-up");
   scale.domain = "cluster:prod";
   scale.read_set = {{"cluster:prod", 0}};
@@ -118,8 +93,8 @@ TEST_CASE("a stale read-set is refused at prepare, naming domain, expected and a
 }
 
 TEST_CASE("a read-set on a domain with an action in flight is a domain_race", "[fence][read_set]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   PrepareRequest first = charge("first");
   first.domain = "cluster:prod";
   const Ticket t = admitted_ticket(fence->prepare(first));
@@ -132,9 +107,8 @@ TEST_CASE("a read-set on a domain with an action in flight is a domain_race", "[
 }
 
 TEST_CASE("a read-set that moved before commit fences the intent and keeps the result", "[fence][read_set]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
-  auto fence = open_fence(file_settings(path));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   PrepareRequest decide = charge("restart");
   decide.domain = "cluster:a";
   decide.read_set = {{"config:a", 0}};
@@ -149,16 +123,16 @@ TEST_CASE("a read-set that moved before commit fences the intent and keeps the r
   CHECK(std::get<Refusal>(out).reason == Reason::stale_read_set);
   CHECK(std::get<Refusal>(out).detail["domain"] == "config:a");
   CHECK(refusal_reason(fence->prepare(decide)) == Reason::prior_failure);
-  CHECK(count_rows(path, "SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'restart' "
-                         "AND json_extract(detail, '$.result.restarted') = 1") == 1);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'restart' "
+                     "AND detail LIKE '%\"result\":{\"restarted\":true}%'") == 1);
 }
 
 TEST_CASE("a zombie holder cannot commit, abort or heartbeat over its successor", "[fence][lease]") {
-  TempDir dir;
+  TestLedger ledger;
   ManualClock clock;
-  Settings s = file_settings(dir.file("l.sqlite"));
+  Settings s = ledger.settings();
   s.lease_ttl_ms = 1000;
-  s.clock_ms = clock.fn();
+  clock.drive(s);
   auto fence = open_fence(s);
   const Ticket zombie = admitted_ticket(fence->prepare(charge("o-4")));
   clock.advance(1500);
@@ -181,15 +155,15 @@ TEST_CASE("a zombie holder cannot commit, abort or heartbeat over its successor"
   REQUIRE(std::holds_alternative<Replayed>(replay));
   CHECK(std::get<Replayed>(replay).cert.hash == cert.hash);
   CHECK(std::get<Replayed>(replay).cert.result["charge_id"] == "successor");
-  CHECK(count_rows(dir.file("l.sqlite"), "SELECT count(*) FROM events WHERE kind = 'takeover'") == 1);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'takeover'") == 1);
 }
 
 TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fence][lease]") {
-  TempDir dir;
+  TestLedger ledger;
   ManualClock clock;
-  Settings s = file_settings(dir.file("l.sqlite"));
+  Settings s = ledger.settings();
   s.lease_ttl_ms = 1000;
-  s.clock_ms = clock.fn();
+  clock.drive(s);
   auto fence = open_fence(s);
   auto other = open_fence(s);
   const Ticket t = admitted_ticket(fence->prepare(charge("slow")));
@@ -204,8 +178,8 @@ TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fen
 }
 
 TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-5")));
   Ticket wrong_seq = t;
   wrong_seq.seq += 1;
@@ -230,8 +204,8 @@ TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") 
 }
 
 TEST_CASE("a retried commit gets the same certificate; a different result is refused", "[fence]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-6")));
   const Certificate first = committed(*fence, t, {{"charge_id", "ch_6"}});
   CHECK(committed(*fence, t, {{"charge_id", "ch_6"}}).hash == first.hash);
@@ -241,9 +215,8 @@ TEST_CASE("a retried commit gets the same certificate; a different result is ref
 }
 
 TEST_CASE("abort fences the intent until an audited clear; then it is fresh", "[fence][clear]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
-  auto fence = open_fence(file_settings(path));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-7")));
   REQUIRE(std::holds_alternative<Aborted>(fence->abort(t, "provider timed out")));
   auto fenced = fence->prepare(charge("o-7"));
@@ -255,13 +228,13 @@ TEST_CASE("abort fences the intent until an audited clear; then it is fresh", "[
   CHECK(std::get<Cleared>(cleared).previous_state == "failed");
   const Ticket again = admitted_ticket(fence->prepare(charge("o-7")));
   CHECK(again.generation == t.generation + 1);
-  CHECK(count_rows(path, "SELECT count(*) FROM events WHERE kind = 'cleared' AND actor = 'alice' "
-                         "AND json_extract(detail, '$.reason') = 'provider shows no charge'") == 1);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'cleared' AND actor = 'alice' AND " +
+                     ledger.json_member("detail", "reason") + " = 'provider shows no charge'") == 1);
 }
 
 TEST_CASE("clear refuses done, in-flight and unknown intents", "[fence][clear]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   const Ticket running = admitted_ticket(fence->prepare(charge("running")));
   committed(*fence, admitted_ticket(fence->prepare(charge("finished"))), {{"ok", true}});
   for (const char* intent : {"running", "finished", "never-seen"}) {
@@ -276,18 +249,17 @@ TEST_CASE("clear refuses done, in-flight and unknown intents", "[fence][clear]")
 }
 
 TEST_CASE("a clear made with plain SQL is seen at once by an open fence", "[fence][clear]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
-  auto fence = open_fence(file_settings(path));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   fence->abort(admitted_ticket(fence->prepare(charge("o-8"))), "ambiguous");
   CHECK(refusal_reason(fence->prepare(charge("o-8"))) == Reason::prior_failure);
-  exec_sql(path, "INSERT INTO clears(intent, operator, reason) VALUES ('o-8', 'bob', 'checked: not charged')");
+  ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('o-8', 'bob', 'checked: not charged')");
   CHECK(admitted_ticket(fence->prepare(charge("o-8"))).generation == 2);
 }
 
 TEST_CASE("the holder's late commit resolves an unknown outcome", "[fence][unknown]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-9")));
   CHECK(fence->fence_own_in_flight("shutting down") == 1);
   auto status = std::get<IntentStatus>(fence->intent_status("o-9"));
@@ -300,21 +272,20 @@ TEST_CASE("the holder's late commit resolves an unknown outcome", "[fence][unkno
 }
 
 TEST_CASE("status reads never create rows", "[fence][status]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
-  auto fence = open_fence(file_settings(path));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   auto intent = std::get<IntentStatus>(fence->intent_status("nobody"));
   auto domain = std::get<DomainStatus>(fence->domain_status("nowhere"));
   CHECK(intent.state == IntentState::none);
   CHECK_FALSE(domain.exists);
   CHECK(domain.seq == 0);
-  CHECK(count_rows(path, "SELECT count(*) FROM intents") == 0);
-  CHECK(count_rows(path, "SELECT count(*) FROM domains") == 0);
+  CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
+  CHECK(ledger.count("SELECT count(*) FROM domains") == 0);
 }
 
 TEST_CASE("certificates chain to their parent and their clocks dominate it", "[fence][certificate]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   PrepareRequest a = charge("step-1", 1, "agent-a");
   a.domain = "pipeline";
   const Certificate first = committed(*fence, admitted_ticket(fence->prepare(a)), {{"n", 1}});
@@ -344,32 +315,31 @@ TEST_CASE("certificates chain to their parent and their clocks dominate it", "[f
 }
 
 TEST_CASE("sweep drops finished intents after the result TTL but keeps certificates", "[fence][sweep]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
+  TestLedger ledger;
   ManualClock clock;
-  Settings s = file_settings(path);
+  Settings s = ledger.settings();
   s.result_ttl_ms = 1000;
-  s.clock_ms = clock.fn();
+  clock.drive(s);
   auto fence = open_fence(s);
   committed(*fence, admitted_ticket(fence->prepare(charge("old"))), {{"ok", 1}});
   fence->abort(admitted_ticket(fence->prepare(charge("fenced"))), "unclear");
   CHECK(fence->sweep() == 0);
   clock.advance(2000);
   CHECK(fence->sweep() == 1);
-  CHECK(count_rows(path, "SELECT count(*) FROM certificates WHERE intent = 'old'") == 1);
+  CHECK(ledger.count("SELECT count(*) FROM certificates WHERE intent = 'old'") == 1);
   CHECK(std::get<IntentStatus>(fence->intent_status("fenced")).state == IntentState::failed);
   auto again = open_fence(s);  // a fresh process has no cache
   CHECK(admitted_ticket(again->prepare(charge("old"))).generation == 1);
 }
 
 TEST_CASE("an evicted domain never hands out an old sequence number again", "[fence][domain]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   PrepareRequest r = charge("e-1");
   r.domain = "scratch";
   committed(*fence, admitted_ticket(fence->prepare(r)), {{"ok", 1}});
   CHECK_FALSE(fence->evict_domain("scratch"));  // an intent still refers to it
-  Settings s = file_settings(dir.file("l.sqlite"));
+  Settings s = ledger.settings();
   s.result_ttl_ms = 0;
   auto sweeper = open_fence(s);
   CHECK(sweeper->sweep() == 1);
@@ -381,9 +351,9 @@ TEST_CASE("an evicted domain never hands out an old sequence number again", "[fe
 }
 
 TEST_CASE("stats count every outcome for the process and the ledger", "[fence][stats]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
-  auto other = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  auto other = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("s-1")));
   refusal_reason(fence->prepare(charge("s-1")));          // in_flight (fast path)
   refusal_reason(other->prepare(charge("s-1")));          // in_flight (ledger)
@@ -408,9 +378,8 @@ TEST_CASE("stats count every outcome for the process and the ledger", "[fence][s
 }
 
 TEST_CASE("invalid requests are refused before anything is recorded", "[fence][input]") {
-  TempDir dir;
-  const std::string path = dir.file("l.sqlite");
-  auto fence = open_fence(file_settings(path));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   PrepareRequest empty_intent = charge("");
   CHECK(refusal_reason(fence->prepare(empty_intent)) == Reason::invalid_request);
   PrepareRequest huge = charge("big");
@@ -419,12 +388,12 @@ TEST_CASE("invalid requests are refused before anything is recorded", "[fence][i
   PrepareRequest bad_utf8 = charge("bad");
   bad_utf8.args = {{"note", std::string("\xff\xfe")}};
   CHECK(refusal_reason(fence->prepare(bad_utf8)) == Reason::invalid_request);
-  CHECK(count_rows(path, "SELECT count(*) FROM intents") == 0);
+  CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
 }
 
 TEST_CASE("fence_unknown fences one held ticket; its holder can still resolve it", "[fence][unknown]") {
-  TempDir dir;
-  auto fence = open_fence(file_settings(dir.file("l.sqlite")));
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
   const Ticket cancelled = admitted_ticket(fence->prepare(charge("cancelled")));
   const Ticket other = admitted_ticket(fence->prepare(charge("untouched")));
   Ticket forged = cancelled;

@@ -382,6 +382,8 @@ const char* open_error_name(OpenErrorCode code) {
     case OpenErrorCode::unwritable: return "unwritable";
     case OpenErrorCode::busy: return "busy";
     case OpenErrorCode::io: return "io";
+    case OpenErrorCode::unreachable: return "unreachable";
+    case OpenErrorCode::auth: return "auth";
   }
   return "io";
 }

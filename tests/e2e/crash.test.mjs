@@ -1,10 +1,9 @@
 // A serve process killed with SIGKILL while it holds an admission: another
 // process on the same ledger fences the intent as unknown.
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { call, connect, eventually, prepareArgs, tempDir } from './helpers.mjs';
+import { call, connect, eventually, freshLedger, prepareArgs } from './helpers.mjs';
 
 function isAlive(pid) {
   try {
@@ -16,7 +15,7 @@ function isAlive(pid) {
 }
 
 test('kill -9 of a serve holding an admission: another process sees the intent as unknown', async (t) => {
-  const db = path.join(await tempDir(t), 'shared.sqlite');
+  const db = await freshLedger(t);
   const holder = await connect(t, db, 'holder');
   const watcher = await connect(t, db, 'watcher');
 

@@ -1,5 +1,7 @@
 // Shared pieces of the end-to-end tests: the official MCP SDK client talking
 // to the real `effectfence serve` binary over stdio, on real ledger files.
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +18,19 @@ export async function tempDir(t) {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'effectfence-e2e-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   return dir;
+}
+
+// The ledger one test runs on: a new SQLite file, or, when
+// EFFECTFENCE_TEST_LEDGER names a PostgreSQL database (CTest runs these
+// suites a second time that way), a new schema in it, dropped afterwards.
+export async function freshLedger(t, name = 'ledger.sqlite') {
+  const server = process.env.EFFECTFENCE_TEST_LEDGER ?? '';
+  if (!/^postgres(ql)?:/.test(server)) return path.join(await tempDir(t), name);
+  const schema = `e2e_${randomBytes(8).toString('hex')}`;
+  const psql = (sql) => execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', server, '-c', sql]);
+  psql(`CREATE SCHEMA ${schema}`);
+  t.after(() => psql(`DROP SCHEMA ${schema} CASCADE`));
+  return `${server}${server.includes('?') ? '&' : '?'}options=-csearch_path%3D${schema}`;
 }
 
 // Starts a stdio MCP server and connects an SDK client to it; the server's

@@ -1,16 +1,15 @@
 // Several `effectfence serve` processes on one ledger file, each with its own
 // SDK client, as when several MCP hosts each spawn their own server.
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { call, connect, prepareArgs, tempDir } from './helpers.mjs';
+import { call, connect, freshLedger, prepareArgs } from './helpers.mjs';
 
 const PROCESSES = 4;
 const PER_PROCESS = 10;
 
 test('4 serve processes racing one intent admit exactly one attempt overall', async (t) => {
-  const db = path.join(await tempDir(t), 'shared.sqlite');
+  const db = await freshLedger(t);
   const sessions = [];
   for (let p = 0; p < PROCESSES; p++) sessions.push(await connect(t, db, `host-${p}`));
   assert.equal(new Set(sessions.map((s) => s.pid)).size, PROCESSES);

@@ -1,14 +1,13 @@
 // The official MCP SDK client against one `effectfence serve`.
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { test } from 'node:test';
 
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
-import { call, connect, prepareArgs, tempDir } from './helpers.mjs';
+import { call, connect, freshLedger, prepareArgs } from './helpers.mjs';
 
 test('lists the six fence tools, each with an input and an output schema', async (t) => {
-  const s = await connect(t, path.join(await tempDir(t), 'ledger.sqlite'));
+  const s = await connect(t, await freshLedger(t));
   assert.deepEqual(s.tools.map((tool) => tool.name),
     ['fence_prepare', 'fence_commit', 'fence_abort', 'fence_heartbeat', 'fence_status', 'fence_stats']);
   for (const tool of s.tools) {
@@ -21,7 +20,7 @@ test('lists the six fence tools, each with an input and an output schema', async
 });
 
 test('prepare, commit, then a duplicate prepare gets already_done with the same certificate', async (t) => {
-  const s = await connect(t, path.join(await tempDir(t), 'ledger.sqlite'));
+  const s = await connect(t, await freshLedger(t));
   const fresh = await call(s, 'fence_prepare', prepareArgs('order-123'));
   assert.equal(fresh.isError, false);
   assert.equal(fresh.sc.status, 'fresh');
@@ -43,7 +42,7 @@ test('prepare, commit, then a duplicate prepare gets already_done with the same 
 });
 
 test('50 concurrent prepares of one new intent: exactly one is fresh', async (t) => {
-  const s = await connect(t, path.join(await tempDir(t), 'ledger.sqlite'));
+  const s = await connect(t, await freshLedger(t));
   const results = await Promise.all(
     Array.from({ length: 50 }, (_, i) => call(s, 'fence_prepare', prepareArgs('race-1', { agent: `agent-${i}` }))));
   const fresh = results.filter((r) => r.sc.status === 'fresh');
@@ -61,7 +60,7 @@ test('50 concurrent prepares of one new intent: exactly one is fresh', async (t)
 });
 
 test('edited tickets are refused; the real one still commits', async (t) => {
-  const s = await connect(t, path.join(await tempDir(t), 'ledger.sqlite'));
+  const s = await connect(t, await freshLedger(t));
   const { sc } = await call(s, 'fence_prepare', prepareArgs('order-7'));
   const ticket = sc.prepared;
 
@@ -84,7 +83,7 @@ test('edited tickets are refused; the real one still commits', async (t) => {
 });
 
 test('heartbeat extends; abort fences the intent until it is cleared', async (t) => {
-  const s = await connect(t, path.join(await tempDir(t), 'ledger.sqlite'));
+  const s = await connect(t, await freshLedger(t));
   const { sc } = await call(s, 'fence_prepare', prepareArgs('payout-9'));
   const beat = await call(s, 'fence_heartbeat', { prepared: sc.prepared });
   assert.equal(beat.sc.status, 'extended');
@@ -104,7 +103,7 @@ test('heartbeat extends; abort fences the intent until it is cleared', async (t)
 });
 
 test('bad arguments are JSON-RPC -32602 errors and the server keeps serving', async (t) => {
-  const s = await connect(t, path.join(await tempDir(t), 'ledger.sqlite'));
+  const s = await connect(t, await freshLedger(t));
   const { intent, ...noIntent } = prepareArgs('x');
   assert.ok(intent);
   await assert.rejects(s.client.callTool({ name: 'fence_prepare', arguments: noIntent }),
@@ -118,7 +117,7 @@ test('bad arguments are JSON-RPC -32602 errors and the server keeps serving', as
 });
 
 test('fence_status is read-only: asking about an unknown intent creates nothing', async (t) => {
-  const s = await connect(t, path.join(await tempDir(t), 'ledger.sqlite'));
+  const s = await connect(t, await freshLedger(t));
   const before = await call(s, 'fence_status', { intent: 'ghost', domain: 'nowhere' });
   assert.equal(before.sc.intent.state, 'none');
   assert.equal(before.sc.domain.exists, false);

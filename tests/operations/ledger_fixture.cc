@@ -42,7 +42,8 @@ int64_t wall_ms() {
 std::unique_ptr<ef::Fence> open_fence(const std::string& path, std::function<int64_t()> clock = {}) {
   ef::Settings settings;
   settings.ledger_path = path;
-  settings.clock_ms = std::move(clock);
+  settings.clock_ms = clock;
+  settings.ledger_clock_ms = std::move(clock);
   auto opened = ef::Fence::open(settings);
   if (auto* error = std::get_if<ef::OpenError>(&opened)) {
     std::fprintf(stderr, "ops_ledger_fixture: opening %s: %s\n", path.c_str(), error->message.c_str());

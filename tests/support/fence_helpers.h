@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "effectfence/fence.h"
+#include "support/test_ledger.h"
 
 namespace effectfence::testing {
 
@@ -59,6 +60,12 @@ struct ManualClock {
     return [p] { return p->load(); };
   }
   void advance(int64_t ms) { now->fetch_add(ms); }
+  // Makes this clock both the host's and the ledger's, so a test moves
+  // lease time by hand on every ledger (PostgreSQL has a clock of its own).
+  void drive(Settings& s) const {
+    s.clock_ms = fn();
+    s.ledger_clock_ms = fn();
+  }
 };
 
 }  // namespace effectfence::testing

@@ -1,0 +1,79 @@
+// Small RAII wrappers over libpq: one connection, one result, and the
+// errors they raise. Nothing here knows about the fence's tables.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct pg_conn;
+struct pg_result;
+
+namespace effectfence::pg {
+
+// A failed statement or connection. sqlstate is PostgreSQL's five-character
+// code ("" when the server never answered).
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, std::string sqlstate)
+      : std::runtime_error(message), sqlstate_(std::move(sqlstate)) {}
+  const std::string& sqlstate() const { return sqlstate_; }
+  // Another transaction won a lock or serialisation race: retrying is safe.
+  bool is_retryable() const { return sqlstate_ == "40001" || sqlstate_ == "40P01"; }
+
+ private:
+  std::string sqlstate_;
+};
+
+// A query's rows. Values are text; NULL reads as "" (is_null tells apart).
+class Result {
+ public:
+  explicit Result(pg_result* r) : r_(r) {}
+  int rows() const;
+  int64_t affected() const;  // rows an INSERT/UPDATE/DELETE touched
+  bool is_null(int row, int col) const;
+  std::string text(int row, int col) const;
+  int64_t integer(int row, int col) const;
+
+ private:
+  struct Free { void operator()(pg_result* r) const; };
+  std::unique_ptr<pg_result, Free> r_;
+};
+
+// One connection. Parameters are passed as text; std::nullopt is NULL.
+using Param = std::optional<std::string>;
+
+class Connection {
+ public:
+  // Throws Error naming the server (password scrubbed) and what to do.
+  static std::unique_ptr<Connection> open(const std::string& url);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  Result exec(const std::string& sql, const std::vector<Param>& params = {});
+  // Several statements, no parameters (migrations, BEGIN/COMMIT).
+  void run(const std::string& sql);
+  bool broken() const;
+
+ private:
+  explicit Connection(pg_conn* c) : c_(c) {}
+  pg_conn* c_;
+};
+
+// The URL with any password replaced by "***", safe for logs and errors.
+std::string scrub_url(const std::string& url);
+// True iff ledger names a PostgreSQL ledger: postgres://, postgresql://, or
+// "postgres:" alone (the PG* environment variables say where).
+bool is_postgres_url(const std::string& ledger);
+// What libpq should be given for ledger ("" for "postgres:": environment only).
+std::string conninfo_of(const std::string& ledger);
+
+inline Param param(int64_t v) { return std::to_string(v); }
+inline Param param(const std::string& v) { return v; }
+inline Param text_or_null(const std::string& v) { return v.empty() ? Param() : Param(v); }
+
+}  // namespace effectfence::pg

@@ -1,0 +1,262 @@
+#include "ledger/postgres_txn.h"
+
+#include <stdexcept>
+
+namespace effectfence {
+namespace {
+
+using pg::param;
+using pg::text_or_null;
+
+constexpr const char* kIntentColumns =
+    "intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, read_set, "
+    "parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
+    "lease_expires_at, admitted_at, updated_at, cert_hash, reason";
+
+Json parse_stored_json(const std::string& text, const char* what) {
+  JsonError error;
+  auto value = parse_strict(text, &error);
+  if (!value) throw std::runtime_error(std::string("ledger holds malformed ") + what + ": " + error.message);
+  return *value;
+}
+
+IntentRow intent_from(const pg::Result& q, int i) {
+  IntentRow r;
+  r.intent = q.text(i, 0);
+  r.state = state_from_name(q.text(i, 1)).value_or(IntentState::none);
+  r.domain = q.text(i, 2);
+  r.tool = q.text(i, 3);
+  r.args = q.text(i, 4);
+  r.payload_hash = q.text(i, 5);
+  r.agent = q.text(i, 6);
+  r.seq = q.integer(i, 7);
+  r.generation = q.integer(i, 8);
+  r.token = q.text(i, 9);
+  r.read_set = read_set_from_json(parse_stored_json(q.text(i, 10), "read_set")).value_or(std::vector<ReadSetEntry>{});
+  r.parent = q.text(i, 11);
+  r.known_clock = VectorClock::from_json(parse_stored_json(q.text(i, 12), "clock")).value_or(VectorClock{});
+  r.holder.host = q.text(i, 13);
+  r.holder.boot = q.text(i, 14);
+  r.holder.pid = q.integer(i, 15);
+  r.holder.started = q.integer(i, 16);
+  r.lease_expires_at = q.integer(i, 17);
+  r.admitted_at = q.integer(i, 18);
+  r.updated_at = q.integer(i, 19);
+  r.cert_hash = q.text(i, 20);
+  r.reason = q.text(i, 21);
+  return r;
+}
+
+constexpr const char* kCounterNames[] = {
+    "admitted", "replayed", "refused_stale_read_set", "refused_domain_race", "refused_in_flight",
+    "refused_prior_failure", "refused_payload_mismatch", "committed", "aborted"};
+
+int64_t* counter_slot(Counters& c, const std::string& name) {
+  if (name == "admitted") return &c.admitted;
+  if (name == "replayed") return &c.replayed;
+  if (name == "refused_stale_read_set") return &c.refused_stale_read_set;
+  if (name == "refused_domain_race") return &c.refused_domain_race;
+  if (name == "refused_in_flight") return &c.refused_in_flight;
+  if (name == "refused_prior_failure") return &c.refused_prior_failure;
+  if (name == "refused_payload_mismatch") return &c.refused_payload_mismatch;
+  if (name == "committed") return &c.committed;
+  if (name == "aborted") return &c.aborted;
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<int64_t> PostgresTxn::clock_ms() {
+  if (!now_) now_ = db_.exec("SELECT effectfence_now_ms()").integer(0, 0);
+  return now_;
+}
+
+std::optional<IntentRow> PostgresTxn::load_intent(const std::string& intent) {
+  if (!read_only_) {
+    // Held until COMMIT: the next decision on this intent, from any
+    // connection, reads only after this one is durable.
+    db_.exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {param("intent:" + intent)});
+  }
+  static const std::string sql = std::string("SELECT ") + kIntentColumns + " FROM intents WHERE intent = $1";
+  auto q = db_.exec(sql, {param(intent)});
+  if (q.rows() == 0) return std::nullopt;
+  return intent_from(q, 0);
+}
+
+void PostgresTxn::save_intent(const IntentRow& r, int64_t now) {
+  db_.exec(
+      "INSERT INTO intents (intent, state, domain, tool, args, payload_hash, agent, seq, generation, "
+      "token, read_set, parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
+      "lease_expires_at, admitted_at, updated_at, cert_hash, reason) "
+      "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22) "
+      "ON CONFLICT (intent) DO UPDATE SET state=excluded.state, domain=excluded.domain, "
+      "tool=excluded.tool, args=excluded.args, payload_hash=excluded.payload_hash, "
+      "agent=excluded.agent, seq=excluded.seq, generation=excluded.generation, token=excluded.token, "
+      "read_set=excluded.read_set, parent=excluded.parent, known_clock=excluded.known_clock, "
+      "holder_host=excluded.holder_host, holder_boot=excluded.holder_boot, "
+      "holder_pid=excluded.holder_pid, holder_started=excluded.holder_started, "
+      "lease_expires_at=excluded.lease_expires_at, admitted_at=excluded.admitted_at, "
+      "updated_at=excluded.updated_at, cert_hash=excluded.cert_hash, reason=excluded.reason, "
+      "version=intents.version + 1",
+      {param(r.intent), param(std::string(state_name(r.state))), param(r.domain), param(r.tool), param(r.args),
+       param(r.payload_hash), param(r.agent), param(r.seq), param(r.generation), param(r.token),
+       param(canonicalize(read_set_to_json(r.read_set))), text_or_null(r.parent),
+       param(canonicalize(r.known_clock.to_json())), param(r.holder.host), param(r.holder.boot),
+       param(r.holder.pid), param(r.holder.started), param(r.lease_expires_at), param(r.admitted_at), param(now),
+       text_or_null(r.cert_hash), text_or_null(r.reason)});
+}
+
+std::vector<IntentRow> PostgresTxn::in_flight_on_host(const std::string& host) {
+  static const std::string sql = std::string("SELECT ") + kIntentColumns +
+                                 " FROM intents WHERE state = 'in_flight' AND holder_host = $1 FOR UPDATE";
+  auto q = db_.exec(sql, {param(host)});
+  std::vector<IntentRow> rows;
+  for (int i = 0; i < q.rows(); ++i) rows.push_back(intent_from(q, i));
+  return rows;
+}
+
+int64_t PostgresTxn::count_live_in_flight(const std::string& domain, int64_t now) {
+  return db_
+      .exec("SELECT count(*) FROM intents WHERE state = 'in_flight' AND domain = $1 AND lease_expires_at > $2",
+            {param(domain), param(now)})
+      .integer(0, 0);
+}
+
+DomainRow PostgresTxn::load_domain(const std::string& domain) { return load_domain_row(domain, false); }
+
+DomainRow PostgresTxn::load_domain_row(const std::string& domain, bool for_update) {
+  if (!read_only_) {
+    // Held until COMMIT: a decision that read this domain (its read-set or
+    // its own sequence) cannot be overtaken by another before it commits.
+    db_.exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {param("domain:" + domain)});
+  }
+  auto q = db_.exec(std::string("SELECT seq, clock, head, head_seq FROM domains WHERE domain = $1") +
+                        (for_update ? " FOR UPDATE" : ""),
+                    {param(domain)});
+  DomainRow d;
+  d.domain = domain;
+  if (q.rows() > 0) {
+    d.exists = true;
+    d.seq = q.integer(0, 0);
+    d.clock = VectorClock::from_json(parse_stored_json(q.text(0, 1), "clock")).value_or(VectorClock{});
+    d.head = q.text(0, 2);
+    d.head_seq = q.integer(0, 3);
+    return d;
+  }
+  // An evicted domain must not hand out its old numbers again.
+  d.seq = db_.exec("SELECT coalesce(max(seq), 0) FROM events WHERE domain = $1 AND kind = 'domain_evicted'",
+                   {param(domain)})
+              .integer(0, 0);
+  return d;
+}
+
+bool PostgresTxn::advance_domain(const std::string& domain, int64_t expected, int64_t now) {
+  // READ COMMITTED: a concurrent winner's UPDATE makes ours wait, then
+  // re-check seq against the committed row and touch nothing.
+  if (db_.exec("UPDATE domains SET seq = seq + 1, updated_at = $1 WHERE domain = $2 AND seq = $3",
+               {param(now), param(domain), param(expected)})
+          .affected() == 1) {
+    return true;
+  }
+  const DomainRow current = load_domain(domain);
+  if (current.exists || current.seq != expected) return false;
+  return db_.exec("INSERT INTO domains (domain, seq, updated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                  {param(domain), param(expected + 1), param(now)})
+             .affected() == 1;
+}
+
+void PostgresTxn::record_domain_effect(const std::string& domain, const VectorClock& clock,
+                                       const std::string& cert_hash, int64_t seq, int64_t now) {
+  DomainRow d = load_domain_row(domain, /*for_update=*/true);
+  d.clock.merge(clock);
+  const bool newest = seq > d.head_seq;
+  db_.exec("UPDATE domains SET clock = $1, head = $2, head_seq = $3, updated_at = $4 WHERE domain = $5",
+           {param(canonicalize(d.clock.to_json())), text_or_null(newest ? cert_hash : d.head),
+            param(newest ? seq : d.head_seq), param(now), param(domain)});
+}
+
+std::optional<Certificate> PostgresTxn::load_certificate(const std::string& hash) {
+  auto q = db_.exec("SELECT body FROM certificates WHERE hash = $1", {param(hash)});
+  if (q.rows() == 0) return std::nullopt;
+  Json j = parse_stored_json(q.text(0, 0), "certificate");
+  j["hash"] = hash;
+  auto cert = Certificate::from_json(j);
+  if (!cert) throw std::runtime_error("ledger holds a malformed certificate " + hash);
+  return cert;
+}
+
+void PostgresTxn::insert_certificate(const Certificate& c, int64_t now) {
+  db_.exec(
+      "INSERT INTO certificates (hash, intent, domain, seq, generation, parent, agent, tool, body, "
+      "committed_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+      {param(c.hash), param(c.intent), param(c.domain), param(c.seq), param(c.generation), text_or_null(c.parent),
+       param(c.agent), param(c.tool), param(c.canonical_body()), param(now)});
+}
+
+void PostgresTxn::append_event(const EventRecord& e, int64_t now) {
+  db_.exec(
+      "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
+      "VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
+      {param(now), param(e.kind), text_or_null(e.intent), text_or_null(e.domain), param(e.seq),
+       param(e.generation), param(e.actor), param(e.detail.dump(-1, ' ', false, Json::error_handler_t::replace))});
+}
+
+void PostgresTxn::flush_counters() {
+  Counters d = pending_;
+  pending_ = Counters{};
+  for (const char* name : kCounterNames) {
+    const int64_t delta = *counter_slot(d, name);
+    if (delta == 0) continue;
+    db_.exec("UPDATE counters SET value = value + $1 WHERE name = $2", {param(delta), param(std::string(name))});
+  }
+}
+
+Counters PostgresTxn::load_counters() {
+  Counters c = pending_;
+  auto q = db_.exec("SELECT name, value FROM counters");
+  for (int i = 0; i < q.rows(); ++i) {
+    if (int64_t* slot = counter_slot(c, q.text(i, 0))) *slot += q.integer(i, 1);
+  }
+  return c;
+}
+
+std::string PostgresTxn::request_clear(const std::string& intent, const std::string& operator_name,
+                                       const std::string& reason) {
+  // A refused INSERT must not abort the decision's transaction.
+  db_.run("SAVEPOINT clear_request");
+  try {
+    db_.exec("INSERT INTO clears (intent, operator, reason) VALUES ($1, $2, $3)",
+             {param(intent), param(operator_name), param(reason)});
+    db_.run("RELEASE SAVEPOINT clear_request");
+    return "";
+  } catch (const pg::Error& e) {
+    db_.run("ROLLBACK TO SAVEPOINT clear_request");
+    // P0001: the clears_check trigger; 23xxx: a CHECK on operator or reason.
+    if (e.sqlstate() == "P0001" || e.sqlstate().rfind("23", 0) == 0) return e.what();
+    throw;
+  }
+}
+
+int64_t PostgresTxn::sweep_finished(int64_t cutoff) {
+  return db_.exec("DELETE FROM intents WHERE state IN ('done', 'cleared') AND updated_at < $1", {param(cutoff)})
+      .affected();
+}
+
+bool PostgresTxn::evict_domain(const std::string& domain, int64_t now) {
+  const DomainRow d = load_domain(domain);
+  if (!d.exists) return false;
+  if (db_.exec("DELETE FROM domains WHERE domain = $1 AND NOT EXISTS (SELECT 1 FROM intents WHERE domain = $1)",
+               {param(domain)})
+          .affected() != 1) {
+    return false;
+  }
+  EventRecord e;
+  e.kind = "domain_evicted";
+  e.domain = domain;
+  e.seq = d.seq;
+  e.actor = "effectfence";
+  append_event(e, now);
+  return true;
+}
+
+}  // namespace effectfence

@@ -1,0 +1,161 @@
+// What only the PostgreSQL ledger has: URLs and their secrets, connection
+// errors, migrations shared by replicas, and the SQL an operator can run.
+// Runs against the cluster EFFECTFENCE_TEST_LEDGER names (see suite.cmake).
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "ledger/migrations.h"
+#include "ledger/open_ledger.h"
+#include "ledger/pg_connection.h"
+#include "ledger/postgres_ledger.h"
+#include "support/fence_helpers.h"
+
+using namespace effectfence;
+using namespace effectfence::testing;
+
+namespace {
+
+constexpr const char* kSecret = "s3cret-never-printed";
+
+// The query string of the cluster's URL ("host=/tmp/..."), to build other URLs on it.
+std::string cluster_query() {
+  const std::string url = postgres_under_test();
+  REQUIRE_FALSE(url.empty());
+  return url.substr(url.find('?') + 1);
+}
+
+OpenError expect_refused(const std::string& url) {
+  auto opened = open_ledger(url, 1000);
+  REQUIRE(std::holds_alternative<OpenError>(opened));
+  return std::get<OpenError>(opened);
+}
+
+}  // namespace
+
+TEST_CASE("PostgreSQL URLs are recognised and their passwords never printed", "[postgres][url]") {
+  CHECK(is_postgres_ledger("postgres://db.internal/ledger"));
+  CHECK(is_postgres_ledger("postgresql://u@/ledger?host=/run/pg"));
+  CHECK(is_postgres_ledger("postgres:"));
+  CHECK_FALSE(is_postgres_ledger("/var/lib/postgres/ledger.sqlite"));
+  CHECK_FALSE(is_postgres_ledger("memory"));
+  CHECK(printable_ledger("postgres://alice:hunter2@db:5432/ledger") == "postgres://alice:***@db:5432/ledger");
+  CHECK(printable_ledger("postgresql://alice@db/ledger?password=hunter2&sslmode=require") ==
+        "postgresql://alice@db/ledger?password=***&sslmode=require");
+  CHECK(printable_ledger("postgresql://db/ledger") == "postgresql://db/ledger");
+  CHECK(printable_ledger("/tmp/a:b@c.sqlite") == "/tmp/a:b@c.sqlite");
+}
+
+TEST_CASE("an unreachable server is a named error that names it, without the password", "[postgres][open]") {
+  const std::string url =
+      std::string("postgresql://effectfence:") + kSecret + "@/effectfence?host=/nonexistent-socket-dir";
+  const OpenError e = expect_refused(url);
+  CHECK(e.code == OpenErrorCode::unreachable);
+  CHECK(std::string(open_error_name(e.code)) == "unreachable");
+  CHECK_THAT(e.message, Catch::Contains("cannot reach the PostgreSQL server"));
+  CHECK_THAT(e.message, Catch::Contains("/nonexistent-socket-dir"));
+  CHECK_THAT(e.message, !Catch::Contains(kSecret));
+}
+
+TEST_CASE("bad credentials are a named error, without the password", "[postgres][open]") {
+  const std::string url = std::string("postgresql://effectfence_pw:") + kSecret + "@/effectfence?" + cluster_query();
+  const OpenError e = expect_refused(url);
+  CHECK(e.code == OpenErrorCode::auth);
+  CHECK_THAT(e.message, Catch::Contains("password authentication failed"));
+  CHECK_THAT(e.message, Catch::Contains("effectfence_pw:***@"));
+  CHECK_THAT(e.message, !Catch::Contains(kSecret));
+}
+
+TEST_CASE("describe() names the server with the password scrubbed", "[postgres][open]") {
+  TestLedger ledger;
+  // The cluster trusts local connections, so the password is accepted and ignored.
+  std::string url = ledger.where();
+  url.replace(url.find("effectfence@"), 12, std::string("effectfence:") + kSecret + "@");
+  Settings s;
+  s.ledger_path = url;
+  auto fence = open_fence(s);
+  CHECK_THAT(fence->describe_ledger(), Catch::StartsWith("postgres:postgresql://effectfence:***@"));
+  CHECK_THAT(fence->describe_ledger(), Catch::EndsWith("(schema 1)"));
+  CHECK_THAT(fence->describe_ledger(), !Catch::Contains(kSecret));
+}
+
+TEST_CASE("replicas opening a new database at once migrate it exactly once", "[postgres][schema]") {
+  TestLedger ledger;
+  std::atomic<int> opened{0};
+  std::vector<std::thread> replicas;
+  for (int i = 0; i < 8; ++i) {
+    replicas.emplace_back([&] {
+      if (std::holds_alternative<std::unique_ptr<Ledger>>(open_ledger(ledger.where(), 10'000))) ++opened;
+    });
+  }
+  for (auto& t : replicas) t.join();
+  CHECK(opened == 8);
+  CHECK(ledger.count("SELECT count(*) FROM effectfence_schema") == static_cast<int64_t>(postgres_migrations().size()));
+  CHECK(ledger.count("SELECT max(version) FROM effectfence_schema") == postgres_migrations().back().version);
+  CHECK(ledger.count("SELECT count(*) FROM counters") == 9);
+}
+
+TEST_CASE("a database from a newer effectfence is refused", "[postgres][schema]") {
+  TestLedger ledger;
+  { open_fence(ledger.settings()); }
+  ledger.exec("INSERT INTO effectfence_schema (version, name) VALUES (999, '0999_future.sql')");
+  const OpenError e = expect_refused(ledger.where());
+  CHECK(e.code == OpenErrorCode::newer_schema);
+  CHECK_THAT(e.message, Catch::Contains("schema version 999"));
+}
+
+TEST_CASE("a database holding another application's tables is refused and left untouched", "[postgres][open]") {
+  TestLedger ledger;
+  ledger.exec("CREATE TABLE intents (id integer)");
+  const OpenError e = expect_refused(ledger.where());
+  CHECK(e.code == OpenErrorCode::not_a_ledger);
+  CHECK(ledger.count("SELECT count(*) FROM information_schema.tables WHERE table_name = 'effectfence_schema' "
+                     "AND table_schema = current_schema()") == 0);
+}
+
+TEST_CASE("certificates, events and clears cannot be changed through SQL", "[postgres][audit]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  const Ticket t = admitted_ticket(fence->prepare(charge("audit")));
+  REQUIRE(std::holds_alternative<Certificate>(fence->commit(t, {{"ok", true}})));
+  fence->abort(admitted_ticket(fence->prepare(charge("to-clear"))), "unclear");
+  REQUIRE(std::holds_alternative<Cleared>(fence->clear("to-clear", "alice", "checked")));
+  for (const char* sql : {"UPDATE certificates SET body = '{}'", "DELETE FROM certificates",
+                          "TRUNCATE certificates CASCADE", "UPDATE events SET actor = 'mallory'",
+                          "DELETE FROM events", "TRUNCATE events", "UPDATE clears SET reason = 'other'",
+                          "DELETE FROM clears"}) {
+    INFO(sql);
+    try {
+      ledger.exec(sql);
+      FAIL("the ledger accepted: " << sql);
+    } catch (const pg::Error& e) {
+      CHECK_THAT(std::string(e.what()), Catch::StartsWith("effectfence: "));
+    }
+  }
+  CHECK(ledger.count("SELECT count(*) FROM certificates") == 1);
+  CHECK(ledger.count("SELECT count(*) FROM clears WHERE previous_state = 'failed'") == 1);
+}
+
+TEST_CASE("the operator's SQL clear refuses done, in-flight and unknown intents", "[postgres][clear]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  const Ticket running = admitted_ticket(fence->prepare(charge("running")));
+  for (const char* intent : {"running", "nobody"}) {
+    INFO(intent);
+    try {
+      ledger.exec(std::string("INSERT INTO clears(intent, operator, reason) VALUES ('") + intent +
+                  "', 'bob', 'why not')");
+      FAIL("the clear was accepted");
+    } catch (const pg::Error& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains("cannot clear"));
+    }
+  }
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'cleared'") == 0);
+  fence->abort(running, "over");
+  ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('running', 'bob', 'provider shows nothing')");
+  CHECK(ledger.count("SELECT count(*) FROM fenced") == 0);
+  CHECK(ledger.count("SELECT count(*) FROM recent_events WHERE kind = 'cleared' AND actor = 'bob'") == 1);
+  CHECK(ledger.count("SELECT admitted FROM stats") == 1);
+}
