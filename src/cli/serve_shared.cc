@@ -218,7 +218,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
   }
   const std::string claimed = shared::claim_lease(lease_path, lease, options.bind_deadline_ms);
   if (claimed.rfind("lost", 0) == 0) {
-    report(report_fd, claimed);
+    report(report_fd, "lost " + claimed);
     return 0;
   }
   if (!claimed.empty()) {
@@ -254,7 +254,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     lease.url = http.url();
     if (std::string why = shared::publish_lease(lease_path, lease); !why.empty()) {
       if (why.rfind("lost", 0) == 0) {
-        report(report_fd, why);
+        report(report_fd, "lost " + why);
         return 0;
       }
       return give_up("cannot publish the lease: " + why);

@@ -101,6 +101,7 @@ HttpExchange post_message(const Endpoint& endpoint, const std::string& session, 
     auto res = client.Post(endpoint.path, headers, body, "application/json");
     if (!res) {
       exchange.transport_error = httplib::to_string(res.error());
+      exchange.maybe_received = res.error() != httplib::Error::Connection;
       return exchange;
     }
     exchange.delivered = true;
@@ -241,7 +242,7 @@ void Bridge::relay(const std::string& line) {
     if (!exchange.delivered) {
       log_.warn("the shared server at " + state.endpoint.url + " went away: " + exchange.transport_error);
       const bool recovered = recover(state.generation, true);
-      if (tool_call) {
+      if (tool_call && exchange.maybe_received) {
         write_error(id,
                     "the shared fence server stopped while this call was in flight, so it is unknown whether the "
                     "ledger recorded it. Do not run the effect now: if this was fence_prepare, the intent is fenced "

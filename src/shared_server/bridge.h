@@ -8,7 +8,8 @@
 // client's own initialize. A tools/call that was in flight is not retried:
 // it may have been admitted, so the client gets a clear error and the dead
 // server's admission is fenced as unknown by the ledger's dead-holder rule.
-// Other requests are retried once on the new server.
+// A request the old server never received (connection refused) and any
+// other request are retried once on the new server.
 #pragma once
 
 #include <atomic>
@@ -43,6 +44,7 @@ struct Endpoint {
 // The outcome of one POST.
 struct HttpExchange {
   bool delivered = false;           // false: no HTTP answer at all (the server is gone)
+  bool maybe_received = true;       // false iff the connection was refused: the server never saw it
   std::string transport_error;      // why not, when !delivered
   int status = 0;
   std::string session;              // Mcp-Session-Id of the answer
