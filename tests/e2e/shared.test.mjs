@@ -5,7 +5,10 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { test } from 'node:test';
 
@@ -13,6 +16,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 import { BIN, call, eventually, openSession, prepareArgs, tempDir } from './helpers.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 // Short timings so a server leaves soon after its last bridge.
 const FAST = {
@@ -219,19 +224,43 @@ test('two processes racing on a corrupt lease end with exactly one server, and b
   await leaseGone(lease);
 });
 
-test('SIGTERM: the server removes the lease and exits; the bridge starts a new server and goes on', async (t) => {
+test('SIGTERM, SIGINT and SIGHUP: the server removes the lease and exits; the bridge starts a new server and goes on', async (t) => {
   const { db, lease } = await ledgerIn(t);
-  const session = await shared(t, db, { name: 'sigterm' });
-  const before = await readLease(lease);
-  process.kill(before.pid, 'SIGTERM');
-  await leaseGone(lease);
-  await eventually(() => !isAlive(before.pid), { what: 'the shared server to exit' });
-  // The next call finds no server, elects again and is served by a new one.
-  await expectFresh(session, 'after:sigterm');
-  const after = await readLease(lease);
-  assert.notEqual(after.pid, before.pid);
-  const log = await readFile(db + '.server.log', 'utf8');
-  assert.match(log, /received SIGTERM: removing the lease and stopping/);
+  const session = await shared(t, db, { name: 'signals' });
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
+    const before = await readLease(lease);
+    process.kill(before.pid, signal);
+    await leaseGone(lease);
+    await eventually(() => !isAlive(before.pid), { what: 'the shared server to exit' });
+    // The next call finds no server, elects again and is served by a new one.
+    await expectFresh(session, `after:${signal}`);
+    const after = await readLease(lease);
+    assert.notEqual(after.pid, before.pid);
+    const log = await readFile(db + '.server.log', 'utf8');
+    assert.match(log, new RegExp(`received ${signal}: removing the lease and stopping`));
+  }
+});
+
+test('a port the server cannot bind: the client is served alone, with the reason in the log', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const taken = net.createServer();
+  await new Promise((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.after(() => taken.close());
+  const port = taken.address().port;
+  const session = await shared(t, db, { name: 'port', extraArgs: ['--port', String(port)] });
+  await logged(session, new RegExp(`cannot use the shared server: cannot bind 127\\.0\\.0\\.1:${port}.*; serving this client alone`));
+  await expectFresh(session, 'alone:4');
+  assert.equal(await exists(lease), false);  // the candidate that could not bind left nothing behind
+});
+
+test('a non-loopback --bind needs --allow-non-loopback, and then prints a warning', async (t) => {
+  const { db } = await ledgerIn(t);
+  const refused = spawnSync(BIN, ['serve', '--shared', '--db', db, '--bind', '0.0.0.0'], { input: '' });
+  assert.equal(refused.status, 2);
+  assert.match(refused.stderr.toString(), /not a loopback address.*--allow-non-loopback/);
+  const session = await shared(t, db, { name: 'remote', extraArgs: ['--bind', '0.0.0.0', '--allow-non-loopback'] });
+  await logged(session, /warn: the shared server binds 0\.0\.0\.0, which is not loopback/);
+  await expectFresh(session, 'remote:1');
 });
 
 test('kill -9 of the shared server: the call in flight gets a clear error, its admission is fenced unknown, never run twice', async (t) => {
@@ -258,21 +287,53 @@ test('kill -9 of the shared server: the call in flight gets a clear error, its a
   await logged(session, /stale \(its owner, pid \d+, is gone\): taking over/);
 });
 
-test('10 bridges from 10 processes racing one intent: exactly one fresh, and the shared server counts all 10 attempts', async (t) => {
+// A client process (fixtures/shared_client.mjs) driven line by line.
+function clientProcess(t, db) {
+  const child = spawn(process.execPath, [path.join(HERE, 'fixtures', 'shared_client.mjs'), BIN, db], {
+    env: { ...process.env, ...FAST },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => { stderr += chunk; });
+  const answers = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const { value, done } = await answers.next();
+    if (done) throw new Error(`client ${child.pid} ended early:\n${stderr}`);
+    return value;
+  };
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  t.after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  return {
+    pid: child.pid,
+    stderr: () => stderr,
+    next,
+    async ask(line) {
+      child.stdin.write(line + '\n');
+      return JSON.parse(await next());
+    },
+    async close() {
+      child.stdin.end();
+      return exited;
+    },
+  };
+}
+
+test('10 bridges from 10 client processes racing one intent: exactly one fresh, and the shared server counts all 10 attempts', async (t) => {
   const { db, lease } = await ledgerIn(t);
-  const sessions = await Promise.all(Array.from({ length: 10 }, (_, i) => shared(t, db, { name: `bridge-${i}` })));
-  assert.equal(new Set(sessions.map((s) => s.pid)).size, 10);
-  const results = await Promise.all(sessions.map((s) => call(s, 'fence_prepare', prepareArgs('race:one'))));
-  const fresh = results.filter((r) => r.sc.status === 'fresh');
-  assert.equal(fresh.length, 1, JSON.stringify(results.map((r) => r.sc.status)));
-  for (const r of results.filter((x) => x.sc.status !== 'fresh')) assert.equal(r.sc.reason, 'in_flight');
-  const { sc } = await call(sessions[0], 'fence_stats', {});
-  assert.equal(sc.process.total_attempts, 10);
-  assert.equal(sc.process.admitted, 1);
-  assert.equal(sc.process.refused.in_flight, 9);
+  const clients = Array.from({ length: 10 }, () => clientProcess(t, db));
+  for (const c of clients) assert.equal(await c.next(), 'ready');
+  const results = await Promise.all(clients.map((c) => c.ask('prepare race:one')));
+  const fresh = results.filter((r) => r.status === 'fresh');
+  assert.equal(fresh.length, 1, JSON.stringify(results));
+  for (const r of results.filter((x) => x.status !== 'fresh')) assert.equal(r.reason, 'in_flight');
+  const stats = await clients[0].ask('stats');
+  assert.equal(stats.process.total_attempts, 10);
+  assert.equal(stats.process.admitted, 1);
+  assert.equal(stats.process.refused.in_flight, 9);
   const log = await readFile(db + '.server.log', 'utf8');
   assert.equal(log.match(/serving sqlite:/g).length, 1, log);
-  await Promise.all(sessions.map((s) => s.close()));
+  assert.equal(log.match(/session \w+ opened/g).length, 10, log);
+  for (const code of await Promise.all(clients.map((c) => c.close()))) assert.equal(code, 0);
   await leaseGone(lease);
 });
 
