@@ -57,6 +57,25 @@ bool is_tool_call(const std::string& line, Json* id) {
   return request->method == "tools/call";
 }
 
+// Returns true iff one of the exchange's messages is the answer to id.
+bool answers(const HttpExchange& exchange, const Json& id) {
+  for (const std::string& m : exchange.messages) {
+    const Json message = Json::parse(m, nullptr, false);
+    if (message.is_object() && message.contains("id") && message["id"] == id) return true;
+  }
+  return false;
+}
+
+std::string error_message_of(const HttpExchange& exchange) {
+  for (const std::string& m : exchange.messages) {
+    const Json message = Json::parse(m, nullptr, false);
+    if (message.is_object() && message.contains("error") && message["error"].is_object()) {
+      return message["error"].value("message", "no message");
+    }
+  }
+  return "no message";
+}
+
 }  // namespace
 
 std::optional<Endpoint> Endpoint::parse(const std::string& url, const std::string& token) {
@@ -257,7 +276,14 @@ void Bridge::relay(const std::string& line) {
       if (is_request) write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
       return;
     }
-    if (exchange.status == 404 && attempt == 0 && recover(state.generation, false)) continue;  // never processed: safe to resend
+    // 404 (session unknown) and 503 (server stopping) mean it was never processed: safe to resend.
+    if (exchange.status == 404 && attempt == 0 && recover(state.generation, false)) continue;
+    if (exchange.status == 503 && attempt == 0 && recover(state.generation, true)) continue;
+    if (is_request && exchange.status != 200 && !answers(exchange, id)) {
+      write_error(id, "the shared server refused the request with HTTP " + std::to_string(exchange.status) + ": " +
+                          error_message_of(exchange), "http_" + std::to_string(exchange.status));
+      return;
+    }
     for (const std::string& m : exchange.messages) out_.write_line(m);
     return;
   }
@@ -319,6 +345,8 @@ void Bridge::keepalive() {
         recover(state.generation, true);
       } else if (exchange.status == 404) {
         recover(state.generation, false);
+      } else if (exchange.status == 503) {
+        recover(state.generation, true);
       }
     }
     lock.lock();

@@ -20,6 +20,7 @@ namespace {
 constexpr const char* kSessionHeader = "Mcp-Session-Id";
 constexpr const char* kVersionHeader = "MCP-Protocol-Version";
 constexpr size_t kHandlerThreads = 64;  // each waiting request holds one
+constexpr auto kDrainGrace = std::chrono::seconds(15);
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -179,7 +180,14 @@ void HttpTransport::start() {
 }
 
 void HttpTransport::stop() {
-  if (stopping_.exchange(true)) return;
+  if (draining_.exchange(true)) return;
+  // Requests already taken get their answers (fence calls are bounded by the
+  // ledger's busy timeout); new ones are turned away with 503.
+  const auto grace_ends = std::chrono::steady_clock::now() + kDrainGrace;
+  while (std::chrono::steady_clock::now() < grace_ends && requests_in_progress() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stopping_ = true;
   {
     std::lock_guard<std::mutex> lock(sessions_mutex_);
     for (auto& [id, session] : sessions_) {
@@ -195,6 +203,16 @@ std::string HttpTransport::url() const {
   const std::string host = options_.bind_host.find(':') != std::string::npos ? "[" + options_.bind_host + "]"
                                                                              : options_.bind_host;
   return "http://" + host + ":" + std::to_string(port_) + "/mcp";
+}
+
+size_t HttpTransport::requests_in_progress() const {
+  size_t n = 0;
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  for (const auto& [id, session] : sessions_) {
+    std::lock_guard<std::mutex> session_lock(session->mutex);
+    n += static_cast<size_t>(session->active_requests);
+  }
+  return n;
 }
 
 size_t HttpTransport::session_count() const {
@@ -294,6 +312,10 @@ size_t HttpTransport::expire_idle_sessions() {
 }
 
 void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& res) {
+  if (draining_) {
+    refuse(res, 503, "the server is stopping; find the next one through the lease file");
+    return;
+  }
   if (lower(req.get_header_value("Content-Type")).find("application/json") == std::string::npos) {
     refuse(res, 415, "unsupported media type: POST one JSON-RPC message as application/json");
     return;

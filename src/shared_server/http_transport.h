@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -56,7 +57,8 @@ class HttpTransport {
   std::string bind();
   // Serves on a background thread. REQUIRES: bind() succeeded.
   void start();
-  // Stops taking requests; requests waiting for an answer are answered 503.
+  // Stops taking requests (503), lets the requests in progress get their
+  // answers (within a grace period), then stops listening.
   void stop();
 
   // http://<host>:<port>/mcp
@@ -88,6 +90,9 @@ class HttpTransport {
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
   std::thread listener_;
+  size_t requests_in_progress() const;
+
+  std::atomic<bool> draining_{false};
   std::atomic<bool> stopping_{false};
 
   mutable std::mutex sessions_mutex_;
