@@ -241,6 +241,34 @@ test('SIGTERM, SIGINT and SIGHUP: the server removes the lease and exits; the br
   }
 });
 
+test('SIGTERM while a call waits on a locked ledger: the call is answered, and its ticket commits through the next server', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const session = await shared(t, db, { name: 'drain' });
+  await expectFresh(session, 'warm:1');
+  const server = await readLease(lease);
+  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
+  t.after(() => locker.kill('SIGKILL'));
+  locker.stdin.write('BEGIN IMMEDIATE;\n');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+
+  const pending = call(session, 'fence_prepare', prepareArgs('slow:1'));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  process.kill(server.pid, 'SIGTERM');
+  await leaseGone(lease);  // the lease goes first: nobody new joins a server that is leaving
+  assert.ok(isAlive(server.pid));  // still finishing the call that waits for the ledger
+  locker.stdin.end('COMMIT;\n');
+
+  const admitted = await pending;
+  assert.equal(admitted.sc.status, 'fresh');
+  await eventually(() => !isAlive(server.pid), { what: 'the old server to exit' });
+  // The old server admitted it (it did not turn the call away to a successor).
+  assert.match(await readFile(db + '.server.log', 'utf8'), /received SIGTERM[^]*fence_prepare slow:1 by agent-a: fresh[^]*fenced 2 admission\(s\) of this server as unknown/);
+  // Nobody could commit through the old server once it left, so it fenced the admission;
+  // the holder's commit through the next server still resolves it.
+  const committed = await call(session, 'fence_commit', { prepared: admitted.sc.prepared, result: { ok: 1 } });
+  assert.equal(committed.sc.status, 'committed', JSON.stringify(committed.sc));
+});
+
 test('a port the server cannot bind: the client is served alone, with the reason in the log', async (t) => {
   const { db, lease } = await ledgerIn(t);
   const taken = net.createServer();
