@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -273,8 +274,11 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
         break;
       }
       http.expire_idle_sessions();
-      if (http.ms_without_sessions() > options.idle_ms) {
-        log.info("no session for " + std::to_string(options.idle_ms) + " ms: removing the lease and stopping");
+      // Before its first session the server waits at least an election's length: the client that
+      // started it may be slow to come (a loaded machine), and must not find it gone.
+      const int64_t idle_limit = http.had_session() ? options.idle_ms : std::max(options.idle_ms, options.election_ms);
+      if (http.ms_without_sessions() > idle_limit) {
+        log.info("no session for " + std::to_string(idle_limit) + " ms: removing the lease and stopping");
         break;
       }
     }

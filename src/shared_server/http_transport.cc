@@ -215,6 +215,11 @@ size_t HttpTransport::requests_in_progress() const {
   return n;
 }
 
+bool HttpTransport::had_session() const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  return had_session_;
+}
+
 size_t HttpTransport::session_count() const {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   return sessions_.size();
@@ -415,6 +420,7 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     {
       std::lock_guard<std::mutex> lock(sessions_mutex_);
       sessions_.emplace(session->id, session);
+      had_session_ = true;
     }
     res.set_header(kSessionHeader, session->id);
     log_.info("session " + session->id.substr(0, 8) + " opened from " + req.remote_addr);

@@ -69,6 +69,8 @@ class HttpTransport {
   // Milliseconds since the last session closed (or since start when none
   // opened yet); 0 while a session is open.
   int64_t ms_without_sessions() const;
+  // Returns true iff a session was ever opened.
+  bool had_session() const;
 
  private:
   struct Session;
@@ -98,6 +100,7 @@ class HttpTransport {
   mutable std::mutex sessions_mutex_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
   int64_t empty_since_ms_;
+  bool had_session_ = false;
 };
 
 }  // namespace effectfence::shared
