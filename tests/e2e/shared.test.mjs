@@ -299,7 +299,7 @@ test('kill -9 of the shared server: the call in flight gets a clear error, its a
 
   process.kill(dead.pid, 'SIGSTOP');  // the next call reaches a server that never answers it
   const inFlight = call(session, 'fence_prepare', prepareArgs('payout:10'));
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await new Promise((resolve) => setTimeout(resolve, 1000));  // time for the bridge to send it
   process.kill(dead.pid, 'SIGKILL');
   await assert.rejects(inFlight, /stopped while this call was in flight.*Do not run the effect/);
 
