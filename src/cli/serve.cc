@@ -78,8 +78,12 @@ std::optional<int> parse_number(const std::string& flag, const std::optional<std
 // Returns an exit code when the command is done (help, version, bad usage),
 // or nullopt to go on serving.
 std::optional<int> parse_options(const Args& args, ServeOptions* options) {
+  std::string shared_only_flag;  // a flag that means nothing without --shared
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    for (const char* flag : {"--lease", "--bind", "--port", "--allow-non-loopback"}) {
+      if (arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0) shared_only_flag = flag;
+    }
     auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
       if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
       if (arg == flag && i + 1 < args.size()) return args[++i];
@@ -140,6 +144,11 @@ std::optional<int> parse_options(const Args& args, ServeOptions* options) {
       print_serve_usage(stderr);
       return 2;
     }
+  }
+  if (!shared_only_flag.empty() && !options->shared.enabled && options->shared.host_report_fd < 0) {
+    std::fprintf(stderr, "effectfence serve: %s applies to the shared server only; add --shared\n",
+                 shared_only_flag.c_str());
+    return 2;
   }
   if (!is_loopback(options->shared.bind) && !options->shared.allow_non_loopback) {
     std::fprintf(stderr,

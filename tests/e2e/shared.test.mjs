@@ -281,11 +281,14 @@ test('a port the server cannot bind: the client is served alone, with the reason
   assert.equal(await exists(lease), false);  // the candidate that could not bind left nothing behind
 });
 
-test('a non-loopback --bind needs --allow-non-loopback, and then prints a warning', async (t) => {
+test('a non-loopback --bind needs --allow-non-loopback, and then prints a warning; shared-only flags need --shared', async (t) => {
   const { db } = await ledgerIn(t);
   const refused = spawnSync(BIN, ['serve', '--shared', '--db', db, '--bind', '0.0.0.0'], { input: '' });
   assert.equal(refused.status, 2);
   assert.match(refused.stderr.toString(), /not a loopback address.*--allow-non-loopback/);
+  const withoutShared = spawnSync(BIN, ['serve', '--db', db, '--port', '5'], { input: '' });
+  assert.equal(withoutShared.status, 2);
+  assert.match(withoutShared.stderr.toString(), /--port applies to the shared server only; add --shared/);
   const session = await shared(t, db, { name: 'remote', extraArgs: ['--bind', '0.0.0.0', '--allow-non-loopback'] });
   await logged(session, /warn: the shared server binds 0\.0\.0\.0, which is not loopback/);
   await expectFresh(session, 'remote:1');
