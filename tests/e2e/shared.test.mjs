@@ -269,6 +269,29 @@ test('SIGTERM while a call waits on a locked ledger: the call is answered, and i
   assert.equal(committed.sc.status, 'committed', JSON.stringify(committed.sc));
 });
 
+test('a session the server expired is reopened by the bridge with the client\'s own initialize; an abandoned one ends and the server leaves', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const env = { EFFECTFENCE_SHARED_SESSION_TTL_MS: '300', EFFECTFENCE_SHARED_KEEPALIVE_MS: '60000', EFFECTFENCE_SHARED_IDLE_MS: '1500' };
+  const session = await shared(t, db, { name: 'expiring', env });
+  await expectFresh(session, 'ttl:1');
+  const server = await readLease(lease);
+  await eventually(async () => /session \w+ closed: no request within the session TTL/.test(await readFile(db + '.server.log', 'utf8')),
+    { what: 'the session to expire' });
+  await expectFresh(session, 'ttl:2');  // 404, then a new session on the same server
+  assert.equal((await readLease(lease)).pid, server.pid);
+  await logged(session, /continuing on http:\S+ with a new session/);
+
+  // A direct HTTP client that never says goodbye does not keep the server alive.
+  const opened = await request(server.url, {
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json', Authorization: `Bearer ${server.token}` },
+    body: INITIALIZE,
+  });
+  assert.equal(opened.status, 200);
+  await session.close();
+  await leaseGone(lease);
+  await eventually(() => !isAlive(server.pid), { what: 'the shared server to exit' });
+});
+
 test('a port the server cannot bind: the client is served alone, with the reason in the log', async (t) => {
   const { db, lease } = await ledgerIn(t);
   const taken = net.createServer();
