@@ -3,7 +3,7 @@
 // sockets: the official SDK client on both transports.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -50,11 +50,11 @@ async function ledgerIn(t) {
 }
 
 // `effectfence serve --shared` with an SDK client on its stdio.
-async function shared(t, db, { name = 'e2e', extraArgs = [], env = {}, prefix = [] } = {}) {
+async function shared(t, db, { name = 'e2e', extraArgs = [], env = {}, prefix = [], bin = BIN } = {}) {
   const args = ['serve', '--shared', '--db', db, '--log-level', 'debug', ...extraArgs];
   const session = await openSession(t, {
-    command: prefix.length ? prefix[0] : BIN,
-    args: prefix.length ? [...prefix.slice(1), BIN, ...args] : args,
+    command: prefix.length ? prefix[0] : bin,
+    args: prefix.length ? [...prefix.slice(1), bin, ...args] : args,
     env: { ...FAST, ...env },
     name,
   });
@@ -186,14 +186,19 @@ test('an unwritable lease directory: the client is served alone, with the reason
   const locked = path.join(dir, 'locked');
   await mkdir(locked);
   let prefix = [];
+  let bin = BIN;
   if (process.getuid() === 0) {
-    // root writes anywhere: run the server as nobody, with the ledger where nobody may write.
+    // root writes anywhere: run the server as nobody, with the ledger where nobody may write,
+    // from a copy of the binary nobody can reach (the build may live under /root).
     await chmod(dir, 0o777);
     prefix = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'];
+    bin = path.join(dir, 'effectfence');
+    await copyFile(BIN, bin);
+    await chmod(bin, 0o755);
   }
   await chmod(locked, 0o555);
   t.after(() => chmod(locked, 0o755).catch(() => {}));
-  const session = await shared(t, db, { name: 'unwritable', prefix, extraArgs: ['--lease', path.join(locked, 'l.json')] });
+  const session = await shared(t, db, { name: 'unwritable', prefix, bin, extraArgs: ['--lease', path.join(locked, 'l.json')] });
   await logged(session, /cannot use the shared server: .*Permission denied; serving this client alone/);
   await expectFresh(session, 'alone:2');
   assert.equal(await exists(path.join(locked, 'l.json')), false);
