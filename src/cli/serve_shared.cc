@@ -150,6 +150,51 @@ void report(int fd, const std::string& line) {
   ::close(fd);
 }
 
+// The MCP server with the fence tools, as plain serve builds it.
+std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
+  return std::make_unique<mcp::Server>(
+      mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
+      mcp::fence_tools(fence, log), std::move(sink), log);
+}
+
+// On the way out: admissions nobody can commit through this process any more become unknown.
+void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {
+  const int64_t fenced = fence.fence_own_in_flight(
+      who + " (pid " + std::to_string(::getpid()) +
+      ") exited before the admission was committed or aborted; nobody can commit it any more");
+  if (fenced > 0) log.warn("fenced " + std::to_string(fenced) + " admission(s) of this process as unknown");
+}
+
+// The ledger a bridge opens for itself when no shared server can be used
+// any more in the middle of its session.
+class AloneFallback {
+ public:
+  AloneFallback(const Settings& settings, mcp::Logger& log) : settings_(settings), log_(log) {}
+  ~AloneFallback() {
+    maintenance_.reset();
+    if (fence_) fence_what_is_left(*fence_, "effectfence serve --shared", log_);
+  }
+  AloneFallback(const AloneFallback&) = delete;
+  AloneFallback& operator=(const AloneFallback&) = delete;
+
+  std::unique_ptr<mcp::Server> server(mcp::Server::Sink sink) {
+    auto opened = Fence::open(settings_);
+    if (auto* error = std::get_if<OpenError>(&opened)) {
+      log_.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+      return nullptr;
+    }
+    fence_ = std::move(std::get<std::unique_ptr<Fence>>(opened));
+    maintenance_ = std::make_unique<Maintenance>(*fence_, log_);
+    return fence_server(*fence_, std::move(sink), log_);
+  }
+
+ private:
+  const Settings& settings_;
+  mcp::Logger& log_;
+  std::unique_ptr<Fence> fence_;
+  std::unique_ptr<Maintenance> maintenance_;
+};
+
 }  // namespace
 
 void SharedOptions::read_environment() {
@@ -189,8 +234,12 @@ std::optional<int> serve_through_shared_server(const SharedOptions& options, con
   };
   mcp::LineWriter out(protocol_fd);
   mcp::ReadEvent stopped_by;
+  AloneFallback alone(settings, log);  // outlives the bridge, whose alone server uses its fence
   {
-    shared::Bridge bridge(endpoint, reconnect, out, log, shared::BridgeOptions{options.keepalive_ms});
+    shared::BridgeOptions bridge_options;
+    bridge_options.keepalive_ms = options.keepalive_ms;
+    bridge_options.serve_alone = [&alone](mcp::Server::Sink sink) { return alone.server(std::move(sink)); };
+    shared::Bridge bridge(endpoint, reconnect, out, log, bridge_options);
     mcp::FdLineReader reader(0, stop.fd());
     stopped_by = bridge.run(reader);
   }
@@ -245,11 +294,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     Fence& f = *fence;
     shared::HttpTransport http(
         http_options,
-        [&f, &log](mcp::Server::Sink sink) {
-          return std::make_unique<mcp::Server>(
-              mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
-              mcp::fence_tools(f, log), std::move(sink), log);
-        },
+        [&f, &log](mcp::Server::Sink sink) { return fence_server(f, std::move(sink), log); },
         log);
     if (std::string why = http.bind(); !why.empty()) return give_up(why);
     lease.url = http.url();
@@ -289,10 +334,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     http.stop();
   }  // every session's calls finish here
 
-  const int64_t fenced = fence->fence_own_in_flight(
-      "the shared effectfence server (pid " + std::to_string(::getpid()) +
-      ") exited before the admission was committed or aborted; nobody can commit it any more");
-  if (fenced > 0) log.warn("fenced " + std::to_string(fenced) + " admission(s) of this server as unknown");
+  fence_what_is_left(*fence, "the shared effectfence server", log);
   fence.reset();
   log.info("ledger closed; bye");
   return 0;

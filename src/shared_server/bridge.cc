@@ -212,7 +212,7 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
   }
   pool_.wait_idle();
   const State state = snapshot();
-  if (!state.session.empty()) {
+  if (!state.session.empty() && !alone_server_.load()) {
     const int status = end_session(state.endpoint, state.session);
     log_.debug("ended session at " + state.endpoint.url + ": HTTP " + std::to_string(status));
   }
@@ -256,6 +256,10 @@ void Bridge::relay(const std::string& line) {
   const bool tool_call = is_tool_call(line, &id);
   const bool is_request = !id.is_null();
   for (int attempt = 0; attempt < 2; ++attempt) {
+    if (mcp::Server* alone = alone_server_.load()) {
+      alone->handle_line(line);
+      return;
+    }
     const State state = snapshot();
     HttpExchange exchange = post_message(state.endpoint, state.session, state.protocol_version, line);
     if (!exchange.delivered) {
@@ -267,8 +271,7 @@ void Bridge::relay(const std::string& line) {
                     "ledger recorded it. Do not run the effect now: if this was fence_prepare, the intent is fenced "
                     "as unknown once the server's death is noticed (check fence_status); if it was fence_commit, "
                     "check fence_status before anything else. " +
-                        std::string(recovered ? "This session continues on a new server."
-                                              : "No server is reachable now."),
+                        std::string(recovered ? "This session goes on." : "No server is reachable now."),
                     "server_lost");
         return;
       }
@@ -303,10 +306,7 @@ bool Bridge::recover(uint64_t seen, bool server_lost) {
   if (server_lost) {
     std::string why;
     std::optional<Endpoint> endpoint = reconnect_(&why);
-    if (!endpoint) {
-      log_.error("no shared server to reconnect to: " + why);
-      return false;
-    }
+    if (!endpoint) return serve_alone(why);
     state.endpoint = *endpoint;
   }
   if (initialize_line.empty()) {
@@ -330,13 +330,56 @@ bool Bridge::recover(uint64_t seen, bool server_lost) {
   return true;
 }
 
+bool Bridge::serve_alone(const std::string& why) {
+  if (!options_.serve_alone) {
+    log_.error("no shared server to reconnect to: " + why);
+    return false;
+  }
+  std::string initialize_line, initialized_line;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    initialize_line = initialize_line_;
+    initialized_line = initialized_line_;
+    const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(initialize_line);
+    if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message)) suppressed_answer_ = request->id.dump();
+  }
+  std::unique_ptr<mcp::Server> server = options_.serve_alone([this](const std::string& line) { deliver_alone(line); });
+  if (!server) {
+    log_.error("no shared server to reconnect to (" + why + "), and this client cannot be served alone either");
+    return false;
+  }
+  log_.warn("cannot use the shared server: " + why + "; serving this client alone");
+  // The client initialized once; the new server hears the same handshake, and its answer is not repeated.
+  if (!initialize_line.empty()) server->handle_line(initialize_line);
+  if (!initialized_line.empty()) server->handle_line(initialized_line);
+  alone_ = std::move(server);
+  alone_server_ = alone_.get();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++state_.generation;
+  return true;
+}
+
+void Bridge::deliver_alone(const std::string& line) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!suppressed_answer_.empty()) {
+      const Json message = Json::parse(line, nullptr, false);
+      if (message.is_object() && message.contains("id") && message["id"].dump() == suppressed_answer_) {
+        suppressed_answer_.clear();
+        return;
+      }
+    }
+  }
+  out_.write_line(line);
+}
+
 void Bridge::keepalive() {
   uint64_t pings = 0;
   std::unique_lock<std::mutex> lock(keepalive_mutex_);
   while (!keepalive_wake_.wait_for(lock, std::chrono::milliseconds(options_.keepalive_ms), [&] { return stopping_; })) {
     lock.unlock();
     const State state = snapshot();
-    if (!state.session.empty()) {
+    if (!state.session.empty() && !alone_server_.load()) {
       const std::string ping = mcp::jsonrpc::serialize(
           mcp::jsonrpc::request("effectfence-bridge-keepalive-" + std::to_string(++pings), "ping", Json::object()));
       HttpExchange exchange = post_message(state.endpoint, state.session, state.protocol_version, ping);

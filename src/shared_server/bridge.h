@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
+#include "mcp/server.h"
 #include "mcp/worker_pool.h"
 
 namespace effectfence::shared {
@@ -62,6 +64,9 @@ std::string probe_server(const Endpoint& endpoint);
 
 struct BridgeOptions {
   int64_t keepalive_ms = 30'000;  // ping interval, well within the server's session TTL
+  // Builds a server in this process for when no shared server can be used
+  // any more (returns nullptr when it cannot either). Empty: never.
+  std::function<std::unique_ptr<mcp::Server>(mcp::Server::Sink sink)> serve_alone;
 };
 
 class Bridge {
@@ -92,6 +97,10 @@ class Bridge {
   // Replaces the session of generation seen (once, whoever asks first).
   // server_lost: find a server again first. Returns false iff none.
   bool recover(uint64_t seen, bool server_lost);
+  // Moves the session into this process. REQUIRES: recover_mutex_ held.
+  bool serve_alone(const std::string& why);
+  // The alone server's sink: drops the answer to the replayed initialize.
+  void deliver_alone(const std::string& line);
   void keepalive();
   void write_error(const Json& id, const std::string& message, const std::string& reason);
 
@@ -110,6 +119,9 @@ class Bridge {
   std::condition_variable keepalive_wake_;
   bool stopping_ = false;
   std::thread keepalive_thread_;
+  std::string suppressed_answer_;  // id.dump() of the replayed initialize; guarded by mutex_
+  std::unique_ptr<mcp::Server> alone_;  // set once, by serve_alone
+  std::atomic<mcp::Server*> alone_server_{nullptr};
   mcp::WorkerPool pool_;  // last: its destructor runs queued relays, which use the members above
 };
 

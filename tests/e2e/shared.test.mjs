@@ -66,6 +66,19 @@ async function logged(session, pattern) {
   return eventually(() => session.stderr().match(pattern), { what: `the log to match ${pattern}:\n${session.stderr()}`, timeoutMs: 5000 });
 }
 
+// Permission bits stop nobody but root: as root, tests that need an
+// unwritable directory run effectfence as nobody, with the ledger where
+// nobody may write, from a copy of the binary nobody can reach (the build
+// may live under /root).
+async function unprivileged(dir) {
+  if (process.getuid() !== 0) return { prefix: [], bin: BIN };
+  await chmod(dir, 0o777);
+  const bin = path.join(dir, 'effectfence');
+  await copyFile(BIN, bin);
+  await chmod(bin, 0o755);
+  return { prefix: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'], bin };
+}
+
 async function readLease(file) {
   return JSON.parse(await readFile(file, 'utf8'));
 }
@@ -185,23 +198,39 @@ test('an unwritable lease directory: the client is served alone, with the reason
   const { dir, db } = await ledgerIn(t);
   const locked = path.join(dir, 'locked');
   await mkdir(locked);
-  let prefix = [];
-  let bin = BIN;
-  if (process.getuid() === 0) {
-    // root writes anywhere: run the server as nobody, with the ledger where nobody may write,
-    // from a copy of the binary nobody can reach (the build may live under /root).
-    await chmod(dir, 0o777);
-    prefix = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'];
-    bin = path.join(dir, 'effectfence');
-    await copyFile(BIN, bin);
-    await chmod(bin, 0o755);
-  }
+  const { prefix, bin } = await unprivileged(dir);
   await chmod(locked, 0o555);
   t.after(() => chmod(locked, 0o755).catch(() => {}));
   const session = await shared(t, db, { name: 'unwritable', prefix, bin, extraArgs: ['--lease', path.join(locked, 'l.json')] });
   await logged(session, /cannot use the shared server: .*Permission denied; serving this client alone/);
   await expectFresh(session, 'alone:2');
   assert.equal(await exists(path.join(locked, 'l.json')), false);
+});
+
+test('the server dies and no other can start (lease directory now unwritable): the bridge serves its client alone', async (t) => {
+  const { dir, db } = await ledgerIn(t);
+  const leases = path.join(dir, 'leases');
+  await mkdir(leases, { mode: 0o777 });
+  await chmod(leases, 0o777);
+  const { prefix, bin } = await unprivileged(dir);
+  const leaseFile = path.join(leases, 'l.json');
+  const session = await shared(t, db, { name: 'orphan', prefix, bin, extraArgs: ['--lease', leaseFile] });
+  await expectFresh(session, 'orphan:1');
+  const server = await readLease(leaseFile);
+
+  await chmod(leases, 0o555);
+  t.after(() => chmod(leases, 0o755).catch(() => {}));
+  process.kill(server.pid, 'SIGKILL');
+  await eventually(() => !isAlive(server.pid), { what: 'the shared server to die' });
+
+  await expectFresh(session, 'orphan:2');  // refused connection: never received, so resent to this process's own fence
+  await logged(session, /stale \(its owner, pid \d+, is gone\): taking over/);
+  await logged(session, /cannot use the shared server: .*Permission denied; serving this client alone/);
+  const { sc } = await call(session, 'fence_stats', {});
+  assert.equal(sc.process.admitted, 1);  // this process's fence: only orphan:2
+  assert.equal(sc.ledger.admitted, 2);
+  const again = await call(session, 'fence_prepare', prepareArgs('orphan:2'));
+  assert.equal(again.sc.reason, 'in_flight');
 });
 
 test('a lease path that cannot be replaced (a directory): the client is served alone', async (t) => {
@@ -267,7 +296,7 @@ test('SIGTERM while a call waits on a locked ledger: the call is answered, and i
   assert.equal(admitted.sc.status, 'fresh');
   await eventually(() => !isAlive(server.pid), { what: 'the old server to exit' });
   // The old server admitted it (it did not turn the call away to a successor).
-  assert.match(await readFile(db + '.server.log', 'utf8'), /received SIGTERM[^]*fence_prepare slow:1 by agent-a: fresh[^]*fenced 2 admission\(s\) of this server as unknown/);
+  assert.match(await readFile(db + '.server.log', 'utf8'), /received SIGTERM[^]*fence_prepare slow:1 by agent-a: fresh[^]*fenced 2 admission\(s\) of this process as unknown/);
   // Nobody could commit through the old server once it left, so it fenced the admission;
   // the holder's commit through the next server still resolves it.
   const committed = await call(session, 'fence_commit', { prepared: admitted.sc.prepared, result: { ok: 1 } });
