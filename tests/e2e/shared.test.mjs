@@ -58,6 +58,11 @@ async function shared(t, db, { name = 'e2e', extraArgs = [], env = {}, prefix = 
     env: { ...FAST, ...env },
     name,
   });
+  // Under tools/test the binary carries AddressSanitizer and UBSan: their reports must not appear.
+  t.after(async () => {
+    await session.close();
+    assert.doesNotMatch(session.stderr(), /Sanitizer|runtime error:/);
+  });
   return session;
 }
 
@@ -85,6 +90,11 @@ async function readLease(file) {
 
 async function leaseGone(file) {
   await eventually(async () => !(await exists(file)), { what: `${file} to be removed`, timeoutMs: 10000 });
+}
+
+// The servers' log (beside the lease) holds no sanitizer report.
+async function cleanServerLog(db) {
+  assert.doesNotMatch(await readFile(db + '.server.log', 'utf8'), /Sanitizer|runtime error:/);
 }
 
 function bootId() {
@@ -153,6 +163,7 @@ test('no lease: the first client starts the shared server, the next joins it liv
   await second.close();
   await leaseGone(lease);
   await eventually(() => !isAlive(held.pid), { what: 'the shared server to exit' });
+  await cleanServerLog(db);
 });
 
 const PLANTED = {
@@ -273,6 +284,7 @@ test('SIGTERM, SIGINT and SIGHUP: the server removes the lease and exits; the br
     const log = await readFile(db + '.server.log', 'utf8');
     assert.match(log, new RegExp(`received ${signal}: removing the lease and stopping`));
   }
+  await cleanServerLog(db);
 });
 
 test('SIGTERM while a call waits on a locked ledger: the call is answered, and its ticket commits through the next server', async (t) => {
@@ -423,6 +435,8 @@ test('10 bridges from 10 client processes racing one intent: exactly one fresh, 
   assert.equal(log.match(/session \w+ opened/g).length, 10, log);
   for (const code of await Promise.all(clients.map((c) => c.close()))) assert.equal(code, 0);
   await leaseGone(lease);
+  await eventually(async () => /ledger closed; bye/.test(await readFile(db + '.server.log', 'utf8')), { what: 'the server to finish' });
+  await cleanServerLog(db);
 });
 
 test('Streamable HTTP: token, Origin, Host, sessions, JSON and SSE answers, 202, 404, 405, DELETE', async (t) => {
