@@ -181,7 +181,7 @@ const PLANTED = {
 };
 
 for (const [kind, plant] of Object.entries(PLANTED)) {
-  test(`a ${kind} lease is taken over: the session works, the log names the case, a clean stop removes the lease`, async (t) => {
+  test(`${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind} lease is taken over: the session works, the log names the case, a clean stop removes the lease`, async (t) => {
     const { db, lease } = await ledgerIn(t);
     await writeFile(lease, await plant(t), { mode: 0o600 });
     const session = await shared(t, db, { name: kind });
