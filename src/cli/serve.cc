@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "cli/commands.h"
+#include "cli/serve_shared.h"
 #include "cli/server_process.h"
 #include "cli/version.h"
 #include "effectfence/fence.h"
@@ -32,13 +33,20 @@ namespace {
 
 void print_serve_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: effectfence serve [--db PATH] [--log-level LEVEL]\n\n"
+               "usage: effectfence serve [--db PATH] [--log-level LEVEL] [--shared [--port N] [--lease PATH]]\n\n"
                "Runs the stdio MCP server: newline-delimited JSON-RPC on stdin/stdout, logs on stderr.\n"
                "Tools: fence_prepare, fence_commit, fence_abort, fence_heartbeat, fence_status, fence_stats.\n"
                "Several serve processes on one ledger file fence each other.\n\n"
                "options:\n"
                "  --db PATH          ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --log-level LEVEL  error, warn, info (default) or debug\n"
+               "  --shared           share one fence server per ledger over MCP Streamable HTTP: join the\n"
+               "                     live one named by the lease file (<ledger>.server.json), else start it;\n"
+               "                     when the lease cannot be used, serve this client alone\n"
+               "  --lease PATH       the lease file (default: <ledger>.server.json)\n"
+               "  --port N           the shared server's port (default: chosen by the system)\n"
+               "  --bind ADDRESS     the shared server's address (default: 127.0.0.1)\n"
+               "  --allow-non-loopback  permit a --bind address that is not loopback (prints a warning)\n"
                "  --help             this text\n"
                "  --version          the version\n\n"
                "Messages longer than %zu bytes are refused with \"message too large\".\n"
@@ -50,13 +58,32 @@ void print_serve_usage(std::FILE* out) {
 struct ServeOptions {
   std::string db;
   mcp::LogLevel log_level = mcp::LogLevel::info;
+  SharedOptions shared;
 };
+
+std::optional<int> parse_number(const std::string& flag, const std::optional<std::string>& value, int max, int* out) {
+  try {
+    size_t used = 0;
+    const int n = value ? std::stoi(*value, &used) : -1;
+    if (value && used == value->size() && n >= 0 && n <= max) {
+      *out = n;
+      return std::nullopt;
+    }
+  } catch (const std::exception&) {
+  }
+  std::fprintf(stderr, "effectfence serve: %s needs a number from 0 to %d\n", flag.c_str(), max);
+  return 2;
+}
 
 // Returns an exit code when the command is done (help, version, bad usage),
 // or nullopt to go on serving.
 std::optional<int> parse_options(const Args& args, ServeOptions* options) {
+  std::string shared_only_flag;  // a flag that means nothing without --shared
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    for (const char* flag : {"--lease", "--bind", "--port", "--allow-non-loopback"}) {
+      if (arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0) shared_only_flag = flag;
+    }
     auto value_of = [&](const std::string& flag) -> std::optional<std::string> {
       if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
       if (arg == flag && i + 1 < args.size()) return args[++i];
@@ -85,16 +112,54 @@ std::optional<int> parse_options(const Args& args, ServeOptions* options) {
         return 2;
       }
       options->log_level = *level;
+      options->shared.log_level = *level;
+    } else if (arg == "--shared") {
+      options->shared.enabled = true;
+    } else if (arg == "--allow-non-loopback") {
+      options->shared.allow_non_loopback = true;
+    } else if (arg == "--lease" || arg.rfind("--lease=", 0) == 0) {
+      auto value = value_of("--lease");
+      if (!value || value->empty()) {
+        std::fprintf(stderr, "effectfence serve: --lease needs a path\n");
+        return 2;
+      }
+      options->shared.lease_path = *value;
+    } else if (arg == "--bind" || arg.rfind("--bind=", 0) == 0) {
+      auto value = value_of("--bind");
+      if (!value || value->empty()) {
+        std::fprintf(stderr, "effectfence serve: --bind needs an address\n");
+        return 2;
+      }
+      options->shared.bind = *value;
+    } else if (arg == "--port" || arg.rfind("--port=", 0) == 0) {
+      if (auto done = parse_number("--port", value_of("--port"), 65535, &options->shared.port)) return done;
+    } else if (arg == "--shared-server-report-fd" || arg.rfind("--shared-server-report-fd=", 0) == 0) {
+      // Internal: this process is the shared server a client started (see serve_shared.cc).
+      if (auto done = parse_number("--shared-server-report-fd", value_of("--shared-server-report-fd"), 65535,
+                                   &options->shared.host_report_fd)) {
+        return done;
+      }
     } else {
       std::fprintf(stderr, "effectfence serve: unknown option '%s'\n\n", arg.c_str());
       print_serve_usage(stderr);
       return 2;
     }
   }
+  if (!shared_only_flag.empty() && !options->shared.enabled && options->shared.host_report_fd < 0) {
+    std::fprintf(stderr, "effectfence serve: %s applies to the shared server only; add --shared\n",
+                 shared_only_flag.c_str());
+    return 2;
+  }
+  if (!is_loopback(options->shared.bind) && !options->shared.allow_non_loopback) {
+    std::fprintf(stderr,
+                 "effectfence serve: --bind %s is not a loopback address; the shared server would be reachable "
+                 "from other hosts. Add --allow-non-loopback if that is what you want\n",
+                 options->shared.bind.c_str());
+    return 2;
+  }
+  options->shared.read_environment();
   return std::nullopt;
 }
-
-
 
 }  // namespace
 
@@ -112,6 +177,15 @@ int run_serve(const Args& args) {
     settings.ledger_path = options.db;
     settings.create_parent_directories = false;  // an explicit path is used as given, never invented
   }
+  if (options.shared.host_report_fd >= 0) return run_shared_server(options.shared, settings, stop);
+  if (options.shared.enabled) {
+    if (!is_loopback(options.shared.bind)) {
+      log.warn("the shared server binds " + options.shared.bind +
+               ", which is not loopback: other hosts can reach it (the bearer token still guards it)");
+    }
+    if (auto done = serve_through_shared_server(options.shared, settings, protocol_fd, stop, log)) return *done;
+  }
+
   auto opened = Fence::open(settings);
   if (auto* error = std::get_if<OpenError>(&opened)) {
     log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);

@@ -1,0 +1,343 @@
+#include "cli/serve_shared.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "cli/server_process.h"
+#include "cli/version.h"
+#include "core/random_token.h"
+#include "ledger/holder.h"
+#include "mcp/fence_tools.h"
+#include "mcp/line_io.h"
+#include "mcp/server.h"
+#include "shared_server/bridge.h"
+#include "shared_server/election.h"
+#include "shared_server/http_transport.h"
+#include "shared_server/lease.h"
+
+namespace effectfence::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void read_ms(const char* name, int64_t* value) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end && *end == '\0' && v > 0) *value = v;
+}
+
+std::string lease_path_of(const SharedOptions& options, const Settings& settings) {
+  return options.lease_path.empty() ? shared::default_lease_path(settings.ledger_path) : options.lease_path;
+}
+
+// The server's log file beside its lease: L.server.json -> L.server.log.
+std::string log_path_of(const std::string& lease_path) {
+  const std::string suffix = ".json";
+  if (lease_path.size() > suffix.size() && lease_path.compare(lease_path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return lease_path.substr(0, lease_path.size() - suffix.size()) + ".log";
+  }
+  return lease_path + ".log";
+}
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Reads one report line from fd until deadline.
+shared::CandidateReport read_report(int fd, Clock::time_point deadline, const std::string& log_path) {
+  std::string text;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return {shared::CandidateReport::Outcome::failed, "the shared server did not report within the election deadline (its log: " + log_path + ")"};
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    char buf[512];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n > 0) text.append(buf, static_cast<size_t>(n));
+    const auto newline = text.find('\n');
+    if (newline != std::string::npos || n <= 0) {
+      const std::string line = text.substr(0, newline);
+      const auto space = line.find(' ');
+      const std::string word = line.substr(0, space);
+      const std::string detail = space == std::string::npos ? "" : line.substr(space + 1);
+      if (word == "ready") return {shared::CandidateReport::Outcome::ready, detail};
+      if (word == "lost") return {shared::CandidateReport::Outcome::lost, detail};
+      if (word == "failed") return {shared::CandidateReport::Outcome::failed, detail};
+      return {shared::CandidateReport::Outcome::failed, "the shared server exited while starting (its log: " + log_path + ")"};
+    }
+  }
+}
+
+// Starts `effectfence serve --shared-server-report-fd N ...` detached (its
+// own session, stdio on /dev/null, stderr to the log file) and waits for its
+// report. Between fork and exec only async-signal-safe calls: a bridge that
+// reconnects does this from a multi-threaded process.
+shared::CandidateReport launch_server(const SharedOptions& options, const Settings& settings,
+                                      Clock::time_point deadline) {
+  const std::string exe = self_executable();
+  if (exe.empty()) return {shared::CandidateReport::Outcome::failed, "cannot find this program's executable (/proc/self/exe)"};
+  const std::string lease_path = lease_path_of(options, settings);
+  const std::string log_path = log_path_of(lease_path);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {shared::CandidateReport::Outcome::failed, std::string("pipe: ") + std::strerror(errno)};
+
+  std::vector<std::string> args = {exe, "serve", "--db", settings.ledger_path, "--lease", lease_path,
+                                   "--port", std::to_string(options.port), "--bind", options.bind,
+                                   "--log-level", mcp::log_level_name(options.log_level),
+                                   "--shared-server-report-fd", std::to_string(fds[1])};
+  if (options.allow_non_loopback) args.push_back("--allow-non-loopback");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int report_fd = fds[1];
+
+  const pid_t child = ::fork();
+  if (child < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {shared::CandidateReport::Outcome::failed, std::string("fork: ") + std::strerror(err)};
+  }
+  if (child == 0) {
+    ::setsid();
+    const pid_t server = ::fork();  // the server is nobody's child: no zombie waits for a reaper
+    if (server != 0) ::_exit(server < 0 ? 1 : 0);
+    const int devnull = ::open("/dev/null", O_RDWR);
+    int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (log_fd < 0) log_fd = devnull;
+    ::dup2(devnull, 0);
+    ::dup2(devnull, 1);
+    ::dup2(log_fd, 2);
+    ::fcntl(report_fd, F_SETFD, 0);
+    if (report_fd > 3) ::close_range(3, static_cast<unsigned>(report_fd) - 1, 0);
+    ::close_range(static_cast<unsigned>(report_fd) + 1, ~0U, 0);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  shared::CandidateReport report = read_report(fds[0], deadline, log_path);
+  ::close(fds[0]);
+  return report;
+}
+
+void report(int fd, const std::string& line) {
+  if (fd < 0) return;
+  const std::string text = line + "\n";
+  [[maybe_unused]] ssize_t ignored = ::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
+// The MCP server with the fence tools, as plain serve builds it.
+std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
+  return std::make_unique<mcp::Server>(
+      mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
+      mcp::fence_tools(fence, log), std::move(sink), log);
+}
+
+// On the way out: admissions nobody can commit through this process any more become unknown.
+void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {
+  const int64_t fenced = fence.fence_own_in_flight(
+      who + " (pid " + std::to_string(::getpid()) +
+      ") exited before the admission was committed or aborted; nobody can commit it any more");
+  if (fenced > 0) log.warn("fenced " + std::to_string(fenced) + " admission(s) of this process as unknown");
+}
+
+// The ledger a bridge opens for itself when no shared server can be used
+// any more in the middle of its session.
+class AloneFallback {
+ public:
+  AloneFallback(const Settings& settings, mcp::Logger& log) : settings_(settings), log_(log) {}
+  ~AloneFallback() {
+    maintenance_.reset();
+    if (fence_) fence_what_is_left(*fence_, "effectfence serve --shared", log_);
+  }
+  AloneFallback(const AloneFallback&) = delete;
+  AloneFallback& operator=(const AloneFallback&) = delete;
+
+  std::unique_ptr<mcp::Server> server(mcp::Server::Sink sink) {
+    auto opened = Fence::open(settings_);
+    if (auto* error = std::get_if<OpenError>(&opened)) {
+      log_.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+      return nullptr;
+    }
+    fence_ = std::move(std::get<std::unique_ptr<Fence>>(opened));
+    maintenance_ = std::make_unique<Maintenance>(*fence_, log_);
+    return fence_server(*fence_, std::move(sink), log_);
+  }
+
+ private:
+  const Settings& settings_;
+  mcp::Logger& log_;
+  std::unique_ptr<Fence> fence_;
+  std::unique_ptr<Maintenance> maintenance_;
+};
+
+}  // namespace
+
+void SharedOptions::read_environment() {
+  read_ms("EFFECTFENCE_SHARED_IDLE_MS", &idle_ms);
+  read_ms("EFFECTFENCE_SHARED_SESSION_TTL_MS", &session_ttl_ms);
+  read_ms("EFFECTFENCE_SHARED_KEEPALIVE_MS", &keepalive_ms);
+  read_ms("EFFECTFENCE_SHARED_ELECTION_MS", &election_ms);
+  read_ms("EFFECTFENCE_SHARED_BIND_DEADLINE_MS", &bind_deadline_ms);
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::optional<int> serve_through_shared_server(const SharedOptions& options, const Settings& settings,
+                                               int protocol_fd, mcp::StopSignals& stop, mcp::Logger& log) {
+  if (settings.ledger_path == "memory") {
+    log.warn("cannot use the shared server: the ledger is in memory, there is nothing to share; serving this client alone");
+    return std::nullopt;
+  }
+  shared::ElectionOptions election{lease_path_of(options, settings), options.election_ms, options.bind_deadline_ms};
+  auto start = [&](Clock::time_point deadline) { return launch_server(options, settings, deadline); };
+
+  shared::Election first = shared::elect(election, start, log);
+  if (auto* alone = std::get_if<shared::Standalone>(&first)) {
+    log.warn("cannot use the shared server: " + alone->reason + "; serving this client alone");
+    return std::nullopt;
+  }
+  const shared::Endpoint endpoint = std::get<shared::Joined>(first).endpoint;
+  log.info("bridging this client to the shared server at " + endpoint.url + " (pid " + std::to_string(::getpid()) + ")");
+
+  auto reconnect = [&](std::string* why) -> std::optional<shared::Endpoint> {
+    shared::Election again = shared::elect(election, start, log);
+    if (auto* joined = std::get_if<shared::Joined>(&again)) return joined->endpoint;
+    *why = std::get<shared::Standalone>(again).reason;
+    return std::nullopt;
+  };
+  mcp::LineWriter out(protocol_fd);
+  mcp::ReadEvent stopped_by;
+  AloneFallback alone(settings, log);  // outlives the bridge, whose alone server uses its fence
+  {
+    shared::BridgeOptions bridge_options;
+    bridge_options.keepalive_ms = options.keepalive_ms;
+    bridge_options.serve_alone = [&alone](mcp::Server::Sink sink) { return alone.server(std::move(sink)); };
+    shared::Bridge bridge(endpoint, reconnect, out, log, bridge_options);
+    mcp::FdLineReader reader(0, stop.fd());
+    stopped_by = bridge.run(reader);
+  }
+  if (stopped_by == mcp::ReadEvent::stopped) {
+    log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": bridge stopped; bye");
+  } else {
+    log.info("stdin closed: bridge stopped; bye");
+  }
+  return 0;
+}
+
+int run_shared_server(const SharedOptions& options, const Settings& settings, mcp::StopSignals& stop) {
+  std::signal(SIGPIPE, SIG_IGN);
+  mcp::Logger log("effectfence shared server", options.log_level);
+  const std::string lease_path = lease_path_of(options, settings);
+  int report_fd = options.host_report_fd;
+
+  shared::Lease lease;
+  lease.owner = this_process();
+  lease.token = random_token_hex(32);
+  lease.created_at_ms = shared::wall_clock_ms();
+  lease.ledger = settings.ledger_path;
+  if (lease.token.empty()) {
+    report(report_fd, "failed the system random number generator is unavailable for the bearer token");
+    return 1;
+  }
+  const std::string claimed = shared::claim_lease(lease_path, lease, options.bind_deadline_ms);
+  if (claimed.rfind("lost", 0) == 0) {
+    report(report_fd, "lost " + claimed);
+    return 0;
+  }
+  if (!claimed.empty()) {
+    log.error("cannot use the lease: " + claimed);
+    report(report_fd, "failed " + claimed);
+    return 1;
+  }
+  auto give_up = [&](const std::string& why) {
+    shared::remove_lease_if_ours(lease_path, lease.token);
+    log.error(why);
+    report(report_fd, "failed " + why);
+    return 1;
+  };
+
+  auto opened = Fence::open(settings);
+  if (auto* error = std::get_if<OpenError>(&opened)) {
+    return give_up(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+  }
+  std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
+
+  {
+    shared::HttpOptions http_options{options.bind, options.port, lease.token, options.session_ttl_ms};
+    Fence& f = *fence;
+    shared::HttpTransport http(
+        http_options,
+        [&f, &log](mcp::Server::Sink sink) { return fence_server(f, std::move(sink), log); },
+        log);
+    if (std::string why = http.bind(); !why.empty()) return give_up(why);
+    lease.url = http.url();
+    if (std::string why = shared::publish_lease(lease_path, lease); !why.empty()) {
+      if (why.rfind("lost", 0) == 0) {
+        report(report_fd, "lost " + why);
+        return 0;
+      }
+      return give_up("cannot publish the lease: " + why);
+    }
+    http.start();
+    Maintenance maintenance(*fence, log);
+    log.info("serving " + fence->describe_ledger() + " at " + lease.url + " (pid " + std::to_string(::getpid()) +
+             ", lease " + lease_path + ", exits " + std::to_string(options.idle_ms) + " ms after its last session)");
+    report(report_fd, "ready " + lease.url);
+    report_fd = -1;
+
+    for (;;) {
+      pollfd p{stop.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": removing the lease and stopping");
+        break;
+      }
+      http.expire_idle_sessions();
+      // Before its first session the server waits at least an election's length: the client that
+      // started it may be slow to come (a loaded machine), and must not find it gone.
+      const int64_t idle_limit = http.had_session() ? options.idle_ms : std::max(options.idle_ms, options.election_ms);
+      if (http.ms_without_sessions() > idle_limit) {
+        log.info("no session for " + std::to_string(idle_limit) + " ms: removing the lease and stopping");
+        break;
+      }
+    }
+    // The lease goes first, so no new client joins a server that is leaving.
+    if (!shared::remove_lease_if_ours(lease_path, lease.token)) {
+      log.warn("the lease " + lease_path + " was no longer this server's; left it alone");
+    }
+    http.stop();
+  }  // every session's calls finish here
+
+  fence_what_is_left(*fence, "the shared effectfence server", log);
+  fence.reset();
+  log.info("ledger closed; bye");
+  return 0;
+}
+
+}  // namespace effectfence::cli

@@ -1,0 +1,399 @@
+#include "shared_server/bridge.h"
+
+#include <httplib.h>
+
+#include <cctype>
+#include <chrono>
+#include <sstream>
+#include <variant>
+
+#include "mcp/jsonrpc.h"
+
+namespace effectfence::shared {
+namespace {
+
+constexpr int kServerLost = -32603;
+
+std::vector<std::string> event_stream_messages(const std::string& body) {
+  std::vector<std::string> messages;
+  std::istringstream in(body);
+  std::string line, data;
+  auto flush = [&] {
+    if (!data.empty()) messages.push_back(data);
+    data.clear();
+  };
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) {
+      flush();
+    } else if (line.compare(0, 5, "data:") == 0) {
+      std::string part = line.substr(5);
+      if (!part.empty() && part[0] == ' ') part.erase(0, 1);
+      data += (data.empty() ? "" : "\n") + part;
+    }
+  }
+  flush();
+  return messages;
+}
+
+httplib::Client client_for(const Endpoint& endpoint) {
+  httplib::Client client(endpoint.host, endpoint.port);
+  client.set_connection_timeout(2, 0);
+  client.set_read_timeout(600, 0);  // a fence call is bounded by the ledger's busy timeout, far below this
+  client.set_write_timeout(10, 0);
+  client.set_keep_alive(false);
+  return client;
+}
+
+httplib::Headers auth_headers(const Endpoint& endpoint) {
+  return {{"Authorization", "Bearer " + endpoint.token}, {"Accept", "application/json, text/event-stream"}};
+}
+
+bool is_tool_call(const std::string& line, Json* id) {
+  const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(line);
+  const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
+  if (!request) return false;
+  *id = request->id;
+  return request->method == "tools/call";
+}
+
+// Returns true iff one of the exchange's messages is the answer to id.
+bool answers(const HttpExchange& exchange, const Json& id) {
+  for (const std::string& m : exchange.messages) {
+    const Json message = Json::parse(m, nullptr, false);
+    if (message.is_object() && message.contains("id") && message["id"] == id) return true;
+  }
+  return false;
+}
+
+std::string error_message_of(const HttpExchange& exchange) {
+  for (const std::string& m : exchange.messages) {
+    const Json message = Json::parse(m, nullptr, false);
+    if (message.is_object() && message.contains("error") && message["error"].is_object()) {
+      return message["error"].value("message", "no message");
+    }
+  }
+  return "no message";
+}
+
+}  // namespace
+
+std::optional<Endpoint> Endpoint::parse(const std::string& url, const std::string& token) {
+  const std::string scheme = "http://";
+  if (url.compare(0, scheme.size(), scheme) != 0) return std::nullopt;
+  std::string rest = url.substr(scheme.size());
+  Endpoint e;
+  e.url = url;
+  e.token = token;
+  const auto slash = rest.find('/');
+  e.path = slash == std::string::npos ? "/" : rest.substr(slash);
+  std::string authority = rest.substr(0, slash);
+  std::string port;
+  if (!authority.empty() && authority[0] == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string::npos || close + 1 >= authority.size() || authority[close + 1] != ':') return std::nullopt;
+    e.host = authority.substr(1, close - 1);
+    port = authority.substr(close + 2);
+  } else {
+    const auto colon = authority.rfind(':');
+    if (colon == std::string::npos) return std::nullopt;
+    e.host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (e.host.empty() || port.empty() || port.size() > 5) return std::nullopt;
+  for (char c : port) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  e.port = std::stoi(port);
+  if (e.port <= 0 || e.port > 65535) return std::nullopt;
+  return e;
+}
+
+HttpExchange post_message(const Endpoint& endpoint, const std::string& session, const std::string& protocol_version,
+                          const std::string& body) {
+  HttpExchange exchange;
+  try {
+    httplib::Client client = client_for(endpoint);
+    httplib::Headers headers = auth_headers(endpoint);
+    if (!session.empty()) headers.emplace("Mcp-Session-Id", session);
+    if (!protocol_version.empty()) headers.emplace("MCP-Protocol-Version", protocol_version);
+    auto res = client.Post(endpoint.path, headers, body, "application/json");
+    if (!res) {
+      exchange.transport_error = httplib::to_string(res.error());
+      exchange.maybe_received = res.error() != httplib::Error::Connection;
+      return exchange;
+    }
+    exchange.delivered = true;
+    exchange.status = res->status;
+    exchange.session = res->get_header_value("Mcp-Session-Id");
+    if (res->body.empty()) return exchange;
+    if (res->get_header_value("Content-Type").find("text/event-stream") != std::string::npos) {
+      exchange.messages = event_stream_messages(res->body);
+    } else {
+      exchange.messages.push_back(res->body);
+    }
+  } catch (const std::exception& e) {
+    exchange.delivered = false;
+    exchange.transport_error = e.what();
+  }
+  return exchange;
+}
+
+int end_session(const Endpoint& endpoint, const std::string& session) {
+  try {
+    httplib::Client client = client_for(endpoint);
+    httplib::Headers headers = auth_headers(endpoint);
+    headers.emplace("Mcp-Session-Id", session);
+    auto res = client.Delete(endpoint.path, headers);
+    return res ? res->status : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+std::string probe_server(const Endpoint& endpoint) {
+  try {
+    httplib::Client client = client_for(endpoint);
+    client.set_read_timeout(2, 0);
+    auto res = client.Get(endpoint.path, auth_headers(endpoint));
+    if (!res) return "no answer from " + endpoint.url + ": " + httplib::to_string(res.error());
+    if (res->status != 405) return endpoint.url + " answered HTTP " + std::to_string(res->status) + ", not as an effectfence server";
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+Bridge::Bridge(Endpoint endpoint, Reconnect reconnect, mcp::LineWriter& out, mcp::Logger& log, BridgeOptions options)
+    : out_(out), log_(log), reconnect_(std::move(reconnect)), options_(options), pool_(128, 512) {
+  state_.endpoint = std::move(endpoint);
+  keepalive_thread_ = std::thread([this] { keepalive(); });
+}
+
+Bridge::~Bridge() {
+  {
+    std::lock_guard<std::mutex> lock(keepalive_mutex_);
+    stopping_ = true;
+  }
+  keepalive_wake_.notify_all();
+  keepalive_thread_.join();
+  pool_.wait_idle();
+}
+
+Bridge::State Bridge::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return state_;
+}
+
+void Bridge::write_error(const Json& id, const std::string& message, const std::string& reason) {
+  out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::error_response(id, kServerLost, message, Json{{"reason", reason}})));
+}
+
+mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
+  mcp::Line line;
+  mcp::ReadEvent event;
+  while ((event = in.next(&line)) == mcp::ReadEvent::line) {
+    if (line.too_long) {
+      const mcp::jsonrpc::Invalid invalid = mcp::jsonrpc::oversized(line.text, mcp::kMaxMessageBytes);
+      out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::error_response(invalid.id, invalid.code, invalid.message)));
+      continue;
+    }
+    const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(line.text);
+    if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message); request && request->method == "initialize") {
+      open_session(line.text);  // in order: the client waits for it before anything else
+      continue;
+    }
+    if (const auto* note = std::get_if<mcp::jsonrpc::Notification>(&message);
+        note && note->method == "notifications/initialized") {
+      std::lock_guard<std::mutex> lock(mutex_);
+      initialized_line_ = line.text;
+    }
+    pool_.submit([this, text = line.text] { relay(text); });
+  }
+  pool_.wait_idle();
+  const State state = snapshot();
+  if (!state.session.empty() && !alone_server_.load()) {
+    const int status = end_session(state.endpoint, state.session);
+    log_.debug("ended session at " + state.endpoint.url + ": HTTP " + std::to_string(status));
+  }
+  return event;
+}
+
+void Bridge::open_session(const std::string& initialize_line) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    initialize_line_ = initialize_line;
+  }
+  Json id;
+  const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(initialize_line);
+  if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message)) id = request->id;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const State state = snapshot();
+    HttpExchange exchange = post_message(state.endpoint, "", "", initialize_line);
+    if (!exchange.delivered) {
+      log_.warn("the shared server at " + state.endpoint.url + " did not answer initialize: " + exchange.transport_error);
+      if (attempt == 0 && recover(state.generation, true)) continue;
+      write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
+      return;
+    }
+    for (const std::string& m : exchange.messages) {
+      const Json answer = Json::parse(m, nullptr, false);
+      if (answer.is_object() && answer.contains("result")) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        state_.protocol_version = answer["result"].value("protocolVersion", "");
+      }
+      out_.write_line(m);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    state_.session = exchange.session;
+    ++state_.generation;
+    return;
+  }
+}
+
+void Bridge::relay(const std::string& line) {
+  Json id;
+  const bool tool_call = is_tool_call(line, &id);
+  const bool is_request = !id.is_null();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (mcp::Server* alone = alone_server_.load()) {
+      alone->handle_line(line);
+      return;
+    }
+    const State state = snapshot();
+    HttpExchange exchange = post_message(state.endpoint, state.session, state.protocol_version, line);
+    if (!exchange.delivered) {
+      log_.warn("the shared server at " + state.endpoint.url + " went away: " + exchange.transport_error);
+      const bool recovered = recover(state.generation, true);
+      if (tool_call && exchange.maybe_received) {
+        write_error(id,
+                    "the shared fence server stopped while this call was in flight, so it is unknown whether the "
+                    "ledger recorded it. Do not run the effect now: if this was fence_prepare, the intent is fenced "
+                    "as unknown once the server's death is noticed (check fence_status); if it was fence_commit, "
+                    "check fence_status before anything else. " +
+                        std::string(recovered ? "This session goes on." : "No server is reachable now."),
+                    "server_lost");
+        return;
+      }
+      if (recovered && attempt == 0) continue;
+      if (is_request) write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
+      return;
+    }
+    // 404 (session unknown) and 503 (server stopping) mean it was never processed: safe to resend.
+    if (exchange.status == 404 && attempt == 0 && recover(state.generation, false)) continue;
+    if (exchange.status == 503 && attempt == 0 && recover(state.generation, true)) continue;
+    if (is_request && exchange.status != 200 && !answers(exchange, id)) {
+      write_error(id, "the shared server refused the request with HTTP " + std::to_string(exchange.status) + ": " +
+                          error_message_of(exchange), "http_" + std::to_string(exchange.status));
+      return;
+    }
+    for (const std::string& m : exchange.messages) out_.write_line(m);
+    return;
+  }
+}
+
+bool Bridge::recover(uint64_t seen, bool server_lost) {
+  std::lock_guard<std::mutex> recovering(recover_mutex_);
+  State state;
+  std::string initialize_line, initialized_line;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (state_.generation != seen) return true;  // another thread already did
+    state = state_;
+    initialize_line = initialize_line_;
+    initialized_line = initialized_line_;
+  }
+  if (server_lost) {
+    std::string why;
+    std::optional<Endpoint> endpoint = reconnect_(&why);
+    if (!endpoint) return serve_alone(why);
+    state.endpoint = *endpoint;
+  }
+  if (initialize_line.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    state_.endpoint = state.endpoint;
+    ++state_.generation;
+    return true;
+  }
+  HttpExchange opened = post_message(state.endpoint, "", "", initialize_line);
+  if (!opened.delivered || opened.session.empty()) {
+    log_.error("could not open a session at " + state.endpoint.url + ": " +
+               (opened.delivered ? "HTTP " + std::to_string(opened.status) : opened.transport_error));
+    return false;
+  }
+  if (!initialized_line.empty()) post_message(state.endpoint, opened.session, state.protocol_version, initialized_line);
+  log_.info("continuing on " + state.endpoint.url + " with a new session");
+  std::lock_guard<std::mutex> lock(mutex_);
+  state_.endpoint = state.endpoint;
+  state_.session = opened.session;
+  ++state_.generation;
+  return true;
+}
+
+bool Bridge::serve_alone(const std::string& why) {
+  if (!options_.serve_alone) {
+    log_.error("no shared server to reconnect to: " + why);
+    return false;
+  }
+  std::string initialize_line, initialized_line;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    initialize_line = initialize_line_;
+    initialized_line = initialized_line_;
+    const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(initialize_line);
+    if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message)) suppressed_answer_ = request->id.dump();
+  }
+  std::unique_ptr<mcp::Server> server = options_.serve_alone([this](const std::string& line) { deliver_alone(line); });
+  if (!server) {
+    log_.error("no shared server to reconnect to (" + why + "), and this client cannot be served alone either");
+    return false;
+  }
+  log_.warn("cannot use the shared server: " + why + "; serving this client alone");
+  // The client initialized once; the new server hears the same handshake, and its answer is not repeated.
+  if (!initialize_line.empty()) server->handle_line(initialize_line);
+  if (!initialized_line.empty()) server->handle_line(initialized_line);
+  alone_ = std::move(server);
+  alone_server_ = alone_.get();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++state_.generation;
+  return true;
+}
+
+void Bridge::deliver_alone(const std::string& line) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!suppressed_answer_.empty()) {
+      const Json message = Json::parse(line, nullptr, false);
+      if (message.is_object() && message.contains("id") && message["id"].dump() == suppressed_answer_) {
+        suppressed_answer_.clear();
+        return;
+      }
+    }
+  }
+  out_.write_line(line);
+}
+
+void Bridge::keepalive() {
+  uint64_t pings = 0;
+  std::unique_lock<std::mutex> lock(keepalive_mutex_);
+  while (!keepalive_wake_.wait_for(lock, std::chrono::milliseconds(options_.keepalive_ms), [&] { return stopping_; })) {
+    lock.unlock();
+    const State state = snapshot();
+    if (!state.session.empty() && !alone_server_.load()) {
+      const std::string ping = mcp::jsonrpc::serialize(
+          mcp::jsonrpc::request("effectfence-bridge-keepalive-" + std::to_string(++pings), "ping", Json::object()));
+      HttpExchange exchange = post_message(state.endpoint, state.session, state.protocol_version, ping);
+      if (!exchange.delivered) {
+        log_.warn("the shared server at " + state.endpoint.url + " went away: " + exchange.transport_error);
+        recover(state.generation, true);
+      } else if (exchange.status == 404) {
+        recover(state.generation, false);
+      } else if (exchange.status == 503) {
+        recover(state.generation, true);
+      }
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace effectfence::shared

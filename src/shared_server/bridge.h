@@ -1,0 +1,128 @@
+// The stdio <-> Streamable HTTP bridge: what `serve --shared` becomes when a
+// shared server runs. Lines from the MCP client on stdin are POSTed to the
+// server (concurrently, so a slow call holds up nothing); the answers go
+// back to stdout as lines.
+//
+// When the server goes away the bridge finds another (reconnect() runs the
+// election again, which may start one) and opens a new session with the
+// client's own initialize. A tools/call that was in flight is not retried:
+// it may have been admitted, so the client gets a clear error and the dead
+// server's admission is fenced as unknown by the ledger's dead-holder rule.
+// A request the old server never received (connection refused) and any
+// other request are retried once on the new server.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "effectfence/json.h"
+#include "mcp/line_io.h"
+#include "mcp/log.h"
+#include "mcp/server.h"
+#include "mcp/worker_pool.h"
+
+namespace effectfence::shared {
+
+// Where a shared server listens and the token it wants.
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  std::string path = "/mcp";
+  std::string token;
+  std::string url;  // as published in the lease
+
+  // Returns nullopt iff url is not http://host:port/path.
+  static std::optional<Endpoint> parse(const std::string& url, const std::string& token);
+};
+
+// The outcome of one POST.
+struct HttpExchange {
+  bool delivered = false;           // false: no HTTP answer at all (the server is gone)
+  bool maybe_received = true;       // false iff the connection was refused: the server never saw it
+  std::string transport_error;      // why not, when !delivered
+  int status = 0;
+  std::string session;              // Mcp-Session-Id of the answer
+  std::vector<std::string> messages;  // JSON-RPC messages in the body (JSON or SSE)
+};
+
+// POSTs one JSON-RPC message to endpoint. Never throws.
+HttpExchange post_message(const Endpoint& endpoint, const std::string& session, const std::string& protocol_version,
+                          const std::string& body);
+// Ends a session (DELETE). Returns the HTTP status, 0 when unreachable.
+int end_session(const Endpoint& endpoint, const std::string& session);
+// GET /mcp with the token: a live effectfence server answers 405.
+// Returns "" iff it did.
+std::string probe_server(const Endpoint& endpoint);
+
+struct BridgeOptions {
+  int64_t keepalive_ms = 30'000;  // ping interval, well within the server's session TTL
+  // Builds a server in this process for when no shared server can be used
+  // any more (returns nullptr when it cannot either). Empty: never.
+  std::function<std::unique_ptr<mcp::Server>(mcp::Server::Sink sink)> serve_alone;
+};
+
+class Bridge {
+ public:
+  // Runs the election again; nullopt (with *why) when no server can be used.
+  using Reconnect = std::function<std::optional<Endpoint>(std::string* why)>;
+
+  Bridge(Endpoint endpoint, Reconnect reconnect, mcp::LineWriter& out, mcp::Logger& log, BridgeOptions options = {});
+  // Stops the keepalive and finishes the requests in flight.
+  ~Bridge();
+  Bridge(const Bridge&) = delete;
+  Bridge& operator=(const Bridge&) = delete;
+
+  // Relays until stdin ends or stops, then ends the session.
+  mcp::ReadEvent run(mcp::FdLineReader& in);
+
+ private:
+  struct State {
+    Endpoint endpoint;
+    std::string session;
+    std::string protocol_version;
+    uint64_t generation = 0;  // bumped on every new session
+  };
+
+  State snapshot() const;
+  void open_session(const std::string& initialize_line);
+  void relay(const std::string& line);
+  // Replaces the session of generation seen (once, whoever asks first).
+  // server_lost: find a server again first. Returns false iff none.
+  bool recover(uint64_t seen, bool server_lost);
+  // Moves the session into this process. REQUIRES: recover_mutex_ held.
+  bool serve_alone(const std::string& why);
+  // The alone server's sink: drops the answer to the replayed initialize.
+  void deliver_alone(const std::string& line);
+  void keepalive();
+  void write_error(const Json& id, const std::string& message, const std::string& reason);
+
+  mcp::LineWriter& out_;
+  mcp::Logger& log_;
+  const Reconnect reconnect_;
+  const BridgeOptions options_;
+
+  mutable std::mutex mutex_;
+  State state_;
+  std::string initialize_line_;   // replayed to open a session on a new server
+  std::string initialized_line_;
+  std::mutex recover_mutex_;
+
+  std::mutex keepalive_mutex_;
+  std::condition_variable keepalive_wake_;
+  bool stopping_ = false;
+  std::thread keepalive_thread_;
+  std::string suppressed_answer_;  // id.dump() of the replayed initialize; guarded by mutex_
+  std::unique_ptr<mcp::Server> alone_;  // set once, by serve_alone
+  std::atomic<mcp::Server*> alone_server_{nullptr};
+  mcp::WorkerPool pool_;  // last: its destructor runs queued relays, which use the members above
+};
+
+}  // namespace effectfence::shared

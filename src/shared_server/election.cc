@@ -1,0 +1,84 @@
+#include "shared_server/election.h"
+
+#include <set>
+#include <thread>
+
+namespace effectfence::shared {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPoll = std::chrono::milliseconds(25);
+
+}  // namespace
+
+std::string claim_lease(const std::string& path, const Lease& lease, int64_t bind_deadline_ms) {
+  DirectoryLock lock(path, Clock::now() + std::chrono::seconds(2));
+  if (!lock.ok()) return lock.error();
+  const LeaseReading seen = read_lease(path, wall_clock_ms(), bind_deadline_ms);
+  if (seen.kind == LeaseCase::unreadable) return seen.detail;
+  if (!may_take_over(seen.kind)) return std::string("lost: the lease is ") + lease_case_name(seen.kind) + " (" + seen.detail + ")";
+  return write_lease(path, lease);
+}
+
+std::string publish_lease(const std::string& path, const Lease& lease) {
+  DirectoryLock lock(path, Clock::now() + std::chrono::seconds(2));
+  if (!lock.ok()) return lock.error();
+  if (!lease_is_ours(path, lease.token)) return "lost: another process took the lease over while this one was binding";
+  return write_lease(path, lease);
+}
+
+Election elect(const ElectionOptions& options, const StartCandidate& start_candidate, mcp::Logger& log) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options.deadline_ms);
+  std::set<std::string> announced;  // one log line per case and detail
+  std::optional<LeaseCase> first_seen;
+  std::string last_problem = "nothing was tried";
+  auto announce = [&](const LeaseReading& r, const char* action) {
+    const std::string line = "lease " + options.lease_path + ": " + lease_case_name(r.kind) + " (" + r.detail + "): " + action;
+    if (announced.insert(line).second) log.info(line);
+  };
+
+  while (Clock::now() < deadline) {
+    const LeaseReading reading = read_lease(options.lease_path, wall_clock_ms(), options.bind_deadline_ms);
+    if (!first_seen) first_seen = reading.kind;
+    switch (reading.kind) {
+      case LeaseCase::unreadable:
+        return Standalone{reading.detail};
+      case LeaseCase::live: {
+        std::optional<Endpoint> endpoint = Endpoint::parse(reading.lease->url, reading.lease->token);
+        if (!endpoint) {
+          last_problem = "the lease names an unusable URL \"" + reading.lease->url + "\"";
+          break;
+        }
+        const std::string problem = probe_server(*endpoint);
+        if (problem.empty()) {
+          announce(reading, "joining");
+          return Joined{*endpoint, *first_seen};
+        }
+        // The owner runs but does not answer (yet): never take a live process's lease; wait, then give up.
+        last_problem = "the shared server (" + reading.detail + ") does not answer: " + problem;
+        break;
+      }
+      case LeaseCase::starting:
+        announce(reading, "waiting for it");
+        last_problem = "the shared server (" + reading.detail + ") did not finish starting";
+        break;
+      case LeaseCase::missing:
+      case LeaseCase::stale:
+      case LeaseCase::corrupt:
+      case LeaseCase::empty:
+      case LeaseCase::abandoned: {
+        announce(reading, reading.kind == LeaseCase::missing ? "starting the shared server" : "taking over");
+        const CandidateReport report = start_candidate(deadline);
+        if (report.outcome == CandidateReport::Outcome::failed) return Standalone{report.detail};
+        if (report.outcome == CandidateReport::Outcome::lost) {
+          log.debug("another process claimed the lease first: " + report.detail);
+        }
+        continue;  // look again: the lease now names the winner
+      }
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  return Standalone{"no shared server became usable within " + std::to_string(options.deadline_ms) + " ms: " + last_problem};
+}
+
+}  // namespace effectfence::shared

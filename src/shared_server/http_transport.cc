@@ -1,0 +1,445 @@
+#include "shared_server/http_transport.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <optional>
+#include <variant>
+
+#include "core/random_token.h"
+#include "mcp/jsonrpc.h"
+#include "mcp/line_io.h"
+#include "shared_server/lease.h"
+
+namespace effectfence::shared {
+namespace {
+
+constexpr const char* kSessionHeader = "Mcp-Session-Id";
+constexpr const char* kVersionHeader = "MCP-Protocol-Version";
+constexpr size_t kHandlerThreads = 64;  // each waiting request holds one
+constexpr auto kDrainGrace = std::chrono::seconds(15);
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+// Compares without an early exit, so the token cannot be guessed byte by byte from timings.
+bool same_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// "host:port", "[::1]:port" or "host" -> {host, port or -1}. Returns false on garbage.
+bool split_host_port(const std::string& text, std::string* host, int* port) {
+  std::string rest;
+  if (!text.empty() && text[0] == '[') {
+    const auto close = text.find(']');
+    if (close == std::string::npos) return false;
+    *host = text.substr(1, close - 1);
+    rest = text.substr(close + 1);
+  } else {
+    const auto colon = text.rfind(':');
+    *host = text.substr(0, colon);
+    rest = colon == std::string::npos ? "" : text.substr(colon);
+  }
+  *port = -1;
+  if (rest.empty()) return !host->empty();
+  if (rest[0] != ':' || rest.size() < 2 || rest.size() > 6) return false;
+  for (size_t i = 1; i < rest.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(rest[i]))) return false;
+  }
+  *port = std::stoi(rest.substr(1));
+  return !host->empty();
+}
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(mcp::jsonrpc::serialize(body), "application/json");
+}
+
+// A plain HTTP refusal with a JSON-RPC error body a client can show.
+void refuse(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, mcp::jsonrpc::error_response(nullptr, mcp::jsonrpc::kInvalidRequest, message));
+}
+
+// How the client wants a request answered. nullopt: neither JSON nor SSE.
+std::optional<bool> wants_event_stream(const httplib::Request& req) {
+  if (!req.has_header("Accept")) return false;
+  const std::string accept = lower(req.get_header_value("Accept"));
+  const auto json = accept.find("application/json");
+  const auto sse = accept.find("text/event-stream");
+  const bool any = accept.find("*/*") != std::string::npos || accept.find("application/*") != std::string::npos;
+  if (sse != std::string::npos && (json == std::string::npos || sse < json)) return true;
+  if (json != std::string::npos || any) return false;
+  return std::nullopt;
+}
+
+void answer(httplib::Response& res, const std::string& line, bool event_stream) {
+  res.status = 200;
+  if (event_stream) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content("event: message\ndata: " + line + "\n\n", "text/event-stream");
+  } else {
+    res.set_content(line, "application/json");
+  }
+}
+
+bool supported_version(const std::string& version) {
+  for (const char* v : mcp::kSupportedProtocolVersions) {
+    if (version == v) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+struct HttpTransport::Session {
+  std::string id;
+  std::mutex mutex;
+  std::condition_variable answered;
+  std::map<std::string, std::optional<std::string>> waiting;  // request id.dump() -> its answer
+  bool closed = false;
+  int active_requests = 0;
+  int64_t last_active_ms = 0;
+  std::unique_ptr<mcp::Server> server;  // last: its destructor still delivers into the members above
+
+  // Routes one outgoing line to the HTTP request waiting for it.
+  void deliver(const std::string& line) {
+    const Json message = Json::parse(line, nullptr, false);
+    if (!message.is_object() || !message.contains("id")) return;  // a notification: nobody waits for it
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = waiting.find(message["id"].dump());
+    if (it == waiting.end() || it->second) return;
+    it->second = line;
+    answered.notify_all();
+  }
+};
+
+HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Logger& log)
+    : options_(std::move(options)),
+      factory_(std::move(factory)),
+      log_(log),
+      http_(std::make_unique<httplib::Server>()),
+      empty_since_ms_(wall_clock_ms()) {
+  http_->new_task_queue = [] { return new httplib::ThreadPool(kHandlerThreads); };
+  http_->set_payload_max_length(mcp::kMaxMessageBytes);
+  http_->set_keep_alive_timeout(2);
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return admit(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
+  });
+  http_->Post("/mcp", [this](const httplib::Request& req, httplib::Response& res) { handle_post(req, res); });
+  http_->Delete("/mcp", [this](const httplib::Request& req, httplib::Response& res) { handle_delete(req, res); });
+  http_->Get("/mcp", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Allow", "POST, DELETE");
+    refuse(res, 405, "this server offers no stream of its own; POST requests to /mcp");
+  });
+  http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log_.error("HTTP handler failed: " + what);
+    send_json(res, 500, mcp::jsonrpc::error_response(nullptr, mcp::jsonrpc::kInternalError, "internal error: " + what));
+  });
+}
+
+HttpTransport::~HttpTransport() {
+  stop();
+  std::map<std::string, std::shared_ptr<Session>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(sessions_mutex_);
+    sessions.swap(sessions_);
+  }
+  sessions.clear();  // each Server finishes its calls in flight here
+}
+
+std::string HttpTransport::bind() {
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.bind_host);
+    if (port_ <= 0) return "cannot bind " + options_.bind_host + " to any port";
+  } else {
+    if (!http_->bind_to_port(options_.bind_host, options_.port)) {
+      return "cannot bind " + options_.bind_host + ":" + std::to_string(options_.port) + " (in use, or not an address of this host)";
+    }
+    port_ = options_.port;
+  }
+  return "";
+}
+
+void HttpTransport::start() {
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void HttpTransport::stop() {
+  if (draining_.exchange(true)) return;
+  // Requests already taken get their answers (fence calls are bounded by the
+  // ledger's busy timeout); new ones are turned away with 503.
+  const auto grace_ends = std::chrono::steady_clock::now() + kDrainGrace;
+  while (std::chrono::steady_clock::now() < grace_ends && requests_in_progress() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(sessions_mutex_);
+    for (auto& [id, session] : sessions_) {
+      std::lock_guard<std::mutex> session_lock(session->mutex);
+      session->answered.notify_all();
+    }
+  }
+  http_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+std::string HttpTransport::url() const {
+  const std::string host = options_.bind_host.find(':') != std::string::npos ? "[" + options_.bind_host + "]"
+                                                                             : options_.bind_host;
+  return "http://" + host + ":" + std::to_string(port_) + "/mcp";
+}
+
+size_t HttpTransport::requests_in_progress() const {
+  size_t n = 0;
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  for (const auto& [id, session] : sessions_) {
+    std::lock_guard<std::mutex> session_lock(session->mutex);
+    n += static_cast<size_t>(session->active_requests);
+  }
+  return n;
+}
+
+bool HttpTransport::had_session() const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  return had_session_;
+}
+
+size_t HttpTransport::session_count() const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  return sessions_.size();
+}
+
+int64_t HttpTransport::ms_without_sessions() const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  return sessions_.empty() ? wall_clock_ms() - empty_since_ms_ : 0;
+}
+
+bool HttpTransport::host_allowed(const std::string& host_header) const {
+  std::string host;
+  int port = -1;
+  if (!split_host_port(lower(host_header), &host, &port)) return false;
+  if (port != -1 && port != port_) return false;
+  if (host == "127.0.0.1" || host == "localhost" || host == "::1") return true;
+  if (options_.bind_host == "0.0.0.0" || options_.bind_host == "::") return true;  // the operator asked for any address
+  return host == lower(options_.bind_host);
+}
+
+bool HttpTransport::origin_allowed(const std::string& origin) const {
+  const std::string o = lower(origin);
+  const std::string scheme = "http://";
+  if (o.compare(0, scheme.size(), scheme) != 0) return false;
+  std::string authority = o.substr(scheme.size());
+  if (const auto slash = authority.find('/'); slash != std::string::npos) authority.resize(slash);
+  return host_allowed(authority);
+}
+
+bool HttpTransport::admit(const httplib::Request& req, httplib::Response& res) const {
+  if (!host_allowed(req.get_header_value("Host"))) {
+    log_.warn("refused a request for Host \"" + req.get_header_value("Host") + "\" from " + req.remote_addr);
+    refuse(res, 403, "forbidden: Host \"" + req.get_header_value("Host") + "\" is not this server");
+    return false;
+  }
+  if (req.has_header("Origin") && !origin_allowed(req.get_header_value("Origin"))) {
+    log_.warn("refused a request from Origin \"" + req.get_header_value("Origin") + "\"");
+    refuse(res, 403, "forbidden: Origin \"" + req.get_header_value("Origin") + "\" may not use this server");
+    return false;
+  }
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string bearer = "Bearer ";
+  if (auth.compare(0, bearer.size(), bearer) != 0 || !same_secret(auth.substr(bearer.size()), options_.token)) {
+    res.set_header("WWW-Authenticate", "Bearer realm=\"effectfence\"");
+    refuse(res, 401, "unauthorized: send \"Authorization: Bearer <token>\" with the token from the server's lease file");
+    return false;
+  }
+  return true;
+}
+
+std::shared_ptr<HttpTransport::Session> HttpTransport::find_session(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<HttpTransport::Session> HttpTransport::open_session() {
+  auto session = std::make_shared<Session>();
+  session->id = random_token_hex(16);
+  session->last_active_ms = wall_clock_ms();
+  Session* raw = session.get();
+  session->server = factory_([raw](const std::string& line) { raw->deliver(line); });
+  return session;
+}
+
+void HttpTransport::forget_session(const std::string& id) {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  if (sessions_.erase(id) > 0 && sessions_.empty()) empty_since_ms_ = wall_clock_ms();
+}
+
+void HttpTransport::close_session(const std::shared_ptr<Session>& session, const char* why) {
+  forget_session(session->id);
+  {
+    std::lock_guard<std::mutex> lock(session->mutex);
+    session->closed = true;
+    session->answered.notify_all();
+  }
+  log_.info(std::string("session ") + session->id.substr(0, 8) + " closed: " + why);
+}
+
+size_t HttpTransport::expire_idle_sessions() {
+  std::vector<std::shared_ptr<Session>> idle;
+  const int64_t now = wall_clock_ms();
+  {
+    std::lock_guard<std::mutex> lock(sessions_mutex_);
+    for (auto& [id, session] : sessions_) {
+      std::lock_guard<std::mutex> session_lock(session->mutex);
+      if (session->active_requests == 0 && now - session->last_active_ms > options_.session_ttl_ms) {
+        idle.push_back(session);
+      }
+    }
+  }
+  for (auto& session : idle) close_session(session, "no request within the session TTL");
+  return idle.size();
+}
+
+void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& res) {
+  if (draining_) {
+    refuse(res, 503, "the server is stopping; find the next one through the lease file");
+    return;
+  }
+  if (lower(req.get_header_value("Content-Type")).find("application/json") == std::string::npos) {
+    refuse(res, 415, "unsupported media type: POST one JSON-RPC message as application/json");
+    return;
+  }
+  const std::optional<bool> event_stream = wants_event_stream(req);
+  if (!event_stream) {
+    refuse(res, 406, "not acceptable: the Accept header must allow application/json or text/event-stream");
+    return;
+  }
+  if (req.has_header(kVersionHeader) && !supported_version(req.get_header_value(kVersionHeader))) {
+    refuse(res, 400, std::string("unsupported ") + kVersionHeader + " \"" + req.get_header_value(kVersionHeader) + "\"");
+    return;
+  }
+
+  mcp::jsonrpc::Message message = mcp::jsonrpc::classify(req.body);
+  if (auto* invalid = std::get_if<mcp::jsonrpc::Invalid>(&message)) {
+    send_json(res, 400, mcp::jsonrpc::error_response(invalid->id, invalid->code, invalid->message));
+    return;
+  }
+  const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
+
+  std::shared_ptr<Session> session;
+  const bool opening = request && request->method == "initialize";
+  if (opening) {
+    if (req.has_header(kSessionHeader)) {
+      refuse(res, 400, std::string("initialize opens a new session: send it without ") + kSessionHeader);
+      return;
+    }
+    session = open_session();
+  } else {
+    if (!req.has_header(kSessionHeader)) {
+      refuse(res, 400, std::string("missing ") + kSessionHeader + ": initialize first");
+      return;
+    }
+    session = find_session(req.get_header_value(kSessionHeader));
+    if (!session) {
+      refuse(res, 404, "unknown session: it ended or expired; initialize a new one");
+      return;
+    }
+  }
+
+  const std::string key = request ? request->id.dump() : "";
+  {
+    std::lock_guard<std::mutex> lock(session->mutex);
+    if (request) {
+      if (session->waiting.count(key) > 0) {
+        send_json(res, 400, mcp::jsonrpc::error_response(request->id, mcp::jsonrpc::kInvalidRequest,
+                                                         "invalid request: id " + key + " is already in flight"));
+        return;
+      }
+      session->waiting.emplace(key, std::nullopt);
+    }
+    ++session->active_requests;
+    session->last_active_ms = wall_clock_ms();
+  }
+
+  session->server->handle_line(req.body);
+
+  std::optional<std::string> reply;
+  {
+    std::unique_lock<std::mutex> lock(session->mutex);
+    if (request) {
+      session->answered.wait(lock, [&] { return session->waiting[key].has_value() || session->closed || stopping_; });
+      reply = session->waiting[key];
+      session->waiting.erase(key);
+    }
+    --session->active_requests;
+    session->last_active_ms = wall_clock_ms();
+  }
+  if (const auto* note = std::get_if<mcp::jsonrpc::Notification>(&message);
+      note && note->method == "notifications/cancelled") {
+    // The cancelled call's answer is never sent; release whoever waits for it.
+    std::lock_guard<std::mutex> lock(session->mutex);
+    if (auto it = session->waiting.find(note->params.value("requestId", Json()).dump());
+        it != session->waiting.end() && !it->second) {
+      it->second = mcp::jsonrpc::serialize(
+          mcp::jsonrpc::error_response(note->params["requestId"], -32800, "request cancelled by the client"));
+      session->answered.notify_all();
+    }
+  }
+
+  if (!request) {
+    res.status = 202;
+    return;
+  }
+  if (!reply) {
+    send_json(res, 503, mcp::jsonrpc::error_response(request->id, mcp::jsonrpc::kInternalError,
+                                                     "the server is stopping or the session ended before the answer"));
+    return;
+  }
+  if (opening) {
+    const Json answer_json = Json::parse(*reply, nullptr, false);
+    if (!answer_json.is_object() || !answer_json.contains("result")) {
+      send_json(res, 200, answer_json);  // a refused initialize opens no session
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(sessions_mutex_);
+      sessions_.emplace(session->id, session);
+      had_session_ = true;
+    }
+    res.set_header(kSessionHeader, session->id);
+    log_.info("session " + session->id.substr(0, 8) + " opened from " + req.remote_addr);
+  }
+  answer(res, *reply, *event_stream);
+}
+
+void HttpTransport::handle_delete(const httplib::Request& req, httplib::Response& res) {
+  if (!req.has_header(kSessionHeader)) {
+    refuse(res, 400, std::string("missing ") + kSessionHeader);
+    return;
+  }
+  auto session = find_session(req.get_header_value(kSessionHeader));
+  if (!session) {
+    refuse(res, 404, "unknown session");
+    return;
+  }
+  close_session(session, "ended by the client");
+  res.status = 200;
+}
+
+}  // namespace effectfence::shared

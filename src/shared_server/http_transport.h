@@ -1,0 +1,106 @@
+// MCP Streamable HTTP (2025-11-25) in front of one mcp::Server per session.
+//
+//   POST /mcp    one JSON-RPC message. A request is answered in the HTTP
+//                response (application/json, or a one-event text/event-stream
+//                when the client prefers it); notifications and responses get
+//                202. initialize opens a session (Mcp-Session-Id).
+//   DELETE /mcp  ends the session.
+//   GET /mcp     405: this server sends nothing unasked.
+//
+// Every request must carry "Authorization: Bearer <token>" (401 otherwise)
+// and a loopback Host and Origin (403 otherwise: DNS-rebinding protection).
+// An unknown session is 404, so a client knows to initialize again.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mcp/log.h"
+#include "mcp/server.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace effectfence::shared {
+
+struct HttpOptions {
+  std::string bind_host = "127.0.0.1";
+  int port = 0;  // 0: chosen by the operating system
+  std::string token;
+  // A session with no request for this long is closed (a client that died
+  // without DELETE). Bridges ping well within it.
+  int64_t session_ttl_ms = 120'000;
+};
+
+class HttpTransport {
+ public:
+  // Builds the MCP server of one session; sink carries its outgoing lines.
+  using ServerFactory = std::function<std::unique_ptr<mcp::Server>(mcp::Server::Sink sink)>;
+
+  HttpTransport(HttpOptions options, ServerFactory factory, mcp::Logger& log);
+  // Stops listening and closes every session (their calls finish first).
+  ~HttpTransport();
+  HttpTransport(const HttpTransport&) = delete;
+  HttpTransport& operator=(const HttpTransport&) = delete;
+
+  // Binds the socket. Returns "" on success, else why not.
+  std::string bind();
+  // Serves on a background thread. REQUIRES: bind() succeeded.
+  void start();
+  // Stops taking requests (503), lets the requests in progress get their
+  // answers (within a grace period), then stops listening.
+  void stop();
+
+  // http://<host>:<port>/mcp
+  std::string url() const;
+  size_t session_count() const;
+  // Closes sessions idle beyond the TTL. Returns how many.
+  size_t expire_idle_sessions();
+  // Milliseconds since the last session closed (or since start when none
+  // opened yet); 0 while a session is open.
+  int64_t ms_without_sessions() const;
+  // Returns true iff a session was ever opened.
+  bool had_session() const;
+
+ private:
+  struct Session;
+
+  void handle_post(const httplib::Request& req, httplib::Response& res);
+  void handle_delete(const httplib::Request& req, httplib::Response& res);
+  // 403/401 checks; returns true iff the request may proceed.
+  bool admit(const httplib::Request& req, httplib::Response& res) const;
+  bool host_allowed(const std::string& host_header) const;
+  bool origin_allowed(const std::string& origin) const;
+  std::shared_ptr<Session> find_session(const std::string& id) const;
+  std::shared_ptr<Session> open_session();
+  void close_session(const std::shared_ptr<Session>& session, const char* why);
+  void forget_session(const std::string& id);
+
+  const HttpOptions options_;
+  const ServerFactory factory_;
+  mcp::Logger& log_;
+  std::unique_ptr<httplib::Server> http_;
+  int port_ = 0;
+  std::thread listener_;
+  size_t requests_in_progress() const;
+
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> stopping_{false};
+
+  mutable std::mutex sessions_mutex_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;
+  int64_t empty_since_ms_;
+  bool had_session_ = false;
+};
+
+}  // namespace effectfence::shared

@@ -1,0 +1,248 @@
+#include "shared_server/lease.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "core/random_token.h"
+#include "effectfence/json.h"
+#include "ledger/holder.h"
+
+namespace effectfence::shared {
+namespace {
+
+constexpr const char* kFormat = "effectfence-shared-server/1";
+
+std::string directory_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+enum class ReadStatus { ok, missing, failed };
+
+ReadStatus read_file(const std::string& path, std::string* text, std::string* error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return ReadStatus::missing;
+    *error = errno_text(errno);
+    return ReadStatus::failed;
+  }
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = errno_text(errno);
+      ::close(fd);
+      return ReadStatus::failed;
+    }
+    if (n == 0) break;
+    text->append(buf, static_cast<size_t>(n));
+    if (text->size() > 64 * 1024) break;  // no lease is this large: it is corrupt, whatever follows
+  }
+  ::close(fd);
+  return ReadStatus::ok;
+}
+
+bool write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string default_lease_path(const std::string& ledger_path) { return ledger_path + ".server.json"; }
+
+std::string Lease::to_text() const {
+  Json j = {{"format", kFormat},
+            {"pid", owner.pid},
+            {"started", owner.started},
+            {"host", owner.host},
+            {"boot", owner.boot},
+            {"url", url},
+            {"token", token},
+            {"created_at_ms", created_at_ms},
+            {"ledger", ledger}};
+  return j.dump(2) + "\n";
+}
+
+std::optional<Lease> Lease::from_text(const std::string& text) {
+  JsonError error;
+  const std::optional<Json> j = parse_strict(text, &error);
+  if (!j || !j->is_object()) return std::nullopt;
+  auto string_at = [&](const char* key) -> const Json* {
+    auto it = j->find(key);
+    return it != j->end() && it->is_string() ? &*it : nullptr;
+  };
+  auto integer_at = [&](const char* key) -> const Json* {
+    auto it = j->find(key);
+    return it != j->end() && it->is_number_integer() ? &*it : nullptr;
+  };
+  const Json* format = string_at("format");
+  const Json* pid = integer_at("pid");
+  const Json* started = integer_at("started");
+  const Json* host = string_at("host");
+  const Json* url = string_at("url");
+  const Json* token = string_at("token");
+  const Json* created = integer_at("created_at_ms");
+  if (!format || format->get<std::string>() != kFormat || !pid || !started || !host || !url || !token ||
+      !created || pid->get<int64_t>() <= 0) {
+    return std::nullopt;
+  }
+  Lease lease;
+  lease.owner.pid = pid->get<int64_t>();
+  lease.owner.started = started->get<int64_t>();
+  lease.owner.host = host->get<std::string>();
+  if (const Json* boot = string_at("boot")) lease.owner.boot = boot->get<std::string>();
+  lease.url = url->get<std::string>();
+  lease.token = token->get<std::string>();
+  lease.created_at_ms = created->get<int64_t>();
+  if (const Json* ledger = string_at("ledger")) lease.ledger = ledger->get<std::string>();
+  return lease;
+}
+
+const char* lease_case_name(LeaseCase c) {
+  switch (c) {
+    case LeaseCase::missing: return "missing";
+    case LeaseCase::live: return "live";
+    case LeaseCase::starting: return "starting";
+    case LeaseCase::stale: return "stale";
+    case LeaseCase::corrupt: return "corrupt";
+    case LeaseCase::empty: return "empty";
+    case LeaseCase::abandoned: return "abandoned";
+    case LeaseCase::unreadable: return "unreadable";
+  }
+  return "unknown";
+}
+
+bool may_take_over(LeaseCase c) {
+  return c == LeaseCase::missing || c == LeaseCase::stale || c == LeaseCase::corrupt || c == LeaseCase::empty ||
+         c == LeaseCase::abandoned;
+}
+
+LeaseReading read_lease(const std::string& path, int64_t now_ms, int64_t bind_deadline_ms) {
+  LeaseReading reading;
+  std::string text, error;
+  switch (read_file(path, &text, &error)) {
+    case ReadStatus::missing:
+      reading.kind = LeaseCase::missing;
+      reading.detail = "no lease file";
+      return reading;
+    case ReadStatus::failed:
+      reading.kind = LeaseCase::unreadable;
+      reading.detail = "cannot read " + path + ": " + error;
+      return reading;
+    case ReadStatus::ok:
+      break;
+  }
+  if (text.empty()) {
+    reading.kind = LeaseCase::empty;
+    reading.detail = "the file is empty: its writer died before writing it";
+    return reading;
+  }
+  reading.lease = Lease::from_text(text);
+  if (!reading.lease) {
+    reading.kind = LeaseCase::corrupt;
+    reading.detail = "not a lease document (" + std::to_string(text.size()) + " bytes)";
+    return reading;
+  }
+  const Lease& lease = *reading.lease;
+  const std::string owner = "pid " + std::to_string(lease.owner.pid);
+  if (holder_is_dead(lease.owner)) {
+    reading.kind = LeaseCase::stale;
+    reading.detail = "its owner, " + owner + ", is gone";
+  } else if (!lease.url.empty()) {
+    reading.kind = LeaseCase::live;
+    reading.detail = owner + " at " + lease.url;
+  } else if (now_ms - lease.created_at_ms > bind_deadline_ms) {
+    reading.kind = LeaseCase::abandoned;
+    reading.detail = owner + " published no URL within " + std::to_string(bind_deadline_ms) + " ms";
+  } else {
+    reading.kind = LeaseCase::starting;
+    reading.detail = owner + " is starting the server";
+  }
+  return reading;
+}
+
+DirectoryLock::DirectoryLock(const std::string& lease_path, std::chrono::steady_clock::time_point deadline) {
+  const std::string dir = directory_of(lease_path);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    error_ = "cannot open the lease directory " + dir + ": " + errno_text(errno);
+    return;
+  }
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      fd_ = fd;
+      return;
+    }
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      error_ = "cannot lock the lease directory " + dir + ": " + errno_text(errno);
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      error_ = "the lease directory " + dir + " stayed locked by another process";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::close(fd);
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+}
+
+std::string write_lease(const std::string& path, const Lease& lease) {
+  const std::string temp = path + "." + std::to_string(::getpid()) + "." + random_token_hex(4) + ".tmp";
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return "cannot create " + temp + ": " + errno_text(errno);
+  const bool written = write_all(fd, lease.to_text()) && ::fsync(fd) == 0;
+  const int write_errno = errno;
+  ::close(fd);
+  if (!written) {
+    ::unlink(temp.c_str());
+    return "cannot write " + temp + ": " + errno_text(write_errno);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    return "cannot replace " + path + ": " + errno_text(err);
+  }
+  return "";
+}
+
+bool lease_is_ours(const std::string& path, const std::string& token) {
+  std::string text, error;
+  if (read_file(path, &text, &error) != ReadStatus::ok) return false;
+  const auto lease = Lease::from_text(text);
+  return lease && !token.empty() && lease->token == token;
+}
+
+bool remove_lease_if_ours(const std::string& path, const std::string& token) {
+  DirectoryLock lock(path, std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  if (!lock.ok() || !lease_is_ours(path, token)) return false;
+  return ::unlink(path.c_str()) == 0;
+}
+
+}  // namespace effectfence::shared

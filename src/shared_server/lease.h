@@ -1,0 +1,95 @@
+// The lease file of the shared fence server (<ledger>.server.json, 0600):
+// who serves this ledger over HTTP, where, and with which bearer token.
+//
+// Nothing left in this file may lock a client out: every reader classifies
+// what it finds, and anything but a live, listening owner is taken over.
+// Writes go to a temporary file that is renamed over the lease, under an
+// exclusive flock of the lease's directory (released by the kernel when its
+// holder dies), so two processes taking over one lease end with one owner.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "effectfence/ledger.h"
+
+namespace effectfence::shared {
+
+struct Lease {
+  Holder owner;              // the server process (pid + start time, as for intent holders)
+  std::string url;           // "" until the server listens
+  std::string token;         // bearer token every HTTP request must carry
+  int64_t created_at_ms = 0;
+  std::string ledger;        // for people reading the file
+
+  std::string to_text() const;
+  // Returns nullopt iff text is not a lease document.
+  static std::optional<Lease> from_text(const std::string& text);
+};
+
+// What a reader finds at the lease path.
+enum class LeaseCase {
+  missing,     // no file: start a server
+  live,        // the owner runs and has published its URL: join it
+  starting,    // the owner runs and is still within the bind deadline: wait
+  stale,       // the owner process is gone: take over
+  corrupt,     // not a lease document: take over
+  empty,       // zero bytes (the writer died between create and write): take over
+  abandoned,   // no URL past the bind deadline: take over
+  unreadable,  // cannot be read at all (permissions, a directory): do not share
+};
+
+const char* lease_case_name(LeaseCase c);
+// Returns true iff a process may replace a lease found in this case.
+bool may_take_over(LeaseCase c);
+
+struct LeaseReading {
+  LeaseCase kind = LeaseCase::missing;
+  std::optional<Lease> lease;  // set for live, starting, stale, abandoned
+  std::string detail;          // what was seen, for the log line
+};
+
+// Reads and classifies the lease at path. A lease without a URL older than
+// bind_deadline_ms is abandoned even if its owner still runs.
+LeaseReading read_lease(const std::string& path, int64_t now_ms, int64_t bind_deadline_ms);
+
+// An exclusive flock of the lease's directory, held while a process reads
+// and replaces the lease. The kernel drops it when the holder dies, so it
+// cannot outlive a crash.
+class DirectoryLock {
+ public:
+  // Tries until deadline. ok() tells whether the lock is held; error() why not.
+  DirectoryLock(const std::string& lease_path, std::chrono::steady_clock::time_point deadline);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }
+
+ private:
+  int fd_ = -1;
+  std::string error_;
+};
+
+// Writes lease to a new 0600 file beside path and renames it over path.
+// REQUIRES: the DirectoryLock of path is held.
+// Returns "" on success, else why it failed (nothing is left behind).
+std::string write_lease(const std::string& path, const Lease& lease);
+
+// Removes the lease iff it still carries token (never a successor's).
+// Takes the DirectoryLock itself. Returns true iff it removed the file.
+bool remove_lease_if_ours(const std::string& path, const std::string& token);
+
+// Returns true iff the file at path is a lease carrying token.
+// REQUIRES: the DirectoryLock of path is held.
+bool lease_is_ours(const std::string& path, const std::string& token);
+
+// <ledger>.server.json
+std::string default_lease_path(const std::string& ledger_path);
+
+int64_t wall_clock_ms();
+
+}  // namespace effectfence::shared

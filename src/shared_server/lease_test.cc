@@ -1,0 +1,198 @@
+// The lease file: classification of whatever lies at the path, atomic
+// takeover under the directory lock, and removal of our own lease only.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "ledger/holder.h"
+#include "shared_server/bridge.h"
+#include "shared_server/election.h"
+#include "shared_server/lease.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence;
+using namespace effectfence::shared;
+using effectfence::testing::TempDir;
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+Lease lease_of(const Holder& owner, const std::string& url, int64_t created_at_ms, const std::string& token = "t0") {
+  Lease lease;
+  lease.owner = owner;
+  lease.url = url;
+  lease.token = token;
+  lease.created_at_ms = created_at_ms;
+  lease.ledger = "ledger.sqlite";
+  return lease;
+}
+
+// A process that has exited and been reaped: its pid names nobody.
+Holder dead_process() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  Holder h = this_process();
+  h.pid = child;
+  h.started = 0;
+  return h;
+}
+
+size_t leftover_temp_files(const TempDir& dir) {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (entry.path().extension() == ".tmp") ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("every kind of lease file is classified, and only a live or starting owner keeps it") {
+  TempDir dir;
+  const std::string path = dir.file("l.server.json");
+  const int64_t now = wall_clock_ms();
+  const int64_t bind_deadline = 1000;
+
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::missing);
+
+  write_text(path, "");
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::empty);
+
+  write_text(path, "{\"format\": \"something else\"}");
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::corrupt);
+  write_text(path, "\x01\x02 not json");
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::corrupt);
+
+  write_text(path, lease_of(dead_process(), "http://127.0.0.1:9/mcp", now).to_text());
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::stale);
+
+  write_text(path, lease_of(this_process(), "http://127.0.0.1:9/mcp", now).to_text());
+  const LeaseReading live = read_lease(path, now, bind_deadline);
+  CHECK(live.kind == LeaseCase::live);
+  REQUIRE(live.lease);
+  CHECK(live.lease->owner.pid == ::getpid());
+
+  write_text(path, lease_of(this_process(), "", now - 10).to_text());
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::starting);
+  write_text(path, lease_of(this_process(), "", now - bind_deadline - 1).to_text());
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::abandoned);
+
+  // A live pid whose start time differs is another process that reused the pid.
+  Holder reused = this_process();
+  reused.started += 12345;
+  write_text(path, lease_of(reused, "http://127.0.0.1:9/mcp", now).to_text());
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::stale);
+
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::unreadable);
+
+  for (LeaseCase c : {LeaseCase::missing, LeaseCase::stale, LeaseCase::corrupt, LeaseCase::empty, LeaseCase::abandoned}) {
+    CHECK(may_take_over(c));
+  }
+  for (LeaseCase c : {LeaseCase::live, LeaseCase::starting, LeaseCase::unreadable}) CHECK_FALSE(may_take_over(c));
+}
+
+TEST_CASE("a lease is written 0600 through a temporary file that does not stay behind") {
+  TempDir dir;
+  const std::string path = dir.file("l.server.json");
+  DirectoryLock lock(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  REQUIRE(lock.ok());
+  const Lease lease = lease_of(this_process(), "http://127.0.0.1:1234/mcp", wall_clock_ms(), "abc");
+  REQUIRE(write_lease(path, lease) == "");
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(leftover_temp_files(dir) == 0);
+  const auto back = Lease::from_text(lease.to_text());
+  REQUIRE(back);
+  CHECK(back->url == lease.url);
+  CHECK(back->token == "abc");
+  CHECK(back->owner.started == lease.owner.started);
+}
+
+TEST_CASE("16 threads taking over one corrupt lease: exactly one claims it, the rest lose") {
+  TempDir dir;
+  const std::string path = dir.file("l.server.json");
+  write_text(path, "corrupt");
+  std::atomic<int> claimed{0}, lost{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      // Each claim is for a live owner without a URL: what a server writes before it binds.
+      const std::string outcome = claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "t" + std::to_string(i)), 60'000);
+      if (outcome.empty()) ++claimed;
+      else if (outcome.rfind("lost", 0) == 0) ++lost;
+      else ++failed;
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(claimed == 1);
+  CHECK(lost == 15);
+  CHECK(failed == 0);
+  CHECK(read_lease(path, wall_clock_ms(), 60'000).kind == LeaseCase::starting);
+  CHECK(leftover_temp_files(dir) == 0);
+}
+
+TEST_CASE("a server publishes and removes only its own lease, never a successor's") {
+  TempDir dir;
+  const std::string path = dir.file("l.server.json");
+  Lease mine = lease_of(this_process(), "", wall_clock_ms(), "mine");
+  REQUIRE(claim_lease(path, mine, 60'000) == "");
+  mine.url = "http://127.0.0.1:1234/mcp";
+  REQUIRE(publish_lease(path, mine) == "");
+  CHECK(read_lease(path, wall_clock_ms(), 60'000).kind == LeaseCase::live);
+
+  // Someone judged it stale and took it over: the old owner must not touch the new lease.
+  {
+    DirectoryLock lock(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    REQUIRE(write_lease(path, lease_of(this_process(), "", wall_clock_ms(), "successor")) == "");
+  }
+  CHECK(publish_lease(path, mine).rfind("lost", 0) == 0);
+  CHECK_FALSE(remove_lease_if_ours(path, "mine"));
+  CHECK(std::filesystem::exists(path));
+  CHECK(remove_lease_if_ours(path, "successor"));
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("a live lease is never taken over by a claim") {
+  TempDir dir;
+  const std::string path = dir.file("l.server.json");
+  write_text(path, lease_of(this_process(), "http://127.0.0.1:9/mcp", wall_clock_ms(), "owner").to_text());
+  CHECK(claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "thief"), 60'000).rfind("lost", 0) == 0);
+  CHECK(Lease::from_text([&] {
+          std::ifstream in(path);
+          return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        }())->token == "owner");
+}
+
+TEST_CASE("endpoints are parsed from the lease's URL, and anything else is refused") {
+  const auto e = Endpoint::parse("http://127.0.0.1:4321/mcp", "tok");
+  REQUIRE(e);
+  CHECK(e->host == "127.0.0.1");
+  CHECK(e->port == 4321);
+  CHECK(e->path == "/mcp");
+  CHECK(e->token == "tok");
+  const auto v6 = Endpoint::parse("http://[::1]:80/mcp", "");
+  REQUIRE(v6);
+  CHECK(v6->host == "::1");
+  CHECK(v6->port == 80);
+  for (const char* bad : {"", "https://127.0.0.1:1/mcp", "http://127.0.0.1/mcp", "http://127.0.0.1:0/mcp",
+                          "http://127.0.0.1:99999/mcp", "http://:80/mcp", "http://127.0.0.1:8x/mcp"}) {
+    CHECK_FALSE(Endpoint::parse(bad, ""));
+  }
+}

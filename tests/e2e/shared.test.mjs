@@ -1,0 +1,520 @@
+// serve --shared: one fence server per ledger behind a lease file, reached by
+// stdio bridges and by Streamable HTTP clients. Real processes, pipes and
+// sockets: the official SDK client on both transports.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmod, copyFile, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { BIN, call, eventually, openSession, prepareArgs, tempDir } from './helpers.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+
+// Short timings so a server leaves soon after its last bridge.
+const FAST = {
+  EFFECTFENCE_SHARED_IDLE_MS: '300',
+  EFFECTFENCE_SHARED_BIND_DEADLINE_MS: '1500',
+  EFFECTFENCE_SHARED_ELECTION_MS: '10000',
+};
+
+function isAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function exists(file) {
+  try {
+    await stat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function ledgerIn(t) {
+  const dir = await tempDir(t);
+  return { dir, db: path.join(dir, 'ledger.sqlite'), lease: path.join(dir, 'ledger.sqlite.server.json') };
+}
+
+// `effectfence serve --shared` with an SDK client on its stdio.
+async function shared(t, db, { name = 'e2e', extraArgs = [], env = {}, prefix = [], bin = BIN } = {}) {
+  const args = ['serve', '--shared', '--db', db, '--log-level', 'debug', ...extraArgs];
+  const session = await openSession(t, {
+    command: prefix.length ? prefix[0] : bin,
+    args: prefix.length ? [...prefix.slice(1), bin, ...args] : args,
+    env: { ...FAST, ...env },
+    name,
+  });
+  // Under tools/test the binary carries AddressSanitizer and UBSan: their reports must not appear.
+  t.after(async () => {
+    await session.close();
+    assert.doesNotMatch(session.stderr(), /Sanitizer|runtime error:/);
+  });
+  return session;
+}
+
+// The log line may reach us after the answer that followed it: stdout and stderr are separate pipes.
+async function logged(session, pattern) {
+  return eventually(() => session.stderr().match(pattern), { what: `the log to match ${pattern}:\n${session.stderr()}`, timeoutMs: 5000 });
+}
+
+// Permission bits stop nobody but root: as root, tests that need an
+// unwritable directory run effectfence as nobody, with the ledger where
+// nobody may write, from a copy of the binary nobody can reach (the build
+// may live under /root).
+async function unprivileged(dir) {
+  if (process.getuid() !== 0) return { prefix: [], bin: BIN };
+  await chmod(dir, 0o777);
+  const bin = path.join(dir, 'effectfence');
+  await copyFile(BIN, bin);
+  await chmod(bin, 0o755);
+  return { prefix: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'], bin };
+}
+
+async function readLease(file) {
+  return JSON.parse(await readFile(file, 'utf8'));
+}
+
+async function leaseGone(file) {
+  await eventually(async () => !(await exists(file)), { what: `${file} to be removed`, timeoutMs: 10000 });
+}
+
+// The servers' log (beside the lease) holds no sanitizer report.
+async function cleanServerLog(db) {
+  assert.doesNotMatch(await readFile(db + '.server.log', 'utf8'), /Sanitizer|runtime error:/);
+}
+
+function bootId() {
+  return spawnSync('cat', ['/proc/sys/kernel/random/boot_id']).stdout.toString().trim();
+}
+
+function plantedLease({ pid, url = '', createdAt = Date.now() }) {
+  return JSON.stringify({
+    format: 'effectfence-shared-server/1',
+    pid,
+    started: 0,
+    host: os.hostname(),
+    boot: bootId(),
+    url,
+    token: 'planted',
+    created_at_ms: createdAt,
+    ledger: 'planted',
+  });
+}
+
+// One raw HTTP exchange, so tests can send the headers a browser would.
+function request(url, { method = 'POST', headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers }, (res) => {
+      let text = '';
+      res.on('data', (chunk) => { text += chunk; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
+    });
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+const INITIALIZE = JSON.stringify({
+  jsonrpc: '2.0', id: 1, method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+});
+
+async function expectFresh(session, intent) {
+  const { sc } = await call(session, 'fence_prepare', prepareArgs(intent));
+  assert.equal(sc.status, 'fresh', JSON.stringify(sc));
+  return sc;
+}
+
+test('no lease: the first client starts the shared server, the next joins it live; one fence for both; the lease goes after the last leaves', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const first = await shared(t, db, { name: 'first' });
+  await logged(first, /: missing \(no lease file\): starting the shared server/);
+  const held = await readLease(lease);
+  assert.equal((await stat(lease)).mode & 0o777, 0o600);
+  assert.match(held.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+  assert.match(held.token, /^[0-9a-f]{64}$/);
+  assert.ok(isAlive(held.pid));
+
+  const second = await shared(t, db, { name: 'second' });
+  await logged(second, new RegExp(`: live \\(pid ${held.pid} at `));
+  await expectFresh(first, 'shared:a');
+  await expectFresh(second, 'shared:b');
+  // Both bridges reach the same process: its counters saw both admissions.
+  const { sc } = await call(second, 'fence_stats', {});
+  assert.equal(sc.process.admitted, 2);
+
+  await first.close();
+  await expectFresh(second, 'shared:c');  // the server outlives the client that started it
+  await second.close();
+  await leaseGone(lease);
+  await eventually(() => !isAlive(held.pid), { what: 'the shared server to exit' });
+  await cleanServerLog(db);
+});
+
+const PLANTED = {
+  stale: async (t) => {
+    const gone = spawnSync('true').pid;  // exited: its pid names no live process
+    return plantedLease({ pid: gone, url: 'http://127.0.0.1:9/mcp' });
+  },
+  corrupt: async () => 'this is not a lease {',
+  empty: async () => '',
+  abandoned: async (t) => {
+    const owner = spawn('sleep', ['30']);
+    t.after(() => owner.kill('SIGKILL'));
+    return plantedLease({ pid: owner.pid, createdAt: Date.now() - 60000 });
+  },
+};
+
+for (const [kind, plant] of Object.entries(PLANTED)) {
+  test(`${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind} lease is taken over: the session works, the log names the case, a clean stop removes the lease`, async (t) => {
+    const { db, lease } = await ledgerIn(t);
+    await writeFile(lease, await plant(t), { mode: 0o600 });
+    const session = await shared(t, db, { name: kind });
+    await logged(session, new RegExp(`lease ${lease}: ${kind} \\(.*\\): taking over`));
+    await expectFresh(session, `${kind}:1`);
+    const taken = await readLease(lease);
+    assert.notEqual(taken.token, 'planted');
+    await session.close();
+    await leaseGone(lease);
+  });
+}
+
+test('a live owner that does not answer is never taken over: the client is served alone by the deadline', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const owner = spawn('sleep', ['30']);
+  t.after(() => owner.kill('SIGKILL'));
+  await writeFile(lease, plantedLease({ pid: owner.pid, url: 'http://127.0.0.1:9/mcp' }), { mode: 0o600 });
+  const session = await shared(t, db, { name: 'unanswered', env: { EFFECTFENCE_SHARED_ELECTION_MS: '800' } });
+  await logged(session, /cannot use the shared server: no shared server became usable within 800 ms: .*does not answer.*; serving this client alone/);
+  await expectFresh(session, 'alone:1');
+  assert.equal(JSON.parse(await readFile(lease, 'utf8')).token, 'planted');  // a live process's lease is left alone
+});
+
+test('an unwritable lease directory: the client is served alone, with the reason in the log', async (t) => {
+  const { dir, db } = await ledgerIn(t);
+  const locked = path.join(dir, 'locked');
+  await mkdir(locked);
+  const { prefix, bin } = await unprivileged(dir);
+  await chmod(locked, 0o555);
+  t.after(() => chmod(locked, 0o755).catch(() => {}));
+  const session = await shared(t, db, { name: 'unwritable', prefix, bin, extraArgs: ['--lease', path.join(locked, 'l.json')] });
+  await logged(session, /cannot use the shared server: .*Permission denied; serving this client alone/);
+  await expectFresh(session, 'alone:2');
+  assert.equal(await exists(path.join(locked, 'l.json')), false);
+});
+
+test('the server dies and no other can start (lease directory now unwritable): the bridge serves its client alone', async (t) => {
+  const { dir, db } = await ledgerIn(t);
+  const leases = path.join(dir, 'leases');
+  await mkdir(leases, { mode: 0o777 });
+  await chmod(leases, 0o777);
+  const { prefix, bin } = await unprivileged(dir);
+  const leaseFile = path.join(leases, 'l.json');
+  const session = await shared(t, db, { name: 'orphan', prefix, bin, extraArgs: ['--lease', leaseFile] });
+  await expectFresh(session, 'orphan:1');
+  const server = await readLease(leaseFile);
+
+  await chmod(leases, 0o555);
+  t.after(() => chmod(leases, 0o755).catch(() => {}));
+  process.kill(server.pid, 'SIGKILL');
+  await eventually(() => !isAlive(server.pid), { what: 'the shared server to die' });
+
+  await expectFresh(session, 'orphan:2');  // refused connection: never received, so resent to this process's own fence
+  await logged(session, /stale \(its owner, pid \d+, is gone\): taking over/);
+  await logged(session, /cannot use the shared server: .*Permission denied; serving this client alone/);
+  const { sc } = await call(session, 'fence_stats', {});
+  assert.equal(sc.process.admitted, 1);  // this process's fence: only orphan:2
+  assert.equal(sc.ledger.admitted, 2);
+  const again = await call(session, 'fence_prepare', prepareArgs('orphan:2'));
+  assert.equal(again.sc.reason, 'in_flight');
+});
+
+test('a lease path that cannot be replaced (a directory): the client is served alone', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  await mkdir(path.join(lease, 'inside'), { recursive: true });
+  const session = await shared(t, db, { name: 'directory' });
+  await logged(session, /cannot use the shared server: cannot read .*server\.json: Is a directory; serving this client alone/);
+  await expectFresh(session, 'alone:3');
+});
+
+test('two processes racing on a corrupt lease end with exactly one server, and both use it', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  await writeFile(lease, '{"format": "not ours"', { mode: 0o600 });
+  const [a, b] = await Promise.all([shared(t, db, { name: 'racer-a' }), shared(t, db, { name: 'racer-b' })]);
+  const urlOf = async (s) => (await logged(s, /bridging this client to the shared server at (\S+)/))[1];
+  assert.equal(await urlOf(a), await urlOf(b));
+  await expectFresh(a, 'race:a');
+  await expectFresh(b, 'race:b');
+  const { sc } = await call(a, 'fence_stats', {});
+  assert.equal(sc.process.admitted, 2);
+  const log = await readFile(db + '.server.log', 'utf8');
+  assert.equal(log.match(/serving sqlite:/g).length, 1, log);
+  await a.close();
+  await b.close();
+  await leaseGone(lease);
+});
+
+test('SIGTERM, SIGINT and SIGHUP: the server removes the lease and exits; the bridge starts a new server and goes on', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const session = await shared(t, db, { name: 'signals' });
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
+    const before = await readLease(lease);
+    process.kill(before.pid, signal);
+    await leaseGone(lease);
+    await eventually(() => !isAlive(before.pid), { what: 'the shared server to exit' });
+    // The next call finds no server, elects again and is served by a new one.
+    await expectFresh(session, `after:${signal}`);
+    const after = await readLease(lease);
+    assert.notEqual(after.pid, before.pid);
+    const log = await readFile(db + '.server.log', 'utf8');
+    assert.match(log, new RegExp(`received ${signal}: removing the lease and stopping`));
+  }
+  await cleanServerLog(db);
+});
+
+test('SIGTERM while a call waits on a locked ledger: the call is answered, and its ticket commits through the next server', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const session = await shared(t, db, { name: 'drain' });
+  await expectFresh(session, 'warm:1');
+  const server = await readLease(lease);
+  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
+  t.after(() => locker.kill('SIGKILL'));
+  locker.stdin.write('BEGIN IMMEDIATE;\n');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+
+  const pending = call(session, 'fence_prepare', prepareArgs('slow:1'));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  process.kill(server.pid, 'SIGTERM');
+  await leaseGone(lease);  // the lease goes first: nobody new joins a server that is leaving
+  assert.ok(isAlive(server.pid));  // still finishing the call that waits for the ledger
+  locker.stdin.end('COMMIT;\n');
+
+  const admitted = await pending;
+  assert.equal(admitted.sc.status, 'fresh');
+  await eventually(() => !isAlive(server.pid), { what: 'the old server to exit' });
+  // The old server admitted it (it did not turn the call away to a successor).
+  assert.match(await readFile(db + '.server.log', 'utf8'), /received SIGTERM[^]*fence_prepare slow:1 by agent-a: fresh[^]*fenced 2 admission\(s\) of this process as unknown/);
+  // Nobody could commit through the old server once it left, so it fenced the admission;
+  // the holder's commit through the next server still resolves it.
+  const committed = await call(session, 'fence_commit', { prepared: admitted.sc.prepared, result: { ok: 1 } });
+  assert.equal(committed.sc.status, 'committed', JSON.stringify(committed.sc));
+});
+
+test('a session the server expired is reopened by the bridge with the client\'s own initialize; an abandoned one ends and the server leaves', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const env = { EFFECTFENCE_SHARED_SESSION_TTL_MS: '300', EFFECTFENCE_SHARED_KEEPALIVE_MS: '60000', EFFECTFENCE_SHARED_IDLE_MS: '1500' };
+  const session = await shared(t, db, { name: 'expiring', env });
+  await expectFresh(session, 'ttl:1');
+  const server = await readLease(lease);
+  await eventually(async () => /session \w+ closed: no request within the session TTL/.test(await readFile(db + '.server.log', 'utf8')),
+    { what: 'the session to expire' });
+  await expectFresh(session, 'ttl:2');  // 404, then a new session on the same server
+  assert.equal((await readLease(lease)).pid, server.pid);
+  await logged(session, /continuing on http:\S+ with a new session/);
+
+  // A direct HTTP client that never says goodbye does not keep the server alive.
+  const opened = await request(server.url, {
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json', Authorization: `Bearer ${server.token}` },
+    body: INITIALIZE,
+  });
+  assert.equal(opened.status, 200);
+  await session.close();
+  await leaseGone(lease);
+  await eventually(() => !isAlive(server.pid), { what: 'the shared server to exit' });
+});
+
+test('a port the server cannot bind: the client is served alone, with the reason in the log', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const taken = net.createServer();
+  await new Promise((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.after(() => taken.close());
+  const port = taken.address().port;
+  const session = await shared(t, db, { name: 'port', extraArgs: ['--port', String(port)] });
+  await logged(session, new RegExp(`cannot use the shared server: cannot bind 127\\.0\\.0\\.1:${port}.*; serving this client alone`));
+  await expectFresh(session, 'alone:4');
+  assert.equal(await exists(lease), false);  // the candidate that could not bind left nothing behind
+});
+
+test('a non-loopback --bind needs --allow-non-loopback, and then prints a warning; shared-only flags need --shared', async (t) => {
+  const { db } = await ledgerIn(t);
+  const refused = spawnSync(BIN, ['serve', '--shared', '--db', db, '--bind', '0.0.0.0'], { input: '' });
+  assert.equal(refused.status, 2);
+  assert.match(refused.stderr.toString(), /not a loopback address.*--allow-non-loopback/);
+  const withoutShared = spawnSync(BIN, ['serve', '--db', db, '--port', '5'], { input: '' });
+  assert.equal(withoutShared.status, 2);
+  assert.match(withoutShared.stderr.toString(), /--port applies to the shared server only; add --shared/);
+  const session = await shared(t, db, { name: 'remote', extraArgs: ['--bind', '0.0.0.0', '--allow-non-loopback'] });
+  await logged(session, /warn: the shared server binds 0\.0\.0\.0, which is not loopback/);
+  await expectFresh(session, 'remote:1');
+});
+
+test('kill -9 of the shared server: the call in flight gets a clear error, its admission is fenced unknown, never run twice', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const session = await shared(t, db, { name: 'kill9' });
+  const admitted = await expectFresh(session, 'payout:9');
+  const dead = await readLease(lease);
+
+  process.kill(dead.pid, 'SIGSTOP');  // the next call reaches a server that never answers it
+  const inFlight = call(session, 'fence_prepare', prepareArgs('payout:10'));
+  await new Promise((resolve) => setTimeout(resolve, 1000));  // time for the bridge to send it
+  process.kill(dead.pid, 'SIGKILL');
+  await assert.rejects(inFlight, /stopped while this call was in flight.*Do not run the effect/);
+
+  // The bridge took the stale lease over; the new server reaps the dead one's admission.
+  const fenced = await eventually(async () => {
+    const { sc } = await call(session, 'fence_status', { intent: 'payout:9' });
+    return sc.intent.state === 'unknown' ? sc.intent : null;
+  }, { what: 'payout:9 to become unknown' });
+  assert.ok(Date.now() < admitted.prepared.lease_expires_at_ms);
+  assert.ok(fenced.reason.length > 0);
+  const retry = await call(session, 'fence_prepare', prepareArgs('payout:9'));
+  assert.equal(retry.sc.reason, 'prior_failure');
+  await logged(session, /stale \(its owner, pid \d+, is gone\): taking over/);
+});
+
+// A client process (fixtures/shared_client.mjs) driven line by line.
+function clientProcess(t, db) {
+  const child = spawn(process.execPath, [path.join(HERE, 'fixtures', 'shared_client.mjs'), BIN, db], {
+    env: { ...process.env, ...FAST },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => { stderr += chunk; });
+  const answers = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const { value, done } = await answers.next();
+    if (done) throw new Error(`client ${child.pid} ended early:\n${stderr}`);
+    return value;
+  };
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  t.after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  return {
+    pid: child.pid,
+    stderr: () => stderr,
+    next,
+    async ask(line) {
+      child.stdin.write(line + '\n');
+      return JSON.parse(await next());
+    },
+    async close() {
+      child.stdin.end();
+      return exited;
+    },
+  };
+}
+
+test('10 bridges from 10 client processes racing one intent: exactly one fresh, and the shared server counts all 10 attempts', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const clients = Array.from({ length: 10 }, () => clientProcess(t, db));
+  for (const c of clients) assert.equal(await c.next(), 'ready');
+  const results = await Promise.all(clients.map((c) => c.ask('prepare race:one')));
+  const fresh = results.filter((r) => r.status === 'fresh');
+  assert.equal(fresh.length, 1, JSON.stringify(results));
+  for (const r of results.filter((x) => x.status !== 'fresh')) assert.equal(r.reason, 'in_flight');
+  const stats = await clients[0].ask('stats');
+  assert.equal(stats.process.total_attempts, 10);
+  assert.equal(stats.process.admitted, 1);
+  assert.equal(stats.process.refused.in_flight, 9);
+  const log = await readFile(db + '.server.log', 'utf8');
+  assert.equal(log.match(/serving sqlite:/g).length, 1, log);
+  assert.equal(log.match(/session \w+ opened/g).length, 10, log);
+  for (const code of await Promise.all(clients.map((c) => c.close()))) assert.equal(code, 0);
+  await leaseGone(lease);
+  await eventually(async () => /ledger closed; bye/.test(await readFile(db + '.server.log', 'utf8')), { what: 'the server to finish' });
+  await cleanServerLog(db);
+});
+
+test('Streamable HTTP: token, Origin, Host, sessions, JSON and SSE answers, 202, 404, 405, DELETE', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  await shared(t, db, { name: 'keeper' });  // keeps the server up
+  const { url, token } = await readLease(lease);
+  const port = new URL(url).port;
+  const json = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+  const auth = { ...json, Authorization: `Bearer ${token}` };
+
+  const anonymous = await request(url, { headers: json, body: INITIALIZE });
+  assert.equal(anonymous.status, 401);
+  assert.match(anonymous.headers['www-authenticate'], /^Bearer/);
+  assert.equal((await request(url, { headers: { ...json, Authorization: 'Bearer wrong' }, body: INITIALIZE })).status, 401);
+  assert.equal((await request(url, { headers: { ...auth, Origin: 'http://evil.example' }, body: INITIALIZE })).status, 403);
+  assert.equal((await request(url, { headers: { ...auth, Host: `evil.example:${port}` }, body: INITIALIZE })).status, 403);
+  assert.equal((await request(url, { headers: { ...auth, Origin: `http://localhost:${port}` }, body: INITIALIZE })).status, 200);
+
+  const opened = await request(url, { headers: auth, body: INITIALIZE });
+  assert.equal(opened.status, 200);
+  assert.match(opened.headers['content-type'], /application\/json/);
+  assert.equal(JSON.parse(opened.body).result.protocolVersion, '2025-11-25');
+  const sid = opened.headers['mcp-session-id'];
+  assert.match(sid, /^[0-9a-f]{32}$/);
+  const inSession = { ...auth, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+
+  const note = await request(url, { headers: inSession, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+  assert.equal(note.status, 202);
+  assert.equal(note.body, '');
+
+  const sse = await request(url, {
+    headers: { ...inSession, Accept: 'text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'p', method: 'ping' }),
+  });
+  assert.equal(sse.status, 200);
+  assert.match(sse.headers['content-type'], /text\/event-stream/);
+  const data = sse.body.split('\n').find((l) => l.startsWith('data: '));
+  assert.deepEqual(JSON.parse(data.slice(6)), { jsonrpc: '2.0', id: 'p', result: {} });
+
+  const noSession = await request(url, { headers: auth, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }) });
+  assert.equal(noSession.status, 400);
+  const unknown = await request(url, { headers: { ...auth, 'Mcp-Session-Id': 'f'.repeat(32) }, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }) });
+  assert.equal(unknown.status, 404);
+  const badVersion = await request(url, { headers: { ...inSession, 'MCP-Protocol-Version': '1999-01-01' }, body: JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'ping' }) });
+  assert.equal(badVersion.status, 400);
+  const garbage = await request(url, { headers: inSession, body: '{"jsonrpc":' });
+  assert.equal(garbage.status, 400);
+  assert.equal(JSON.parse(garbage.body).error.code, -32700);
+  assert.equal((await request(url, { method: 'GET', headers: inSession })).status, 405);
+
+  assert.equal((await request(url, { method: 'DELETE', headers: inSession })).status, 200);
+  assert.equal((await request(url, { headers: inSession, body: JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'ping' }) })).status, 404);
+});
+
+test("the SDK's StreamableHTTPClientTransport talks to the shared server directly with the lease's token", async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const bridge = await shared(t, db, { name: 'bridge' });
+  const { url, token } = await readLease(lease);
+
+  const client = new Client({ name: 'http-client', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  await client.connect(transport);
+  t.after(() => client.close());
+  const session = { client };
+  const { tools } = await client.listTools();
+  assert.deepEqual(tools.map((x) => x.name).sort(),
+    ['fence_abort', 'fence_commit', 'fence_heartbeat', 'fence_prepare', 'fence_stats', 'fence_status']);
+
+  const first = await call(session, 'fence_prepare', prepareArgs('http:1'));
+  assert.equal(first.sc.status, 'fresh');
+  const duplicate = await call(bridge, 'fence_prepare', prepareArgs('http:1'));  // over stdio, same server
+  assert.equal(duplicate.sc.reason, 'in_flight');
+  const committed = await call(session, 'fence_commit', { prepared: first.sc.prepared, result: { ok: true } });
+  assert.equal(committed.sc.status, 'committed');
+  const replay = await call(bridge, 'fence_prepare', prepareArgs('http:1'));
+  assert.equal(replay.sc.status, 'already_done');
+  assert.equal(replay.sc.cert.hash, committed.sc.cert.hash);
+  await transport.terminateSession();
+});
