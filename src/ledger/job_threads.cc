@@ -1,9 +1,16 @@
 #include "ledger/job_threads.h"
 
+#include <pthread.h>
+
 namespace effectfence {
 
-JobThreads::JobThreads(size_t threads) {
-  for (size_t i = 0; i < (threads == 0 ? 1 : threads); ++i) threads_.emplace_back([this] { run(); });
+JobThreads::JobThreads(size_t threads, const char* name) {
+  for (size_t i = 0; i < (threads == 0 ? 1 : threads); ++i) {
+    threads_.emplace_back([this, name] {
+      pthread_setname_np(pthread_self(), name);
+      run();
+    });
+  }
 }
 
 JobThreads::~JobThreads() {

@@ -17,8 +17,9 @@ namespace effectfence {
 
 class JobThreads {
  public:
-  // With one thread, jobs run one at a time in the order posted.
-  explicit JobThreads(size_t threads);
+  // With one thread, jobs run one at a time in the order posted. name (at
+  // most 15 characters) is what `top -H` and debuggers show for the threads.
+  JobThreads(size_t threads, const char* name);
   // Runs everything posted so far, then joins.
   ~JobThreads();
   JobThreads(const JobThreads&) = delete;

@@ -16,7 +16,7 @@ TEST_CASE("one job thread runs jobs in order, survives a throwing job, and finis
           "[ledger][job_threads]") {
   std::vector<int> ran;  // touched only by the one job thread until it is joined
   {
-    JobThreads one(1);
+    JobThreads one(1, "test-one");
     one.post([] { throw std::runtime_error("a caller's mistake"); });
     std::vector<std::function<void()>> batch;
     for (int i = 0; i < 500; ++i) batch.push_back([&ran, i] { ran.push_back(i); });
@@ -28,7 +28,7 @@ TEST_CASE("one job thread runs jobs in order, survives a throwing job, and finis
 }
 
 TEST_CASE("several job threads run jobs at the same time", "[ledger][job_threads]") {
-  JobThreads four(4);
+  JobThreads four(4, "test-four");
   std::mutex mu;
   std::condition_variable cv;
   int waiting = 0;

@@ -241,7 +241,7 @@ class PostgresLedger final : public Ledger {
   std::vector<std::unique_ptr<pg::Connection>> idle_;
   size_t open_ = 0;
   size_t waiting_ = 0;
-  JobThreads writers_{kPoolSize};  // last: joined first, while the pool still exists
+  JobThreads writers_{kPoolSize, "ledger-pg-write"};  // last: joined first, while the pool still exists
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "ledger/sqlite_ledger.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -101,7 +102,10 @@ class SqliteLedger final : public Ledger {
     savepoint_ = std::make_unique<SQLite::Statement>(*db_, "SAVEPOINT job");
     release_ = std::make_unique<SQLite::Statement>(*db_, "RELEASE job");
     data_version_ = std::make_unique<SQLite::Statement>(*db_, "PRAGMA data_version");
-    writer_ = std::thread([this] { writer_loop(); });
+    writer_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "ledger-writer");
+      writer_loop();
+    });
   }
 
   ~SqliteLedger() override {
@@ -348,7 +352,7 @@ class SqliteLedger final : public Ledger {
   // One thread, so answers go out in commit order. Declared before the
   // writer: it is destroyed after the writer has stopped, and answers what
   // the writer's last batches handed it.
-  JobThreads completions_{1};
+  JobThreads completions_{1, "ledger-answers"};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job*> queue_;
