@@ -200,30 +200,20 @@ int run_serve(const Args& args) {
   {
     Maintenance maintenance(*fence, log);
     mcp::LineWriter out(protocol_fd);
-    mcp::Server server(
-        mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
-        mcp::fence_tools(*fence, log), [&out](const std::string& line) { out.write_line(line); }, log);
+    auto server = fence_server(*fence, [&out](const std::string& line) { out.write_line(line); }, log);
     mcp::FdLineReader reader(0, stop.fd());
-    stopped_by = server.pump(reader);
-    unfinished = server.calls_in_flight();
+    stopped_by = server->pump(reader);
+    unfinished = server->calls_in_flight();
     if (stopped_by == mcp::ReadEvent::stopped) {
       log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": stopping; finishing " +
                std::to_string(unfinished) + " call(s) in flight");
     } else {
       log.info("stdin closed: stopping; finishing " + std::to_string(unfinished) + " call(s) in flight");
     }
-    server.drain();
+    server->drain();
   }
 
-  const int64_t fenced = fence->fence_own_in_flight(
-      "effectfence serve (pid " + std::to_string(::getpid()) +
-      ") exited before the admission was committed or aborted; nobody can commit it any more");
-  if (fenced > 0) {
-    log.warn("fenced " + std::to_string(fenced) +
-             " admission(s) of this process as unknown: their clients can no longer commit through it");
-  } else if (fenced < 0) {
-    log.error("could not fence this process's open admissions; other processes will when they notice it is gone");
-  }
+  fence_what_is_left(*fence, "effectfence serve", log);
   fence.reset();
   log.info("ledger closed; bye");
   return 0;

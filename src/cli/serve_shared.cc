@@ -150,21 +150,6 @@ void report(int fd, const std::string& line) {
   ::close(fd);
 }
 
-// The MCP server with the fence tools, as plain serve builds it.
-std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
-  return std::make_unique<mcp::Server>(
-      mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
-      mcp::fence_tools(fence, log), std::move(sink), log);
-}
-
-// On the way out: admissions nobody can commit through this process any more become unknown.
-void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {
-  const int64_t fenced = fence.fence_own_in_flight(
-      who + " (pid " + std::to_string(::getpid()) +
-      ") exited before the admission was committed or aborted; nobody can commit it any more");
-  if (fenced > 0) log.warn("fenced " + std::to_string(fenced) + " admission(s) of this process as unknown");
-}
-
 // The ledger a bridge opens for itself when no shared server can be used
 // any more in the middle of its session.
 class AloneFallback {

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/version.h"
+#include "mcp/fence_tools.h"
+
 namespace effectfence::cli {
 namespace {
 
@@ -50,6 +53,22 @@ void Maintenance::run() {
     }
     lock.lock();
     wake_.wait_for(lock, kReapInterval, [&] { return stopping_; });
+  }
+}
+
+std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
+  return std::make_unique<mcp::Server>(
+      mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
+      mcp::fence_tools(fence, log), std::move(sink), log);
+}
+
+void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {
+  const int64_t fenced = fence.fence_own_in_flight(
+      who + " (pid " + std::to_string(::getpid()) +
+      ") exited before the admission was committed or aborted; nobody can commit it any more");
+  if (fenced > 0) {
+    log.warn("fenced " + std::to_string(fenced) +
+             " admission(s) of this process as unknown: their clients can no longer commit through it");
   }
 }
 

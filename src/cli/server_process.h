@@ -3,11 +3,14 @@
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "effectfence/fence.h"
 #include "mcp/log.h"
+#include "mcp/server.h"
 
 namespace effectfence::cli {
 
@@ -15,6 +18,15 @@ namespace effectfence::cli {
 // that prints to it (a library, a stray printf) lands on stderr instead.
 // Returns the descriptor the protocol is written to.
 int claim_stdout();
+
+// The MCP server with the fence tools, as serve offers it (over stdio, or
+// per session of the shared server).
+std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log);
+
+// On the way out of serve: admissions nobody can commit through this
+// process any more become unknown (fenced), and the log says how many.
+// who names the process in the recorded reason, e.g. "effectfence serve".
+void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log);
 
 // On a background thread: notices dead holders promptly (their in-flight
 // intents become unknown, fenced) and drops finished intents past their TTL.
