@@ -49,10 +49,25 @@ Json Certificate::body() const {
 }
 
 std::string Certificate::canonical_body() const {
-  // "" when a field has no canonical form (an unsafe integer, invalid UTF-8):
-  // such a certificate cannot be sealed or verified.
+  // canonicalize(body()), spelled out member by member in RFC 8785's key
+  // order, so that args and result are not first copied into a temporary
+  // document: this runs inside the ledger's write transaction. "" when a
+  // field has no canonical form (an unsafe integer, invalid UTF-8): such a
+  // certificate cannot be sealed or verified.
   try {
-    return canonicalize(body());
+    std::string out = "{\"agent\":" + canonicalize(Json(agent));
+    out += ",\"args\":" + canonicalize(args);
+    out += ",\"domain\":" + canonicalize(Json(domain));
+    out += ",\"generation\":" + canonicalize(Json(generation));
+    out += ",\"intent\":" + canonicalize(Json(intent));
+    out += ",\"parent\":" + (parent.empty() ? std::string("null") : canonicalize(Json(parent)));
+    out += ",\"read_set\":" + canonicalize(read_set_to_json(read_set));
+    out += ",\"result\":" + canonicalize(result);
+    out += ",\"seq\":" + canonicalize(Json(seq));
+    out += ",\"tool\":" + canonicalize(Json(tool));
+    out += ",\"vector_clock\":" + canonicalize(vector_clock.to_json());
+    out += "}";
+    return out;
   } catch (const std::invalid_argument&) {
     return "";
   }

@@ -58,6 +58,24 @@ TEST_CASE("known answer: canonical body and hash of a fixed certificate", "[cert
   CHECK(cert.compute_hash() == kSampleHash);
 }
 
+TEST_CASE("the canonical body is the canonical form of body(), whatever the fields hold", "[certificate]") {
+  Certificate cert = sample_certificate();
+  const auto same = [](const Certificate& c) { CHECK(c.canonical_body() == effectfence::canonicalize(c.body())); };
+  same(cert);
+  cert.parent.clear();
+  same(cert);
+  cert.args = Json::parse(R"({"z": [1, 2.5e3, {"b": null, "a": "\u00e9\n\"q\""}], "\u20ac": -7, "a": []})");
+  cert.result = Json::parse(R"(["\ud83d\ude00", 1e-7, {"": {}}])");
+  cert.intent = "intent \"quoted\" \u00e9";
+  same(cert);
+  cert.read_set.clear();
+  cert.vector_clock = VectorClock{};
+  cert.result = nullptr;
+  same(cert);
+  cert.result = Json(std::string("\xff"));  // invalid UTF-8: no canonical form
+  CHECK(cert.canonical_body().empty());
+}
+
 TEST_CASE("body has the eleven fields, parent null when empty", "[certificate]") {
   Certificate cert = sample_certificate();
   CHECK(cert.body().size() == 11);
