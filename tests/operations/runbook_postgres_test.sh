@@ -23,55 +23,15 @@ if [[ $SERVER == *\?* ]]; then LEDGER="$SERVER&"; else LEDGER="$SERVER?"; fi
 LEDGER+="options=-csearch_path%3D$SCHEMA"
 drop_schema() { "$PSQL" -X -q "$SERVER" -c "DROP SCHEMA $SCHEMA CASCADE" >/dev/null 2>&1; }
 trap 'rc=$?; drop_schema; (exit $rc); cleanup' EXIT
-BLOCKS=$WORK/blocks
-RUN=$WORK/run
-mkdir -p "$BLOCKS" "$RUN"
-
-extract_blocks() {
-  awk -v dir="$BLOCKS" '
-    function complain(msg) { print "OPERATIONS.md line " NR ": " msg > "/dev/stderr"; bad = 1 }
-    /^<!-- runbook-test-postgres: [a-z0-9-]+ -->$/ {
-      if (pending != "") complain("marker " pending " is not followed by a code block")
-      pending = $3; next
-    }
-    !inblock && /^```/ {
-      inblock = 1; lang = substr($0, 4); capture = 0
-      if (pending != "") {
-        if (lang != "psql" && lang != "sh") complain("block " pending " must be ```psql or ```sh")
-        if (pending in seen) complain("duplicate block name " pending)
-        seen[pending] = 1; file = dir "/" pending "." lang; capture = 1
-        printf "" > file
-        print pending "." lang
-        pending = ""
-      } else if (lang == "psql") {
-        complain("a ```psql block without a <!-- runbook-test-postgres: NAME --> marker")
-      }
-      next
-    }
-    inblock && /^```$/ { inblock = 0; if (capture) close(file); next }
-    inblock { if (capture) print > file; next }
-    pending != "" && NF > 0 { complain("marker " pending " is not directly followed by a code block"); pending = "" }
-    END { if (pending != "") complain("marker " pending " at the end"); exit bad }
-  ' "$DOC"
-}
-
 # psql in the shape of sqlite3's list mode: unaligned, '|' between fields, no header.
 pq() { "$PSQL" -X -q -A -t -F '|' "$LEDGER" "$@"; }
 q() { pq -c "$1"; }
-
-run_block() {
-  local block=$1 file=$BLOCKS/$1
-  case "$block" in
-    *.psql) (cd "$RUN" && pq -f "$file") >"$WORK/out" 2>"$WORK/err" ;;
-    *.sh)
-      (cd "$RUN" && PATH="$(dirname "$EF"):$(dirname "$PSQL"):$PATH" LEDGER="$LEDGER" bash -e "$file") \
-        >"$WORK/out" 2>"$WORK/err"
-      ;;
-  esac
-  RC=$?
-  OUT=$(cat "$WORK/out")
-  ERR=$(cat "$WORK/err")
-}
+SHELL_TOOL=$PSQL
+MARKER=runbook-test-postgres
+QUERY_LANG=psql
+run_query_block() { pq -f "$1"; }
+ledger_q() { q "$1"; }
+source "$(dirname "$0")/runbook_lib.sh"
 
 # Every row of every table, as text: any change at all changes this.
 fingerprint() {
@@ -80,31 +40,9 @@ fingerprint() {
   pq "${args[@]}" | sha256sum | cut -c1-64
 }
 
-expect_success() {
-  expect_eq "$RC" 0 "$1 runs"
-  expect_eq "$ERR" "" "$1 prints no error"
-}
-
-expect_refused() {  # NAME MESSAGE
+expect_refused() {  # NAME MESSAGE (psql reports a failed statement and goes on: the exit status says nothing)
   expect_match "$ERR" "ERROR:  $2" "$1 fails with the trigger's message"
   expect_eq "$(fingerprint)" "$BEFORE" "$1 changes nothing in the ledger"
-}
-
-state_of() { q "SELECT state FROM intents WHERE intent = '$1'"; }
-cert_of() { q "SELECT hash FROM certificates WHERE intent = '$1'"; }
-
-start_session() {
-  coproc SESSION { exec "$FIXTURE" session "$LEDGER" 2>"$WORK/session.err"; }
-  local ready=""
-  read -r -t 60 ready <&"${SESSION[0]}" || true
-  expect_eq "$ready" "ready" "a live fence is running on the ledger"
-}
-
-session() {
-  local reply=""
-  echo "$*" >&"${SESSION[1]}"
-  read -r -t 60 reply <&"${SESSION[0]}" || true
-  echo "$reply"
 }
 
 check_what_is_fenced() {

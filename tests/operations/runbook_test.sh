@@ -20,67 +20,17 @@ source "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || { echo "FAIL: jq is needed to read effectfence's JSON output" >&2; exit 1; }
 
 LEDGER=$WORK/ledger.sqlite
-BLOCKS=$WORK/blocks
-RUN=$WORK/run  # the working directory of the blocks (backups land here)
-mkdir -p "$BLOCKS" "$RUN"
-
-# --- the page's blocks ------------------------------------------------------
-
-# Writes each marked block to $BLOCKS/NAME.LANG and prints NAME.LANG in page order.
-extract_blocks() {
-  awk -v dir="$BLOCKS" '
-    function complain(msg) { print "OPERATIONS.md line " NR ": " msg > "/dev/stderr"; bad = 1 }
-    /^<!-- runbook-test: [a-z0-9-]+ -->$/ {
-      if (pending != "") complain("marker " pending " is not followed by a code block")
-      pending = $3; next
-    }
-    !inblock && /^```/ {
-      inblock = 1; lang = substr($0, 4); capture = 0
-      if (pending != "") {
-        if (lang != "sql" && lang != "sh") complain("block " pending " must be ```sql or ```sh")
-        if (pending in seen) complain("duplicate block name " pending)
-        seen[pending] = 1; file = dir "/" pending "." lang; capture = 1
-        printf "" > file
-        print pending "." lang
-        pending = ""
-      } else if (lang == "sql") {
-        complain("a ```sql block without a <!-- runbook-test: NAME --> marker")
-      }
-      next
-    }
-    inblock && /^```$/ { inblock = 0; if (capture) close(file); next }
-    inblock { if (capture) print > file; next }
-    pending != "" && NF > 0 { complain("marker " pending " is not directly followed by a code block"); pending = "" }
-    END { if (pending != "") complain("marker " pending " at the end"); exit bad }
-  ' "$DOC"
-}
-
-# run_block NAME.LANG: sets OUT, ERR, RC.
-run_block() {
-  local block=$1 file=$BLOCKS/$1
-  case "$block" in
-    *.sql)
-      # No -bail: a block of statements that must each fail is run whole.
-      (cd "$RUN" && "$SQLITE3" -batch "$LEDGER" <"$file") >"$WORK/out" 2>"$WORK/err"
-      ;;
-    *.sh)
-      (cd "$RUN" && PATH="$(dirname "$EF"):$(dirname "$SQLITE3"):$PATH" LEDGER="$LEDGER" bash -e "$file") \
-        >"$WORK/out" 2>"$WORK/err"
-      ;;
-  esac
-  RC=$?
-  OUT=$(cat "$WORK/out")
-  ERR=$(cat "$WORK/err")
-}
+SHELL_TOOL=$SQLITE3
+MARKER=runbook-test
+QUERY_LANG=sql
+# No -bail: a block of statements that must each fail is run whole.
+run_query_block() { "$SQLITE3" -batch "$LEDGER" <"$1"; }
+ledger_q() { q "$LEDGER" "$1"; }
+source "$(dirname "$0")/runbook_lib.sh"
 
 # The whole ledger, as text: any change at all changes this.
 fingerprint() {
   "$SQLITE3" -batch "$LEDGER" ".timeout 5000" ".dump" | sha256sum | cut -c1-64
-}
-
-expect_success() {
-  expect_eq "$RC" 0 "$1 runs"
-  expect_eq "$ERR" "" "$1 prints no error"
 }
 
 expect_refused() {  # NAME MESSAGE
@@ -88,26 +38,6 @@ expect_refused() {  # NAME MESSAGE
   if [[ $RC -ne 0 ]]; then pass "$1 fails"; else fail "$1 should fail"; fi
   expect_match "$ERR" "$2" "$1 fails with the trigger's message"
   expect_eq "$(fingerprint)" "$BEFORE" "$1 changes nothing in the ledger"
-}
-
-state_of() { q "$LEDGER" "SELECT state FROM intents WHERE intent = '$1'"; }
-cert_of() { q "$LEDGER" "SELECT hash FROM certificates WHERE intent = '$1'"; }
-
-# --- a live fence, as a running server holds one ----------------------------
-
-start_session() {
-  coproc SESSION { exec "$FIXTURE" session "$LEDGER" 2>"$WORK/session.err"; }
-  local ready=""
-  read -r -t 60 ready <&"${SESSION[0]}" || true
-  expect_eq "$ready" "ready" "a live fence is running on the ledger"
-}
-
-# session COMMAND INTENT: the live fence's one-line answer.
-session() {
-  local reply=""
-  echo "$*" >&"${SESSION[1]}"
-  read -r -t 60 reply <&"${SESSION[0]}" || true
-  echo "$reply"
 }
 
 # --- checks, one per block ----------------------------------------------------

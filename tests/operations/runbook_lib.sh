@@ -1,0 +1,83 @@
+# Shared by the runbook tests (runbook_test.sh with sqlite3,
+# runbook_postgres_test.sh with psql): the page's marked blocks, running
+# them, the live fence they run beside, and the checks every block uses.
+# REQUIRES: lib.sh sourced; set by the caller: DOC, EF, FIXTURE, LEDGER,
+# SHELL_TOOL (the sqlite3 or psql binary), MARKER (the comment naming a
+# block, e.g. runbook-test), QUERY_LANG (the fence of a query block: sql or
+# psql), and the functions run_query_block FILE (output to $WORK/out and
+# $WORK/err) and ledger_q SQL (one query's rows, '|' between fields).
+
+BLOCKS=$WORK/blocks
+RUN=$WORK/run  # the working directory of the blocks (backups land here)
+mkdir -p "$BLOCKS" "$RUN"
+
+# Writes each marked block to $BLOCKS/NAME.LANG and prints NAME.LANG in page
+# order. A query block without a marker, a marker without a block right
+# after it, or a name used twice fails.
+extract_blocks() {
+  awk -v dir="$BLOCKS" -v marker="$MARKER" -v qlang="$QUERY_LANG" '
+    function complain(msg) { print "OPERATIONS.md line " NR ": " msg > "/dev/stderr"; bad = 1 }
+    $0 ~ ("^<!-- " marker ": [a-z0-9-]+ -->$") {
+      if (pending != "") complain("marker " pending " is not followed by a code block")
+      pending = $3; next
+    }
+    !inblock && /^```/ {
+      inblock = 1; lang = substr($0, 4); capture = 0
+      if (pending != "") {
+        if (lang != qlang && lang != "sh") complain("block " pending " must be ```" qlang " or ```sh")
+        if (pending in seen) complain("duplicate block name " pending)
+        seen[pending] = 1; file = dir "/" pending "." lang; capture = 1
+        printf "" > file
+        print pending "." lang
+        pending = ""
+      } else if (lang == qlang) {
+        complain("a ```" qlang " block without a <!-- " marker ": NAME --> marker")
+      }
+      next
+    }
+    inblock && /^```$/ { inblock = 0; if (capture) close(file); next }
+    inblock { if (capture) print > file; next }
+    pending != "" && NF > 0 { complain("marker " pending " is not directly followed by a code block"); pending = "" }
+    END { if (pending != "") complain("marker " pending " at the end"); exit bad }
+  ' "$DOC"
+}
+
+# run_block NAME.LANG: sets OUT, ERR, RC.
+run_block() {
+  local block=$1 file=$BLOCKS/$1
+  case "$block" in
+    *.sh)
+      (cd "$RUN" && PATH="$(dirname "$EF"):$(dirname "$SHELL_TOOL"):$PATH" LEDGER="$LEDGER" bash -e "$file") \
+        >"$WORK/out" 2>"$WORK/err"
+      ;;
+    *) (cd "$RUN" && run_query_block "$file") >"$WORK/out" 2>"$WORK/err" ;;
+  esac
+  RC=$?
+  OUT=$(cat "$WORK/out")
+  ERR=$(cat "$WORK/err")
+}
+
+expect_success() {
+  expect_eq "$RC" 0 "$1 runs"
+  expect_eq "$ERR" "" "$1 prints no error"
+}
+
+state_of() { ledger_q "SELECT state FROM intents WHERE intent = '$1'"; }
+cert_of() { ledger_q "SELECT hash FROM certificates WHERE intent = '$1'"; }
+
+# --- a live fence, as a running server holds one ----------------------------
+
+start_session() {
+  coproc SESSION { exec "$FIXTURE" session "$LEDGER" 2>"$WORK/session.err"; }
+  local ready=""
+  read -r -t 60 ready <&"${SESSION[0]}" || true
+  expect_eq "$ready" "ready" "a live fence is running on the ledger"
+}
+
+# session COMMAND INTENT: the live fence's one-line answer.
+session() {
+  local reply=""
+  echo "$*" >&"${SESSION[1]}"
+  read -r -t 60 reply <&"${SESSION[0]}" || true
+  echo "$reply"
+}
