@@ -59,6 +59,17 @@ struct EventRecord {
   Json detail = Json::object();
 };
 
+// The record an evicted domain leaves: its last seq, so the domain never
+// hands out an old sequence number again (see LedgerTxn::load_domain).
+inline EventRecord domain_evicted_event(const std::string& domain, int64_t seq) {
+  EventRecord e;
+  e.kind = "domain_evicted";
+  e.domain = domain;
+  e.seq = seq;
+  e.actor = "effectfence";
+  return e;
+}
+
 // One transaction's view of the ledger. Valid only inside Ledger::write or
 // Ledger::read. Methods throw on storage errors; the Ledger turns that into
 // a ledger_error refusal for the one decision that failed.

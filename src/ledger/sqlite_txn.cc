@@ -340,12 +340,7 @@ bool SqliteTxn::evict_domain(const std::string& domain, int64_t now) {
   q.bind(1, domain);
   q.bind(2, domain);
   if (q.exec() != 1) return false;
-  EventRecord e;
-  e.kind = "domain_evicted";
-  e.domain = domain;
-  e.seq = d.seq;
-  e.actor = "effectfence";
-  append_event(e, now);
+  append_event(domain_evicted_event(domain, d.seq), now);
   return true;
 }
 

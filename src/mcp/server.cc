@@ -306,18 +306,22 @@ void Server::start_tool_call(const Json& id, const Json& params) {
   call->tool = &tool;
   call->tools = std::move(tools);
   call->arguments = std::move(arguments);
-  const auto meta = params.find("_meta");
-  call->context = std::make_unique<CallContext>(
-      id, meta != params.end() && meta->is_object() ? *meta : Json::object());
-  {
-    std::lock_guard<std::mutex> lock(calls_mutex_);
-    if (!calls_.emplace(call->key, call).second) {
-      send_error(id, jsonrpc::kInvalidRequest, "invalid request: id " + call->key + " is already used by a call in flight");
-      return;
-    }
-  }
+  if (!register_call(call, params)) return;
   if (tool.async_handler) start_async_tool_call(call);
   else pool_.submit([this, call] { run_tool_call(call); });
+}
+
+bool Server::register_call(const std::shared_ptr<Call>& call, const Json& params) {
+  const auto meta = params.find("_meta");
+  call->context = std::make_unique<CallContext>(
+      call->id, meta != params.end() && meta->is_object() ? *meta : Json::object());
+  {
+    std::lock_guard<std::mutex> lock(calls_mutex_);
+    if (calls_.emplace(call->key, call).second) return true;
+  }
+  send_error(call->id, jsonrpc::kInvalidRequest,
+             "invalid request: id " + call->key + " is already used by a call in flight");
+  return false;
 }
 
 void Server::start_other_request(const Json& id, const std::string& method, const Json& params) {
@@ -327,16 +331,7 @@ void Server::start_other_request(const Json& id, const std::string& method, cons
   call->label = method;
   call->method = method;
   call->params = params;
-  const auto meta = params.find("_meta");
-  call->context = std::make_unique<CallContext>(
-      id, meta != params.end() && meta->is_object() ? *meta : Json::object());
-  {
-    std::lock_guard<std::mutex> lock(calls_mutex_);
-    if (!calls_.emplace(call->key, call).second) {
-      send_error(id, jsonrpc::kInvalidRequest, "invalid request: id " + call->key + " is already used by a call in flight");
-      return;
-    }
-  }
+  if (!register_call(call, params)) return;
   pool_.submit([this, call] {
     Json response;
     try {

@@ -177,6 +177,9 @@ class Server {
   Json initialize(const Json& params);
   Json list_tools() const;
   void start_tool_call(const Json& id, const Json& params);
+  // Gives call its context (from params._meta) and enters it in calls_;
+  // false (answered -32600) when its id is already in flight.
+  bool register_call(const std::shared_ptr<Call>& call, const Json& params);
   void run_tool_call(const std::shared_ptr<Call>& call);
   void start_async_tool_call(const std::shared_ptr<Call>& call);
   void async_call_finished();

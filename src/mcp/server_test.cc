@@ -437,3 +437,22 @@ TEST_CASE("asynchronous calls beyond the limit wait for room; drain waits for ev
   CHECK(drained);
   for (int id : {1, 2, 3}) CHECK(out.response(id)["result"]["structuredContent"]["echo"]["n"] == id);
 }
+
+TEST_CASE("an id already used by a call in flight is refused -32600; the first call still completes", "[server]") {
+  Fixture f;
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::request(7, "tools/call", {{"name", "slow"}, {"arguments", {{"text", "first"}}}})));
+  REQUIRE(f.gate.wait_entered());
+  Json dup = f.call(7, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "second"}}}});
+  CHECK(dup["error"]["code"] == jsonrpc::kInvalidRequest);
+  CHECK_THAT(dup["error"]["message"].get<std::string>(), Catch::Contains("already used by a call in flight"));
+  f.gate.release();
+  f.server.drain();
+  int results_for_7 = 0;
+  for (const auto& m : f.out.all()) {
+    if (m.value("id", Json()) == 7 && m.contains("result")) {
+      ++results_for_7;
+      CHECK(m["result"]["structuredContent"]["text"] == "first");
+    }
+  }
+  CHECK(results_for_7 == 1);
+}
