@@ -313,8 +313,8 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
       }
     }
     // The lease goes first, so no new client joins a server that is leaving.
-    if (!shared::remove_lease_if_ours(lease_path, lease.token)) {
-      log.warn("the lease " + lease_path + " was no longer this server's; left it alone");
+    if (std::string why = shared::remove_lease_if_ours(lease_path, lease.token); !why.empty()) {
+      log.warn("did not remove the lease " + lease_path + ": " + why);
     }
     http.stop();
   }  // every session's calls finish here

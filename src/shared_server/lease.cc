@@ -239,10 +239,13 @@ bool lease_is_ours(const std::string& path, const std::string& token) {
   return lease && !token.empty() && lease->token == token;
 }
 
-bool remove_lease_if_ours(const std::string& path, const std::string& token) {
-  DirectoryLock lock(path, std::chrono::steady_clock::now() + std::chrono::seconds(2));
-  if (!lock.ok() || !lease_is_ours(path, token)) return false;
-  return ::unlink(path.c_str()) == 0;
+std::string remove_lease_if_ours(const std::string& path, const std::string& token,
+                                 std::chrono::milliseconds lock_wait) {
+  DirectoryLock lock(path, std::chrono::steady_clock::now() + lock_wait);
+  if (!lock.ok()) return lock.error();
+  if (!lease_is_ours(path, token)) return "not ours: another process holds the lease now (or it is gone)";
+  if (::unlink(path.c_str()) != 0) return "cannot remove " + path + ": " + errno_text(errno);
+  return "";
 }
 
 }  // namespace effectfence::shared

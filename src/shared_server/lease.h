@@ -80,8 +80,11 @@ class DirectoryLock {
 std::string write_lease(const std::string& path, const Lease& lease);
 
 // Removes the lease iff it still carries token (never a successor's).
-// Takes the DirectoryLock itself. Returns true iff it removed the file.
-bool remove_lease_if_ours(const std::string& path, const std::string& token);
+// Takes the DirectoryLock itself, waiting up to lock_wait for it.
+// Returns "" once removed, else why not ("not ours: ..." when a successor
+// holds it, otherwise the lock or unlink error).
+std::string remove_lease_if_ours(const std::string& path, const std::string& token,
+                                 std::chrono::milliseconds lock_wait = std::chrono::seconds(10));
 
 // Returns true iff the file at path is a lease carrying token.
 // REQUIRES: the DirectoryLock of path is held.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -163,9 +164,35 @@ TEST_CASE("a server publishes and removes only its own lease, never a successor'
     REQUIRE(write_lease(path, lease_of(this_process(), "", wall_clock_ms(), "successor")) == "");
   }
   CHECK(publish_lease(path, mine).rfind("lost", 0) == 0);
-  CHECK_FALSE(remove_lease_if_ours(path, "mine"));
+  CHECK(remove_lease_if_ours(path, "mine").rfind("not ours", 0) == 0);
   CHECK(std::filesystem::exists(path));
-  CHECK(remove_lease_if_ours(path, "successor"));
+  CHECK(remove_lease_if_ours(path, "successor") == "");
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("removing the lease waits for the directory lock, and says why when it cannot") {
+  TempDir dir;
+  const std::string path = dir.file("l.server.json");
+  {
+    DirectoryLock lock(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    REQUIRE(write_lease(path, lease_of(this_process(), "http://127.0.0.1:1234/mcp", wall_clock_ms(), "mine")) == "");
+  }
+  {
+    DirectoryLock held(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    REQUIRE(held.ok());
+    const std::string why = remove_lease_if_ours(path, "mine", std::chrono::milliseconds(50));
+    CHECK(why.find("stayed locked by another process") != std::string::npos);
+    CHECK(std::filesystem::exists(path));
+  }
+  // A holder that lets go while the remover waits: the lease goes.
+  auto held = std::make_unique<DirectoryLock>(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  REQUIRE(held->ok());
+  std::thread release([&held] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    held.reset();
+  });
+  CHECK(remove_lease_if_ours(path, "mine", std::chrono::seconds(5)) == "");
+  release.join();
   CHECK_FALSE(std::filesystem::exists(path));
 }
 

@@ -89,7 +89,15 @@ async function readLease(file) {
 }
 
 async function leaseGone(file) {
-  await eventually(async () => !(await exists(file)), { what: `${file} to be removed`, timeoutMs: 10000 });
+  try {
+    await eventually(async () => !(await exists(file)), { what: `${file} to be removed`, timeoutMs: 10000 });
+  } catch (error) {
+    // What the lease and the servers' log say is what a reader of the failure needs.
+    const lease = await readFile(file, 'utf8').catch((e) => `(unreadable: ${e.message})`);
+    const log = await readFile(file.replace(/\.json$/, '.log'), 'utf8').catch((e) => `(unreadable: ${e.message})`);
+    error.message += `\nlease: ${lease}\nservers' log:\n${log}`;
+    throw error;
+  }
 }
 
 // The servers' log (beside the lease) holds no sanitizer report.
