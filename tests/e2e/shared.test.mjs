@@ -461,7 +461,11 @@ test('Streamable HTTP: token, Origin, Host, sessions, JSON and SSE answers, 202,
   assert.equal((await request(url, { headers: { ...json, Authorization: 'Bearer wrong' }, body: INITIALIZE })).status, 401);
   assert.equal((await request(url, { headers: { ...auth, Origin: 'http://evil.example' }, body: INITIALIZE })).status, 403);
   assert.equal((await request(url, { headers: { ...auth, Host: `evil.example:${port}` }, body: INITIALIZE })).status, 403);
-  assert.equal((await request(url, { headers: { ...auth, Origin: `http://localhost:${port}` }, body: INITIALIZE })).status, 200);
+  const fromLocalPage = await request(url, { headers: { ...auth, Origin: `http://localhost:${port}` }, body: INITIALIZE });
+  assert.equal(fromLocalPage.status, 200);
+  // Ended at once: an open session would keep the server up for its TTL after the test.
+  const localSession = { ...auth, 'Mcp-Session-Id': fromLocalPage.headers['mcp-session-id'] };
+  assert.equal((await request(url, { method: 'DELETE', headers: localSession })).status, 200);
 
   const opened = await request(url, { headers: auth, body: INITIALIZE });
   assert.equal(opened.status, 200);
