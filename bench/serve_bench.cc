@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <sqlite3.h>
+
 #include "baselines.h"
 #include "child_process.h"
 #include "latency.h"
@@ -433,6 +435,7 @@ bool succeeded(const Report& r) { return r.anomalies.total() == 0 && r.server_ex
 int main(int argc, char** argv) {
   using namespace effectfence::bench;
   std::signal(SIGPIPE, SIG_IGN);  // a dead server is an error to report, not our death
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);  // the baseline gets what the server gets
   Options options;
   if (auto done = parse_options(argc, argv, &options)) return *done;
   if (::access(options.bin.c_str(), X_OK) != 0) {

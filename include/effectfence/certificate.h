@@ -43,8 +43,9 @@ struct Certificate {
   Json body() const;
   std::string canonical_body() const;
   std::string compute_hash() const;
-  // Sets hash from the other fields.
-  void seal();
+  // Sets hash from the other fields. Returns the canonical body it hashed,
+  // which is what a ledger stores ("" when there is none, hash then "").
+  std::string seal();
   // Returns true iff hash matches the other fields.
   bool verify() const;
 

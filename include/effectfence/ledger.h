@@ -106,7 +106,8 @@ class LedgerTxn {
     if (!cert) return std::nullopt;
     return cert->vector_clock;
   }
-  virtual void insert_certificate(const Certificate& cert, int64_t now) = 0;
+  // canonical_body: what cert.seal() returned (the hash covers exactly it).
+  virtual void insert_certificate(const Certificate& cert, const std::string& canonical_body, int64_t now) = 0;
   virtual void append_event(const EventRecord& event, int64_t now) = 0;
   virtual void add_counters(const Counters& delta) = 0;
   virtual Counters load_counters() = 0;

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/version.h"
+#include "ledger/sqlite_ledger.h"
 
 namespace {
 
@@ -44,6 +45,7 @@ void print_usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  effectfence::configure_sqlite_for_process();
   if (argc < 2) {
     print_usage(stderr);
     return 2;

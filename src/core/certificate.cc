@@ -78,7 +78,11 @@ std::string Certificate::compute_hash() const {
   return canonical.empty() ? "" : sha256_hex(canonical);
 }
 
-void Certificate::seal() { hash = compute_hash(); }
+std::string Certificate::seal() {
+  std::string canonical = canonical_body();
+  hash = canonical.empty() ? "" : sha256_hex(canonical);
+  return canonical;
+}
 
 bool Certificate::verify() const {
   const std::string expected = compute_hash();

@@ -58,6 +58,17 @@ TEST_CASE("known answer: canonical body and hash of a fixed certificate", "[cert
   CHECK(cert.compute_hash() == kSampleHash);
 }
 
+TEST_CASE("seal returns exactly the body it hashed, which is what a ledger stores", "[certificate]") {
+  Certificate cert = sample_certificate();
+  CHECK(cert.seal() == kSampleCanonicalBody);
+  CHECK(cert.hash == kSampleHash);
+
+  Certificate unsafe = sample_certificate();
+  unsafe.result = {{"too_big", 9007199254740993ULL}};  // beyond 2^53: no canonical form
+  CHECK(unsafe.seal().empty());
+  CHECK(unsafe.hash.empty());
+}
+
 TEST_CASE("the canonical body is the canonical form of body(), whatever the fields hold", "[certificate]") {
   Certificate cert = sample_certificate();
   const auto same = [](const Certificate& c) { CHECK(c.canonical_body() == effectfence::canonicalize(c.body())); };

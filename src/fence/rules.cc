@@ -312,8 +312,9 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
     if (auto parent_clock = txn.certificate_clock(row.parent)) cert.vector_clock.merge(*parent_clock);
   }
   cert.vector_clock.tick(row.agent);
-  cert.seal();
-  txn.insert_certificate(cert, ctx.now);
+  const std::string body = cert.seal();
+  if (cert.hash.empty()) throw std::runtime_error("certificate of " + row.intent + " has no canonical form");
+  txn.insert_certificate(cert, body, ctx.now);
   txn.record_domain_effect(row.domain, cert.vector_clock, cert.hash, row.seq, ctx.now);
 
   const bool late = row.state == IntentState::unknown;

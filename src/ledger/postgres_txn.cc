@@ -185,12 +185,12 @@ std::optional<Certificate> PostgresTxn::load_certificate(const std::string& hash
   return cert;
 }
 
-void PostgresTxn::insert_certificate(const Certificate& c, int64_t now) {
+void PostgresTxn::insert_certificate(const Certificate& c, const std::string& canonical_body, int64_t now) {
   db_.exec(
       "INSERT INTO certificates (hash, intent, domain, seq, generation, parent, agent, tool, body, "
       "committed_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
       {param(c.hash), param(c.intent), param(c.domain), param(c.seq), param(c.generation), text_or_null(c.parent),
-       param(c.agent), param(c.tool), param(c.canonical_body()), param(now)});
+       param(c.agent), param(c.tool), param(canonical_body), param(now)});
 }
 
 void PostgresTxn::append_event(const EventRecord& e, int64_t now) {

@@ -37,7 +37,7 @@ class PostgresTxn final : public LedgerTxn {
   void record_domain_effect(const std::string& domain, const VectorClock& clock,
                             const std::string& cert_hash, int64_t seq, int64_t now) override;
   std::optional<Certificate> load_certificate(const std::string& hash) override;
-  void insert_certificate(const Certificate& cert, int64_t now) override;
+  void insert_certificate(const Certificate& cert, const std::string& canonical_body, int64_t now) override;
   void append_event(const EventRecord& event, int64_t now) override;
   void add_counters(const Counters& delta) override { pending_ += delta; }
   Counters load_counters() override;

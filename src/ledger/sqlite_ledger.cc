@@ -392,6 +392,8 @@ const char* open_error_name(OpenErrorCode code) {
   return "io";
 }
 
+void configure_sqlite_for_process() { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }
+
 std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::string& path,
                                                                     int64_t busy_timeout_ms) {
   const bool memory = path == "memory";

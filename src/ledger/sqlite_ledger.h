@@ -22,4 +22,10 @@ namespace effectfence {
 std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::string& path,
                                                                     int64_t busy_timeout_ms);
 
+// Process-wide SQLite settings for a program that serves a ledger: SQLite
+// otherwise counts every allocation under one global mutex, statistics
+// nothing here reads. Call first thing in main, before any thread or
+// connection exists; later calls (SQLite already running) change nothing.
+void configure_sqlite_for_process();
+
 }  // namespace effectfence

@@ -212,7 +212,7 @@ std::optional<Certificate> SqliteTxn::load_certificate(const std::string& hash) 
   return cert;
 }
 
-void SqliteTxn::insert_certificate(const Certificate& c, int64_t now) {
+void SqliteTxn::insert_certificate(const Certificate& c, const std::string& canonical_body, int64_t now) {
   auto& q = statement(
       "INSERT INTO certificates (hash, intent, domain, seq, generation, parent, agent, tool, body, "
       "committed_at) VALUES (?,?,?,?,?,?,?,?,?,?)");
@@ -224,7 +224,7 @@ void SqliteTxn::insert_certificate(const Certificate& c, int64_t now) {
   bind_text_or_null(q, 6, c.parent);
   q.bind(7, c.agent);
   q.bind(8, c.tool);
-  q.bind(9, c.canonical_body());
+  q.bind(9, canonical_body);
   q.bind(10, static_cast<int64_t>(now));
   q.exec();
   remember_clock(c.hash, c.vector_clock);

@@ -27,7 +27,7 @@ class SqliteTxn final : public LedgerTxn {
                             const std::string& cert_hash, int64_t seq, int64_t now) override;
   std::optional<Certificate> load_certificate(const std::string& hash) override;
   std::optional<VectorClock> certificate_clock(const std::string& hash) override;
-  void insert_certificate(const Certificate& cert, int64_t now) override;
+  void insert_certificate(const Certificate& cert, const std::string& canonical_body, int64_t now) override;
   void append_event(const EventRecord& event, int64_t now) override;
   void add_counters(const Counters& delta) override;
   Counters load_counters() override;
