@@ -400,10 +400,11 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
 }
 
 void Server::async_call_finished() {
-  {
-    std::lock_guard<std::mutex> lock(async_mutex_);
-    --async_calls_;
-  }
+  // Notified under the lock: the answering thread is not the server's, and
+  // drain() may return and the server be destroyed as soon as it can see
+  // the count reach zero; it must not see that before the notify is over.
+  std::lock_guard<std::mutex> lock(async_mutex_);
+  --async_calls_;
   async_changed_.notify_all();
 }
 
