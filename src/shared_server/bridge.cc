@@ -255,6 +255,10 @@ void Bridge::relay(const std::string& line) {
   Json id;
   const bool tool_call = is_tool_call(line, &id);
   const bool is_request = !id.is_null();
+  // A recovery opens the new session with the client's initialize and
+  // initialized; a line it sent there is not sent a second time.
+  std::string replayed;
+  const auto sent_by_recovery = [&] { return !replayed.empty() && line == replayed; };
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (mcp::Server* alone = alone_server_.load()) {
       alone->handle_line(line);
@@ -264,7 +268,7 @@ void Bridge::relay(const std::string& line) {
     HttpExchange exchange = post_message(state.endpoint, state.session, state.protocol_version, line);
     if (!exchange.delivered) {
       log_.warn("the shared server at " + state.endpoint.url + " went away: " + exchange.transport_error);
-      const bool recovered = recover(state.generation, true);
+      const bool recovered = recover(state.generation, true, &replayed);
       if (tool_call && exchange.maybe_received) {
         write_error(id,
                     "the shared fence server stopped while this call was in flight, so it is unknown whether the "
@@ -275,13 +279,20 @@ void Bridge::relay(const std::string& line) {
                     "server_lost");
         return;
       }
+      if (recovered && sent_by_recovery()) return;
       if (recovered && attempt == 0) continue;
       if (is_request) write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
       return;
     }
     // 404 (session unknown) and 503 (server stopping) mean it was never processed: safe to resend.
-    if (exchange.status == 404 && attempt == 0 && recover(state.generation, false)) continue;
-    if (exchange.status == 503 && attempt == 0 && recover(state.generation, true)) continue;
+    if (exchange.status == 404 && attempt == 0 && recover(state.generation, false, &replayed)) {
+      if (sent_by_recovery()) return;
+      continue;
+    }
+    if (exchange.status == 503 && attempt == 0 && recover(state.generation, true, &replayed)) {
+      if (sent_by_recovery()) return;
+      continue;
+    }
     if (is_request && exchange.status != 200 && !answers(exchange, id)) {
       write_error(id, "the shared server refused the request with HTTP " + std::to_string(exchange.status) + ": " +
                           error_message_of(exchange), "http_" + std::to_string(exchange.status));
@@ -292,7 +303,7 @@ void Bridge::relay(const std::string& line) {
   }
 }
 
-bool Bridge::recover(uint64_t seen, bool server_lost) {
+bool Bridge::recover(uint64_t seen, bool server_lost, std::string* replayed_initialized) {
   std::lock_guard<std::mutex> recovering(recover_mutex_);
   State state;
   std::string initialize_line, initialized_line;
@@ -306,7 +317,11 @@ bool Bridge::recover(uint64_t seen, bool server_lost) {
   if (server_lost) {
     std::string why;
     std::optional<Endpoint> endpoint = reconnect_(&why);
-    if (!endpoint) return serve_alone(why);
+    if (!endpoint) {
+      const bool alone = serve_alone(why);
+      if (alone && replayed_initialized) *replayed_initialized = initialized_line;
+      return alone;
+    }
     state.endpoint = *endpoint;
   }
   if (initialize_line.empty()) {
@@ -321,7 +336,10 @@ bool Bridge::recover(uint64_t seen, bool server_lost) {
                (opened.delivered ? "HTTP " + std::to_string(opened.status) : opened.transport_error));
     return false;
   }
-  if (!initialized_line.empty()) post_message(state.endpoint, opened.session, state.protocol_version, initialized_line);
+  if (!initialized_line.empty()) {
+    post_message(state.endpoint, opened.session, state.protocol_version, initialized_line);
+    if (replayed_initialized) *replayed_initialized = initialized_line;
+  }
   log_.info("continuing on " + state.endpoint.url + " with a new session");
   std::lock_guard<std::mutex> lock(mutex_);
   state_.endpoint = state.endpoint;

@@ -96,7 +96,9 @@ class Bridge {
   void relay(const std::string& line);
   // Replaces the session of generation seen (once, whoever asks first).
   // server_lost: find a server again first. Returns false iff none.
-  bool recover(uint64_t seen, bool server_lost);
+  // replayed_initialized: set to the client's initialized notification iff
+  // this call sent it to the new session.
+  bool recover(uint64_t seen, bool server_lost, std::string* replayed_initialized = nullptr);
   // Moves the session into this process. REQUIRES: recover_mutex_ held.
   bool serve_alone(const std::string& why);
   // The alone server's sink: drops the answer to the replayed initialize.

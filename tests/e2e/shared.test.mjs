@@ -100,6 +100,19 @@ async function leaseGone(file) {
   }
 }
 
+// The log written since the newest server started.
+async function newestServerLog(db) {
+  const log = await readFile(db + '.server.log', 'utf8');
+  return log.slice(log.lastIndexOf('serving sqlite:'));
+}
+
+// The newest server has the client's notifications/initialized. Stopping it
+// before that makes the bridge start another server just to deliver it.
+async function sessionSettled(db) {
+  await eventually(async () => /client initialized/.test(await newestServerLog(db)),
+    { what: 'the shared server to receive notifications/initialized' });
+}
+
 // The servers' log (beside the lease) holds no sanitizer report.
 async function cleanServerLog(db) {
   assert.doesNotMatch(await readFile(db + '.server.log', 'utf8'), /Sanitizer|runtime error:/);
@@ -281,6 +294,7 @@ test('SIGTERM, SIGINT and SIGHUP: the server removes the lease and exits; the br
   const { db, lease } = await ledgerIn(t);
   const session = await shared(t, db, { name: 'signals' });
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
+    await sessionSettled(db);
     const before = await readLease(lease);
     process.kill(before.pid, signal);
     await leaseGone(lease);
@@ -293,6 +307,42 @@ test('SIGTERM, SIGINT and SIGHUP: the server removes the lease and exits; the br
     assert.match(log, new RegExp(`received ${signal}: removing the lease and stopping`));
   }
   await cleanServerLog(db);
+});
+
+test('notifications/initialized sent after its server stopped: the bridge opens a session on a new server with it, once', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const bridge = spawn(BIN, ['serve', '--shared', '--db', db, '--log-level', 'debug'], {
+    env: { ...process.env, ...FAST },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  t.after(() => { if (bridge.exitCode === null) bridge.kill('SIGKILL'); });
+  let stderr = '';
+  bridge.stderr.on('data', (chunk) => { stderr += chunk; });
+  const lines = readline.createInterface({ input: bridge.stdout })[Symbol.asyncIterator]();
+  const ask = async (message) => {
+    bridge.stdin.write(message + '\n');
+    const { value, done } = await lines.next();
+    if (done) throw new Error(`the bridge ended early:\n${stderr}`);
+    return JSON.parse(value);
+  };
+
+  assert.equal((await ask(INITIALIZE)).result.protocolVersion, '2025-11-25');
+  const first = await readLease(lease);
+  process.kill(first.pid, 'SIGTERM');  // before the client said initialized
+  await leaseGone(lease);
+  await eventually(() => !isAlive(first.pid), { what: 'the first server to exit' });
+
+  bridge.stdin.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n');
+  await sessionSettled(db);
+  assert.notEqual((await readLease(lease)).pid, first.pid);
+  assert.deepEqual((await ask(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }))).result, {});
+  const log = await newestServerLog(db);
+  assert.equal(log.match(/session \w+ opened/g).length, 1, log);
+  assert.equal(log.match(/client initialized/g).length, 1, log);  // replayed by the recovery, not sent again
+  const exited = new Promise((resolve) => bridge.on('exit', resolve));
+  bridge.stdin.end();
+  assert.equal(await exited, 0);
+  assert.doesNotMatch(stderr, /Sanitizer|runtime error:/);
 });
 
 test('SIGTERM while a call waits on a locked ledger: the call is answered, and its ticket commits through the next server', async (t) => {
