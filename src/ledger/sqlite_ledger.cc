@@ -225,6 +225,10 @@ class SqliteLedger final : public Ledger {
   }
 
   void run_batch(std::vector<Job*>& batch) {
+    if (failed_) {
+      answer_all(batch, *failed_);
+      return;
+    }
     bool read_only = true;
     for (Job* j : batch) read_only = read_only && j->read_only;
     std::vector<std::optional<Refusal>> results(batch.size());
@@ -242,7 +246,12 @@ class SqliteLedger final : public Ledger {
     } catch (const SQLite::Exception& e) {
       txn_.discard_batch();
       rollback_quietly();
-      answer_all(batch, storage_refusal(e, "could not commit"));
+      if (e.getErrorCode() == SQLITE_IOERR) {
+        failed_ = disk_failure(e);
+        answer_all(batch, *failed_);
+      } else {
+        answer_all(batch, storage_refusal(e, "could not commit"));
+      }
       return;
     }
     transactions_.fetch_add(1);
@@ -330,6 +339,18 @@ class SqliteLedger final : public Ledger {
                                              "; nothing was decided, do not run the tool"};
   }
 
+  // After a failed write or fsync the kernel may have dropped pages it could
+  // not write, and a later sync that succeeds does not bring them back (the
+  // log would have a hole, and recovery drops everything after it). So one
+  // I/O error at commit stops this process deciding until it is restarted.
+  static Refusal disk_failure(const SQLite::Exception& e) {
+    return Refusal{Reason::ledger_error,
+                   std::string("ledger: the commit could not be written to disk (") + e.what() +
+                       "); nothing was decided, do not run the tool. This process refuses every decision from "
+                       "now on, since what it writes after a failed sync cannot be trusted to survive: restart "
+                       "it once the disk is healthy"};
+  }
+
   void answer_all(std::vector<Job*>& batch, const Refusal& refusal) {
     std::vector<std::function<void()>> completions;
     for (Job* j : batch) finish(j, refusal, completions);
@@ -348,6 +369,7 @@ class SqliteLedger final : public Ledger {
   std::atomic<uint64_t> external_changes_{0};
   std::atomic<uint64_t> transactions_{0};
   std::atomic<uint64_t> decisions_{0};
+  std::optional<Refusal> failed_;  // writer thread only: set by an I/O error at commit, kept
 
   // One thread, so answers go out in commit order. Declared before the
   // writer: it is destroyed after the writer has stopped, and answers what

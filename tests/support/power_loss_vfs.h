@@ -76,6 +76,13 @@ class PowerLossVfs {
     return written;
   }
 
+  // From now on, syncs of files whose name ends with suffix fail with
+  // SQLITE_IOERR_FSYNC and change nothing ("" stops failing them).
+  void fail_syncs_of(const std::string& suffix) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failing_suffix_ = suffix;
+  }
+
   // Successful syncs so far, of any file.
   int syncs() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -144,6 +151,11 @@ class PowerLossVfs {
     File* shim = file(f);
     PowerLossVfs* me = shim->vfs;
     std::lock_guard<std::mutex> lock(me->mutex_);
+    const std::string& fail = me->failing_suffix_;
+    if (!fail.empty() && shim->path.size() >= fail.size() &&
+        shim->path.compare(shim->path.size() - fail.size(), fail.size(), fail) == 0) {
+      return SQLITE_IOERR_FSYNC;
+    }
     const int rc = real(f)->pMethods->xSync(real(f), flags);
     if (rc != SQLITE_OK || shim->path.empty()) return rc;
     sqlite3_int64 size = 0;
@@ -186,6 +198,7 @@ class PowerLossVfs {
   std::mutex mutex_;
   std::map<std::string, std::vector<char>> synced_;
   int syncs_ = 0;
+  std::string failing_suffix_;
 };
 
 }  // namespace effectfence::testing
