@@ -15,6 +15,9 @@ class Masker {
   MaskedSource run() {
     size_t i = 0;
     while (i < text_.size()) i = step(i);
+    // Literals inside a template's ${...} were recorded before the template.
+    std::stable_sort(out_.strings.begin(), out_.strings.end(),
+                     [](const StringLiteral& a, const StringLiteral& b) { return a.begin < b.begin; });
     pair_brackets();
     out_.line_starts.push_back(0);
     for (size_t k = 0; k < text_.size(); ++k) {
@@ -61,6 +64,12 @@ class Masker {
       if (c == '\'') return rust_quote(i);
     }
     if (language_ == Language::python && (c == '"' || c == '\'')) return python_string(i);
+    if (language_ == Language::javascript) {
+      if (c == '`') return template_literal(i);
+      if (c == '/') {
+        if (size_t end = regex_literal(i)) return end;
+      }
+    }
     if (c == '"' || c == '\'' || (c == '`' && language_ != Language::rust)) {
       const bool raw = c == '`' && language_ == Language::go;  // Go raw strings have no escapes
       return quoted(i, i, 1, std::string(1, c), !raw);
@@ -125,6 +134,98 @@ class Masker {
     const size_t end = closed ? k + close.size() : k;
     out_.strings.push_back(StringLiteral{begin, end, std::move(text)});
     return end;
+  }
+
+  // A JavaScript template: its text is a literal, the code in each ${...}
+  // is code (a write inside one is a write). The literal's text keeps the
+  // ${...} as written.
+  size_t template_literal(size_t begin) {
+    std::string text;
+    size_t k = begin + 1;
+    size_t segment = k;  // start of the text not yet blanked
+    while (k < text_.size() && text_[k] != '`') {
+      if (text_[k] == '\\' && k + 1 < text_.size()) {
+        const char e = text_[k + 1];
+        text += (e == '`' || e == '\\' || e == '$') ? std::string(1, e) : std::string{'\\', e};
+        k += 2;
+      } else if (starts(k, "${")) {
+        blank(segment, k + 2);
+        const size_t close = code_until_brace(k + 2);
+        text += std::string(text_.substr(k, close - k));
+        if (close > k + 2 && text_[close - 1] == '}') blank(close - 1, close);
+        k = segment = close;
+      } else {
+        text += text_[k++];
+      }
+    }
+    blank(segment, k);
+    const size_t end = k < text_.size() ? k + 1 : k;
+    out_.strings.push_back(StringLiteral{begin, end, std::move(text)});
+    return end;
+  }
+
+  // Masks code from i up to the '}' that closes a ${ (nested braces,
+  // strings, comments and templates included); returns just past it.
+  size_t code_until_brace(size_t i) {
+    int depth = 0;
+    while (i < text_.size()) {
+      if (text_[i] == '{') {
+        ++depth;
+        ++i;
+      } else if (text_[i] == '}') {
+        if (depth-- == 0) return i + 1;
+        ++i;
+      } else {
+        i = step(i);
+      }
+    }
+    return i;
+  }
+
+  // A regular-expression literal starting at i, by what precedes it: after
+  // an operator, an opening bracket, a comma or a keyword like return, '/'
+  // starts a regex; after a name, a number or a closing bracket it divides.
+  // Blanks the body (a quote inside must not open a string) and returns its
+  // end; 0 when it is division or the line ends first.
+  size_t regex_literal(size_t i) {
+    if (!regex_may_start(i)) return 0;
+    bool in_class = false;
+    size_t k = i + 1;
+    for (; k < text_.size(); ++k) {
+      const char c = text_[k];
+      if (c == '\n') return 0;
+      if (c == '\\') {
+        ++k;
+      } else if (c == '[') {
+        in_class = true;
+      } else if (c == ']') {
+        in_class = false;
+      } else if (c == '/' && !in_class) {
+        break;
+      }
+    }
+    if (k >= text_.size() || k == i + 1) return 0;
+    blank(i + 1, k);
+    ++k;
+    while (k < text_.size() && std::isalpha(static_cast<unsigned char>(text_[k]))) ++k;  // flags
+    return k;
+  }
+
+  bool regex_may_start(size_t i) const {
+    size_t j = i;
+    while (j > 0 && std::isspace(static_cast<unsigned char>(out_.code[j - 1]))) --j;
+    if (j == 0) return true;
+    const char before = out_.code[j - 1];
+    if (before == ')' || before == ']') return false;
+    if (!is_identifier_char(before)) return before != '.' && before != '"' && before != '\'' && before != '`';
+    size_t w = j;
+    while (w > 0 && is_identifier_char(out_.code[w - 1])) --w;
+    const std::string_view word(out_.code.data() + w, j - w);
+    for (std::string_view keyword : {"return", "typeof", "case", "do", "else", "in", "of", "new", "delete", "void",
+                                     "throw", "instanceof", "yield", "await"}) {
+      if (word == keyword) return true;
+    }
+    return false;
   }
 
   size_t python_string(size_t i) {

@@ -53,7 +53,9 @@ struct MaskedSource {
 };
 
 // Never fails: unterminated literals and comments run to the end of the text.
-// Regular-expression literals in JavaScript are read as code.
+// In JavaScript, a regular-expression literal's body is masked too (told
+// from division by what precedes the '/'; not recorded as a literal), and
+// the code inside a template's ${...} stays code.
 MaskedSource mask_source(std::string_view text, Language language);
 
 }  // namespace effectfence::scan

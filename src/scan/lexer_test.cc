@@ -37,7 +37,38 @@ TEST_CASE("JavaScript template literals and escaped quotes stay one literal", "[
   CHECK(m.strings[0].text == "a ${b} ` c");
   CHECK(m.strings[1].text == "it's");
   CHECK(m.strings[2].text == "x\"y");
-  CHECK(m.code.find('b') == std::string::npos);
+  CHECK(m.code.find(" b ") != std::string::npos);  // the code in ${...} is code
+  CHECK(m.code.find('a') == std::string::npos);
+}
+
+TEST_CASE("JavaScript: the code in a template's ${...} is code, with its own strings, braces and templates",
+          "[scan][lexer]") {
+  const std::string text = "log(`sent ${db.insert({id: key, note: 'x}'})} via ${`${host}:${port}`} // not a comment`);\nafter()";
+  const MaskedSource m = mask_source(text, Language::javascript);
+  REQUIRE(m.code.size() == text.size());
+  CHECK(m.code.find("db.insert({id: key, note: '") != std::string::npos);
+  CHECK(m.code.find("host") != std::string::npos);
+  CHECK(m.code.find("port") != std::string::npos);
+  CHECK(m.code.find("sent") == std::string::npos);
+  CHECK(m.code.find("comment") == std::string::npos);  // template text, not a comment
+  CHECK(m.code.find("after()") != std::string::npos);
+  REQUIRE_FALSE(m.strings.empty());
+  CHECK(m.strings.front().text.rfind("sent ${db.insert(", 0) == 0);
+  for (size_t k = 1; k < m.strings.size(); ++k) CHECK(m.strings[k - 1].begin <= m.strings[k].begin);  // in order
+  CHECK(m.string_at(text.find("'x}'")) != nullptr);
+}
+
+TEST_CASE("JavaScript regular-expression literals are masked; division is code", "[scan][lexer]") {
+  const std::string text =
+      "const re = /it's \\/ [/\"] idempotencyKey/gi; if (/\"/.test(s)) save(x);\n"
+      "const half = total / 2 / count; return /a'b/.exec(y) && retry(z);";
+  const MaskedSource m = mask_source(text, Language::javascript);
+  REQUIRE(m.code.size() == text.size());
+  CHECK(m.code.find("idempotencyKey") == std::string::npos);
+  CHECK(m.code.find("save(x)") != std::string::npos);      // the quote in /"/ opened no string
+  CHECK(m.code.find("total / 2 / count") != std::string::npos);
+  CHECK(m.code.find("retry(z)") != std::string::npos);     // nor did the one in /a'b/
+  CHECK(m.strings.empty());
 }
 
 TEST_CASE("Python: # comments, prefixed and triple-quoted strings", "[scan][lexer]") {
