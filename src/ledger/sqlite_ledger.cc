@@ -346,9 +346,9 @@ class SqliteLedger final : public Ledger {
   static Refusal disk_failure(const SQLite::Exception& e) {
     return Refusal{Reason::ledger_error,
                    std::string("ledger: the commit could not be written to disk (") + e.what() +
-                       "); nothing was decided, do not run the tool. This process refuses every decision from "
-                       "now on, since what it writes after a failed sync cannot be trusted to survive: restart "
-                       "it once the disk is healthy"};
+                       "); whether it was recorded is unknown, so do not run the tool. This process refuses "
+                       "every decision from now on, since what it writes after a failed sync cannot be trusted "
+                       "to survive: restart it once the disk is healthy"};
   }
 
   void answer_all(std::vector<Job*>& batch, const Refusal& refusal) {
