@@ -3,16 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { call, connect, eventually, freshLedger, prepareArgs } from './helpers.mjs';
-
-function isAlive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { call, connect, eventually, freshLedger, isAlive, prepareArgs } from './helpers.mjs';
 
 test('kill -9 of a serve holding an admission: another process sees the intent as unknown', async (t) => {
   const db = await freshLedger(t);

@@ -88,6 +88,16 @@ export function prepareArgs(intent, overrides = {}) {
   };
 }
 
+// True iff a process with this pid exists.
+export function isAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 // Polls check() until it returns a truthy value or the deadline passes.
 export async function eventually(check, { timeoutMs = 15000, intervalMs = 100, what = 'condition' } = {}) {
   const deadline = Date.now() + timeoutMs;

@@ -15,7 +15,7 @@ import { test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { BIN, call, eventually, openSession, prepareArgs, tempDir } from './helpers.mjs';
+import { BIN, call, eventually, isAlive, openSession, prepareArgs, tempDir } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -26,14 +26,6 @@ const FAST = {
   EFFECTFENCE_SHARED_ELECTION_MS: '10000',
 };
 
-function isAlive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function exists(file) {
   try {
@@ -98,6 +90,43 @@ async function leaseGone(file) {
     error.message += `\nlease: ${lease}\nservers' log:\n${log}`;
     throw error;
   }
+}
+
+// A process driven line by line on its stdio; ask() writes a line and reads
+// the next one as JSON.
+function lineProcess(t, command, args) {
+  const child = spawn(command, args, { env: { ...process.env, ...FAST }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => { stderr += chunk; });
+  const answers = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const { value, done } = await answers.next();
+    if (done) throw new Error(`process ${child.pid} (${path.basename(command)}) ended early:\n${stderr}`);
+    return value;
+  };
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  t.after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  return {
+    pid: child.pid,
+    stderr: () => stderr,
+    next,
+    write(line) {
+      child.stdin.write(line + '\n');
+    },
+    async ask(line) {
+      child.stdin.write(line + '\n');
+      return JSON.parse(await next());
+    },
+    async close() {
+      child.stdin.end();
+      return exited;
+    },
+  };
+}
+
+// A client process (fixtures/shared_client.mjs) driven line by line.
+function clientProcess(t, db) {
+  return lineProcess(t, process.execPath, [path.join(HERE, 'fixtures', 'shared_client.mjs'), BIN, db]);
 }
 
 // The log written since the newest server started.
@@ -311,38 +340,22 @@ test('SIGTERM, SIGINT and SIGHUP: the server removes the lease and exits; the br
 
 test('notifications/initialized sent after its server stopped: the bridge opens a session on a new server with it, once', async (t) => {
   const { db, lease } = await ledgerIn(t);
-  const bridge = spawn(BIN, ['serve', '--shared', '--db', db, '--log-level', 'debug'], {
-    env: { ...process.env, ...FAST },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  t.after(() => { if (bridge.exitCode === null) bridge.kill('SIGKILL'); });
-  let stderr = '';
-  bridge.stderr.on('data', (chunk) => { stderr += chunk; });
-  const lines = readline.createInterface({ input: bridge.stdout })[Symbol.asyncIterator]();
-  const ask = async (message) => {
-    bridge.stdin.write(message + '\n');
-    const { value, done } = await lines.next();
-    if (done) throw new Error(`the bridge ended early:\n${stderr}`);
-    return JSON.parse(value);
-  };
-
-  assert.equal((await ask(INITIALIZE)).result.protocolVersion, '2025-11-25');
+  const bridge = lineProcess(t, BIN, ['serve', '--shared', '--db', db, '--log-level', 'debug']);
+  assert.equal((await bridge.ask(INITIALIZE)).result.protocolVersion, '2025-11-25');
   const first = await readLease(lease);
   process.kill(first.pid, 'SIGTERM');  // before the client said initialized
   await leaseGone(lease);
   await eventually(() => !isAlive(first.pid), { what: 'the first server to exit' });
 
-  bridge.stdin.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n');
+  bridge.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
   await sessionSettled(db);
   assert.notEqual((await readLease(lease)).pid, first.pid);
-  assert.deepEqual((await ask(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }))).result, {});
+  assert.deepEqual((await bridge.ask(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }))).result, {});
   const log = await newestServerLog(db);
   assert.equal(log.match(/session \w+ opened/g).length, 1, log);
   assert.equal(log.match(/client initialized/g).length, 1, log);  // replayed by the recovery, not sent again
-  const exited = new Promise((resolve) => bridge.on('exit', resolve));
-  bridge.stdin.end();
-  assert.equal(await exited, 0);
-  assert.doesNotMatch(stderr, /Sanitizer|runtime error:/);
+  assert.equal(await bridge.close(), 0);
+  assert.doesNotMatch(bridge.stderr(), /Sanitizer|runtime error:/);
 });
 
 test('SIGTERM while a call waits on a locked ledger: the call is answered, and its ticket commits through the next server', async (t) => {
@@ -444,37 +457,6 @@ test('kill -9 of the shared server: the call in flight gets a clear error, its a
   assert.equal(retry.sc.reason, 'prior_failure');
   await logged(session, /stale \(its owner, pid \d+, is gone\): taking over/);
 });
-
-// A client process (fixtures/shared_client.mjs) driven line by line.
-function clientProcess(t, db) {
-  const child = spawn(process.execPath, [path.join(HERE, 'fixtures', 'shared_client.mjs'), BIN, db], {
-    env: { ...process.env, ...FAST },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (chunk) => { stderr += chunk; });
-  const answers = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  const next = async () => {
-    const { value, done } = await answers.next();
-    if (done) throw new Error(`client ${child.pid} ended early:\n${stderr}`);
-    return value;
-  };
-  const exited = new Promise((resolve) => child.on('exit', resolve));
-  t.after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
-  return {
-    pid: child.pid,
-    stderr: () => stderr,
-    next,
-    async ask(line) {
-      child.stdin.write(line + '\n');
-      return JSON.parse(await next());
-    },
-    async close() {
-      child.stdin.end();
-      return exited;
-    },
-  };
-}
 
 test('10 bridges from 10 client processes racing one intent: exactly one fresh, and the shared server counts all 10 attempts', async (t) => {
   const { db, lease } = await ledgerIn(t);
