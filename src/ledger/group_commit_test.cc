@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "ledger/sqlite_ledger.h"
+#include "support/sqlite_query.h"
 #include "support/temp_dir.h"
 
 using namespace effectfence;
@@ -32,18 +33,6 @@ EventRecord marker(int i) {
   e.intent = "job-" + std::to_string(i);
   e.actor = "test";
   return e;
-}
-
-int64_t count(const std::string& path, const char* sql) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  sqlite3_stmt* q = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &q, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
-  const int64_t n = sqlite3_column_int64(q, 0);
-  sqlite3_finalize(q);
-  sqlite3_close(db);
-  return n;
 }
 
 // Blocks the writer inside one decision until `n` more calls are queued
@@ -81,7 +70,7 @@ TEST_CASE("decisions queued during a transaction share the next one", "[ledger][
   const LedgerMetrics m = ledger->metrics();
   CHECK(m.decisions == kFollowers + 1);
   CHECK(m.transactions == 2);  // the leader's, then all 63 followers together
-  CHECK(count(path, "SELECT count(*) FROM events") == kFollowers + 1);
+  CHECK(query_int64(path, "SELECT count(*) FROM events") == kFollowers + 1);
 }
 
 TEST_CASE("a decision that fails rolls back alone inside a shared transaction", "[ledger][group_commit]") {
@@ -116,8 +105,8 @@ TEST_CASE("a decision that fails rolls back alone inside a shared transaction", 
   CHECK(refused == 1);
   CHECK(failures[1].reason == Reason::ledger_error);
   CHECK_THAT(failures[1].message, Catch::Contains("boom after writing"));
-  CHECK(count(path, "SELECT count(*) FROM events WHERE intent = 'job-1'") == 0);
-  CHECK(count(path, "SELECT count(*) FROM events WHERE intent IN ('job-0', 'job-2')") == 2);
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-1'") == 0);
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent IN ('job-0', 'job-2')") == 2);
 }
 
 TEST_CASE("an answer is given only after its transaction is committed", "[ledger][group_commit]") {
@@ -127,7 +116,7 @@ TEST_CASE("an answer is given only after its transaction is committed", "[ledger
   for (int i = 0; i < 20; ++i) {
     REQUIRE_FALSE(ledger->write([&](LedgerTxn& txn) { txn.append_event(marker(i), 1); }));
     // Another connection sees the row the moment write() returns.
-    CHECK(count(path, ("SELECT count(*) FROM events WHERE intent = 'job-" + std::to_string(i) + "'").c_str()) == 1);
+    CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-" + std::to_string(i) + "'") == 1);
   }
 }
 
@@ -151,7 +140,7 @@ TEST_CASE("asynchronous writes are batched and each is answered once, after its 
         [&, i](std::optional<Refusal> failure) {
           // Runs on the ledger's completion thread; a second connection
           // must already see the committed row.
-          const int64_t n = count(path, ("SELECT count(*) FROM events WHERE intent = 'job-" + std::to_string(i) + "'").c_str());
+          const int64_t n = query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-" + std::to_string(i) + "'");
           std::lock_guard<std::mutex> lock(mu);
           answers[i] += 1;
           visible[i] = n;
@@ -190,5 +179,5 @@ TEST_CASE("closing the ledger answers every asynchronous write still queued", "[
     }
   }  // destroyed with work still queued
   CHECK(answered == 100);
-  CHECK(count(path, "SELECT count(*) FROM events WHERE intent LIKE 'job-%'") == committed.load());
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent LIKE 'job-%'") == committed.load());
 }

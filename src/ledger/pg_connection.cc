@@ -82,8 +82,13 @@ Result Connection::exec(const std::string& sql, const std::vector<Param>& params
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const Param& p : params) values.push_back(p ? p->c_str() : nullptr);
-  PGresult* r = PQexecParams(c_, sql.c_str(), static_cast<int>(params.size()), nullptr, values.data(), nullptr,
-                             nullptr, 0);
+  return checked(PQexecParams(c_, sql.c_str(), static_cast<int>(params.size()), nullptr, values.data(), nullptr,
+                              nullptr, 0));
+}
+
+void Connection::run(const std::string& sql) { checked(PQexec(c_, sql.c_str())); }
+
+Result Connection::checked(PGresult* r) {
   const ExecStatusType status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
     const std::string message = message_of(r, c_);
@@ -92,18 +97,6 @@ Result Connection::exec(const std::string& sql, const std::vector<Param>& params
     throw Error(message, code);
   }
   return Result(r);
-}
-
-void Connection::run(const std::string& sql) {
-  PGresult* r = PQexec(c_, sql.c_str());
-  const ExecStatusType status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    const std::string message = message_of(r, c_);
-    const std::string code = sqlstate_of(r);
-    PQclear(r);
-    throw Error(message, code);
-  }
-  PQclear(r);
 }
 
 std::string scrub_url(const std::string& url) {

@@ -61,6 +61,8 @@ class Connection {
 
  private:
   explicit Connection(pg_conn* c) : c_(c) {}
+  // Takes r; throws Error (freeing r) unless it reports success.
+  Result checked(pg_result* r);
   pg_conn* c_;
 };
 

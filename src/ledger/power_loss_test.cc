@@ -23,6 +23,7 @@
 #include "ledger/sqlite_ledger.h"
 #include "support/fence_helpers.h"
 #include "support/power_loss_vfs.h"
+#include "support/sqlite_query.h"
 #include "support/temp_dir.h"
 
 using namespace effectfence;
@@ -37,20 +38,6 @@ void exec(sqlite3* db, const std::string& sql) {
     sqlite3_free(error);
     FAIL(sql << ": " << message);
   }
-}
-
-int64_t count_rows(const std::string& path, const std::string& table) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  sqlite3_stmt* q = nullptr;
-  int64_t n = -1;
-  if (sqlite3_prepare_v2(db, ("SELECT count(*) FROM " + table).c_str(), -1, &q, nullptr) == SQLITE_OK &&
-      sqlite3_step(q) == SQLITE_ROW) {
-    n = sqlite3_column_int64(q, 0);
-  }
-  sqlite3_finalize(q);
-  sqlite3_close(db);
-  return n;
 }
 
 // What the fence had answered when the power went: intents admitted, and
@@ -148,8 +135,8 @@ TEST_CASE("the power-loss simulator keeps what was synced and drops what was not
   REQUIRE(vfs.crash_copy(dir.path().string(), after.path().string()) >= 1);
   sqlite3_close(db);
 
-  CHECK(count_rows(path, "t") == 20);                   // the machine that kept running
-  CHECK(count_rows(after.file("t.sqlite"), "t") == 10);  // the one that lost power
+  CHECK(query_int64(path, "SELECT count(*) FROM t") == 20);                    // the machine that kept running
+  CHECK(query_int64(after.file("t.sqlite"), "SELECT count(*) FROM t") == 10);  // the one that lost power
 }
 
 TEST_CASE("a power loss at any instant keeps every admission and certificate answered before it",
@@ -252,5 +239,5 @@ TEST_CASE("a log that cannot be synced: nothing is answered as decided, and the 
   }
   auto reopened = open_file_ledger(path);  // a restart, once the disk is healthy
   CHECK_FALSE(record_event(*reopened, "after restart"));
-  CHECK(count_rows(path, "events WHERE intent = 'later'") == 0);
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'later'") == 0);
 }

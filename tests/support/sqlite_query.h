@@ -1,0 +1,26 @@
+// One integer from an SQL query on a database file, for tests that check
+// what a ledger wrote with a connection of their own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+
+namespace effectfence::testing {
+
+inline int64_t query_int64(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &q, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+  const int64_t n = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return n;
+}
+
+}  // namespace effectfence::testing
