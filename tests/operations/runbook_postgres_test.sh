@@ -45,25 +45,10 @@ expect_refused() {  # NAME MESSAGE (psql reports a failed statement and goes on:
   expect_eq "$(fingerprint)" "$BEFORE" "$1 changes nothing in the ledger"
 }
 
-check_what_is_fenced() {
-  expect_success "what-is-fenced"
-  expect_eq "$(cut -d'|' -f1,2 <<<"$OUT" | sort | tr '\n' ' ')" \
-    "charge:order-124|failed charge:order-125|unknown charge:order-126|failed " \
-    "what-is-fenced lists exactly the failed and unknown intents"
-  expect_match "$OUT" '^charge:order-124\|failed\|charge\|\{"amount_cents":4900,"currency":"EUR","order":"124"\}\|billing-agent\|[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+\|aborted: provider timed out' \
-    "what-is-fenced shows tool, args, agent, since and why"
-}
-
 check_in_flight() {
   expect_success "in-flight"
   expect_eq "$(wc -l <<<"$OUT")" 1 "in-flight lists one intent"
   expect_match "$OUT" "^payout:batch-9\|payout\|treasury-agent\|[^|]+:${SESSION_PID}\|" "in-flight names the live holder"
-}
-
-check_intent_history() {
-  expect_success "intent-history"
-  expect_eq "$(cut -d'|' -f3 <<<"$OUT" | tr '\n' ' ')" "admitted aborted " "intent-history tells the story in order"
-  expect_match "$OUT" 'aborted\|billing-agent\|.*provider timed out' "intent-history shows who and why"
 }
 
 check_order_123() {
@@ -78,10 +63,6 @@ check_order_123() {
   expect_eq "$(count_matches "$OUT" '\|(admitted|committed)\|(charge|receipt):order-123\|')" 4 \
     "order-123 lists every attempt on the order"
   expect_no_match "$OUT" "order-12[4-9]" "order-123 shows nothing of other orders"
-}
-
-before_clear() {
-  expect_eq "$(session prepare charge:order-124)" "prior_failure" "the live fence refuses the fenced intent"
 }
 
 check_clear() {
@@ -100,20 +81,6 @@ check_clear_confirm() {
   expect_match "$OUT" '\|cleared\|alice\|\{.*"previous_state" ?: ?"failed"' "clear-confirm shows the event"
   expect_eq "$(session prepare charge:order-124)" "admitted" "the live fence admits the cleared intent afresh"
   expect_match "$(session commit charge:order-124)" "^committed [0-9a-f]{64}$" "the fresh attempt commits"
-}
-
-check_clear_refused_done() {
-  expect_refused "clear-refused-done" "effectfence: cannot clear: only failed or unknown intents can be cleared"
-  expect_eq "$(state_of charge:order-123)" "done" "a done intent stays done"
-}
-
-check_clear_refused_in_flight() {
-  expect_refused "clear-refused-in-flight" "effectfence: cannot clear: only failed or unknown intents can be cleared"
-  expect_eq "$(state_of payout:batch-9)" "in_flight" "an in-flight intent stays in flight"
-}
-
-check_clear_refused_unknown() {
-  expect_refused "clear-refused-unknown" "effectfence: cannot clear: no such intent"
 }
 
 check_cli_clear() {
@@ -150,21 +117,6 @@ check_last_hour() {
   expect_eq "$summed" "$expected" "last-hour's summary counts every recent event"
 }
 
-check_domain_sequences() {
-  expect_success "domain-sequences"
-  expect_match "$OUT" "^order:123\|2\|$(cert_of receipt:order-123)\|0\|" "domain-sequences: order:123 at seq 2, latest the receipt"
-  expect_match "$OUT" "^payouts\|2\|$(cert_of payout:batch-8)\|1\|" "domain-sequences: payouts has one in flight"
-}
-
-check_counters() {
-  expect_success "counters"
-  local from_cli
-  from_cli=$("$EF" stats --db "$LEDGER" --json | jq -r '.ledger | [.admitted, .replayed, (.refused | [.[]] | add),
-      .refused.stale_read_set, .refused.domain_race, .refused.in_flight, .refused.prior_failure,
-      .refused.payload_mismatch, .prevented, .committed, .aborted] | map(tostring) | join("|")')
-  expect_eq "$OUT" "$from_cli" "the stats view agrees with effectfence stats"
-}
-
 check_size() {
   expect_success "size"
   local stats
@@ -174,8 +126,6 @@ check_size() {
   expect_match "$OUT" "^done\|$(jq .intents.done <<<"$stats")$" "size counts intents by state"
   expect_match "$OUT" '^[0-9]+ (bytes|kB|MB)$' "size shows the ledger's size"
 }
-
-OLD_INTENTS="'charge:order-100','charge:order-101','charge:order-102','charge:order-103','charge:order-104','receipt:order-101'"
 
 before_sweep() {
   expect_eq "$(q "SELECT count(*) FROM intents WHERE intent IN ($OLD_INTENTS)")" 6 "two-day-old intents exist before the sweep"
