@@ -116,6 +116,8 @@ class Fence {
   const Settings& settings() const { return settings_; }
   // A short description of the ledger for logs ("sqlite:/path (schema 1)").
   std::string describe_ledger() const;
+  // How the ledger has batched this process's decisions so far.
+  LedgerMetrics ledger_metrics() const;
 
  private:
   struct PendingPrepare;

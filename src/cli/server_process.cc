@@ -70,6 +70,14 @@ void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) 
     log.warn("fenced " + std::to_string(fenced) +
              " admission(s) of this process as unknown: their clients can no longer commit through it");
   }
+  // How well group commit worked: decisions per fsync'd transaction.
+  const LedgerMetrics m = fence.ledger_metrics();
+  if (m.transactions > 0) {
+    char per[32];
+    std::snprintf(per, sizeof per, "%.1f", static_cast<double>(m.decisions) / static_cast<double>(m.transactions));
+    log.info("ledger: " + std::to_string(m.decisions) + " decision(s) in " + std::to_string(m.transactions) +
+             " transaction(s), " + per + " per transaction");
+  }
 }
 
 }  // namespace effectfence::cli

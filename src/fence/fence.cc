@@ -395,4 +395,6 @@ bool Fence::fence_unknown(const Ticket& ticket, const std::string& why) {
 
 std::string Fence::describe_ledger() const { return ledger_->describe(); }
 
+LedgerMetrics Fence::ledger_metrics() const { return ledger_->metrics(); }
+
 }  // namespace effectfence

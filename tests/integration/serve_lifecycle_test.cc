@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -206,4 +207,30 @@ TEST_CASE("help, version, bad options and no arguments", "[serve][lifecycle]") {
     CHECK(bare.wait_exit() != 0);
     CHECK_THAT(bare.stderr_text(), Catch::Contains("usage: effectfence"));
   }
+}
+
+TEST_CASE("on exit, serve logs how many decisions each transaction carried", "[serve][lifecycle]") {
+  TempDir dir;
+  ServeProcess serve({"serve", "--db", dir.file("l.sqlite")});
+  serve.initialize();
+  for (int i = 0; i < 2; ++i) {
+    const std::string intent = "o-batch-" + std::to_string(i);
+    Json prepared = serve.call_tool(10 + i, "fence_prepare", prepare_args(intent));
+    REQUIRE(prepared["result"]["structuredContent"]["status"] == "fresh");
+    Json committed = serve.call_tool(20 + i, "fence_commit",
+                                     {{"prepared", prepared["result"]["structuredContent"]["prepared"]},
+                                      {"result", {{"ok", true}}}});
+    REQUIRE(committed["result"]["structuredContent"]["status"] == "committed");
+  }
+  serve.close_stdin();
+  REQUIRE(serve.wait_exit() == 0);
+
+  std::smatch m;
+  const std::string log = serve.stderr_text();
+  REQUIRE(std::regex_search(log, m, std::regex(R"(ledger: (\d+) decision\(s\) in (\d+) transaction\(s\), [0-9.]+ per transaction)")));
+  const long decisions = std::stol(m[1]);
+  const long transactions = std::stol(m[2]);
+  CHECK(decisions >= 4);  // two prepares and two commits, one at a time
+  CHECK(transactions >= 1);
+  CHECK(transactions <= decisions);
 }
