@@ -2,23 +2,13 @@
 
 #include <stdexcept>
 
+#include "ledger/intent_sql.h"
+
 namespace effectfence {
 namespace {
 
 using pg::param;
 using pg::text_or_null;
-
-constexpr const char* kIntentColumns =
-    "intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, read_set, "
-    "parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
-    "lease_expires_at, admitted_at, updated_at, cert_hash, reason";
-
-Json parse_stored_json(const std::string& text, const char* what) {
-  JsonError error;
-  auto value = parse_strict(text, &error);
-  if (!value) throw std::runtime_error(std::string("ledger holds malformed ") + what + ": " + error.message);
-  return *value;
-}
 
 IntentRow intent_from(const pg::Result& q, int i) {
   IntentRow r;
@@ -32,9 +22,9 @@ IntentRow intent_from(const pg::Result& q, int i) {
   r.seq = q.integer(i, 7);
   r.generation = q.integer(i, 8);
   r.token = q.text(i, 9);
-  r.read_set = read_set_from_json(parse_stored_json(q.text(i, 10), "read_set")).value_or(std::vector<ReadSetEntry>{});
+  r.read_set = read_set_from_json(intent_sql::parse_stored(q.text(i, 10), "read_set")).value_or(std::vector<ReadSetEntry>{});
   r.parent = q.text(i, 11);
-  r.known_clock = VectorClock::from_json(parse_stored_json(q.text(i, 12), "clock")).value_or(VectorClock{});
+  r.known_clock = VectorClock::from_json(intent_sql::parse_stored(q.text(i, 12), "clock")).value_or(VectorClock{});
   r.holder.host = q.text(i, 13);
   r.holder.boot = q.text(i, 14);
   r.holder.pid = q.integer(i, 15);
@@ -77,27 +67,16 @@ std::optional<IntentRow> PostgresTxn::load_intent(const std::string& intent) {
     // connection, reads only after this one is durable.
     db_.exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {param("intent:" + intent)});
   }
-  static const std::string sql = std::string("SELECT ") + kIntentColumns + " FROM intents WHERE intent = $1";
+  static const std::string sql = std::string("SELECT ") + intent_sql::kColumns + " FROM intents WHERE intent = $1";
   auto q = db_.exec(sql, {param(intent)});
   if (q.rows() == 0) return std::nullopt;
   return intent_from(q, 0);
 }
 
 void PostgresTxn::save_intent(const IntentRow& r, int64_t now) {
+  static const std::string sql = intent_sql::upsert(intent_sql::Placeholders::numbered);
   db_.exec(
-      "INSERT INTO intents (intent, state, domain, tool, args, payload_hash, agent, seq, generation, "
-      "token, read_set, parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
-      "lease_expires_at, admitted_at, updated_at, cert_hash, reason) "
-      "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22) "
-      "ON CONFLICT (intent) DO UPDATE SET state=excluded.state, domain=excluded.domain, "
-      "tool=excluded.tool, args=excluded.args, payload_hash=excluded.payload_hash, "
-      "agent=excluded.agent, seq=excluded.seq, generation=excluded.generation, token=excluded.token, "
-      "read_set=excluded.read_set, parent=excluded.parent, known_clock=excluded.known_clock, "
-      "holder_host=excluded.holder_host, holder_boot=excluded.holder_boot, "
-      "holder_pid=excluded.holder_pid, holder_started=excluded.holder_started, "
-      "lease_expires_at=excluded.lease_expires_at, admitted_at=excluded.admitted_at, "
-      "updated_at=excluded.updated_at, cert_hash=excluded.cert_hash, reason=excluded.reason, "
-      "version=intents.version + 1",
+      sql,
       {param(r.intent), param(std::string(state_name(r.state))), param(r.domain), param(r.tool), param(r.args),
        param(r.payload_hash), param(r.agent), param(r.seq), param(r.generation), param(r.token),
        param(canonicalize(read_set_to_json(r.read_set))), text_or_null(r.parent),
@@ -107,7 +86,7 @@ void PostgresTxn::save_intent(const IntentRow& r, int64_t now) {
 }
 
 std::vector<IntentRow> PostgresTxn::in_flight_on_host(const std::string& host) {
-  static const std::string sql = std::string("SELECT ") + kIntentColumns +
+  static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
                                  " FROM intents WHERE state = 'in_flight' AND holder_host = $1 FOR UPDATE";
   auto q = db_.exec(sql, {param(host)});
   std::vector<IntentRow> rows;
@@ -138,7 +117,7 @@ DomainRow PostgresTxn::load_domain_row(const std::string& domain, bool for_updat
   if (q.rows() > 0) {
     d.exists = true;
     d.seq = q.integer(0, 0);
-    d.clock = VectorClock::from_json(parse_stored_json(q.text(0, 1), "clock")).value_or(VectorClock{});
+    d.clock = VectorClock::from_json(intent_sql::parse_stored(q.text(0, 1), "clock")).value_or(VectorClock{});
     d.head = q.text(0, 2);
     d.head_seq = q.integer(0, 3);
     return d;
@@ -178,7 +157,7 @@ void PostgresTxn::record_domain_effect(const std::string& domain, const VectorCl
 std::optional<Certificate> PostgresTxn::load_certificate(const std::string& hash) {
   auto q = db_.exec("SELECT body FROM certificates WHERE hash = $1", {param(hash)});
   if (q.rows() == 0) return std::nullopt;
-  Json j = parse_stored_json(q.text(0, 0), "certificate");
+  Json j = intent_sql::parse_stored(q.text(0, 0), "certificate");
   j["hash"] = hash;
   auto cert = Certificate::from_json(j);
   if (!cert) throw std::runtime_error("ledger holds a malformed certificate " + hash);

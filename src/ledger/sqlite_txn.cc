@@ -2,22 +2,12 @@
 
 #include <stdexcept>
 
+#include "ledger/intent_sql.h"
+
 namespace effectfence {
 namespace {
 
-constexpr const char* kIntentColumns =
-    "intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, read_set, "
-    "parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
-    "lease_expires_at, admitted_at, updated_at, cert_hash, reason";
-
 std::string text_or_empty(const SQLite::Column& c) { return c.isNull() ? std::string() : c.getString(); }
-
-Json parse_stored_json(const std::string& text, const char* what) {
-  JsonError error;
-  auto value = parse_strict(text, &error);
-  if (!value) throw std::runtime_error(std::string("ledger holds malformed ") + what + ": " + error.message);
-  return *value;
-}
 
 IntentRow intent_from(SQLite::Statement& q) {
   IntentRow r;
@@ -31,10 +21,10 @@ IntentRow intent_from(SQLite::Statement& q) {
   r.seq = q.getColumn(7).getInt64();
   r.generation = q.getColumn(8).getInt64();
   r.token = q.getColumn(9).getString();
-  r.read_set = read_set_from_json(parse_stored_json(q.getColumn(10).getString(), "read_set"))
+  r.read_set = read_set_from_json(intent_sql::parse_stored(q.getColumn(10).getString(), "read_set"))
                    .value_or(std::vector<ReadSetEntry>{});
   r.parent = text_or_empty(q.getColumn(11));
-  r.known_clock = VectorClock::from_json(parse_stored_json(q.getColumn(12).getString(), "clock"))
+  r.known_clock = VectorClock::from_json(intent_sql::parse_stored(q.getColumn(12).getString(), "clock"))
                       .value_or(VectorClock{});
   r.holder.host = q.getColumn(13).getString();
   r.holder.boot = q.getColumn(14).getString();
@@ -70,7 +60,7 @@ SQLite::Statement& SqliteTxn::statement(const char* sql) {
 }
 
 std::optional<IntentRow> SqliteTxn::load_intent(const std::string& intent) {
-  static const std::string sql = std::string("SELECT ") + kIntentColumns + " FROM intents WHERE intent = ?";
+  static const std::string sql = std::string("SELECT ") + intent_sql::kColumns + " FROM intents WHERE intent = ?";
   auto& q = statement(sql.c_str());
   q.bind(1, intent);
   if (!q.executeStep()) return std::nullopt;
@@ -80,20 +70,8 @@ std::optional<IntentRow> SqliteTxn::load_intent(const std::string& intent) {
 }
 
 void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
-  auto& q = statement(
-      "INSERT INTO intents (intent, state, domain, tool, args, payload_hash, agent, seq, generation, "
-      "token, read_set, parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
-      "lease_expires_at, admitted_at, updated_at, cert_hash, reason) "
-      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
-      "ON CONFLICT(intent) DO UPDATE SET state=excluded.state, domain=excluded.domain, "
-      "tool=excluded.tool, args=excluded.args, payload_hash=excluded.payload_hash, "
-      "agent=excluded.agent, seq=excluded.seq, generation=excluded.generation, token=excluded.token, "
-      "read_set=excluded.read_set, parent=excluded.parent, known_clock=excluded.known_clock, "
-      "holder_host=excluded.holder_host, holder_boot=excluded.holder_boot, "
-      "holder_pid=excluded.holder_pid, holder_started=excluded.holder_started, "
-      "lease_expires_at=excluded.lease_expires_at, admitted_at=excluded.admitted_at, "
-      "updated_at=excluded.updated_at, cert_hash=excluded.cert_hash, reason=excluded.reason, "
-      "version=intents.version + 1");
+  static const std::string sql = intent_sql::upsert(intent_sql::Placeholders::question_marks);
+  auto& q = statement(sql.c_str());
   q.bind(1, r.intent);
   q.bind(2, state_name(r.state));
   q.bind(3, r.domain);
@@ -120,7 +98,7 @@ void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
 }
 
 std::vector<IntentRow> SqliteTxn::in_flight_on_host(const std::string& host) {
-  static const std::string sql = std::string("SELECT ") + kIntentColumns +
+  static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
                                  " FROM intents WHERE state = 'in_flight' AND holder_host = ?";
   auto& q = statement(sql.c_str());
   q.bind(1, host);
@@ -158,7 +136,7 @@ DomainRow SqliteTxn::load_domain(const std::string& domain) {
   if (q.executeStep()) {
     d.exists = true;
     d.seq = q.getColumn(0).getInt64();
-    d.clock = VectorClock::from_json(parse_stored_json(q.getColumn(1).getString(), "clock"))
+    d.clock = VectorClock::from_json(intent_sql::parse_stored(q.getColumn(1).getString(), "clock"))
                   .value_or(VectorClock{});
     d.head = text_or_empty(q.getColumn(2));
     d.head_seq = q.getColumn(3).getInt64();
@@ -204,7 +182,7 @@ std::optional<Certificate> SqliteTxn::load_certificate(const std::string& hash) 
   auto& q = statement("SELECT body FROM certificates WHERE hash = ?");
   q.bind(1, hash);
   if (!q.executeStep()) return std::nullopt;
-  Json j = parse_stored_json(q.getColumn(0).getString(), "certificate");
+  Json j = intent_sql::parse_stored(q.getColumn(0).getString(), "certificate");
   q.reset();
   j["hash"] = hash;
   auto cert = Certificate::from_json(j);

@@ -1,0 +1,55 @@
+#include "ledger/intent_sql.h"
+
+#include <stdexcept>
+#include <vector>
+
+namespace effectfence::intent_sql {
+namespace {
+
+const std::vector<std::string>& column_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    std::string all = kColumns;
+    size_t begin = 0;
+    while (begin < all.size()) {
+      size_t end = all.find(',', begin);
+      if (end == std::string::npos) end = all.size();
+      std::string name = all.substr(begin, end - begin);
+      name.erase(0, name.find_first_not_of(' '));
+      out.push_back(name);
+      begin = end + 1;
+    }
+    return out;
+  }();
+  return names;
+}
+
+}  // namespace
+
+const char* const kColumns =
+    "intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, read_set, "
+    "parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
+    "lease_expires_at, admitted_at, updated_at, cert_hash, reason";
+
+std::string upsert(Placeholders style) {
+  const auto& names = column_names();
+  std::string values;
+  std::string updates;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) values += ",";
+    values += style == Placeholders::numbered ? "$" + std::to_string(i + 1) : "?";
+    if (names[i] == "intent") continue;  // the conflict key
+    updates += names[i] + "=excluded." + names[i] + ", ";
+  }
+  return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + values +
+         ") ON CONFLICT (intent) DO UPDATE SET " + updates + "version=intents.version + 1";
+}
+
+Json parse_stored(const std::string& text, const char* column) {
+  JsonError error;
+  auto value = parse_strict(text, &error);
+  if (!value) throw std::runtime_error(std::string("ledger holds malformed ") + column + ": " + error.message);
+  return *value;
+}
+
+}  // namespace effectfence::intent_sql
