@@ -77,6 +77,19 @@ void PairDriver::handshake() {
   }
 }
 
+PairDriver::Batching PairDriver::batching() {
+  const int64_t id = send_call("fence_stats", Json::object());
+  for (;;) {
+    for (const std::string& line : wait_for_lines()) {
+      const Json message = Json::parse(line);
+      if (message.value("id", Json()) != id) continue;
+      const Json b = message.value(Json::json_pointer("/result/structuredContent/batching"), Json());
+      if (!b.is_object()) throw std::runtime_error("fence_stats has no batching: " + line);
+      return Batching{b.value("transactions", int64_t{0}), b.value("decisions", int64_t{0})};
+    }
+  }
+}
+
 Timings PairDriver::run(size_t in_flight, double seconds) {
   timings_ = Timings{};
   slots_.assign(in_flight, Slot{});

@@ -39,6 +39,14 @@ class PairDriver {
   // sending its prepare to receiving its commit's answer.
   Timings run(size_t in_flight, double seconds);
 
+  // The server's group commit so far (fence_stats "batching"). Call it
+  // between runs, with nothing in flight.
+  struct Batching {
+    int64_t transactions = 0;
+    int64_t decisions = 0;
+  };
+  Batching batching();
+
  private:
   enum class Step { prepare, commit };
   struct Pending {

@@ -58,6 +58,7 @@ struct LevelResult {
   double server_cores_busy = 0;   // server CPU time over wall time
   double busiest_thread_busy = 0;  // the same for its busiest thread: near 1 means that thread is the limit
   double runqueue_wait_us_per_pair = 0;  // server threads runnable but without a CPU
+  double decisions_per_transaction = 0;  // the server's group commit (fence_stats "batching")
 };
 
 struct Report {
@@ -220,6 +221,8 @@ struct Tally {
   double bench_cpu_s = 0;
   double busiest_thread_cpu_s = 0;
   double runqueue_wait_s = 0;
+  int64_t transactions = 0;  // the server's ledger transactions
+  int64_t decisions = 0;     // and the decisions they carried
 };
 
 // Adds what each server thread did between two readings to the tally.
@@ -252,6 +255,16 @@ void measure_serve_slice(PairDriver& driver, const ChildProcess& server, size_t 
   tally->bench_cpu_s += own_cpu_seconds() - bench_cpu_before;
 }
 
+// The batching counters are read between slices, outside the timed part.
+void measure_serve_slice_batching(PairDriver& driver, const ChildProcess& server, size_t in_flight,
+                                  double seconds, Tally* tally) {
+  const PairDriver::Batching before = driver.batching();
+  measure_serve_slice(driver, server, in_flight, seconds, tally);
+  const PairDriver::Batching after = driver.batching();
+  tally->transactions += after.transactions - before.transactions;
+  tally->decisions += after.decisions - before.decisions;
+}
+
 double per_item_us(double cpu_s, const Summary& s) {
   return cpu_s / static_cast<double>(std::max<size_t>(s.count, 1)) * 1e6;
 }
@@ -268,6 +281,8 @@ LevelResult level_result(size_t in_flight, const Tally& sqlite, const Tally& ser
   level.server_cores_busy = elapsed > 0 ? serve.server_cpu_s / elapsed : 0;
   level.busiest_thread_busy = elapsed > 0 ? serve.busiest_thread_cpu_s / elapsed : 0;
   level.runqueue_wait_us_per_pair = per_item_us(serve.runqueue_wait_s, level.pairs);
+  level.decisions_per_transaction =
+      serve.transactions > 0 ? static_cast<double>(serve.decisions) / static_cast<double>(serve.transactions) : 0;
   return level;
 }
 
@@ -292,7 +307,7 @@ void measure_levels(const Options& options, const std::string& dir, Report* repo
     Tally serve;
     for (int round = 0; round < options.rounds; ++round) {
       measure_sqlite_slice(dir, slice, &sqlite);
-      measure_serve_slice(driver, server, in_flight, slice, &serve);
+      measure_serve_slice_batching(driver, server, in_flight, slice, &serve);
     }
     report->levels.push_back(level_result(in_flight, sqlite, serve));
     all_sqlite.timings.merge(sqlite.timings);
@@ -359,13 +374,14 @@ void print_text(const Options& options, const Report& r) {
     std::printf("%9zu %10.1f %8.2f %8.2f   %13.1f %8.2f   %6.2fx %6.2fx\n", l.in_flight, l.pairs.per_second,
                 l.pairs.p50_ms, l.pairs.p99_ms, l.sqlite.per_second, l.sqlite.p50_ms, l.ratio, l.ratio_to_pooled);
   }
-  std::printf("\n%9s %13s %13s %13s %15s %16s\n", "in flight", "server CPU", "bench CPU", "server cores",
-              "busiest server", "server waiting");
-  std::printf("%9s %13s %13s %13s %15s %16s\n", "", "per pair", "per pair", "busy", "thread busy",
-              "for CPU per pair");
+  std::printf("\n%9s %13s %13s %13s %15s %16s %13s\n", "in flight", "server CPU", "bench CPU", "server cores",
+              "busiest server", "server waiting", "decisions");
+  std::printf("%9s %13s %13s %13s %15s %16s %13s\n", "", "per pair", "per pair", "busy", "thread busy",
+              "for CPU per pair", "per ledger tx");
   for (const LevelResult& l : r.levels) {
-    std::printf("%9zu %10.0f us %10.0f us %13.2f %15.2f %13.0f us\n", l.in_flight, l.server_cpu_us_per_pair,
-                l.bench_cpu_us_per_pair, l.server_cores_busy, l.busiest_thread_busy, l.runqueue_wait_us_per_pair);
+    std::printf("%9zu %10.0f us %10.0f us %13.2f %15.2f %13.0f us %13.1f\n", l.in_flight, l.server_cpu_us_per_pair,
+                l.bench_cpu_us_per_pair, l.server_cores_busy, l.busiest_thread_busy, l.runqueue_wait_us_per_pair,
+                l.decisions_per_transaction);
   }
   if (const LevelResult* t = target_level(r)) {
     std::printf("\nat %zu in flight: %.2fx the serial SQLite rate measured alongside (target >= %.0fx: %s; aim "
@@ -400,7 +416,8 @@ Json report_json(const Options& options, const Report& r) {
                           {"bench_cpu_us_per_pair", l.bench_cpu_us_per_pair},
                           {"server_cores_busy", l.server_cores_busy},
                           {"busiest_server_thread_busy", l.busiest_thread_busy},
-                          {"server_runqueue_wait_us_per_pair", l.runqueue_wait_us_per_pair}});
+                          {"server_runqueue_wait_us_per_pair", l.runqueue_wait_us_per_pair},
+                          {"decisions_per_transaction", l.decisions_per_transaction}});
   }
   Json out = {{"command", options.command_line},
               {"machine", {{"cpus", r.cpus}, {"load_average_at_start", r.load_average}}},

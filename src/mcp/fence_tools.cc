@@ -100,6 +100,16 @@ Json counters_schema(const char* description) {
                 {"prevented", count}}}};
 }
 
+Json batching_schema() {
+  Json count = {{"type", "integer"}, {"minimum", 0}};
+  return Json{{"type", "object"},
+              {"description",
+               "This process's group commit since it opened the ledger: decisions (ledger reads and writes "
+               "answered) and the transactions that carried them; queued = waiting for the next one now"},
+              {"required", {"transactions", "decisions", "queued"}},
+              {"properties", {{"transactions", count}, {"decisions", count}, {"queued", count}}}};
+}
+
 // An output schema: every field documented at the top, and oneOf tying each
 // status to the fields it brings.
 Json outcome_schema(std::initializer_list<std::pair<const char*, std::vector<const char*>>> statuses,
@@ -453,18 +463,25 @@ Tool stats_tool(Fence& fence) {
   tool.description =
       "Read-only counters, for this server process (\"process\") and for every process on the ledger file "
       "(\"ledger\"): admitted (effects allowed to run), replayed (duplicates handed a recorded result), "
-      "refused by cause, total_attempts, and prevented = every attempt that did not run the effect.";
+      "refused by cause, total_attempts, and prevented = every attempt that did not run the effect; and "
+      "how this process's ledger writes were batched (\"batching\": decisions per transaction).";
   tool.input_schema = input_schema(Json::object(), {});
   tool.output_schema = outcome_schema(
-      {{"ok", {"process", "ledger"}}, {"refused", {"reason", "message"}}},
+      {{"ok", {"process", "ledger", "batching"}}, {"refused", {"reason", "message"}}},
       {{"process", counters_schema("Since this server process opened the ledger")},
-       {"ledger", counters_schema("Every process, for the life of the ledger file")}});
+       {"ledger", counters_schema("Every process, for the life of the ledger file")},
+       {"batching", batching_schema()}});
   tool.annotations = annotations(true, true, false);
   tool.handler = [&fence](const Json&) {
     auto stats = fence.stats();
     if (auto* refusal = std::get_if<Refusal>(&stats)) return refused(*refusal, FenceStep::read);
     const Stats& s = std::get<Stats>(stats);
-    return ToolResult{Json{{"status", "ok"}, {"process", s.process.to_json()}, {"ledger", s.ledger.to_json()}},
+    const LedgerMetrics m = fence.ledger_metrics();
+    return ToolResult{Json{{"status", "ok"},
+                           {"process", s.process.to_json()},
+                           {"ledger", s.ledger.to_json()},
+                           {"batching",
+                            {{"transactions", m.transactions}, {"decisions", m.decisions}, {"queued", m.queued}}}},
                       false};
   };
   return tool;

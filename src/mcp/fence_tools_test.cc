@@ -272,4 +272,10 @@ TEST_CASE("concurrent prepares of one intent through the server admit exactly on
   CHECK(stats["process"]["admitted"] == 1);
   CHECK(stats["process"]["total_attempts"] == kRacers);
   CHECK(stats["process"]["prevented"] == kRacers - 1);
+  // The admission, at least, was written; refusals decided in memory need no transaction.
+  const Json& batching = stats["batching"];
+  CHECK(batching["decisions"].get<int64_t>() >= 1);
+  CHECK(batching["transactions"].get<int64_t>() >= 1);
+  CHECK(batching["transactions"].get<int64_t>() <= batching["decisions"].get<int64_t>());
+  CHECK(batching["queued"] == 0);
 }
