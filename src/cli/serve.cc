@@ -214,6 +214,7 @@ int run_serve(const Args& args) {
   }
 
   fence_what_is_left(*fence, "effectfence serve", log);
+  log_group_commit(*fence, log);
   fence.reset();
   log.info("ledger closed; bye");
   return 0;

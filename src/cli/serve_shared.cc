@@ -157,7 +157,10 @@ class AloneFallback {
   AloneFallback(const Settings& settings, mcp::Logger& log) : settings_(settings), log_(log) {}
   ~AloneFallback() {
     maintenance_.reset();
-    if (fence_) fence_what_is_left(*fence_, "effectfence serve --shared", log_);
+    if (fence_) {
+      fence_what_is_left(*fence_, "effectfence serve --shared", log_);
+      log_group_commit(*fence_, log_);
+    }
   }
   AloneFallback(const AloneFallback&) = delete;
   AloneFallback& operator=(const AloneFallback&) = delete;
@@ -320,6 +323,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
   }  // every session's calls finish here
 
   fence_what_is_left(*fence, "the shared effectfence server", log);
+  log_group_commit(*fence, log);
   fence.reset();
   log.info("ledger closed; bye");
   return 0;

@@ -70,7 +70,9 @@ void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) 
     log.warn("fenced " + std::to_string(fenced) +
              " admission(s) of this process as unknown: their clients can no longer commit through it");
   }
-  // How well group commit worked: decisions per fsync'd transaction.
+}
+
+void log_group_commit(const Fence& fence, mcp::Logger& log) {
   const LedgerMetrics m = fence.ledger_metrics();
   if (m.transactions > 0) {
     char per[32];

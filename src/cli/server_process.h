@@ -28,6 +28,10 @@ std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, 
 // who names the process in the recorded reason, e.g. "effectfence serve".
 void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log);
 
+// Logs how many decisions each of this process's ledger transactions
+// carried: how well group commit worked, for whoever tunes the load.
+void log_group_commit(const Fence& fence, mcp::Logger& log);
+
 // On a background thread: notices dead holders promptly (their in-flight
 // intents become unknown, fenced) and drops finished intents past their TTL.
 class Maintenance {

@@ -242,6 +242,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   const int64_t fenced = fence->fence_own_in_flight("effectfence wrap (pid " + std::to_string(::getpid()) +
                                                     ") exited before the call's outcome was recorded");
   if (fenced > 0) log.warn("fenced " + std::to_string(fenced) + " call(s) whose outcome was not recorded as unknown");
+  log_group_commit(*fence, log);
   fence.reset();
   log.info("ledger closed; bye");
   return 0;
