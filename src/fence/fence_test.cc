@@ -156,6 +156,10 @@ TEST_CASE("a zombie holder cannot commit, abort or heartbeat over its successor"
   CHECK(std::get<Replayed>(replay).cert.hash == cert.hash);
   CHECK(std::get<Replayed>(replay).cert.result["charge_id"] == "successor");
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'takeover'") == 1);
+  // The zombie's refused result is not lost: the audit log keeps it.
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'o-4' "
+                     "AND detail LIKE '%\"reason\":\"lease_lost\"%' "
+                     "AND detail LIKE '%\"result\":{\"charge_id\":\"zombie\"}%'") == 1);
 }
 
 TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fence][lease]") {
