@@ -236,7 +236,7 @@ TEST_CASE("abort fences the intent until an audited clear; then it is fresh", "[
                      ledger.json_member("detail", "reason") + " = 'provider shows no charge'") == 1);
 }
 
-TEST_CASE("clear refuses done, in-flight and unknown intents", "[fence][clear]") {
+TEST_CASE("clear refuses done, in-flight and nonexistent intents", "[fence][clear]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
   const Ticket running = admitted_ticket(fence->prepare(charge("running")));

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -183,9 +184,10 @@ TEST_CASE("edited, forged and malformed tickets are refused", "[fence_tools]") {
 TEST_CASE("abort fences the intent until it is cleared", "[fence_tools]") {
   FenceToolsFixture f;
   Json ticket = f.structured("fence_prepare", charge_args("o-5"))["prepared"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   Json heartbeat = f.structured("fence_heartbeat", {{"prepared", ticket}});
   CHECK(heartbeat["status"] == "extended");
-  CHECK(heartbeat["lease_expires_at"].get<int64_t>() >= ticket["lease_expires_at_ms"].get<int64_t>());
+  CHECK(heartbeat["lease_expires_at"].get<int64_t>() > ticket["lease_expires_at_ms"].get<int64_t>());
   Json aborted = f.structured("fence_abort", {{"prepared", ticket}, {"reason", "gateway timed out"}});
   CHECK(aborted["status"] == "aborted");
   CHECK(aborted["intent"] == "o-5");
@@ -196,6 +198,10 @@ TEST_CASE("abort fences the intent until it is cleared", "[fence_tools]") {
   CHECK(again["reason"] == "prior_failure");
   CHECK_THAT(again["message"].get<std::string>(), Catch::Contains("operator"));
   CHECK(f.structured("fence_heartbeat", {{"prepared", ticket}})["reason"] == "lease_lost");
+
+  // Once an operator clears it, the next prepare is a fresh attempt.
+  REQUIRE(std::holds_alternative<Cleared>(f.fence().clear("o-5", "alice", "gateway shows no charge")));
+  CHECK(f.structured("fence_prepare", charge_args("o-5"))["status"] == "fresh");
 }
 
 TEST_CASE("a stale read-set is refused before the effect, with its detail", "[fence_tools]") {

@@ -1,10 +1,11 @@
 // The official MCP SDK client against one `effectfence serve`.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
-import { call, connect, freshLedger, prepareArgs } from './helpers.mjs';
+import { BIN, call, connect, freshLedger, prepareArgs } from './helpers.mjs';
 
 test('lists the six fence tools, each with an input and an output schema', async (t) => {
   const s = await connect(t, await freshLedger(t));
@@ -83,11 +84,14 @@ test('edited tickets are refused; the real one still commits', async (t) => {
 });
 
 test('heartbeat extends; abort fences the intent until it is cleared', async (t) => {
-  const s = await connect(t, await freshLedger(t));
+  const db = await freshLedger(t);
+  const s = await connect(t, db);
   const { sc } = await call(s, 'fence_prepare', prepareArgs('payout-9'));
+  await new Promise((resolve) => setTimeout(resolve, 50));
   const beat = await call(s, 'fence_heartbeat', { prepared: sc.prepared });
   assert.equal(beat.sc.status, 'extended');
-  assert.ok(beat.sc.lease_expires_at >= sc.prepared.lease_expires_at_ms);
+  assert.ok(beat.sc.lease_expires_at > sc.prepared.lease_expires_at_ms,
+    `heartbeat moved the lease from ${sc.prepared.lease_expires_at_ms} to ${beat.sc.lease_expires_at}`);
 
   const aborted = await call(s, 'fence_abort', { prepared: sc.prepared, reason: 'bank timed out' });
   assert.equal(aborted.sc.status, 'aborted');
@@ -100,6 +104,13 @@ test('heartbeat extends; abort fences the intent until it is cleared', async (t)
   const retry = await call(s, 'fence_prepare', prepareArgs('payout-9'));
   assert.equal(retry.isError, true);
   assert.equal(retry.sc.reason, 'prior_failure');
+
+  // An operator checks the bank, clears it, and the next prepare is fresh.
+  const cleared = spawnSync(BIN, ['clear', '--db', db, 'payout-9', '--reason', 'bank shows no payout',
+    '--operator', 'alice'], { encoding: 'utf8' });
+  assert.equal(cleared.status, 0, cleared.stderr);
+  const again = await call(s, 'fence_prepare', prepareArgs('payout-9'));
+  assert.equal(again.sc.status, 'fresh');
 });
 
 test('bad arguments are JSON-RPC -32602 errors and the server keeps serving', async (t) => {

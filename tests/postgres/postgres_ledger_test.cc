@@ -138,11 +138,13 @@ TEST_CASE("certificates, events and clears cannot be changed through SQL", "[pos
   CHECK(ledger.count("SELECT count(*) FROM clears WHERE previous_state = 'failed'") == 1);
 }
 
-TEST_CASE("the operator's SQL clear refuses done, in-flight and unknown intents", "[postgres][clear]") {
+TEST_CASE("the operator's SQL clear refuses done, in-flight and nonexistent intents", "[postgres][clear]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
   const Ticket running = admitted_ticket(fence->prepare(charge("running")));
-  for (const char* intent : {"running", "nobody"}) {
+  REQUIRE(std::holds_alternative<Certificate>(
+      fence->commit(admitted_ticket(fence->prepare(charge("finished"))), {{"ok", true}})));
+  for (const char* intent : {"running", "finished", "nobody"}) {
     INFO(intent);
     try {
       ledger.exec(std::string("INSERT INTO clears(intent, operator, reason) VALUES ('") + intent +
@@ -157,5 +159,6 @@ TEST_CASE("the operator's SQL clear refuses done, in-flight and unknown intents"
   ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('running', 'bob', 'provider shows nothing')");
   CHECK(ledger.count("SELECT count(*) FROM fenced") == 0);
   CHECK(ledger.count("SELECT count(*) FROM recent_events WHERE kind = 'cleared' AND actor = 'bob'") == 1);
-  CHECK(ledger.count("SELECT admitted FROM stats") == 1);
+  CHECK(ledger.count("SELECT admitted FROM stats") == 2);
+  CHECK(std::holds_alternative<Replayed>(fence->prepare(charge("finished"))));
 }
