@@ -3,8 +3,10 @@
 // mid-call, a tool slower than the lease, tool errors, the flags, and what
 // passes through (list changes, progress, logging, cancellation).
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 
@@ -86,6 +88,10 @@ test('a tool slower than the lease is not run twice: its lease is kept while it 
   const bob = await connectWrapped(t, { ...setup, name: 'bob' });
   const slow = alice.client.callTool({ name: 'gated_effect', arguments: { name: 'slow' } });
   await started(setup, 'slow');
+  // The lease really is one second (each admission or heartbeat sets it to now + 1 s).
+  const { stdout: lease } = await promisify(execFile)('sqlite3', [setup.db,
+    "SELECT lease_expires_at - updated_at FROM intents WHERE state = 'in_flight'"]);
+  assert.equal(lease.trim(), '1000');
   // What is tested is time passing: without heartbeats the lease would have
   // run out twice over by now, and bob's identical call would take it over.
   await delay(2500);
