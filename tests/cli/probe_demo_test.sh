@@ -63,6 +63,10 @@ grep -q "12 charges for one order" "$WORK/demo.out" && pass "demo: 12 charges st
 grep -q "through effectfence wrap:   1 charge" "$WORK/demo.out" && pass "demo: 1 charge fenced" || fail "demo: 1 charge fenced"
 expect "demo: two agents refused as stale_read_set" "$(grep -c 'refused: stale_read_set' "$WORK/demo.out")" 2
 expect "demo: one agent acts" "$(grep -c 'acts (seq 1)' "$WORK/demo.out")" 1
+expect "demo: each refusal names the seq read and the seq now" \
+  "$(grep -c 'you decided at seq 0, it is now at 1' "$WORK/demo.out")" 2
+grep -q "12 retries a moment later:  12 replayed ch_1 from the record, 0 ran again" "$WORK/demo.out" \
+  && pass "demo: 12 later retries replayed, none ran" || fail "demo: 12 later retries replayed, none ran"
 grep -q $'\033\[' "$WORK/demo.out" && fail "demo output piped has no colour codes" || pass "demo output piped has no colour codes"
 
 # The demo's numbers come from the run: the provider's own books, and the ledger.
