@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "serve_process.h"
+#include "support/sqlite_query.h"
 #include "support/temp_dir.h"
 
 using namespace effectfence::testing;
@@ -180,6 +181,63 @@ TEST_CASE("the ledger is --db, else EFFECTFENCE_LEDGER, else the default state p
   CHECK_FALSE(std::filesystem::exists(fallback));
   run({"serve"}, {{"EFFECTFENCE_LEDGER", std::nullopt}, {"XDG_STATE_HOME", state}});
   CHECK(std::filesystem::exists(fallback));
+}
+
+TEST_CASE("without XDG_STATE_HOME the ledger is under ~/.local/state; memory keeps no file; the lease comes from the environment",
+          "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string home = dir.file("home");
+  std::filesystem::create_directories(home);
+  const std::string fallback = home + "/.local/state/effectfence/server.sqlite";
+
+  {  // EFFECTFENCE_LEDGER=memory: decisions work, and nothing is written anywhere.
+    ServeProcess serve({"serve"}, {{"EFFECTFENCE_LEDGER", "memory"}, {"XDG_STATE_HOME", std::nullopt}, {"HOME", home}});
+    serve.initialize();
+    CHECK(serve.call_tool(1, "fence_prepare", prepare_args("o-mem"))["result"]["structuredContent"]["status"] == "fresh");
+    serve.close_stdin();
+    REQUIRE(serve.wait_exit() == 0);
+    CHECK(std::filesystem::is_empty(home));
+  }
+
+  {  // No XDG_STATE_HOME: the XDG default under $HOME; EFFECTFENCE_LEASE_SECS sets the lease.
+    ServeProcess serve({"serve"}, {{"EFFECTFENCE_LEDGER", std::nullopt},
+                                   {"XDG_STATE_HOME", std::nullopt},
+                                   {"HOME", home},
+                                   {"EFFECTFENCE_LEASE_SECS", "7"}});
+    serve.initialize();
+    Json prepared = serve.call_tool(1, "fence_prepare", prepare_args("o-lease"));
+    CHECK(prepared["result"]["structuredContent"]["status"] == "fresh");
+    CHECK(query_int64(fallback, "SELECT lease_expires_at - updated_at FROM intents WHERE intent = 'o-lease'") == 7000);
+    serve.close_stdin();
+    REQUIRE(serve.wait_exit() == 0);
+  }
+}
+
+TEST_CASE("wrap without --db keeps one ledger per wrapped command in the state directory", "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string state = dir.file("state");
+  auto wrap_once = [&](const std::string& charges) {
+    ServeProcess wrap({"wrap", "--", EFFECTFENCE_BIN, "demo-server", "--charges", dir.file(charges)},
+                      {{"EFFECTFENCE_LEDGER", std::nullopt}, {"XDG_STATE_HOME", state}});
+    wrap.initialize();
+    wrap.close_stdin();
+    REQUIRE(wrap.wait_exit() == 0);
+  };
+  auto ledgers = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(state + "/effectfence")) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() > 7 && name.substr(name.size() - 7) == ".sqlite") names.push_back(name);
+    }
+    return names;
+  };
+  wrap_once("a.sqlite");
+  REQUIRE(ledgers().size() == 1);
+  CHECK_THAT(ledgers()[0], Catch::Matches("wrap-[0-9a-f]{16}\\.sqlite"));
+  wrap_once("a.sqlite");  // the same command: the same ledger
+  CHECK(ledgers().size() == 1);
+  wrap_once("b.sqlite");  // another command: a ledger of its own
+  CHECK(ledgers().size() == 2);
 }
 
 TEST_CASE("help, version, bad options and no arguments", "[serve][lifecycle]") {
