@@ -1,0 +1,42 @@
+// The library's promise: no Fence method throws; a ledger that fails comes
+// back as a refusal (closed), never as an admission or an exception.
+#include <catch2/catch.hpp>
+
+#include "support/fence_helpers.h"
+#include "support/power_loss_vfs.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence;
+using namespace effectfence::testing;
+
+TEST_CASE("a ledger whose disk fails answers every call with a refusal, never an exception", "[fence][disk]") {
+  PowerLossVfs vfs;  // the process's default VFS while it lives
+  TempDir dir;
+  Settings s;
+  s.ledger_path = dir.file("l.sqlite");
+  auto fence = open_fence(s);
+  const Ticket held = admitted_ticket(fence->prepare(charge("held")));
+
+  vfs.fail_syncs_of("-wal");
+  PrepareOutcome prepared = Refusal{Reason::invalid_request, "not run", {}};
+  REQUIRE_NOTHROW(prepared = fence->prepare(charge("during")));
+  CHECK(refusal_reason(prepared) == Reason::ledger_error);
+
+  CommitOutcome committed = Refusal{Reason::invalid_request, "not run", {}};
+  REQUIRE_NOTHROW(committed = fence->commit(held, {{"ok", true}}));
+  REQUIRE(std::holds_alternative<Refusal>(committed));
+  CHECK(std::get<Refusal>(committed).reason == Reason::ledger_error);
+  CHECK_THAT(std::get<Refusal>(committed).message, Catch::Contains("do not run the tool"));
+
+  HeartbeatOutcome beat = Refusal{Reason::invalid_request, "not run", {}};
+  REQUIRE_NOTHROW(beat = fence->heartbeat(held));
+  CHECK(std::holds_alternative<Refusal>(beat));
+  AbortOutcome aborted = Refusal{Reason::invalid_request, "not run", {}};
+  REQUIRE_NOTHROW(aborted = fence->abort(held, "gave up"));
+  CHECK(std::holds_alternative<Refusal>(aborted));
+
+  // The disk recovers; this process still refuses: what it wrote after a
+  // failed sync cannot be trusted.
+  vfs.fail_syncs_of("");
+  CHECK(refusal_reason(fence->prepare(charge("after"))) == Reason::ledger_error);
+}
