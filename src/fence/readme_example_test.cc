@@ -1,4 +1,8 @@
 // The library example from README.md, kept compiling and working.
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 #include <catch2/catch.hpp>
 
 #include "effectfence/fence.h"
@@ -8,8 +12,19 @@ using namespace effectfence;
 
 TEST_CASE("the README's library example runs the effect once", "[fence][readme]") {
   effectfence::testing::TempDir dir;
-  Settings settings;
-  settings.ledger_path = dir.file("ledger.sqlite");
+  // The README opens the ledger the environment names.
+  const std::string ledger = dir.file("ledger.sqlite");
+  struct RestoreLedgerVariable {
+    std::optional<std::string> old;
+    RestoreLedgerVariable() {
+      if (const char* v = std::getenv("EFFECTFENCE_LEDGER")) old = v;
+    }
+    ~RestoreLedgerVariable() {
+      if (old) ::setenv("EFFECTFENCE_LEDGER", old->c_str(), 1);
+      else ::unsetenv("EFFECTFENCE_LEDGER");
+    }
+  } restore;
+  ::setenv("EFFECTFENCE_LEDGER", ledger.c_str(), 1);
   int charges = 0;
   auto run_the_charge = [&] { return Json{{"charge_id", "ch_" + std::to_string(++charges)}}; };
   Json used;
@@ -17,9 +32,10 @@ TEST_CASE("the README's library example runs the effect once", "[fence][readme]"
   std::string logged;
   auto log = [&](const std::string& message) { logged = message; };
 
-  auto opened = Fence::open(settings);
-  REQUIRE(std::holds_alternative<std::unique_ptr<Fence>>(opened));
+  auto opened = Fence::open(Settings::from_environment());
+  if (auto* error = std::get_if<OpenError>(&opened)) FAIL(error->message);
   Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
+  CHECK_THAT(fence.describe_ledger(), Catch::Contains(ledger));
   for (int attempt = 0; attempt < 3; ++attempt) {
     PrepareRequest charge;
     charge.intent = "charge:order-123";  // the logical action: stable across retries
