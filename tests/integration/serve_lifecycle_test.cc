@@ -140,6 +140,13 @@ TEST_CASE("files that are not a usable ledger are refused with a named error", "
     std::ifstream in(db, std::ios::binary);
     CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == std::string(4096, 'G'));  // untouched
   }
+  SECTION("garbage, under --shared: the fence's own error refuses the client too, and no lease is left") {
+    const std::string db = dir.file("garbage.sqlite");
+    write_file(db, std::string(4096, 'G'));
+    CHECK_THAT(expect_refused_ledger({"serve", "--shared", "--db", db}),
+               Catch::Contains("cannot open ledger: not_a_ledger"));
+    CHECK_FALSE(std::filesystem::exists(db + ".server.json"));
+  }
   SECTION("another application's SQLite database") {
     const std::string db = dir.file("other.sqlite");
     run_sql(db, "CREATE TABLE customers(id INTEGER)");
