@@ -127,8 +127,10 @@ fi
 E2E_FIX="$HERE/../e2e/fixtures"
 if [[ -d "$NM/@modelcontextprotocol/sdk" ]] && command -v node >/dev/null; then
   B="$WORK/both.json"
-  scan_json "$B" "$E2E_FIX" -- node "$E2E_FIX/effect_server.mjs"
+  EFFECT_LOG="$WORK/effects.jsonl" scan_json "$B" "$E2E_FIX" -- node "$E2E_FIX/effect_server.mjs"
   expect "mode both" "$(jq -r .mode "$B")" both
+  [[ ! -s "$WORK/effects.jsonl" ]] && pass "no tool of the fixture was called, read tools included (its event log is empty)" \
+    || fail "no tool of the fixture was called: $(cat "$WORK/effects.jsonl")"
   expect "effect: its declaration and its annotations side by side" \
     "$(tool "$B" effect '[.source.file, .live.declared, .standing]')" \
     '["effect_server.mjs","non_idempotent_or_destructive","candidate"]'
