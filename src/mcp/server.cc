@@ -98,13 +98,6 @@ std::string shorten(std::string text, size_t limit = 300) {
   return text;
 }
 
-Json response_for(const Json& id, ToolResult result) {
-  Json content = Json::array({Json{{"type", "text"}, {"text", jsonrpc::serialize(result.structured)}}});
-  return jsonrpc::result_response(id, Json{{"content", std::move(content)},
-                                           {"structuredContent", std::move(result.structured)},
-                                           {"isError", result.is_error}});
-}
-
 Json response_for(const Json& id, Reply reply) {
   if (reply.error) {
     return jsonrpc::error_response(id, reply.error->code, std::move(reply.error->message),
@@ -114,6 +107,27 @@ Json response_for(const Json& id, Reply reply) {
 }
 
 }  // namespace
+
+// The structured result is serialized once and used twice: as the text
+// content (escaped into a string) and, verbatim, as structuredContent. The
+// bytes are those jsonrpc::serialize gives the equivalent Json (keys in
+// sorted order), without building that tree or serializing the result twice.
+std::string tool_result_line(const Json& id, const ToolResult& result) {
+  const std::string structured = jsonrpc::serialize(result.structured);
+  const std::string text = jsonrpc::serialize(Json(structured));
+  std::string line;
+  line.reserve(structured.size() + text.size() + 128);
+  line += "{\"id\":";
+  line += jsonrpc::serialize(id);
+  line += ",\"jsonrpc\":\"2.0\",\"result\":{\"content\":[{\"text\":";
+  line += text;
+  line += ",\"type\":\"text\"}],\"isError\":";
+  line += result.is_error ? "true" : "false";
+  line += ",\"structuredContent\":";
+  line += structured;
+  line += "}}";
+  return line;
+}
 
 Server::Server(ServerInfo info, std::vector<Tool> tools, Sink sink, Logger& log, size_t max_concurrent_calls,
                ServerExtensions extensions)
@@ -344,24 +358,29 @@ void Server::start_other_request(const Json& id, const std::string& method, cons
       log_.error(call->method + " failed with an unknown exception");
       response = jsonrpc::error_response(call->id, jsonrpc::kInternalError, "internal error in " + call->method);
     }
-    finish_call(call, response);
+    finish_call(call, jsonrpc::serialize(response));
   });
 }
 
 namespace {
 
-// Runs handler, turning what it throws into the error response the client gets.
-Json guarded_response(const Json& id, const Tool& tool, Logger& log, const std::function<Json()>& handler) {
+// Runs handler, turning what it throws into the error response the client
+// gets. Returns the response line.
+std::string guarded_response(const Json& id, const Tool& tool, Logger& log,
+                             const std::function<std::string()>& handler) {
   try {
     return handler();
   } catch (const InvalidArguments& e) {
-    return jsonrpc::error_response(id, jsonrpc::kInvalidParams, "invalid arguments for " + tool.name + ": " + e.what());
+    return jsonrpc::serialize(jsonrpc::error_response(id, jsonrpc::kInvalidParams,
+                                                      "invalid arguments for " + tool.name + ": " + e.what()));
   } catch (const std::exception& e) {
     log.error("tool " + tool.name + " failed: " + e.what());
-    return jsonrpc::error_response(id, jsonrpc::kInternalError, "internal error in " + tool.name + ": " + e.what());
+    return jsonrpc::serialize(jsonrpc::error_response(id, jsonrpc::kInternalError,
+                                                      "internal error in " + tool.name + ": " + e.what()));
   } catch (...) {
     log.error("tool " + tool.name + " failed with an unknown exception");
-    return jsonrpc::error_response(id, jsonrpc::kInternalError, "internal error in " + tool.name);
+    return jsonrpc::serialize(
+        jsonrpc::error_response(id, jsonrpc::kInternalError, "internal error in " + tool.name));
   }
 }
 
@@ -370,9 +389,9 @@ Json guarded_response(const Json& id, const Tool& tool, Logger& log, const std::
 void Server::run_tool_call(const std::shared_ptr<Call>& call) {
   const Tool& tool = *call->tool;
   finish_call(call, guarded_response(call->id, tool, log_, [&] {
-                return tool.contextual_handler
-                           ? response_for(call->id, tool.contextual_handler(call->arguments, *call->context))
-                           : response_for(call->id, tool.handler(call->arguments));
+                if (!tool.contextual_handler) return tool_result_line(call->id, tool.handler(call->arguments));
+                return jsonrpc::serialize(
+                    response_for(call->id, tool.contextual_handler(call->arguments, *call->context)));
               }));
 }
 
@@ -385,18 +404,18 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
   const Tool& tool = *call->tool;
   // Whichever comes first answers: respond, or an exception before it.
   auto answered = std::make_shared<std::atomic<bool>>(false);
-  auto answer = [this, call, answered](const std::function<Json()>& response) {
+  auto answer = [this, call, answered](const std::function<std::string()>& response) {
     if (answered->exchange(true)) return;
     finish_call(call, guarded_response(call->id, *call->tool, log_, response));
     async_call_finished();
   };
-  const Json failure = guarded_response(call->id, tool, log_, [&] {
+  const std::string failure = guarded_response(call->id, tool, log_, [&] {
     tool.async_handler(call->arguments, [call, answer](ToolResult result) {
-      answer([&] { return response_for(call->id, std::move(result)); });
+      answer([&] { return tool_result_line(call->id, result); });
     });
-    return Json();
+    return std::string();
   });
-  if (!failure.is_null()) answer([&] { return failure; });
+  if (!failure.empty()) answer([&] { return failure; });
 }
 
 void Server::async_call_finished() {
@@ -408,18 +427,18 @@ void Server::async_call_finished() {
   async_changed_.notify_all();
 }
 
-void Server::finish_call(const std::shared_ptr<Call>& call, const Json& response) {
+void Server::finish_call(const std::shared_ptr<Call>& call, const std::string& response) {
   {
     std::lock_guard<std::mutex> lock(calls_mutex_);
     calls_.erase(call->key);
   }
   if (call->context->cancelled()) {
-    log_.info("not sending the result of cancelled call " + call->key + " (" + call->label +
-              "): " + shorten(jsonrpc::serialize(response.value("result", response.value("error", Json())))));
+    log_.info("not sending the result of cancelled call " + call->key + " (" + call->label + "): " +
+              shorten(response));
     return;
   }
   try {
-    send(response);
+    sink_(response);
   } catch (const std::exception& e) {
     log_.error(std::string("could not send a response: ") + e.what());
   }

@@ -43,6 +43,10 @@ struct ToolResult {
   bool is_error = false;
 };
 
+// The JSON-RPC response line carrying a tool's result: structuredContent and
+// the same JSON as text content.
+std::string tool_result_line(const Json& id, const ToolResult& result);
+
 // A whole answer to a request, sent as given: a result object (e.g. relayed
 // from another server) or a JSON-RPC error.
 struct Reply {
@@ -185,7 +189,8 @@ class Server {
   void async_call_finished();
   void start_other_request(const Json& id, const std::string& method, const Json& params);
   std::shared_ptr<const ToolSet> tool_set() const;
-  void finish_call(const std::shared_ptr<Call>& call, const Json& response);
+  // Sends a call's response line, unless the call was cancelled.
+  void finish_call(const std::shared_ptr<Call>& call, const std::string& response);
   void send(const Json& message);
   void send_error(const Json& id, int code, std::string message);
 

@@ -160,6 +160,27 @@ TEST_CASE("tools/call returns structuredContent and the same JSON as text", "[se
   CHECK(f.call(2, "tools/call", {{"name", "refusing"}})["result"]["isError"] == true);
 }
 
+TEST_CASE("a tool result's line is byte for byte the serialized response, with the JSON once as text", "[server]") {
+  const Json structured = {{"status", "refused"},
+                           {"message", "quote \" backslash \\ newline \n tab \t snowman \u2603 nul \u0001"},
+                           {"detail", {{"nested", {1, 2.5, nullptr, true}}, {"empty", Json::object()}}},
+                           {"zeta", "last"}};
+  for (const Json& id : {Json(7), Json("call-\"7\""), Json(-1)}) {
+    for (bool is_error : {false, true}) {
+      const ToolResult result{structured, is_error};
+      const Json expected = jsonrpc::result_response(
+          id, Json{{"content", Json::array({Json{{"type", "text"}, {"text", jsonrpc::serialize(structured)}}})},
+                   {"structuredContent", structured},
+                   {"isError", is_error}});
+      const std::string line = tool_result_line(id, result);
+      CHECK(line == jsonrpc::serialize(expected));
+      const Json parsed = Json::parse(line);
+      CHECK(parsed["result"]["structuredContent"] == structured);
+      CHECK(Json::parse(parsed["result"]["content"][0]["text"].get<std::string>()) == structured);
+    }
+  }
+}
+
 TEST_CASE("bad tool calls are -32602 with a clear message; the server keeps serving", "[server]") {
   Fixture f;
   Json unknown = f.call(1, "tools/call", {{"name", "nope"}});
