@@ -1,11 +1,10 @@
 // The library example from README.md, kept compiling and working.
-#include <cstdlib>
-#include <optional>
 #include <string>
 
 #include <catch2/catch.hpp>
 
 #include "effectfence/fence.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 
 using namespace effectfence;
@@ -14,17 +13,7 @@ TEST_CASE("the README's library example runs the effect once", "[fence][readme]"
   effectfence::testing::TempDir dir;
   // The README opens the ledger the environment names.
   const std::string ledger = dir.file("ledger.sqlite");
-  struct RestoreLedgerVariable {
-    std::optional<std::string> old;
-    RestoreLedgerVariable() {
-      if (const char* v = std::getenv("EFFECTFENCE_LEDGER")) old = v;
-    }
-    ~RestoreLedgerVariable() {
-      if (old) ::setenv("EFFECTFENCE_LEDGER", old->c_str(), 1);
-      else ::unsetenv("EFFECTFENCE_LEDGER");
-    }
-  } restore;
-  ::setenv("EFFECTFENCE_LEDGER", ledger.c_str(), 1);
+  effectfence::testing::ScopedEnv env(effectfence::testing::Env{{"EFFECTFENCE_LEDGER", ledger}});
   int charges = 0;
   auto run_the_charge = [&] { return Json{{"charge_id", "ch_" + std::to_string(++charges)}}; };
   Json used;

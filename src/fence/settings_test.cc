@@ -1,0 +1,51 @@
+// Settings from the environment: the README's configuration table.
+#include <catch2/catch.hpp>
+
+#include "effectfence/fence.h"
+#include "support/scoped_env.h"
+
+using namespace effectfence;
+using namespace effectfence::testing;
+
+TEST_CASE("lease and result lifetimes come from the environment, in seconds", "[settings]") {
+  ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", "7"}, {"EFFECTFENCE_RESULT_TTL_SECS", "1.5"}});
+  const Settings s = Settings::from_environment();
+  CHECK(s.lease_ttl_ms == 7000);
+  CHECK(s.result_ttl_ms == 1500);
+}
+
+TEST_CASE("without the variables the defaults hold: a 60 s lease, results replayed for a day", "[settings]") {
+  ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", std::nullopt}, {"EFFECTFENCE_RESULT_TTL_SECS", std::nullopt}});
+  const Settings s = Settings::from_environment();
+  CHECK(s.lease_ttl_ms == 60000);
+  CHECK(s.result_ttl_ms == 86400000);
+}
+
+TEST_CASE("a lifetime that is not a positive number of seconds is ignored, not half-read", "[settings]") {
+  for (const char* bad : {"abc", "10s", "0", "-5", "1e12"}) {
+    INFO(bad);
+    ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", bad}, {"EFFECTFENCE_RESULT_TTL_SECS", bad}});
+    const Settings s = Settings::from_environment();
+    CHECK(s.lease_ttl_ms == 60000);
+    CHECK(s.result_ttl_ms == 86400000);
+  }
+}
+
+TEST_CASE("EFFECTFENCE_LEDGER names the ledger; otherwise the XDG state directory, created on demand", "[settings]") {
+  {
+    ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", "/srv/ledger.sqlite"}});
+    const Settings s = Settings::from_environment();
+    CHECK(s.ledger_path == "/srv/ledger.sqlite");
+    CHECK_FALSE(s.create_parent_directories);  // an explicit path is never invented
+  }
+  {
+    ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", std::nullopt}, {"XDG_STATE_HOME", "/x/state"}});
+    const Settings s = Settings::from_environment("wrap-abc");
+    CHECK(s.ledger_path == "/x/state/effectfence/wrap-abc.sqlite");
+    CHECK(s.create_parent_directories);
+  }
+  {
+    ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", ""}, {"XDG_STATE_HOME", std::nullopt}, {"HOME", "/home/ann"}});
+    CHECK(Settings::from_environment().ledger_path == "/home/ann/.local/state/effectfence/server.sqlite");
+  }
+}
