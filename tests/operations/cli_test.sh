@@ -41,12 +41,15 @@ tampered_copy() {
 # An attempt left in flight by a process that was killed: any read-write
 # opening of the ledger on this host would reap it (move it to unknown).
 coproc SESSION { exec "$FIXTURE" session "$LEDGER"; }
+# Bash unsets SESSION and SESSION_PID as soon as it reaps the coprocess, so
+# the pid is kept, and the killed process's status is read with no variable.
+session_pid=$SESSION_PID
 read -r -t 60 ready <&"${SESSION[0]}" || true
 echo "prepare payout:batch-9" >&"${SESSION[1]}"
 read -r -t 60 admitted <&"${SESSION[0]}" || true
 expect_eq "$ready $admitted" "ready admitted" "a holder admits payout:batch-9"
-kill -KILL "$SESSION_PID"
-wait "$SESSION_PID" 2>/dev/null
+kill -KILL "$session_pid"
+wait "$session_pid" 2>/dev/null || true
 expect_eq "$(state_of payout:batch-9)" "in_flight" "its holder is dead, its attempt still in flight"
 
 echo "--- help and usage"

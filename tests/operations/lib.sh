@@ -9,9 +9,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/effectfence-ops-XXXXXX")
 cleanup() {
   local status=$?
   # Only processes this script started, by their id.
-  if [[ -n "${SESSION_PID:-}" ]] && kill -0 "$SESSION_PID" 2>/dev/null; then
-    kill "$SESSION_PID" 2>/dev/null || true
-    wait "$SESSION_PID" 2>/dev/null || true
+  # (session_pid: kept by the scripts, since bash unsets SESSION_PID once it
+  # has reaped the coprocess.)
+  local pid=${session_pid:-${SESSION_PID:-}}
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
   fi
   if [[ $FAILURES -eq 0 && $status -eq 0 ]]; then
     rm -rf "$WORK"

@@ -69,6 +69,8 @@ cert_of() { ledger_q "SELECT hash FROM certificates WHERE intent = '$1'"; }
 
 start_session() {
   coproc SESSION { exec "$FIXTURE" session "$LEDGER" 2>"$WORK/session.err"; }
+  # Bash unsets SESSION_PID as soon as it reaps the coprocess: keep the pid.
+  session_pid=$SESSION_PID
   local ready=""
   read -r -t 60 ready <&"${SESSION[0]}" || true
   expect_eq "$ready" "ready" "a live fence is running on the ledger"

@@ -48,7 +48,7 @@ expect_refused() {  # NAME MESSAGE (psql reports a failed statement and goes on:
 check_in_flight() {
   expect_success "in-flight"
   expect_eq "$(wc -l <<<"$OUT")" 1 "in-flight lists one intent"
-  expect_match "$OUT" "^payout:batch-9\|payout\|treasury-agent\|[^|]+:${SESSION_PID}\|" "in-flight names the live holder"
+  expect_match "$OUT" "^payout:batch-9\|payout\|treasury-agent\|[^|]+:${session_pid}\|" "in-flight names the live holder"
 }
 
 check_order_123() {
@@ -198,6 +198,6 @@ expect_no_match "$shown" "$SECRET" "operator commands never print the password"
 
 expect_match "$(session commit payout:batch-9)" "^committed [0-9a-f]{64}$" "the payout held through all of this commits"
 echo quit >&"${SESSION[1]}"
-wait "$SESSION_PID"
+wait "$session_pid"
 expect_eq "$?" 0 "the live fence exits cleanly"
 finish

@@ -55,7 +55,7 @@ check_session_settings() {
 check_in_flight() {
   expect_success "in-flight"
   expect_eq "$(wc -l <<<"$OUT")" 1 "in-flight lists one intent"
-  expect_match "$OUT" "^payout:batch-9\|payout\|treasury-agent\|[^|]+:${SESSION_PID}\|" \
+  expect_match "$OUT" "^payout:batch-9\|payout\|treasury-agent\|[^|]+:${session_pid}\|" \
     "in-flight names the live holder process"
 }
 
@@ -231,6 +231,6 @@ done
 
 expect_match "$(session commit payout:batch-9)" "^committed [0-9a-f]{64}$" "the payout held through all of this commits"
 echo quit >&"${SESSION[1]}"
-wait "$SESSION_PID"
+wait "$session_pid"
 expect_eq "$?" 0 "the live fence exits cleanly"
 finish
