@@ -216,7 +216,8 @@ class Masker {
     while (j > 0 && std::isspace(static_cast<unsigned char>(out_.code[j - 1]))) --j;
     if (j == 0) return true;
     const char before = out_.code[j - 1];
-    if (before == ')' || before == ']') return false;
+    if (before == ')') return closes_control_condition(j - 1);
+    if (before == ']') return false;
     if (!is_identifier_char(before)) return before != '.' && before != '"' && before != '\'' && before != '`';
     size_t w = j;
     while (w > 0 && is_identifier_char(out_.code[w - 1])) --w;
@@ -226,6 +227,27 @@ class Masker {
       if (word == keyword) return true;
     }
     return false;
+  }
+
+  // True iff the ')' at close ends the condition of an if, while, for or
+  // with: what follows is a statement, so a '/' there opens a regex, where
+  // after any other ')' (a call, a grouping) it divides.
+  bool closes_control_condition(size_t close) const {
+    int depth = 0;
+    size_t k = close + 1;
+    while (k > 0) {
+      --k;
+      const char c = out_.code[k];
+      if (c == ')') ++depth;
+      if (c == '(' && --depth == 0) break;
+    }
+    if (depth != 0) return false;
+    size_t j = k;
+    while (j > 0 && std::isspace(static_cast<unsigned char>(out_.code[j - 1]))) --j;
+    size_t w = j;
+    while (w > 0 && is_identifier_char(out_.code[w - 1])) --w;
+    const std::string_view word(out_.code.data() + w, j - w);
+    return word == "if" || word == "while" || word == "for" || word == "with";
   }
 
   size_t python_string(size_t i) {

@@ -71,6 +71,23 @@ TEST_CASE("JavaScript regular-expression literals are masked; division is code",
   CHECK(m.strings.empty());
 }
 
+TEST_CASE("JavaScript: after an if, while or for condition a '/' opens a regex; after a call it divides",
+          "[scan][lexer]") {
+  const std::string text =
+      "if (ok) /it's/.test(s) && save(x);\n"
+      "while (f(a) > 0) /\"/.exec(y) || retry(z);\n"
+      "const r = total(a) / count(b) / 2; const q = (a + b) / 2; send(r, q);";
+  const MaskedSource m = mask_source(text, Language::javascript);
+  REQUIRE(m.code.size() == text.size());
+  CHECK(m.code.find("it's") == std::string::npos);       // the regex body is blanked
+  CHECK(m.code.find("save(x)") != std::string::npos);    // its quote opened no string
+  CHECK(m.code.find("retry(z)") != std::string::npos);   // nor did the one after while (...)
+  CHECK(m.code.find("total(a) / count(b) / 2") != std::string::npos);
+  CHECK(m.code.find("(a + b) / 2") != std::string::npos);
+  CHECK(m.code.find("send(r, q)") != std::string::npos);
+  CHECK(m.strings.empty());
+}
+
 TEST_CASE("Python: # comments, prefixed and triple-quoted strings", "[scan][lexer]") {
   const std::string text = "x = 1  # request_id\ndoc = r'''a 'quoted' \\d\n line'''\nf\"{dedupe_key}\"\n";
   const MaskedSource m = mask_source(text, Language::python);
