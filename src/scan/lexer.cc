@@ -212,16 +212,13 @@ class Masker {
   }
 
   bool regex_may_start(size_t i) const {
-    size_t j = i;
-    while (j > 0 && std::isspace(static_cast<unsigned char>(out_.code[j - 1]))) --j;
+    const size_t j = skip_spaces_back(i);
     if (j == 0) return true;
     const char before = out_.code[j - 1];
     if (before == ')') return closes_control_condition(j - 1);
     if (before == ']') return false;
     if (!is_identifier_char(before)) return before != '.' && before != '"' && before != '\'' && before != '`';
-    size_t w = j;
-    while (w > 0 && is_identifier_char(out_.code[w - 1])) --w;
-    const std::string_view word(out_.code.data() + w, j - w);
+    const std::string_view word = word_ending_at(j);
     for (std::string_view keyword : {"return", "typeof", "case", "do", "else", "in", "of", "new", "delete", "void",
                                      "throw", "instanceof", "yield", "await"}) {
       if (word == keyword) return true;
@@ -242,12 +239,21 @@ class Masker {
       if (c == '(' && --depth == 0) break;
     }
     if (depth != 0) return false;
-    size_t j = k;
-    while (j > 0 && std::isspace(static_cast<unsigned char>(out_.code[j - 1]))) --j;
-    size_t w = j;
-    while (w > 0 && is_identifier_char(out_.code[w - 1])) --w;
-    const std::string_view word(out_.code.data() + w, j - w);
+    const std::string_view word = word_ending_at(skip_spaces_back(k));
     return word == "if" || word == "while" || word == "for" || word == "with";
+  }
+
+  // Where the code before i ends once the spaces before i are skipped.
+  size_t skip_spaces_back(size_t i) const {
+    while (i > 0 && std::isspace(static_cast<unsigned char>(out_.code[i - 1]))) --i;
+    return i;
+  }
+
+  // The identifier that ends at end in the code, empty when there is none.
+  std::string_view word_ending_at(size_t end) const {
+    size_t w = end;
+    while (w > 0 && is_identifier_char(out_.code[w - 1])) --w;
+    return std::string_view(out_.code.data() + w, end - w);
   }
 
   size_t python_string(size_t i) {
