@@ -15,6 +15,7 @@
 #include "core/random_token.h"
 #include "effectfence/fence.h"
 #include "ledger/pg_connection.h"
+#include "support/sqlite_query.h"
 #include "support/temp_dir.h"
 
 namespace effectfence::testing {
@@ -61,15 +62,7 @@ class TestLedger {
   // The single integer a query returns, read with the engine's own client.
   int64_t count(const std::string& sql) {
     if (is_postgres()) return session().exec(sql).integer(0, 0);
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(where_.c_str(), &db) == SQLITE_OK);
-    sqlite3_stmt* stmt = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
-    REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
-    const int64_t n = sqlite3_column_int64(stmt, 0);
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-    return n;
+    return query_int64(where_, sql);
   }
 
   // Runs SQL as an operator at the sqlite3 or psql prompt would.
