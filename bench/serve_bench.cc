@@ -244,8 +244,10 @@ void measure_sqlite_slice(const std::string& dir, double seconds, Tally* tally) 
   tally->bench_cpu_s += own_cpu_seconds() - cpu_before;
 }
 
+// The batching counters are read just before and after the timed run.
 void measure_serve_slice(PairDriver& driver, const ChildProcess& server, size_t in_flight, double seconds,
                          Tally* tally) {
+  const PairDriver::Batching batching_before = driver.batching();
   const double server_cpu_before = server.cpu_seconds();
   const double bench_cpu_before = own_cpu_seconds();
   const auto threads_before = server.thread_times();
@@ -253,16 +255,9 @@ void measure_serve_slice(PairDriver& driver, const ChildProcess& server, size_t 
   add_thread_deltas(threads_before, server.thread_times(), tally);
   tally->server_cpu_s += server.cpu_seconds() - server_cpu_before;
   tally->bench_cpu_s += own_cpu_seconds() - bench_cpu_before;
-}
-
-// The batching counters are read between slices, outside the timed part.
-void measure_serve_slice_batching(PairDriver& driver, const ChildProcess& server, size_t in_flight,
-                                  double seconds, Tally* tally) {
-  const PairDriver::Batching before = driver.batching();
-  measure_serve_slice(driver, server, in_flight, seconds, tally);
-  const PairDriver::Batching after = driver.batching();
-  tally->transactions += after.transactions - before.transactions;
-  tally->decisions += after.decisions - before.decisions;
+  const PairDriver::Batching batching_after = driver.batching();
+  tally->transactions += batching_after.transactions - batching_before.transactions;
+  tally->decisions += batching_after.decisions - batching_before.decisions;
 }
 
 double per_item_us(double cpu_s, const Summary& s) {
@@ -307,7 +302,7 @@ void measure_levels(const Options& options, const std::string& dir, Report* repo
     Tally serve;
     for (int round = 0; round < options.rounds; ++round) {
       measure_sqlite_slice(dir, slice, &sqlite);
-      measure_serve_slice_batching(driver, server, in_flight, slice, &serve);
+      measure_serve_slice(driver, server, in_flight, slice, &serve);
     }
     report->levels.push_back(level_result(in_flight, sqlite, serve));
     all_sqlite.timings.merge(sqlite.timings);
