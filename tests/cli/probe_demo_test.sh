@@ -80,13 +80,17 @@ expect "turf war: the two others never admitted" \
   "$("$SQLITE3" "$WORK/demo/ledger.sqlite" "SELECT count(*) FROM intents WHERE domain = 'cluster:checkout'")" 1
 
 # A real npm server that double-fires: every request_planning call mints a new request.
+# Straight, the calls are retries (--sequential): concurrent ones race inside the
+# server itself (each reloads its file, then numbers the request), so how many
+# distinct numbers they get depends on timing.
 TASKMANAGER="${EFFECTFENCE_E2E_NODE_MODULES:-$(dirname "$0")/../e2e/node_modules}/@kazuph/mcp-taskmanager/dist/index.js"
 if [[ -f "$TASKMANAGER" ]] && command -v node >/dev/null; then
   PLAN='{"originalRequest":"ship the release","tasks":[{"title":"tag","description":"tag v1"}]}'
   TASK_MANAGER_FILE_PATH="$WORK/tasks-straight.json" "$EF" probe --tool request_planning --args "$PLAN" -n 5 \
-    --json -- node "$TASKMANAGER" >"$WORK/tm-straight.json" 2>/dev/null
+    --sequential --json -- node "$TASKMANAGER" >"$WORK/tm-straight.json" 2>/dev/null
   expect "probe proves mcp-taskmanager double-fires (exit 1)" "$?" 1
   expect "5 distinct requests straight" "$(jq .distinct_effects "$WORK/tm-straight.json")" 5
+  expect "straight, five requests in the task file" "$(jq '.requests | length' "$WORK/tasks-straight.json")" 5
   TASK_MANAGER_FILE_PATH="$WORK/tasks-fenced.json" "$EF" probe --tool request_planning --args "$PLAN" -n 5 \
     --json -- "$EF" wrap --db "$WORK/tm-ledger.sqlite" -- node "$TASKMANAGER" >"$WORK/tm-fenced.json" 2>/dev/null
   expect "through wrap, 1 distinct effect" "$(jq .distinct_effects "$WORK/tm-fenced.json")" 1
