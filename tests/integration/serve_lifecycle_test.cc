@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -324,4 +325,54 @@ TEST_CASE("decisions queued behind a locked ledger share transactions; fence_sta
   CHECK(std::stol(m[1]) >= after["decisions"].get<int64_t>());
   CHECK(std::stol(m[2]) >= after["transactions"].get<int64_t>());
   CHECK(std::stol(m[2]) < std::stol(m[1]));
+}
+
+TEST_CASE("serve sweeps intents finished longer ago than EFFECTFENCE_RESULT_TTL_SECS: the certificate stays, "
+          "younger results still replay, and only then is a duplicate new again",
+          "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string db = dir.file("l.sqlite");
+  auto commit = [](ServeProcess& serve, int id, const std::string& intent) {
+    Json prepared = serve.call_tool(id, "fence_prepare", prepare_args(intent))["result"]["structuredContent"];
+    REQUIRE(prepared["status"] == "fresh");
+    Json committed = serve.call_tool(id + 1, "fence_commit",
+                                     {{"prepared", prepared["prepared"]}, {"result", {{"charged", intent}}}});
+    REQUIRE(committed["result"]["structuredContent"]["status"] == "committed");
+    return committed["result"]["structuredContent"]["cert"]["hash"].get<std::string>();
+  };
+  constexpr int kTtlSecs = 2;
+  std::string old_hash;
+  {
+    ServeProcess serve({"serve", "--db", db});  // the default TTL (a day) sweeps nothing
+    serve.initialize();
+    old_hash = commit(serve, 1, "o-old");
+    std::this_thread::sleep_for(std::chrono::milliseconds(kTtlSecs * 1000 + 600));
+    commit(serve, 3, "o-young");
+    serve.close_stdin();
+    REQUIRE(serve.wait_exit() == 0);
+  }
+  CHECK(query_int64(db, "SELECT count(*) FROM events WHERE kind = 'swept'") == 0);
+
+  // serve sweeps once when it starts, then every few minutes.
+  ServeProcess serve({"serve", "--db", db, "--log-level", "debug"},
+                     {{"EFFECTFENCE_RESULT_TTL_SECS", std::to_string(kTtlSecs)}});
+  serve.initialize();
+  for (int i = 0; i < 100 && query_int64(db, "SELECT count(*) FROM events WHERE kind = 'swept'") == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(query_int64(db, "SELECT count(*) FROM events WHERE kind = 'swept'") == 1);
+  CHECK(query_int64(db, "SELECT json_extract(detail, '$.intents') FROM events WHERE kind = 'swept'") == 1);
+  CHECK(query_int64(db, "SELECT count(*) FROM intents WHERE intent = 'o-old'") == 0);
+  CHECK(query_int64(db, "SELECT count(*) FROM certificates WHERE intent = 'o-old' AND hash = '" + old_hash + "'") == 1);
+
+  Json young = serve.call_tool(10, "fence_prepare", prepare_args("o-young"))["result"]["structuredContent"];
+  CHECK(young["status"] == "already_done");
+  Json old = serve.call_tool(11, "fence_prepare", prepare_args("o-old"))["result"]["structuredContent"];
+  CHECK(old["status"] == "fresh");
+  // The domain keeps counting: the new attempt never reuses the old number.
+  CHECK(old["prepared"]["seq"].get<int64_t>() >
+        query_int64(db, "SELECT seq FROM certificates WHERE hash = '" + old_hash + "'"));
+  serve.close_stdin();
+  REQUIRE(serve.wait_exit() == 0);
+  CHECK_THAT(serve.stderr_text(), Catch::Contains("swept 1 finished intent(s) past their TTL"));
 }
