@@ -132,7 +132,8 @@ class Fence {
   // outcome when it needs no ledger, else what the ledger must decide.
   std::variant<PrepareOutcome, std::shared_ptr<PendingPrepare>> begin_prepare(const PrepareRequest& request);
   PrepareOutcome finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure);
-  CommitOutcome finish_commit(const Ticket& ticket, CommitOutcome outcome);
+  // recorded: this call recorded the outcome (a retry is not counted again).
+  CommitOutcome finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded);
   // ledger_->write, adding the fast path's pending counters to the same transaction.
   std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn);
   void write_async(std::function<void(LedgerTxn&)> fn, Ledger::WriteDone done);

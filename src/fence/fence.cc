@@ -174,6 +174,7 @@ struct Fence::PendingCommit {
   Ticket ticket;
   Json result;
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  bool recorded = false;  // false for a retried commit: counted once
 };
 
 std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begin_prepare(
@@ -223,12 +224,14 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
   JsonError error;
   if (!validate_canonicalizable(result, &error)) return invalid("result: " + error.message);
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  bool recorded = false;
   // On a ledger failure nothing changed: the ticket still holds the intent
   // (and this process keeps refusing duplicates) until the commit is retried.
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context(txn)); })) {
+  if (auto failure = write(
+          [&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context(txn), &recorded); })) {
     return *failure;
   }
-  return finish_commit(ticket, std::move(outcome));
+  return finish_commit(ticket, std::move(outcome), recorded);
 }
 
 void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
@@ -242,22 +245,22 @@ void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
   pending->result = std::move(result);
   write_async(
       [this, pending](LedgerTxn& txn) {
-        pending->outcome = rules::commit(txn, pending->ticket, pending->result, context(txn));
+        pending->outcome = rules::commit(txn, pending->ticket, pending->result, context(txn), &pending->recorded);
       },
       [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
         if (failure) {
           done(std::move(*failure));  // as in commit(): the ticket still holds the intent
           return;
         }
-        done(finish_commit(pending->ticket, std::move(pending->outcome)));
+        done(finish_commit(pending->ticket, std::move(pending->outcome), pending->recorded));
       });
 }
 
-CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome) {
+CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded) {
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
     fast_->committed(ticket, *cert, settings_.now_ms(), ledger_->external_changes());
     std::lock_guard<std::mutex> lock(counters_mu_);
-    process_.committed += 1;
+    if (recorded) process_.committed += 1;
   } else {
     fast_->released(ticket);
   }
@@ -266,11 +269,13 @@ CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome) 
 
 AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
   AbortOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::abort(txn, ticket, reason, context(txn)); })) {
+  bool recorded = false;
+  if (auto failure = write(
+          [&](LedgerTxn& txn) { outcome = rules::abort(txn, ticket, reason, context(txn), &recorded); })) {
     return *failure;
   }
   fast_->released(ticket);
-  if (std::holds_alternative<Aborted>(outcome)) {
+  if (recorded) {
     std::lock_guard<std::mutex> lock(counters_mu_);
     process_.aborted += 1;
   }

@@ -216,6 +216,86 @@ TEST_CASE("a retried commit gets the same certificate; a different result is ref
   auto different = fence->commit(t, {{"charge_id", "ch_other"}});
   REQUIRE(std::holds_alternative<Refusal>(different));
   CHECK(std::get<Refusal>(different).reason == Reason::ticket_invalid);
+  // The first result stands; the second is kept in the audit log, not lost.
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'o-6' "
+                     "AND detail LIKE '%\"reason\":\"already_committed\"%' "
+                     "AND detail LIKE '%\"result\":{\"charge_id\":\"ch_other\"}%'") == 1);
+
+  // A retried commit or abort is one outcome, counted once.
+  const Ticket a = admitted_ticket(fence->prepare(charge("o-6a")));
+  REQUIRE(std::holds_alternative<Aborted>(fence->abort(a, "provider timed out")));
+  REQUIRE(std::holds_alternative<Aborted>(fence->abort(a, "provider timed out")));
+  auto stats = std::get<Stats>(fence->stats());
+  CHECK(stats.process.committed == 1);
+  CHECK(stats.process.aborted == 1);
+  CHECK(stats.ledger.committed == 1);
+  CHECK(stats.ledger.aborted == 1);
+}
+
+TEST_CASE("a refused commit keeps its result in the audit log: cleared, swept or taken over", "[fence][lease]") {
+  TestLedger ledger;
+  ManualClock clock;
+  Settings s = ledger.settings();
+  s.lease_ttl_ms = 1000;
+  s.result_ttl_ms = 2000;
+  clock.drive(s);
+  auto fence = open_fence(s);
+  auto kept = [&](const std::string& intent, const std::string& charge_id) {
+    return ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = '" + intent +
+                        "' AND detail LIKE '%\"reason\":\"lease_lost\"%' AND detail LIKE '%\"result\":{"
+                        "\"charge_id\":\"" + charge_id + "\"}%'");
+  };
+
+  // Fenced as unknown (its server stopped), then cleared by an operator: the
+  // holder's late result arrives after the clear.
+  const Ticket cleared = admitted_ticket(fence->prepare(charge("o-cleared")));
+  REQUIRE(fence->fence_own_in_flight("serve exited") == 1);
+  REQUIRE(std::holds_alternative<Cleared>(fence->clear("o-cleared", "alice", "provider shows no charge yet")));
+  auto late = fence->commit(cleared, {{"charge_id", "ch_late"}});
+  REQUIRE(std::holds_alternative<Refusal>(late));
+  CHECK(std::get<Refusal>(late).reason == Reason::lease_lost);
+  CHECK_THAT(std::get<Refusal>(late).message, Catch::Contains("kept in the audit log"));
+  CHECK(kept("o-cleared", "ch_late") == 1);
+
+  // A zombie whose successor committed and whose row was swept since.
+  const Ticket zombie = admitted_ticket(fence->prepare(charge("o-swept")));
+  clock.advance(1500);
+  const Ticket successor = admitted_ticket(fence->prepare(charge("o-swept", 4900, "agent-b")));
+  committed(*fence, successor, {{"charge_id", "ch_successor"}});
+  clock.advance(5000);
+  REQUIRE(fence->sweep() >= 1);
+  auto swept = fence->commit(zombie, {{"charge_id", "ch_zombie"}});
+  REQUIRE(std::holds_alternative<Refusal>(swept));
+  CHECK(std::get<Refusal>(swept).reason == Reason::lease_lost);
+  CHECK(kept("o-swept", "ch_zombie") == 1);
+
+  // A refused commit is never counted as one.
+  CHECK(std::get<Stats>(fence->stats()).process.committed == 1);
+}
+
+TEST_CASE("a process holding an intent sees it resolved through another process at once", "[fence][fast_path]") {
+  TestLedger ledger;
+  auto holder = open_fence(ledger.settings());
+  auto other = open_fence(ledger.settings());
+
+  // The ticket is committed through another process (e.g. after a reconnect).
+  const Ticket committed_elsewhere = admitted_ticket(holder->prepare(charge("o-moved")));
+  const Certificate cert = committed(*other, committed_elsewhere, {{"charge_id", "ch_moved"}});
+  auto replay = holder->prepare(charge("o-moved"));
+  REQUIRE(std::holds_alternative<Replayed>(replay));
+  CHECK(std::get<Replayed>(replay).cert.hash == cert.hash);
+
+  // Aborted through another process and cleared: the next prepare is fresh.
+  const Ticket aborted_elsewhere = admitted_ticket(holder->prepare(charge("o-reset")));
+  REQUIRE(std::holds_alternative<Aborted>(other->abort(aborted_elsewhere, "tool failed")));
+  REQUIRE(std::holds_alternative<Cleared>(other->clear("o-reset", "alice", "provider shows no charge")));
+  CHECK(admitted_ticket(holder->prepare(charge("o-reset"))).generation == aborted_elsewhere.generation + 1);
+
+  // Still held: a duplicate is refused, by the ledger.
+  const Ticket held = admitted_ticket(holder->prepare(charge("o-held")));
+  CHECK(refusal_reason(holder->prepare(charge("o-held"))) == Reason::in_flight);
+  CHECK(refusal_reason(holder->prepare(charge("o-held", 1))) == Reason::payload_mismatch);
+  committed(*holder, held, {{"ok", true}});
 }
 
 TEST_CASE("abort fences the intent until an audited clear; then it is fresh", "[fence][clear]") {
@@ -359,7 +439,7 @@ TEST_CASE("stats count every outcome for the process and the ledger", "[fence][s
   auto fence = open_fence(ledger.settings());
   auto other = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("s-1")));
-  refusal_reason(fence->prepare(charge("s-1")));          // in_flight (fast path)
+  refusal_reason(fence->prepare(charge("s-1")));          // in_flight (its holder's process)
   refusal_reason(other->prepare(charge("s-1")));          // in_flight (ledger)
   refusal_reason(other->prepare(charge("s-1", 1)));       // payload_mismatch
   committed(*fence, t, {{"ok", true}});

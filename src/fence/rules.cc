@@ -111,7 +111,7 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
   if (!row) {
     return Refusal{Reason::lease_lost,
                    action + " refused: intent '" + ticket.intent + "' has no attempt in the ledger (never "
-                   "admitted, or swept). Nothing was recorded.",
+                   "admitted, or swept). It was not recorded as an outcome.",
                    {{"intent", ticket.intent}}};
   }
   if (!same_token(row->token, ticket.token)) {
@@ -244,21 +244,33 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   return Admitted{ticket_of(row)};
 }
 
-CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx) {
+namespace {
+
+// A result whose commit is refused is kept in the audit log, so nothing an
+// agent reports is lost: the effect may have run. why names the refusal.
+void keep_refused_result(LedgerTxn& txn, const Ticket& ticket, const Json& result, const char* why,
+                         const Context& ctx) {
+  EventRecord e;
+  e.kind = "commit_refused";
+  e.intent = ticket.intent;
+  e.domain = ticket.domain;
+  e.seq = ticket.seq;
+  e.generation = ticket.generation;
+  e.actor = ctx.me.describe();
+  e.detail = {{"reason", why}, {"result", result}};
+  txn.append_event(e, ctx.now);
+}
+
+}  // namespace
+
+CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx,
+                     bool* recorded) {
+  if (recorded) *recorded = false;
   auto held = row_held_by(txn, ticket, "fence_commit");
   if (auto* refusal = std::get_if<Refusal>(&held)) {
-    if (refusal->reason == Reason::lease_lost && refusal->detail.contains("current_generation")) {
-      // A zombie's result is kept in the audit log: nothing recorded is lost.
-      EventRecord e;
-      e.kind = "commit_refused";
-      e.intent = ticket.intent;
-      e.domain = ticket.domain;
-      e.seq = ticket.seq;
-      e.generation = ticket.generation;
-      e.actor = ctx.me.describe();
-      e.detail = {{"reason", "lease_lost"}, {"result", result}};
-      txn.append_event(e, ctx.now);
-    }
+    // A zombie, or a holder whose intent was swept: only an edited ticket is
+    // not worth keeping.
+    if (refusal->reason == Reason::lease_lost) keep_refused_result(txn, ticket, result, "lease_lost", ctx);
     return *refusal;
   }
   IntentRow row = std::get<IntentRow>(held);
@@ -267,15 +279,18 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
     // A retried commit (its answer was lost) gets the same certificate.
     auto cert = txn.load_certificate(row.cert_hash);
     if (cert && canonicalize(cert->result) == canonicalize(result)) return *cert;
+    keep_refused_result(txn, ticket, result, "already_committed", ctx);
     return Refusal{Reason::ticket_invalid,
                    "intent '" + row.intent + "' was already committed with a different result; the first "
-                   "result stands",
+                   "result stands (yours is kept in the audit log)",
                    {{"intent", row.intent}, {"certificate", row.cert_hash}}};
   }
   if (row.state != IntentState::in_flight && row.state != IntentState::unknown) {
+    keep_refused_result(txn, ticket, result, "lease_lost", ctx);
     return Refusal{Reason::lease_lost,
                    "fence_commit refused: intent '" + row.intent + "' is " + state_name(row.state) +
-                       "; an outcome is already recorded or an operator cleared it",
+                       "; an outcome is already recorded or an operator cleared it. Your result is kept in "
+                       "the audit log, not as the outcome.",
                    {{"intent", row.intent}, {"state", state_name(row.state)}}};
   }
 
@@ -329,10 +344,13 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   Counters delta;
   delta.committed = 1;
   txn.add_counters(delta);
+  if (recorded) *recorded = true;
   return cert;
 }
 
-AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx) {
+AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx,
+                   bool* recorded) {
+  if (recorded) *recorded = false;
   auto held = row_held_by(txn, ticket, "fence_abort");
   if (auto* refusal = std::get_if<Refusal>(&held)) return *refusal;
   IntentRow row = std::get<IntentRow>(held);
@@ -351,6 +369,7 @@ AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reas
   Counters delta;
   delta.aborted = 1;
   txn.add_counters(delta);
+  if (recorded) *recorded = true;
   return Aborted{row.intent};
 }
 

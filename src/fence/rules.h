@@ -32,8 +32,12 @@ struct Attempt {
 };
 
 PrepareOutcome prepare(LedgerTxn& txn, const Attempt& attempt, const Context& ctx);
-CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx);
-AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx);
+// commit and abort set *recorded iff they recorded the outcome now (false
+// for a retry answered with what is already recorded, and for refusals).
+CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx,
+                     bool* recorded = nullptr);
+AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx,
+                   bool* recorded = nullptr);
 HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& ctx);
 ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string& operator_name,
                    const std::string& reason);
