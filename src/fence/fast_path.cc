@@ -27,11 +27,8 @@ std::optional<PrepareOutcome> FastPath::answer_from_slot(IntentSlot& slot, const
     if (slot.cert_payload != a.payload_hash) return mismatch(a.request.intent);
     return Replayed{*slot.cert};
   }
-  if (slot.held && slot.held->lease_expires_at_ms <= now) slot.held.reset();
-  if (slot.held) {
-    if (slot.held_payload != a.payload_hash) return mismatch(a.request.intent);
-    return same_instant_duplicate(a.request.intent);
-  }
+  // A held intent is not answered from memory: its ticket may have been
+  // committed, aborted (and cleared) through another process since.
   if (slot.deciding && slot.deciding_payload == a.payload_hash) return same_instant_duplicate(a.request.intent);
   return std::nullopt;
 }

@@ -6,7 +6,10 @@
 // What it remembers:
 //   - intents this process is deciding right now (a duplicate arriving at the
 //     same instant is refused as in_flight);
-//   - intents this process holds (admitted, lease not expired);
+//   - intents this process holds (admitted, not yet resolved here), to fence
+//     them when it stops. Duplicates of those go to the ledger: a ticket can
+//     be committed or aborted through another process, and an operator may
+//     clear the intent, without this process seeing it;
 //   - certificates of intents that are done. They are immutable, and the
 //     cache is dropped whenever the ledger reports that another connection
 //     (process or operator) changed the file (PRAGMA data_version).
