@@ -181,3 +181,47 @@ TEST_CASE("closing the ledger answers every asynchronous write still queued", "[
   CHECK(answered == 100);
   CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent LIKE 'job-%'") == committed.load());
 }
+
+TEST_CASE("when SQLite rolls back the shared transaction, every decision in it is refused and none is kept",
+          "[ledger][group_commit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto ledger = open_ledger(path);
+  // RAISE(ROLLBACK) ends the whole transaction, as a full disk or an I/O
+  // error can: a real SQLite rollback in the middle of a batch.
+  sqlite3* admin = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &admin) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(admin,
+                       "CREATE TRIGGER test_rollback BEFORE INSERT ON events WHEN NEW.intent = 'job-1' "
+                       "BEGIN SELECT RAISE(ROLLBACK, 'simulated rollback'); END",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(admin);
+
+  std::atomic<bool> writer_held{false};
+  std::thread leader([&] {
+    ledger->write([&](LedgerTxn&) {
+      writer_held = true;
+      hold_writer_until_queued(*ledger, 3);
+    });
+  });
+  while (!writer_held) std::this_thread::yield();
+  // Queued in order: job-0, then job-1 (rolls everything back), then job-2.
+  std::vector<std::optional<Refusal>> answers(3);
+  std::vector<std::thread> jobs;
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t queued = ledger->metrics().queued;
+    jobs.emplace_back([&, i] { answers[i] = ledger->write([&](LedgerTxn& txn) { txn.append_event(marker(i), 1); }); });
+    while (ledger->metrics().queued == queued) std::this_thread::yield();
+  }
+  leader.join();
+  for (auto& t : jobs) t.join();
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(answers[i]);
+    CHECK(answers[i]->reason == Reason::ledger_error);
+    CHECK_THAT(answers[i]->message, Catch::Contains("rolled back"));
+  }
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent IN ('job-0', 'job-1', 'job-2')") == 0);
+  // The ledger goes on deciding.
+  CHECK_FALSE(ledger->write([&](LedgerTxn& txn) { txn.append_event(marker(3), 1); }));
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-3'") == 1);
+}

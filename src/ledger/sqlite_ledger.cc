@@ -239,7 +239,17 @@ class SqliteLedger final : public Ledger {
       return;
     }
     note_external_changes();
-    for (size_t i = 0; i < batch.size(); ++i) results[i] = run_job(*batch[i]);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      results[i] = run_job(*batch[i]);
+      if (transaction_lost()) {
+        // SQLite rolled back the whole transaction (a full disk, an I/O error,
+        // a trigger's RAISE(ROLLBACK)): the decisions before this one are gone,
+        // and each one after it would commit on its own.
+        txn_.discard_batch();
+        answer_all(batch, rolled_back(results[i]));
+        return;
+      }
+    }
     try {
       txn_.flush_counters();
       run(*commit_);
@@ -281,6 +291,15 @@ class SqliteLedger final : public Ledger {
       undo_job();
       return Refusal{Reason::ledger_error, std::string("ledger: decision failed: ") + e.what()};
     }
+  }
+
+  bool transaction_lost() const { return sqlite3_get_autocommit(db_->getHandle()) != 0; }
+
+  static Refusal rolled_back(const std::optional<Refusal>& cause) {
+    return Refusal{Reason::ledger_error,
+                   "ledger: SQLite rolled back the shared transaction" +
+                       (cause ? " (" + cause->message + ")" : std::string()) +
+                       "; nothing was decided, do not run the tool; retry in a few seconds"};
   }
 
   void undo_job() {
@@ -371,14 +390,15 @@ class SqliteLedger final : public Ledger {
   std::atomic<uint64_t> decisions_{0};
   std::optional<Refusal> failed_;  // writer thread only: set by an I/O error at commit, kept
 
-  // One thread, so answers go out in commit order. Declared before the
-  // writer: it is destroyed after the writer has stopped, and answers what
-  // the writer's last batches handed it.
-  JobThreads completions_{1, "ledger-answers"};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job*> queue_;
   bool stopping_ = false;
+  // One thread, so answers go out in commit order. It is destroyed after
+  // the writer has stopped (joined in ~SqliteLedger) and answers what the
+  // writer's last batches handed it; declared after the queue and its mutex,
+  // because an answer may ask for more work, which the closing queue refuses.
+  JobThreads completions_{1, "ledger-answers"};
   std::thread writer_;
 };
 
@@ -386,16 +406,19 @@ std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, 
   const int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   auto db = std::make_unique<SQLite::Database>(memory ? ":memory:" : path, flags,
                                                static_cast<int>(busy_timeout_ms));
-  if (!memory) {
-    const std::string mode = db->execAndGet("PRAGMA journal_mode = WAL").getString();
-    if (mode != "wal") throw SQLite::Exception("could not switch to WAL mode (got " + mode + ")", SQLITE_CANTOPEN);
-  }
   // An answer is given only after its decision is on disk.
   db->exec("PRAGMA synchronous = FULL");
   // Savepoint and statement journals stay in memory instead of spilling to a
   // temporary file on every decision.
   db->exec("PRAGMA temp_store = MEMORY");
   return db;
+}
+
+// WAL mode is a property of the file, written into it: switched on only once
+// the file is known to be ours (or new), so a refused file is left as it was.
+void use_wal(SQLite::Database& db) {
+  const std::string mode = db.execAndGet("PRAGMA journal_mode = WAL").getString();
+  if (mode != "wal") throw SQLite::Exception("could not switch to WAL mode (got " + mode + ")", SQLITE_CANTOPEN);
 }
 
 }  // namespace
@@ -425,6 +448,7 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
   try {
     auto db = connect(path, memory, busy_timeout_ms);
     if (auto error = check_identity(*db, path)) return *error;
+    if (!memory) use_wal(*db);
     apply_migrations(*db);
     // Writability is proven now rather than at the first decision.
     db->exec("BEGIN IMMEDIATE");

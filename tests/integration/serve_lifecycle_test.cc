@@ -148,10 +148,17 @@ TEST_CASE("files that are not a usable ledger are refused with a named error", "
                Catch::Contains("cannot open ledger: not_a_ledger"));
     CHECK_FALSE(std::filesystem::exists(db + ".server.json"));
   }
-  SECTION("another application's SQLite database") {
+  SECTION("another application's SQLite database, left byte for byte as it was (not even switched to WAL)") {
     const std::string db = dir.file("other.sqlite");
-    run_sql(db, "CREATE TABLE customers(id INTEGER)");
+    run_sql(db, "CREATE TABLE customers(id INTEGER); INSERT INTO customers VALUES (1)");
+    auto bytes = [&] {
+      std::ifstream in(db, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string before = bytes();
     CHECK_THAT(expect_refused_ledger({"serve", "--db", db}), Catch::Contains("not_a_ledger"));
+    CHECK(bytes() == before);
+    CHECK_FALSE(std::filesystem::exists(db + "-wal"));
   }
   SECTION("a ledger from a newer effectfence") {
     const std::string db = dir.file("newer.sqlite");
