@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 1), for people.
+-- effectfence ledger: the full current schema (version 2), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -16,7 +16,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 1;             -- schema version
+PRAGMA user_version = 2;             -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -83,6 +83,12 @@ CREATE TRIGGER certificates_immutable_update BEFORE UPDATE ON certificates
 BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable'); END;
 CREATE TRIGGER certificates_immutable_delete BEFORE DELETE ON certificates
 BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable'); END;
+-- REPLACE (INSERT OR REPLACE, REPLACE INTO) deletes the row in its way without
+-- firing DELETE triggers, so an INSERT may not take an existing row's place.
+CREATE TRIGGER certificates_immutable_replace BEFORE INSERT ON certificates
+WHEN EXISTS (SELECT 1 FROM certificates WHERE hash = NEW.hash)
+  OR EXISTS (SELECT 1 FROM certificates WHERE domain = NEW.domain AND seq = NEW.seq)
+BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable: this hash or (domain, seq) is already recorded'); END;
 
 -- Append-only audit log: admissions, takeovers, outcomes, fencing, clears.
 CREATE TABLE events (
@@ -107,6 +113,11 @@ CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;
 CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;
+-- Against REPLACE, as for certificates. effectfence inserts events without an
+-- id (NEW.id is then -1 here, never an existing row): one rowid lookup.
+CREATE TRIGGER events_append_only_replace BEFORE INSERT ON events
+WHEN EXISTS (SELECT 1 FROM events WHERE id = NEW.id)
+BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only: this event id is already recorded'); END;
 
 -- Ledger-wide counters (each process also keeps its own).
 CREATE TABLE counters (
@@ -157,6 +168,14 @@ CREATE TRIGGER clears_append_only_update BEFORE UPDATE OF intent, operator, reas
 BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be changed'); END;
 CREATE TRIGGER clears_append_only_delete BEFORE DELETE ON clears
 BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be deleted'); END;
+-- Against REPLACE, as for certificates: neither REPLACE INTO clears nor
+-- UPDATE OR REPLACE clears SET id = <another clear's id> may delete a clear.
+CREATE TRIGGER clears_append_only_replace BEFORE INSERT ON clears
+WHEN EXISTS (SELECT 1 FROM clears WHERE id = NEW.id)
+BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be replaced'); END;
+CREATE TRIGGER clears_append_only_renumber BEFORE UPDATE ON clears
+WHEN NEW.id IS NOT OLD.id
+BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be changed'); END;
 
 -- Views for people at the sqlite3 prompt.
 CREATE VIEW fenced AS

@@ -167,3 +167,172 @@ TEST_CASE("certificates and events cannot be changed through SQL", "[ledger][aud
   }
   sqlite3_close(db);
 }
+
+namespace {
+
+// Every row of a query, one line each, columns separated by '|'.
+std::string rows(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &q, nullptr) == SQLITE_OK);
+  std::string out;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    for (int i = 0; i < sqlite3_column_count(q); ++i) {
+      const unsigned char* text = sqlite3_column_text(q, i);
+      out += (i ? "|" : "") + (text ? std::string(reinterpret_cast<const char*>(text)) : std::string("NULL"));
+    }
+    out += "\n";
+  }
+  sqlite3_finalize(q);
+  return out;
+}
+
+// The audit trail, and the intent a clear moves: any change shows here.
+std::string audit_trail(sqlite3* db) {
+  return rows(db, "SELECT * FROM certificates ORDER BY hash") + rows(db, "SELECT * FROM events ORDER BY id") +
+         rows(db, "SELECT * FROM clears ORDER BY id") + rows(db, "SELECT intent, state, version FROM intents");
+}
+
+// sql fails with a trigger's message containing `message`.
+void expect_trigger_refuses(sqlite3* db, const std::string& sql, const std::string& message) {
+  INFO(sql);
+  char* err = nullptr;
+  CHECK(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_CONSTRAINT);
+  CHECK_THAT(std::string(err ? err : "(no error)"), Catch::Contains(message));
+  sqlite3_free(err);
+}
+
+void expect_ok(sqlite3* db, const std::string& sql) {
+  INFO(sql);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  INFO((err ? err : ""));
+  sqlite3_free(err);
+  CHECK(rc == SQLITE_OK);
+}
+
+// A failed intent with two clears already recorded, failed again, so a new
+// clear of it passes clears_check: only the REPLACE triggers stand in the way.
+const char* const kAuditRows =
+    "INSERT INTO events(at, kind, intent, actor) VALUES (1, 'committed', 'i', 'agent');"
+    "INSERT INTO certificates(hash, intent, domain, seq, generation, agent, tool, body, committed_at) "
+    "VALUES ('h', 'i', 'd', 1, 1, 'agent', 'charge', '{\"amount_cents\":4900}', 1);"
+    "INSERT INTO intents(intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, holder_host, "
+    "holder_boot, holder_pid, holder_started, lease_expires_at, admitted_at, updated_at) "
+    "VALUES ('f', 'failed', 'd', 'charge', '{}', 'p', 'agent', 2, 1, 't', 'host', 'boot', 1, 1, 1, 1, 1);"
+    "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'alice', 'provider shows no charge');"
+    "UPDATE intents SET state = 'failed' WHERE intent = 'f';"
+    "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'bob', 'provider shows no charge again');"
+    "UPDATE intents SET state = 'failed' WHERE intent = 'f';";
+
+const char* const kReplaceTriggers =
+    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN ('certificates_immutable_replace', "
+    "'events_append_only_replace', 'clears_append_only_replace', 'clears_append_only_renumber') ORDER BY name";
+
+}  // namespace
+
+TEST_CASE("REPLACE and upserts cannot rewrite or remove a certificate, an event or a clear", "[ledger][audit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  exec_sql(path, kAuditRows);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const std::string before = audit_trail(db);
+  REQUIRE_THAT(before, Catch::Contains("4900"));
+  // REPLACE deletes the row in its way without firing DELETE triggers: each of
+  // these succeeded on schema version 1.
+  const std::string certificates = "effectfence: certificates are immutable";
+  const std::string events = "effectfence: the event log is append-only";
+  expect_trigger_refuses(db,
+                         "INSERT OR REPLACE INTO certificates SELECT hash, intent, domain, seq, generation, parent, "
+                         "agent, tool, replace(body, '4900', '490'), committed_at FROM certificates",
+                         certificates);
+  expect_trigger_refuses(db,  // a new hash that takes the old one's (domain, seq)
+                         "INSERT OR REPLACE INTO certificates SELECT 'forged', intent, domain, seq, generation, "
+                         "parent, agent, tool, replace(body, '4900', '490'), committed_at FROM certificates",
+                         certificates);
+  expect_trigger_refuses(db,
+                         "INSERT OR REPLACE INTO events(id, at, kind, intent, domain, seq, generation, actor, detail) "
+                         "SELECT id, at, kind, intent, domain, seq, generation, 'mallory', '{}' FROM events "
+                         "WHERE kind = 'committed'",
+                         events);
+  expect_trigger_refuses(db,
+                         "REPLACE INTO clears(id, intent, operator, reason, requested_at, previous_state) "
+                         "SELECT id, intent, 'mallory', 'x', requested_at, previous_state FROM clears",
+                         "effectfence: clears are an audit record and cannot be replaced");
+  expect_trigger_refuses(db,  // the latest clear alone: its intent is failed again, clears_check lets it by
+                         "REPLACE INTO clears(id, intent, operator, reason, requested_at, previous_state) "
+                         "SELECT id, intent, 'mallory', 'x', requested_at, previous_state FROM clears WHERE id = 2",
+                         "effectfence: clears are an audit record and cannot be replaced");
+  expect_trigger_refuses(db, "UPDATE OR REPLACE clears SET id = 1 WHERE id = 2",
+                         "effectfence: clears are an audit record and cannot be changed");
+  expect_trigger_refuses(db, "UPDATE clears SET rowid = rowid + 100", "effectfence: clears are an audit record");
+  // Upserts: the UPDATE triggers of version 1 already refused these.
+  expect_trigger_refuses(db,
+                         "INSERT INTO certificates SELECT * FROM certificates WHERE true "
+                         "ON CONFLICT(hash) DO UPDATE SET body = '{\"forged\":1}'",
+                         certificates);
+  expect_trigger_refuses(db,
+                         "INSERT INTO events SELECT * FROM events WHERE true "
+                         "ON CONFLICT(id) DO UPDATE SET actor = 'mallory'",
+                         events);
+  expect_trigger_refuses(db,
+                         "INSERT INTO clears SELECT * FROM clears WHERE true "
+                         "ON CONFLICT(id) DO UPDATE SET operator = 'mallory'",
+                         "effectfence: clears are an audit record");
+  CHECK(audit_trail(db) == before);
+
+  // New rows are still welcome, by hand as by effectfence.
+  expect_ok(db, "INSERT INTO events(at, kind, intent, actor) VALUES (2, 'admitted', 'j', 'agent')");
+  expect_ok(db, "INSERT INTO events(id, at, kind, intent, actor) VALUES (NULL, 3, 'admitted', 'k', 'agent')");
+  expect_ok(db,
+            "INSERT INTO certificates(hash, intent, domain, seq, generation, agent, tool, body, committed_at) "
+            "VALUES ('h2', 'j', 'd', 2, 1, 'agent', 'charge', '{}', 2)");
+  expect_ok(db, "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'carol', 'checked with the provider')");
+  CHECK(rows(db, "SELECT count(*) FROM events") == "6\n");  // 3 before, the two above and the clear's
+  CHECK(rows(db, "SELECT count(*) FROM certificates") == "2\n");
+  CHECK(rows(db, "SELECT id, operator FROM clears ORDER BY id") == "1|alice\n2|bob\n3|carol\n");
+  CHECK(rows(db, "SELECT state FROM intents WHERE intent = 'f'") == "cleared\n");
+  sqlite3_close(db);
+}
+
+TEST_CASE("a ledger at schema version 1 is migrated on open: its rows kept, REPLACE refused", "[ledger][schema]") {
+  TempDir dir;
+  const std::string path = dir.file("v1.sqlite");
+  // The file a version 1 effectfence left: its migration, its marks, its rows.
+  const Migration& v1 = embedded_migrations().front();
+  REQUIRE(v1.version == 1);
+  exec_sql(path, std::string("BEGIN;") + v1.sql + "PRAGMA application_id = " + std::to_string(kApplicationId) +
+                     "; PRAGMA user_version = 1; COMMIT; PRAGMA journal_mode = WAL;");
+  exec_sql(path, kAuditRows);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(rows(db, kReplaceTriggers).empty());
+  const std::string before = audit_trail(db);
+  sqlite3_close(db);
+
+  REQUIRE(latest_schema_version() >= 2);
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  CHECK_THAT(schema_dump(path), Catch::Contains("PRAGMA user_version = " + std::to_string(latest_schema_version())));
+  const std::string documented = dir.file("documented.sqlite");
+  exec_sql(documented, read_file(std::string(EFFECTFENCE_SOURCE_DIR) + "/schema/schema.sql"));
+  CHECK(schema_dump(path) == schema_dump(documented));
+
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(rows(db, kReplaceTriggers) ==
+        "certificates_immutable_replace\nclears_append_only_renumber\nclears_append_only_replace\n"
+        "events_append_only_replace\n");
+  CHECK(audit_trail(db) == before);
+  expect_trigger_refuses(db,
+                         "INSERT OR REPLACE INTO certificates SELECT hash, intent, domain, seq, generation, parent, "
+                         "agent, tool, replace(body, '4900', '490'), committed_at FROM certificates",
+                         "effectfence: certificates are immutable");
+  expect_trigger_refuses(db, "REPLACE INTO events(id, at, kind, actor) SELECT id, at, kind, 'mallory' FROM events",
+                         "effectfence: the event log is append-only");
+  expect_trigger_refuses(db,
+                         "REPLACE INTO clears(id, intent, operator, reason) SELECT id, intent, 'mallory', 'x' "
+                         "FROM clears",
+                         "effectfence: clears are an audit record");
+  CHECK(audit_trail(db) == before);
+  sqlite3_close(db);
+}

@@ -105,16 +105,18 @@ check_cli_clear() {
 check_audit_is_append_only() {
   CHECKS=$((CHECKS + 1))
   if [[ $RC -ne 0 ]]; then pass "audit-is-append-only fails"; else fail "audit-is-append-only should fail"; fi
-  expect_eq "$(count_matches "$ERR" 'effectfence: the event log is append-only')" 2 "UPDATE and DELETE on events are refused"
-  expect_eq "$(count_matches "$ERR" 'effectfence: certificates are immutable')" 2 "UPDATE and DELETE on certificates are refused"
-  expect_eq "$(count_matches "$ERR" 'effectfence: clears are an audit record')" 2 "UPDATE and DELETE on clears are refused"
+  expect_eq "$(count_matches "$ERR" 'effectfence: the event log is append-only')" 3 "UPDATE, DELETE and REPLACE on events are refused"
+  expect_eq "$(count_matches "$ERR" 'effectfence: certificates are immutable')" 3 "UPDATE, DELETE and REPLACE on certificates are refused"
+  expect_eq "$(count_matches "$ERR" 'effectfence: clears are an audit record')" 3 "UPDATE, DELETE and REPLACE on clears are refused"
+  expect_eq "$(count_matches "$ERR" 'effectfence: .*(already recorded|cannot be replaced)')" 3 \
+    "each REPLACE is refused by the trigger against replacing"
   expect_eq "$(fingerprint)" "$BEFORE" "audit-is-append-only changes nothing"
 }
 
 check_triggers() {
   expect_success "triggers"
   expect_eq "$(tr '\n' ' ' <<<"$OUT")" \
-    "certificates_immutable_delete|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only_delete|events events_append_only_update|events " \
+    "certificates_immutable_delete|certificates certificates_immutable_replace|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_renumber|clears clears_append_only_replace|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only_delete|events events_append_only_replace|events events_append_only_update|events " \
     "triggers lists every protection"
 }
 
