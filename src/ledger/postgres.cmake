@@ -12,7 +12,8 @@ add_custom_command(
   COMMAND ${CMAKE_COMMAND} -DOUT=${EMBEDDED_PG} "-DFILES=${EFFECTFENCE_PG_MIGRATIONS}"
           -DFUNCTION=postgres_migrations -P ${CMAKE_SOURCE_DIR}/tools/embed_migrations.cmake
   DEPENDS ${EFFECTFENCE_PG_MIGRATIONS} ${CMAKE_SOURCE_DIR}/tools/embed_migrations.cmake
-  COMMENT "Embedding PostgreSQL migrations")
+  COMMENT "Embedding PostgreSQL migrations"
+  VERBATIM)  # FILES is a ;-list: unquoted, the shell would split it into commands
 
 target_sources(effectfence_ledger PRIVATE
   ${CMAKE_SOURCE_DIR}/src/ledger/pg_connection.cc
