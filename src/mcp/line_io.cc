@@ -16,7 +16,8 @@ void LineSplitter::feed(std::string_view bytes) {
     const size_t newline = bytes.find('\n');
     const std::string_view chunk = bytes.substr(0, newline);
     if (!discarding_) {
-      if (pending_.size() + chunk.size() > max_bytes_) {
+      // One byte of slack: a line of exactly the limit may end in "\r\n".
+      if (pending_.size() + chunk.size() > max_bytes_ + 1) {
         const size_t room = kept_prefix_bytes_ > pending_.size() ? kept_prefix_bytes_ - pending_.size() : 0;
         pending_.append(chunk.substr(0, room));
         pending_.resize(std::min(pending_.size(), kept_prefix_bytes_));
@@ -36,7 +37,9 @@ void LineSplitter::feed(std::string_view bytes) {
 void LineSplitter::end_line() {
   if (!discarding_) {
     if (!pending_.empty() && pending_.back() == '\r') pending_.pop_back();
-    ready_.push_back(Line{std::move(pending_), false});
+    const bool too_long = pending_.size() > max_bytes_;  // the slack byte was not a CR
+    if (too_long) pending_.resize(kept_prefix_bytes_);
+    ready_.push_back(Line{std::move(pending_), too_long});
   }
   pending_.clear();
   discarding_ = false;

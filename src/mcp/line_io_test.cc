@@ -65,18 +65,24 @@ TEST_CASE("LineSplitter joins chunks into lines and strips CR", "[line_io]") {
   CHECK_FALSE(splitter.finish());
 }
 
-TEST_CASE("LineSplitter accepts a line of exactly the limit", "[line_io]") {
-  LineSplitter splitter(8);
+TEST_CASE("LineSplitter accepts a line of exactly the limit, ended by LF or CRLF", "[line_io]") {
+  LineSplitter splitter(8, 4);
   splitter.feed("12345678\n");
+  splitter.feed("abcdefgh\r\n");
+  splitter.feed("123456789\n");  // one over: the slack byte is not a CR
   auto lines = drain(splitter);
-  REQUIRE(lines.size() == 1);
+  REQUIRE(lines.size() == 3);
   CHECK(lines[0].text == "12345678");
   CHECK_FALSE(lines[0].too_long);
+  CHECK(lines[1].text == "abcdefgh");
+  CHECK_FALSE(lines[1].too_long);
+  CHECK(lines[2].too_long);
+  CHECK(lines[2].text == "1234");
 }
 
 TEST_CASE("LineSplitter reports an oversized line once, keeps its start, and goes on", "[line_io]") {
   LineSplitter splitter(8, 4);
-  splitter.feed("123456789");  // over the limit before its newline arrives
+  splitter.feed("1234567890");  // over the limit (and its CR slack) before its newline arrives
   auto early = drain(splitter);
   REQUIRE(early.size() == 1);
   CHECK(early[0].too_long);
