@@ -177,8 +177,12 @@ Message classify_document(const Json& document) {
   }
   Json params = Json::object();
   if (auto p = document.find("params"); p != document.end() && !p->is_null()) {
-    if (!p->is_object()) return Invalid{id, kInvalidParams, "invalid params: \"params\" must be an object"};
-    params = *p;
+    // A notification is never answered, not even with an error: its
+    // positional or malformed params are dropped instead.
+    if (!p->is_object() && has_id) {
+      return Invalid{id, kInvalidParams, "invalid params: \"params\" must be an object"};
+    }
+    if (p->is_object()) params = *p;
   }
   if (has_id) return Request{id, method_it->get<std::string>(), std::move(params)};
   return Notification{method_it->get<std::string>(), std::move(params)};

@@ -78,6 +78,17 @@ TEST_CASE("envelope errors", "[jsonrpc]") {
   CHECK(array_params.id == "q");
 }
 
+TEST_CASE("a notification with params that are not an object is still a notification (never answered)",
+          "[jsonrpc]") {
+  for (const char* line : {R"({"jsonrpc":"2.0","method":"notifications/initialized","params":[]})",
+                           R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"})"}) {
+    INFO(line);
+    Message m = classify(line);
+    REQUIRE(std::holds_alternative<Notification>(m));
+    CHECK(std::get<Notification>(m).params == Json::object());
+  }
+}
+
 TEST_CASE("ambiguous JSON is refused and answered to the request that sent it", "[jsonrpc]") {
   Invalid duplicate = invalid_of(
       R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"a":2}}})");
