@@ -49,7 +49,7 @@ void print_result(bool json, const std::string& intent, const std::string& opera
                         {"previous_state", cleared->previous_state},
                         {"operator", operator_name},
                         {"reason", reason}};
-      std::printf("%s\n", out.dump().c_str());
+      print_json_line(out);
     } else {
       std::printf("cleared %s (was %s) by %s: %s\n", intent.c_str(), cleared->previous_state.c_str(),
                   operator_name.c_str(), reason.c_str());
@@ -62,7 +62,7 @@ void print_result(bool json, const std::string& intent, const std::string& opera
                       {"intent", intent},
                       {"refused", reason_name(refusal.reason)},
                       {"message", refusal.message}};
-    std::printf("%s\n", out.dump().c_str());
+    print_json_line(out);
   }
   print_error(kCommand, "clearing " + intent, refusal.message);
 }

@@ -246,6 +246,10 @@ int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+void print_json_line(const Json& json) {
+  std::printf("%s\n", json.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+}
+
 std::string format_utc(int64_t ms) {
   int64_t seconds = ms / 1000;
   int64_t millis = ms % 1000;

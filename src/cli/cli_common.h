@@ -15,6 +15,7 @@
 #include <SQLiteCpp/Database.h>
 
 #include "cli/commands.h"
+#include "effectfence/json.h"
 
 namespace effectfence::cli {
 
@@ -76,6 +77,11 @@ std::string format_utc(int64_t ms);
 // relative age before now_ms ("90s", "30m", "1h", "7d").
 // Returns nullopt and fills *error iff text is neither.
 std::optional<int64_t> parse_since(const std::string& text, int64_t now_ms, std::string* error);
+
+// Prints json on one line of stdout. Bytes that are not UTF-8 (a damaged
+// ledger, a reason typed in another encoding) become U+FFFD instead of
+// failing the whole report.
+void print_json_line(const Json& json);
 
 // One CSV field per RFC 4180: quoted (with quotes doubled) iff it holds a
 // comma, a quote, CR or LF.

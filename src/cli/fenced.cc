@@ -85,7 +85,7 @@ void print_json(const std::string& path, const std::vector<FencedIntent>& fenced
                     {"holder", f.holder}});
   }
   const Json out = {{"path", path}, {"count", fenced.size()}, {"fenced", list}};
-  std::printf("%s\n", out.dump().c_str());
+  print_json_line(out);
 }
 
 void print_text(const std::string& path, const std::vector<FencedIntent>& fenced) {

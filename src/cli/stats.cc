@@ -75,7 +75,7 @@ void print_json(const std::string& path, const LedgerStats& s) {
                     {"intents", intents},
                     {"certificates", s.certificates},
                     {"events", s.events}};
-  std::printf("%s\n", out.dump().c_str());
+  print_json_line(out);
 }
 
 void print_text(const std::string& path, const LedgerStats& s) {

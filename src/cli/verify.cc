@@ -369,7 +369,7 @@ void print_json(const Report& report, const Problems& problems) {
               {"problems_total", problems.total()},
               {"problems", list}};
   if (report.source == "export") out["parents_outside_export"] = report.parents_outside;
-  std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  print_json_line(out);
 }
 
 void print_text(const Report& report, const Problems& problems) {

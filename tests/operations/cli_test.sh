@@ -133,6 +133,15 @@ expect_match "$(jq -r '.fenced[0].since' <<<"$OUT")" '^[0-9]{4}-[0-9]{2}-[0-9]{2
 run "$EF" fenced --db "$LEDGER"
 expect_match "$OUT" "^3 fenced intent" "fenced text counts them"
 expect_match "$OUT" "why +server shut down while the charge was running" "fenced text says why"
+# A reason that is not UTF-8 (cut mid-character, or written by hand) is shown
+# with U+FFFD instead of failing the whole report.
+DAMAGED="$WORK/damaged.sqlite"
+q "$LEDGER" ".backup '$DAMAGED'"
+q "$DAMAGED" "UPDATE intents SET reason = CAST(X'616263C3' AS TEXT) WHERE intent = 'charge:order-124'" >/dev/null
+run "$EF" fenced --db "$DAMAGED" --json
+expect_eq "$RC" 0 "fenced --json reads a reason that is not UTF-8"
+expect_eq "$(jq -r '.fenced[] | select(.intent == "charge:order-124") | .reason' <<<"$OUT")" $'abc\uFFFD' \
+  "fenced --json replaces the bad byte"
 
 echo "--- clear"
 run env USER=carol "$EF" clear --db "$LEDGER" charge:order-124 --reason "provider: no such charge"
