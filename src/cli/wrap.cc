@@ -1,12 +1,15 @@
 // effectfence wrap: a fencing proxy in front of an existing stdio MCP server.
 //
-// Lifecycle: open the ledger, start the child and read its tools before
-// reading a byte of input; serve until stdin ends or SIGTERM/SIGINT/SIGHUP;
+// Lifecycle: open the ledger; when the agent's initialize arrives, start the
+// child with the agent's roots, sampling and elicitation capabilities, read
+// its tools and answer from them (a child that cannot start: answer the
+// error and exit 1); serve until stdin ends or SIGTERM/SIGINT/SIGHUP;
 // finish the calls in flight; stop the child; fence the admissions nobody
 // can record any more; exit 0.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -26,6 +29,7 @@
 #include "core/sha256.h"
 #include "effectfence/fence.h"
 #include "ledger/open_ledger.h"
+#include "mcp/jsonrpc.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
 #include "mcp/proxy.h"
@@ -188,6 +192,28 @@ mcp::ServerInfo server_info_from(const Json& child) {
                          text(child, "instructions", "")};
 }
 
+// Waits for the calls in flight, for as long as they take: a result that
+// comes is recorded, so a retry replays it. A stop signal during the wait
+// stops the child instead; what it was running is fenced as unknown.
+void finish_calls(mcp::Server& server, mcp::Proxy& proxy, const mcp::StopSignals& stop, mcp::Logger& log) {
+  const int signals_before = stop.count();
+  std::atomic<bool> drained{false};
+  std::thread drainer([&] {
+    server.drain();
+    drained = true;
+  });
+  while (!drained) {
+    if (stop.count() > signals_before) {
+      log.warn("a stop signal came while finishing: stopping the child server now; the calls it was running "
+               "are fenced as unknown");
+      proxy.stop_child_now();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  drainer.join();
+}
+
 int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals& stop, int protocol_fd) {
   Settings settings = Settings::from_environment(default_ledger_name(options.command));
   if (!options.db.empty()) {
@@ -206,38 +232,57 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   log.info("fencing with " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
            std::to_string(settings.lease_ttl_ms / 1000) + "s)");
 
+  bool child_failed = false;
   {
     mcp::Proxy proxy(*fence, mcp::process_launcher(options.command, log), log, proxy_options);
-    std::string error;
-    if (!proxy.start(&error)) {
-      log.error("cannot start " + mcp::describe_command(options.command) + ": " + error);
-      return 1;
-    }
     Maintenance maintenance(*fence, log);
     mcp::LineWriter out(protocol_fd);
+    mcp::Server* server_of_proxy = nullptr;  // set before any input is read
     mcp::ServerExtensions extensions;
-    extensions.capabilities = proxy.capabilities();
-    extensions.on_initialize = [&proxy](const Json& params) { proxy.on_initialize(params); };
+    // The child starts only now, so it is offered what the agent offers
+    // (roots, sampling, elicitation) and its answer is the agent's.
+    extensions.on_initialize = [&](const Json& params) -> std::optional<mcp::RpcError> {
+      proxy.on_initialize(params);
+      std::string error;
+      if (!proxy.start(&error)) {
+        const std::string why = "cannot start " + mcp::describe_command(options.command) + ": " + error;
+        log.error(why);
+        child_failed = true;
+        return mcp::RpcError{mcp::jsonrpc::kInternalError, why, nullptr};
+      }
+      server_of_proxy->set_info(server_info_from(proxy.child_info()), proxy.capabilities());
+      server_of_proxy->set_tools(proxy.tools());
+      return std::nullopt;
+    };
     extensions.on_request = [&proxy](const std::string& method, const Json& params) {
       return proxy.forward_request(method, params);
     };
-    mcp::Server server(server_info_from(proxy.child_info()), proxy.tools(),
+    extensions.on_notification = [&proxy](const std::string& method, const Json& params) {
+      proxy.on_agent_notification(method, params);
+    };
+    mcp::Server server(mcp::ServerInfo{"effectfence-wrap", "", kVersion, ""}, {},
                        [&out](const std::string& line) { out.write_line(line); }, log,
                        mcp::Server::kDefaultMaxConcurrentCalls, extensions);
+    server_of_proxy = &server;
     proxy.attach(&server);
     mcp::FdLineReader reader(0, stop.fd());
-    const mcp::ReadEvent stopped_by = server.pump(reader);
+    // A child that cannot start ends the session once the agent has its answer.
+    const mcp::ReadEvent stopped_by = server.pump(reader, [&child_failed] { return !child_failed; });
     const size_t unfinished = server.calls_in_flight();
-    if (stopped_by == mcp::ReadEvent::stopped) {
+    if (child_failed) {
+      log.info("stopping: the child server cannot be started");
+    } else if (stopped_by == mcp::ReadEvent::stopped) {
       log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": stopping; finishing " +
-               std::to_string(unfinished) + " call(s) in flight");
+               std::to_string(unfinished) + " call(s) in flight (another stop signal stops them now)");
     } else {
-      log.info("stdin closed: stopping; finishing " + std::to_string(unfinished) + " call(s) in flight");
+      log.info("stdin closed: stopping; finishing " + std::to_string(unfinished) +
+               " call(s) in flight (a stop signal stops them now)");
     }
-    server.drain();
+    finish_calls(server, proxy, stop, log);
     proxy.attach(nullptr);
     proxy.stop();
   }
+  if (child_failed) return 1;
 
   const int64_t fenced = fence->fence_own_in_flight("effectfence wrap (pid " + std::to_string(::getpid()) +
                                                     ") exited before the call's outcome was recorded");

@@ -34,22 +34,6 @@ ClientReply unreadable_reply(std::string why) {
   return reply;
 }
 
-// A JSON-RPC error object as the server sent it, kept even when odd.
-RpcError error_of(const Json& error) {
-  RpcError e;
-  if (!error.is_object()) {
-    e.code = jsonrpc::kInternalError;
-    e.message = "the server answered with a malformed error: " + shorten(jsonrpc::serialize(error));
-    return e;
-  }
-  const auto code = error.find("code");
-  e.code = code != error.end() && code->is_number_integer() ? code->get<int>() : jsonrpc::kInternalError;
-  const auto message = error.find("message");
-  e.message = message != error.end() && message->is_string() ? message->get<std::string>() : "(no message)";
-  if (auto data = error.find("data"); data != error.end()) e.data = *data;
-  return e;
-}
-
 }  // namespace
 
 std::optional<ClientReply> McpClient::Request::wait_for(std::chrono::milliseconds timeout) {
@@ -73,7 +57,13 @@ void McpClient::Request::complete(ClientReply reply) {
 }
 
 McpClient::McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers, size_t max_message_bytes)
-    : in_fd_(in_fd), log_(log), handlers_(std::move(handlers)), max_message_bytes_(max_message_bytes), writer_(out_fd) {
+    : in_fd_(in_fd),
+      log_(log),
+      handlers_(std::move(handlers)),
+      max_message_bytes_(max_message_bytes),
+      writer_(out_fd),
+      answers_(std::make_shared<Answers>()) {
+  answers_->client = this;
   int stop[2];
   if (::pipe2(stop, O_CLOEXEC) == 0) {
     stop_read_fd_ = stop[0];
@@ -85,6 +75,11 @@ McpClient::McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers, size
 }
 
 McpClient::~McpClient() {
+  {
+    // Waits for an answer being written; later ones are dropped.
+    std::lock_guard<std::mutex> lock(answers_->mutex);
+    answers_->client = nullptr;
+  }
   if (stop_write_fd_ >= 0) (void)!::write(stop_write_fd_, "x", 1);
   if (reader_.get_id() == std::this_thread::get_id()) {
     reader_.detach();  // destroyed from our own callback: cannot join ourselves
@@ -132,7 +127,7 @@ void McpClient::handle_line(const Line& line) {
     if (response->error) {
       ClientReply reply;
       reply.kind = ClientReply::Kind::error;
-      reply.error = error_of(*response->error);
+      reply.error = rpc_error_from(*response->error);
       handle_response(response->id, std::move(reply));
     } else if (!response->result->is_object()) {
       handle_response(response->id, unreadable_reply("the server answered with a result that is not an object: " +
@@ -144,15 +139,17 @@ void McpClient::handle_line(const Line& line) {
       handle_response(response->id, std::move(reply));
     }
   } else if (auto* request = std::get_if<jsonrpc::Request>(&message)) {
-    handle_request(request->id, request->method);
+    handle_request(request->id, request->method, request->params);
   } else if (auto* note = std::get_if<jsonrpc::Notification>(&message)) {
     handle_notification(note->method, note->params);
   } else {
     const auto& invalid = std::get<jsonrpc::Invalid>(message);
     log_.warn("the server wrote something that is not a JSON-RPC message (" + invalid.message +
               "): " + shorten(line.text));
-    // An answer we cannot parse unambiguously must not pass for a result.
-    if (!invalid.id.is_null()) handle_response(invalid.id, unreadable_reply(invalid.message));
+    // An answer we cannot parse unambiguously must not pass for a result,
+    // nor leave its request waiting: the id is read from what is readable.
+    const Json id = invalid.id.is_null() ? jsonrpc::recover_id(line.text) : invalid.id;
+    if (!id.is_null()) handle_response(id, unreadable_reply(invalid.message));
   }
 }
 
@@ -169,10 +166,30 @@ void McpClient::handle_response(const Json& id, ClientReply reply) {
   request->complete(std::move(reply));
 }
 
-void McpClient::handle_request(const Json& id, const std::string& method) {
-  // We offered no client capabilities, so a server has nothing to ask but ping.
+void McpClient::handle_request(const Json& id, const std::string& method, const Json& params) {
   if (method == "ping") {
     write(jsonrpc::result_response(id, Json::object()));
+    return;
+  }
+  if (handlers_.on_request) {
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    auto respond = [answers = answers_, answered, id, method](Reply reply) {
+      if (answered->exchange(true)) return;
+      const Json response = reply.error ? jsonrpc::error_response(id, reply.error->code, std::move(reply.error->message),
+                                                                  std::move(reply.error->data))
+                                        : jsonrpc::result_response(id, std::move(reply.result));
+      std::lock_guard<std::mutex> lock(answers->mutex);
+      if (!answers->client) return;  // the connection is gone; so is the request
+      if (!answers->client->write(response)) {
+        answers->client->log_.debug("could not answer the server's " + method + ": its input is closed");
+      }
+    };
+    try {
+      handlers_.on_request(method, params, respond);
+    } catch (const std::exception& e) {
+      log_.error("handling the server's " + method + " failed: " + e.what());
+      respond(Reply::failure(jsonrpc::kInternalError, "internal error while handling " + method));
+    }
     return;
   }
   log_.info("the server asked for " + method + ", which this client does not offer; answered -32601");
@@ -272,9 +289,9 @@ void McpClient::close_connection(const std::string& why, bool report) {
 }
 
 std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
-                                      std::string* error) {
+                                      std::string* error, const Json& offered) {
   const Json params = {{"protocolVersion", kSupportedProtocolVersions[0]},
-                       {"capabilities", Json::object()},
+                       {"capabilities", offered},
                        {"clientInfo", client_info}};
   const ClientReply reply = client.call("initialize", params, timeout);
   if (reply.kind != ClientReply::Kind::result) {

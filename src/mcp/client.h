@@ -55,6 +55,11 @@ class McpClient {
     // Once, when the server's output ends, after every pending request has
     // failed as closed. On the reading thread. Not called on destruction.
     std::function<void(const std::string& why)> on_closed;
+    // Requests from the server other than ping (a proxy relays them to its
+    // own client). On the reading thread; must not block: the answer goes
+    // through respond, once, from any thread, under the server's id.
+    // Empty: answered -32601.
+    std::function<void(const std::string& method, const Json& params, std::function<void(Reply)> respond)> on_request;
   };
   // Receives the params of each notifications/progress for one request,
   // with our progress token in it (the caller puts its own back).
@@ -116,7 +121,7 @@ class McpClient {
   void read_loop();
   void handle_line(const Line& line);
   void handle_response(const Json& id, ClientReply reply);
-  void handle_request(const Json& id, const std::string& method);
+  void handle_request(const Json& id, const std::string& method, const Json& params);
   void handle_notification(const std::string& method, const Json& params);
   bool write(const Json& message);
   std::shared_ptr<Request> take_pending(const Json& id);
@@ -128,6 +133,13 @@ class McpClient {
   const Handlers handlers_;
   const size_t max_message_bytes_;
   LineWriter writer_;
+  // Lets an answer to a server's request come after the client is gone:
+  // respond() then writes nothing.
+  struct Answers {
+    std::mutex mutex;
+    McpClient* client = nullptr;  // null once the client is closing
+  };
+  std::shared_ptr<Answers> answers_;
   int stop_read_fd_ = -1;
   int stop_write_fd_ = -1;
 
@@ -140,10 +152,10 @@ class McpClient {
 };
 
 // The MCP handshake: initialize (we offer the newest protocol revision we
-// speak and no client capabilities), then notifications/initialized.
+// speak and the given client capabilities), then notifications/initialized.
 // Returns the initialize result, or nullopt and fills *error.
 std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
-                                      std::string* error);
+                                      std::string* error, const Json& capabilities = Json::object());
 
 // Every tool of the server, following nextCursor page by page. Returns the
 // tools/list entries as the server sent them, or nullopt and fills *error

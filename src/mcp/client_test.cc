@@ -157,6 +157,45 @@ TEST_CASE("garbage, unknown ids and untrustworthy answers are skipped; the clien
   CHECK_FALSE(f.client.closed());
 }
 
+TEST_CASE("an answer that does not parse fails its request as unreadable instead of leaving it waiting",
+          "[client]") {
+  Fixture f;
+  for (const std::string& broken : {std::string(R"(,"result":{"content":[{"type":"text","text":")") + "\xff\"}]}}",
+                                    std::string(R"(,"result":{"content":[]})"),
+                                    std::string(R"(,"result":{"content":[],"x":NaN}})")}) {
+    auto request = f.client.send("tools/call", Json::object());
+    f.server.heard();
+    f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + request->id().dump() + broken);
+    auto reply = request->wait_for(10s);
+    REQUIRE(reply);
+    CHECK(reply->kind == ClientReply::Kind::unreadable);
+  }
+  CHECK_FALSE(f.client.closed());
+}
+
+TEST_CASE("an error code beyond 32 bits is an internal error, never wrapped into another code", "[client]") {
+  Fixture f;
+  // (Beyond 2^53 the whole answer is refused as ambiguous JSON: unreadable.)
+  for (const char* code : {"4294934694", "1099511627781", "-4294967297", "2147483648"}) {
+    INFO(code);
+    auto request = f.client.send("tools/call", Json::object());
+    f.server.heard();
+    f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + request->id().dump() + R"(,"error":{"code":)" + code +
+                     R"(,"message":"boom"}})");
+    auto reply = request->wait_for(10s);
+    REQUIRE(reply);
+    REQUIRE(reply->kind == ClientReply::Kind::error);
+    CHECK(reply->error.code == jsonrpc::kInternalError);
+    CHECK_THAT(reply->error.message, Catch::Contains("boom") && Catch::Contains(code));
+  }
+  auto ordinary = f.client.send("tools/call", Json::object());
+  f.server.heard();
+  f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + ordinary->id().dump() + R"(,"error":{"code":-32000,"message":"x"}})");
+  auto reply = ordinary->wait_for(10s);
+  REQUIRE(reply);
+  CHECK(reply->error.code == -32000);
+}
+
 TEST_CASE("an oversized answer fails its request as unreadable", "[client]") {
   Fixture f;
   auto request = f.client.send("tools/call", Json::object());
@@ -302,4 +341,64 @@ TEST_CASE("wake ends one wait early without inventing a reply", "[client]") {
   CHECK(std::chrono::steady_clock::now() - begun < 30s);
   waker.join();
   CHECK_FALSE(request->wait_for(0ms));
+}
+
+TEST_CASE("a server's request goes to the handler, which answers later from another thread under the server's id",
+          "[client]") {
+  ScriptedServer server;
+  Logger log{"client-test", LogLevel::error};
+  std::mutex mutex;
+  std::condition_variable asked;
+  std::vector<std::pair<std::string, Json>> seen;
+  std::vector<std::function<void(Reply)>> responders;
+  McpClient::Handlers handlers;
+  handlers.on_request = [&](const std::string& method, const Json& params, std::function<void(Reply)> respond) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.emplace_back(method, params);
+    responders.push_back(std::move(respond));
+    asked.notify_all();
+  };
+  auto client = std::make_unique<McpClient>(server.client_in(), server.client_out(), log, handlers);
+  auto wait_asked = [&](size_t n) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return asked.wait_for(lock, 10s, [&] { return responders.size() >= n; });
+  };
+
+  server.say(jsonrpc::request("s1", "ping", Json::object()));  // still answered by the client itself
+  CHECK(server.heard() == jsonrpc::result_response("s1", Json::object()));
+  server.say(jsonrpc::request(7, "sampling/createMessage", {{"maxTokens", 9}}));
+  server.say(jsonrpc::request("r", "roots/list", Json::object()));
+  REQUIRE(wait_asked(2));
+  CHECK(seen[0] == std::make_pair(std::string("sampling/createMessage"), Json{{"maxTokens", 9}}));
+  CHECK(seen[1].first == "roots/list");
+
+  // Answered in the other order, from other threads; a second answer is ignored.
+  std::thread([&] { responders[1](Reply::failure(-32601, "no roots here")); }).join();
+  std::thread([&] {
+    responders[0](Reply::of({{"role", "assistant"}}));
+    responders[0](Reply::of({{"role", "twice"}}));
+  }).join();
+  const Json roots = server.heard();
+  CHECK(roots["id"] == "r");
+  CHECK(roots["error"]["code"] == -32601);
+  CHECK(roots["error"]["message"] == "no roots here");
+  CHECK(server.heard() == jsonrpc::result_response(7, {{"role", "assistant"}}));
+
+  // An answer that comes after the client is gone is dropped.
+  server.say(jsonrpc::request(8, "elicitation/create", Json::object()));
+  REQUIRE(wait_asked(3));
+  client.reset();
+  responders[2](Reply::of(Json::object()));  // must not touch the destroyed client
+}
+
+TEST_CASE("initialize_client offers the client capabilities it is given", "[client]") {
+  Fixture f;
+  const Json offered = {{"roots", {{"listChanged", true}}}, {"sampling", Json::object()}};
+  std::string error;
+  std::thread client_side([&] { initialize_client(f.client, {{"name", "t"}}, 10s, &error, offered); });
+  const Json init = f.server.heard();
+  CHECK(init["params"]["capabilities"] == offered);
+  f.server.say(jsonrpc::result_response(init["id"], {{"protocolVersion", "2025-11-25"}, {"capabilities", Json::object()}}));
+  CHECK(f.server.heard()["method"] == "notifications/initialized");
+  client_side.join();
 }

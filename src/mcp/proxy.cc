@@ -42,7 +42,10 @@ std::string result_excerpt(const Json& result, size_t limit = kErrorExcerptBytes
   }
   if (text.empty()) text = jsonrpc::serialize(result);
   if (text.size() > limit) {
-    text.resize(limit);
+    // Cut on a character boundary: the excerpt goes into the ledger as text.
+    size_t cut = limit;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text.resize(cut);
     text += "...";
   }
   return text;
@@ -57,6 +60,19 @@ bool is_error_result(const Json& result) {
 bool refused_before_running(int code) {
   return code == jsonrpc::kParseError || code == jsonrpc::kInvalidRequest || code == jsonrpc::kMethodNotFound ||
          code == jsonrpc::kInvalidParams;
+}
+
+// Client capabilities the child is offered when the agent has them: the
+// child's requests for them are relayed to the agent.
+constexpr const char* kRelayedClientCapabilities[] = {"roots", "sampling", "elicitation"};
+
+// The client capability a request from the child needs, or "" if it is not relayed.
+std::string client_capability_for(const std::string& method) {
+  const std::string family = method.substr(0, method.find('/'));
+  for (const char* relayed : kRelayedClientCapabilities) {
+    if (method.size() > family.size() && family == relayed) return family;
+  }
+  return "";
 }
 
 // The capability a request needs from the child, or "" if it is not passed through.
@@ -169,14 +185,23 @@ Proxy::Proxy(Fence& fence, Launcher launcher, Logger& log, ProxyOptions options,
       options_(std::move(options)),
       upstream_(std::move(launcher), Json{{"name", "effectfence-wrap"}, {"version", "0.1.0"}}, log,
                 Upstream::Events{[this](const std::string& m, const Json& p) { on_child_notification(m, p); },
-                                 [this](uint64_t g, const std::string& why) { on_child_death(g, why); }},
+                                 [this](uint64_t g, const std::string& why) { on_child_death(g, why); },
+                                 [this](const std::string& m, const Json& p, std::function<void(Reply)> respond) {
+                                   on_child_request(m, p, std::move(respond));
+                                 }},
                 restarts),
       refresher_([this] { refresh_loop(); }) {}
 
 Proxy::~Proxy() { stop(); }
 
 bool Proxy::start(std::string* error) {
-  if (!upstream_.start(error)) return false;
+  Json capabilities;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (started_) return true;
+    capabilities = agent_capabilities_;
+  }
+  if (!upstream_.start(capabilities, error)) return false;
   std::string why;
   auto session = upstream_.acquire(&why);
   if (!session) {
@@ -231,6 +256,16 @@ void Proxy::attach(Server* server) {
 }
 
 void Proxy::on_initialize(const Json& params) {
+  Json offered = Json::object();
+  if (const auto declared = params.find("capabilities"); declared != params.end() && declared->is_object()) {
+    for (const char* relayed : kRelayedClientCapabilities) {
+      if (auto it = declared->find(relayed); it != declared->end()) offered[relayed] = *it;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    agent_capabilities_ = std::move(offered);
+  }
   const auto info = params.find("clientInfo");
   if (info == params.end() || !info->is_object()) return;
   const auto name = info->find("name");
@@ -521,6 +556,39 @@ void Proxy::on_child_notification(const std::string& method, const Json& params)
   }
   if (method == "notifications/cancelled") return;  // about a request it sent us; we answered those at once
   notify_agent(method, params);  // logging messages, resource and prompt changes pass through
+}
+
+void Proxy::on_child_request(const std::string& method, const Json& params, std::function<void(Reply)> respond) {
+  const std::string capability = client_capability_for(method);
+  bool declared = false;
+  if (!capability.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    declared = agent_capabilities_.contains(capability);
+  }
+  if (declared) {
+    std::lock_guard<std::mutex> lock(server_mutex_);
+    if (server_) {
+      // Relayed under an id of the server's own; the answer comes back by
+      // callback, so no thread waits for the agent (sampling can take minutes).
+      log_.debug("relaying the child's " + method + " to the agent");
+      server_->request(method, params, [this, method, respond = std::move(respond)](Reply reply) {
+        if (reply.error) {
+          log_.debug("the agent answered the child's " + method + " with error " + std::to_string(reply.error->code));
+        }
+        respond(std::move(reply));
+      });
+      return;
+    }
+  }
+  log_.info("the child asked for " + method + ", which the agent does not offer; answered -32601");
+  respond(Reply::failure(jsonrpc::kMethodNotFound, "method not found: this client offers no " + method));
+}
+
+void Proxy::on_agent_notification(const std::string& method, const Json& params) {
+  if (method != "notifications/roots/list_changed") return;
+  if (!upstream_.notify(method, params)) {
+    log_.debug("the roots changed while no child was running; a new child asks for them itself");
+  }
 }
 
 void Proxy::on_child_death(uint64_t generation, const std::string& why) {

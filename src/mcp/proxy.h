@@ -86,8 +86,10 @@ class Proxy {
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
 
-  // Starts the child and reads its tools. Returns false and fills *error
-  // if it cannot.
+  // Starts the child (offering it the client capabilities the agent
+  // declared in on_initialize, if that came first) and reads its tools.
+  // Returns false and fills *error if it cannot. Once it has succeeded,
+  // later calls do nothing.
   bool start(std::string* error);
   // The child's initialize result (serverInfo, capabilities, instructions).
   Json child_info() const;
@@ -105,10 +107,18 @@ class Proxy {
   // A request the server does not implement: passed to the child when it
   // offers the capability, else -32601.
   Reply forward_request(const std::string& method, const Json& params);
-  // initialize's params: the agent's name is recorded as the prepares' agent.
+  // initialize's params: the agent's name is recorded as the prepares'
+  // agent, and its roots, sampling and elicitation capabilities are what
+  // the child is offered (each restarted child too).
   void on_initialize(const Json& params);
+  // A notification from the agent: notifications/roots/list_changed goes
+  // on to the live child; the rest concern wrap alone.
+  void on_agent_notification(const std::string& method, const Json& params);
   // Stops the child (shutdown). Calls fail from then on.
   void stop();
+  // Stops the child at once, failing the calls it is running (fenced as
+  // unknown: they may have had their effect).
+  void stop_child_now() { upstream_.stop_now(); }
 
  private:
   struct Mirror {
@@ -130,6 +140,9 @@ class Proxy {
   std::string agent() const;
 
   void on_child_notification(const std::string& method, const Json& params);
+  // A request from the child (roots/list, sampling/createMessage, ...):
+  // relayed to the agent if it declared the capability, else -32601.
+  void on_child_request(const std::string& method, const Json& params, std::function<void(Reply)> respond);
   void on_child_death(uint64_t generation, const std::string& why);
   void install_mirror(const std::vector<Json>& entries);
   void refresh_loop();
@@ -150,6 +163,7 @@ class Proxy {
   std::mutex server_mutex_;  // held while writing to the agent, so apart from mutex_
   Server* server_ = nullptr;
   std::string agent_ = "wrap";
+  Json agent_capabilities_ = Json::object();  // roots, sampling, elicitation as the agent declared them
   bool started_ = false;  // start() succeeded
   bool refresh_pending_ = false;
   bool child_said_changed_ = false;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <condition_variable>
@@ -328,7 +329,9 @@ TEST_CASE("a tool error fences by default; a protocol refusal by the child relea
     if (m["params"]["arguments"].value("bad", false)) {
       return {jsonrpc::error_response(m["id"], jsonrpc::kInvalidParams, "no such field").dump()};
     }
-    Json failed = text_content("disk full");
+    // A long error whose excerpt limit (2000 bytes) falls inside "é".
+    Json failed = text_content(m["params"]["arguments"].value("long", false) ? std::string(1999, 'a') + "\xc3\xa9"
+                                                                              : std::string("disk full"));
     failed["isError"] = true;
     return {answer(m["id"], failed)};
   }));
@@ -350,4 +353,202 @@ TEST_CASE("a tool error fences by default; a protocol refusal by the child relea
   auto status = h.fence->intent_status(identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(status));
   CHECK(std::get<IntentStatus>(status).state == IntentState::cleared);
+
+  // The excerpt kept as the reason is cut on a character boundary: the
+  // ledger holds text, and reports of it must not break on half a character.
+  REQUIRE(h.call("act", {{"long", true}}).result["isError"] == true);
+  auto long_identity = identify_call("act", {{"long", true}}, Json::object(), "", &ignored);
+  auto long_status = h.fence->intent_status(long_identity->intent);
+  REQUIRE(std::holds_alternative<IntentStatus>(long_status));
+  const std::string reason = std::get<IntentStatus>(long_status).reason;
+  CHECK_THAT(reason, Catch::EndsWith("aaa..."));
+  CHECK_FALSE(jsonrpc::first_invalid_utf8(reason));
+}
+
+namespace {
+
+// The agent's side of a Server the proxy is attached to: what it was sent.
+struct AgentSide {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<Json> lines;
+  Server::Sink sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex);
+      lines.push_back(Json::parse(line));
+      arrived.notify_all();
+    };
+  }
+  // The first request with this method, waiting up to 10 s; null if none came.
+  Json request(const std::string& method) {
+    std::unique_lock<std::mutex> lock(mutex);
+    Json found;
+    arrived.wait_for(lock, 10s, [&] {
+      for (const Json& m : lines) {
+        if (m.value("method", "") == method && m.contains("id")) found = m;
+      }
+      return !found.is_null();
+    });
+    return found;
+  }
+};
+
+// A child that, asked to act, asks its client for sampling (and for
+// something no client offers) and answers with what it got.
+struct AskingChild {
+  std::mutex mutex;
+  std::condition_variable changed;
+  Json offered;                    // the client capabilities in initialize
+  std::vector<Json> answers;       // the client's answers to its requests
+  std::vector<std::string> notes;  // notifications it received
+  int calls = 0;
+  Json call_id;
+
+  FakeChild::Script script() {
+    return [this](const Json& m) -> std::vector<std::string> {
+      std::lock_guard<std::mutex> lock(mutex);
+      const std::string method = m.value("method", "");
+      changed.notify_all();
+      if (method == "initialize") {
+        offered = m["params"]["capabilities"];
+        return {answer(m["id"], {{"protocolVersion", "2025-06-18"},
+                                 {"capabilities", {{"tools", Json::object()}}},
+                                 {"serverInfo", {{"name", "asking"}, {"version", "1"}}}})};
+      }
+      if (method == "tools/list") return {answer(m["id"], {{"tools", {tool_entry("act")}}})};
+      if (method == "tools/call") {
+        ++calls;
+        call_id = m["id"];
+        return {jsonrpc::request("c-8", "foo/bar", Json::object()).dump(),
+                jsonrpc::request("c-7", "sampling/createMessage", {{"maxTokens", 3}}).dump()};
+      }
+      if (method.rfind("notifications/", 0) == 0) {
+        notes.push_back(method);
+        return {};
+      }
+      answers.push_back(m);
+      if (m["id"] != "c-7") return {};
+      return {answer(call_id, text_content(m.contains("result") ? "agent said " + m["result"].dump()
+                                                                 : "agent refused " + m["error"].dump()))};
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the child is offered the agent's roots, sampling and elicitation; its sampling request during a fenced "
+          "call reaches the agent under wrap's id and the answer comes back",
+          "[proxy][client-features]") {
+  AskingChild asking;
+  Harness h(asking.script());
+  AgentSide agent;
+  Server server{ServerInfo{"wrap", "", "1", ""}, {}, agent.sink(), h.log};
+  h.proxy->attach(&server);
+  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"},
+                          {"capabilities", {{"sampling", Json::object()},
+                                            {"roots", {{"listChanged", true}}},
+                                            {"experimental", {{"x", 1}}}}},
+                          {"clientInfo", {{"name", "agent"}}}});
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  {
+    std::lock_guard<std::mutex> lock(asking.mutex);
+    CHECK(asking.offered == Json{{"sampling", Json::object()}, {"roots", {{"listChanged", true}}}});
+  }
+  server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+
+  Reply first;
+  std::thread caller([&] { first = h.call("act", {{"n", 1}}); });
+  const Json asked = agent.request("sampling/createMessage");
+  REQUIRE_FALSE(asked.is_null());
+  CHECK(asked["id"] != "c-7");
+  CHECK(asked["params"] == Json{{"maxTokens", 3}});
+  CHECK(agent.request("foo/bar").is_null() == true);
+  server.handle_line(jsonrpc::serialize(jsonrpc::result_response(asked["id"], {{"text", "42"}})));
+  caller.join();
+  REQUIRE_FALSE(first.error);
+  CHECK(first.result["content"][0]["text"] == "agent said {\"text\":\"42\"}");
+  CHECK(first.result["_meta"]["effectfence"]["replayed"] == false);
+  {
+    std::lock_guard<std::mutex> lock(asking.mutex);
+    REQUIRE(asking.answers.size() == 2);
+    CHECK(asking.answers[0]["id"] == "c-8");  // no client offers foo/bar
+    CHECK(asking.answers[0]["error"]["code"] == jsonrpc::kMethodNotFound);
+    CHECK(asking.answers[1] == jsonrpc::result_response("c-7", {{"text", "42"}}));
+  }
+  Reply again = h.call("act", {{"n", 1}});
+  CHECK(again.result["_meta"]["effectfence"]["replayed"] == true);
+
+  // The agent's roots changed: the child hears of it.
+  h.proxy->on_agent_notification("notifications/roots/list_changed", Json::object());
+  {
+    std::unique_lock<std::mutex> lock(asking.mutex);
+    CHECK(asking.changed.wait_for(lock, 10s, [&] {
+      return std::count(asking.notes.begin(), asking.notes.end(), "notifications/roots/list_changed") == 1;
+    }));
+    CHECK(asking.calls == 1);
+  }
+  h.proxy->attach(nullptr);
+}
+
+TEST_CASE("an agent without sampling: the child is offered nothing and its request is refused -32601",
+          "[proxy][client-features]") {
+  AskingChild asking;
+  Harness h(asking.script());
+  AgentSide agent;
+  Server server{ServerInfo{"wrap", "", "1", ""}, {}, agent.sink(), h.log};
+  h.proxy->attach(&server);
+  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"},
+                          {"capabilities", {{"roots", Json::object()}}},
+                          {"clientInfo", {{"name", "agent"}}}});
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  Reply refused = h.call("act", {{"n", 1}});
+  CHECK_THAT(refused.result["content"][0]["text"].get<std::string>(),
+             Catch::StartsWith("agent refused") && Catch::Contains("-32601"));
+  {
+    std::lock_guard<std::mutex> lock(agent.mutex);
+    for (const Json& m : agent.lines) CHECK_FALSE(m.contains("method"));
+  }
+  std::lock_guard<std::mutex> lock(asking.mutex);
+  CHECK(asking.offered == Json{{"roots", Json::object()}});
+  h.proxy->attach(nullptr);
+}
+
+TEST_CASE("the agent's pending request fails when the server drains, and the child gets an error", "[proxy][client-features]") {
+  AskingChild asking;
+  Harness h(asking.script());
+  AgentSide agent;
+  auto server = std::make_unique<Server>(ServerInfo{"wrap", "", "1", ""}, std::vector<Tool>{}, agent.sink(), h.log);
+  h.proxy->attach(server.get());
+  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"}, {"capabilities", {{"sampling", Json::object()}}}});
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  server->handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  Reply result;
+  std::thread caller([&] { result = h.call("act", {{"n", 1}}); });
+  REQUIRE_FALSE(agent.request("sampling/createMessage").is_null());
+  server->drain();  // the agent went away without answering
+  caller.join();
+  CHECK_THAT(result.result["content"][0]["text"].get<std::string>(), Catch::StartsWith("agent refused"));
+  h.proxy->attach(nullptr);
+}
+
+TEST_CASE("a restarted child is offered the same client capabilities", "[proxy][client-features]") {
+  AskingChild asking;
+  Harness h(asking.script());
+  const Json offered = {{"roots", {{"listChanged", true}}}, {"elicitation", {{"form", Json::object()}}}};
+  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"}, {"capabilities", offered}});
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  h.kill_child(0);
+  {
+    std::lock_guard<std::mutex> lock(asking.mutex);
+    asking.offered = nullptr;
+  }
+  h.call("act", {{"n", 1}});  // restarts the child; no agent is attached, so its sampling request is refused
+  CHECK(h.launches == 2);
+  std::lock_guard<std::mutex> lock(asking.mutex);
+  CHECK(asking.offered == offered);
 }

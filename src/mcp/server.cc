@@ -1,5 +1,7 @@
 #include "mcp/server.h"
 
+#include <cstdint>
+#include <limits>
 #include <variant>
 
 #include "mcp/jsonrpc.h"
@@ -108,6 +110,33 @@ Json response_for(const Json& id, Reply reply) {
 
 }  // namespace
 
+RpcError rpc_error_from(const Json& error) {
+  RpcError e;
+  e.code = jsonrpc::kInternalError;
+  if (!error.is_object()) {
+    e.message = "a malformed error object: " + shorten(jsonrpc::serialize(error));
+    return e;
+  }
+  const auto code = error.find("code");
+  bool odd_code = code != error.end();
+  if (code != error.end() && code->is_number_integer()) {
+    // Read wide, then range-checked: cut to 32 bits, a code could pass for a
+    // protocol refusal (-32602) that releases a call which may have run.
+    const bool fits = code->is_number_unsigned()
+                          ? code->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
+                          : code->get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                code->get<int64_t>() <= std::numeric_limits<int>::max();
+    if (fits) {
+      e.code = static_cast<int>(code->get<int64_t>());
+      odd_code = false;
+    }
+  }
+  e.message = string_field(error, "message", "(no message)");
+  if (odd_code) e.message += " (the error code " + shorten(jsonrpc::serialize(*code)) + " is not a JSON-RPC code)";
+  if (auto data = error.find("data"); data != error.end()) e.data = *data;
+  return e;
+}
+
 // The structured result is serialized once and used twice: as the text
 // content (escaped into a string) and, verbatim, as structuredContent. The
 // bytes are those jsonrpc::serialize gives the equivalent Json (keys in
@@ -131,8 +160,9 @@ std::string tool_result_line(const Json& id, const ToolResult& result) {
 
 Server::Server(ServerInfo info, std::vector<Tool> tools, Sink sink, Logger& log, size_t max_concurrent_calls,
                ServerExtensions extensions)
-    : info_(std::move(info)),
-      extensions_(std::move(extensions)),
+    : extensions_(std::move(extensions)),
+      info_(std::move(info)),
+      capabilities_(extensions_.capabilities),
       sink_(std::move(sink)),
       log_(log),
       max_concurrent_calls_(max_concurrent_calls),
@@ -155,7 +185,108 @@ std::shared_ptr<const Server::ToolSet> Server::tool_set() const {
   return tools_;
 }
 
+void Server::set_info(ServerInfo info, Json capabilities) {
+  std::lock_guard<std::mutex> lock(info_mutex_);
+  info_ = std::move(info);
+  capabilities_ = std::move(capabilities);
+}
+
 void Server::send(const Json& message) { sink_(jsonrpc::serialize(message)); }
+
+void Server::request(const std::string& method, const Json& params, ReplyHandler on_reply) {
+  if (!on_reply) on_reply = [](Reply) {};
+  std::string line;
+  bool send_now = false;
+  std::string refused;
+  {
+    std::lock_guard<std::mutex> lock(requests_mutex_);
+    if (!requests_closed_.empty()) {
+      refused = requests_closed_;
+    } else {
+      // Ids of our own, apart from the client's: a response is told from a
+      // request by its shape, so the two sequences never meet.
+      const Json id = "effectfence-" + std::to_string(next_request_id_++);
+      line = jsonrpc::serialize(jsonrpc::request(id, method, params));
+      requests_[id.dump()] = std::move(on_reply);
+      if (client_ready_) send_now = true;
+      else queued_.push_back(line);
+    }
+  }
+  if (!refused.empty()) {
+    log_.info("not sending " + method + " to the client: " + refused);
+    on_reply(Reply::failure(jsonrpc::kInternalError, method + " was not sent to the client: " + refused));
+    return;
+  }
+  if (!send_now) {
+    log_.debug("holding " + method + " until the client is initialized");
+    return;
+  }
+  try {
+    sink_(line);
+  } catch (const std::exception& e) {
+    log_.error("could not send request " + method + ": " + e.what());
+  }
+}
+
+size_t Server::requests_in_flight() const {
+  std::lock_guard<std::mutex> lock(requests_mutex_);
+  return requests_.size();
+}
+
+void Server::client_ready() {
+  // Sent under the lock, so a request made meanwhile cannot overtake them.
+  std::lock_guard<std::mutex> lock(requests_mutex_);
+  if (client_ready_) return;
+  client_ready_ = true;
+  for (const std::string& line : queued_) {
+    try {
+      sink_(line);
+    } catch (const std::exception& e) {
+      log_.error(std::string("could not send a queued request: ") + e.what());
+    }
+  }
+  queued_.clear();
+}
+
+void Server::on_response(const Json& id, const std::optional<Json>& result, const std::optional<Json>& error) {
+  ReplyHandler on_reply;
+  {
+    std::lock_guard<std::mutex> lock(requests_mutex_);
+    auto it = requests_.find(id.dump());
+    if (it != requests_.end()) {
+      on_reply = std::move(it->second);
+      requests_.erase(it);
+    }
+  }
+  if (!on_reply) {
+    log_.warn("the client answered id " + id.dump() + ", which is no request of ours in flight; dropped");
+    return;
+  }
+  if (!error) {
+    on_reply(Reply::of(result ? *result : Json::object()));
+    return;
+  }
+  RpcError e = rpc_error_from(*error);
+  on_reply(Reply::failure(e.code, std::move(e.message), std::move(e.data)));
+}
+
+void Server::fail_requests(const std::string& why) {
+  std::map<std::string, ReplyHandler> pending;
+  {
+    std::lock_guard<std::mutex> lock(requests_mutex_);
+    if (requests_closed_.empty()) requests_closed_ = why;
+    pending.swap(requests_);
+    queued_.clear();
+  }
+  for (auto& [id, on_reply] : pending) {
+    log_.info("request " + id + " to the client failed: " + why);
+    try {
+      on_reply(Reply::failure(jsonrpc::kInternalError, "the client did not answer: " + why));
+    } catch (const std::exception& e) {
+      log_.error("handling the failure of request " + id + " failed: " + e.what());
+    }
+  }
+}
 
 void Server::notify(const std::string& method, const Json& params) {
   try {
@@ -185,7 +316,8 @@ void Server::handle_line(std::string_view line) {
       log_.warn("refused a message: " + invalid->message);
       send_error(invalid->id, invalid->code, invalid->message);
     } else {
-      log_.debug("ignored a response: this server sends no requests");
+      const auto& response = std::get<jsonrpc::Response>(message);
+      on_response(response.id, response.result, response.error);
     }
   } catch (const std::exception& e) {
     log_.error(std::string("internal error while handling a message: ") + e.what());
@@ -199,13 +331,14 @@ void Server::handle_oversized(std::string_view prefix) {
   send_error(invalid.id, invalid.code, invalid.message);
 }
 
-ReadEvent Server::pump(FdLineReader& reader) {
+ReadEvent Server::pump(FdLineReader& reader, const std::function<bool()>& keep_reading) {
   Line line;
   for (;;) {
     const ReadEvent event = reader.next(&line);
     if (event != ReadEvent::line) return event;
     if (line.too_long) handle_oversized(line.text);
     else handle_line(line.text);
+    if (keep_reading && !keep_reading()) return ReadEvent::eof;
   }
 }
 
@@ -215,7 +348,7 @@ void Server::dispatch(const Json& id, const std::string& method, const Json& par
       send_error(id, jsonrpc::kInvalidParams, "invalid params: initialize needs \"protocolVersion\" (a string)");
       return;
     }
-    send(jsonrpc::result_response(id, initialize(params)));
+    send(response_for(id, initialize(params)));
   } else if (method == "ping") {
     send(jsonrpc::result_response(id, Json::object()));
   } else if (method == "tools/list") {
@@ -229,7 +362,7 @@ void Server::dispatch(const Json& id, const std::string& method, const Json& par
   }
 }
 
-Json Server::initialize(const Json& params) {
+Reply Server::initialize(const Json& params) {
   const std::string requested = params["protocolVersion"].get<std::string>();
   const std::string version = negotiate_protocol_version(requested);
   std::string client = "unknown client";
@@ -238,16 +371,21 @@ Json Server::initialize(const Json& params) {
   }
   log_.info("initialize from " + client + ": protocol " + requested +
             (version == requested ? "" : " not supported, answering " + version));
-  if (extensions_.on_initialize) extensions_.on_initialize(params);
+  if (extensions_.on_initialize) {
+    if (std::optional<RpcError> refused = extensions_.on_initialize(params)) {
+      return Reply::failure(refused->code, std::move(refused->message), std::move(refused->data));
+    }
+  }
 
+  std::lock_guard<std::mutex> lock(info_mutex_);
   Json server_info = {{"name", info_.name}, {"version", info_.version}};
   if (!info_.title.empty()) server_info["title"] = info_.title;
-  Json capabilities = extensions_.capabilities.is_null() ? Json{{"tools", {{"listChanged", false}}}} : extensions_.capabilities;
+  Json capabilities = capabilities_.is_null() ? Json{{"tools", {{"listChanged", false}}}} : capabilities_;
   Json result = {{"protocolVersion", version},
                  {"capabilities", std::move(capabilities)},
                  {"serverInfo", server_info}};
   if (!info_.instructions.empty()) result["instructions"] = info_.instructions;
-  return result;
+  return Reply::of(std::move(result));
 }
 
 Json Server::list_tools() const {
@@ -260,6 +398,7 @@ void Server::on_notification(const std::string& method, const Json& params) {
   if (method == "notifications/initialized") {
     initialized_ = true;
     log_.debug("client initialized");
+    client_ready();
   } else if (method == "notifications/cancelled") {
     const Json request_id = params.value("requestId", Json());
     std::shared_ptr<Call> call;
@@ -445,6 +584,9 @@ void Server::finish_call(const std::shared_ptr<Call>& call, const std::string& r
 }
 
 void Server::drain() {
+  // Calls may wait on requests of ours (a relayed sampling request); with
+  // the client's input gone, no answer can come.
+  fail_requests("the server stopped reading from the client");
   pool_.wait_idle();
   std::unique_lock<std::mutex> lock(async_mutex_);
   async_changed_.wait(lock, [this] { return async_calls_ == 0; });

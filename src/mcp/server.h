@@ -2,13 +2,15 @@
 // negotiation), ping, tools/list, tools/call, notifications/cancelled.
 // Tool calls run concurrently (on a worker pool, or answered by callback);
 // everything else is answered on the reading thread, in order. A proxy can replace the tool list while
-// serving, answer with results it did not build, send notifications, and
-// take the requests and notifications the server does not handle itself.
+// serving, answer with results it did not build, send notifications, send
+// requests to the client (answered by callback), and take the requests and
+// notifications the server does not handle itself.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +39,11 @@ struct RpcError {
   std::string message;
   Json data;  // omitted when null
 };
+
+// The error object of a response from the other side, kept even when odd:
+// a code that is not an integer of JSON-RPC's range becomes -32603 (cut to
+// 32 bits it could pass for another code) and the message says what came.
+RpcError rpc_error_from(const Json& error);
 
 struct ToolResult {
   Json structured = Json::object();  // structuredContent; also sent as JSON text
@@ -129,8 +136,11 @@ struct ServerInfo {
 struct ServerExtensions {
   // The initialize result's capabilities; null: {"tools": {"listChanged": false}}.
   Json capabilities;
-  // Sees initialize's params before it is answered (on the reading thread).
-  std::function<void(const Json& params)> on_initialize;
+  // Sees initialize's params before it is answered, on the reading thread;
+  // may take its time (the client waits for the answer anyway), e.g. to
+  // start what it relays and set_info()/set_tools() from it. An error is
+  // answered instead of the initialize result.
+  std::function<std::optional<RpcError>(const Json& params)> on_initialize;
   // Answers a request for a method the server does not implement, on a
   // worker thread; an exception is answered -32603. Empty: -32601.
   std::function<Reply(const std::string& method, const Json& params)> on_request;
@@ -156,18 +166,35 @@ class Server {
   void handle_line(std::string_view line);
   // Answers a line that went over the size limit.
   void handle_oversized(std::string_view prefix);
-  // Feeds every line of reader to the server until the input ends or stops.
-  ReadEvent pump(FdLineReader& reader);
+  // Feeds every line of reader to the server until the input ends or stops,
+  // or until keep_reading (asked after each line) says no (then eof).
+  ReadEvent pump(FdLineReader& reader, const std::function<bool()>& keep_reading = nullptr);
   // Blocks until every call accepted so far has been answered (or dropped
-  // because it was cancelled).
+  // because it was cancelled). The client can answer nothing any more:
+  // requests to it still pending fail (their on_reply gets an error), and
+  // later ones fail at once.
   void drain();
   // Tool calls accepted and not yet finished.
   size_t calls_in_flight() const;
   // Replaces the tool list; calls already running keep the tool they began
   // with. Does not notify the client (see notify()).
   void set_tools(std::vector<Tool> tools);
+  // Replaces the serverInfo, instructions and capabilities that initialize
+  // answers with (capabilities as in ServerExtensions).
+  void set_info(ServerInfo info, Json capabilities);
   // Sends a notification to the client; callable from any thread.
   void notify(const std::string& method, const Json& params);
+
+  // The client's answer to a request of ours: its result, or its error.
+  using ReplyHandler = std::function<void(Reply reply)>;
+  // Sends a request to the client with an id of the server's own; on_reply
+  // gets the answer once, on the reading thread (it must not block), or an
+  // error when the server drains first. Sent only once the client has said
+  // notifications/initialized (queued until then). Callable from any
+  // thread; never blocks waiting for the answer, and sets no timeout.
+  void request(const std::string& method, const Json& params, ReplyHandler on_reply);
+  // Requests sent and not yet answered.
+  size_t requests_in_flight() const;
 
  private:
   struct Call;
@@ -177,8 +204,13 @@ class Server {
   };
 
   void dispatch(const Json& id, const std::string& method, const Json& params);
+  void on_response(const Json& id, const std::optional<Json>& result, const std::optional<Json>& error);
+  // Sends the requests queued before the client was initialized.
+  void client_ready();
+  // Fails every pending request with why; later requests fail at once.
+  void fail_requests(const std::string& why);
   void on_notification(const std::string& method, const Json& params);
-  Json initialize(const Json& params);
+  Reply initialize(const Json& params);
   Json list_tools() const;
   void start_tool_call(const Json& id, const Json& params);
   // Gives call its context (from params._meta) and enters it in calls_;
@@ -194,8 +226,10 @@ class Server {
   void send(const Json& message);
   void send_error(const Json& id, int code, std::string message);
 
-  const ServerInfo info_;
   const ServerExtensions extensions_;
+  mutable std::mutex info_mutex_;
+  ServerInfo info_;
+  Json capabilities_;
   mutable std::mutex tools_mutex_;
   std::shared_ptr<const ToolSet> tools_;
   Sink sink_;
@@ -204,6 +238,15 @@ class Server {
   mutable std::mutex calls_mutex_;
   std::map<std::string, std::shared_ptr<Call>> calls_;  // by id.dump(): 1 and "1" differ
   std::atomic<bool> initialized_{false};
+
+  // Requests to the client, by id.dump(); queued_ holds the lines of those
+  // not sent yet (the client is not initialized).
+  mutable std::mutex requests_mutex_;
+  int64_t next_request_id_ = 1;
+  std::map<std::string, ReplyHandler> requests_;
+  std::vector<std::string> queued_;
+  bool client_ready_ = false;
+  std::string requests_closed_;  // why no request can be answered any more; "" while open
 
   // Asynchronous tool calls not yet answered; at most max_concurrent_calls_
   // at once, after which the reader waits (backpressure on the client).

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -476,4 +477,127 @@ TEST_CASE("an id already used by a call in flight is refused -32600; the first c
     }
   }
   CHECK(results_for_7 == 1);
+}
+
+namespace {
+
+// The replies a server's requests got, by the order they were made.
+struct Replies {
+  std::mutex mutex;
+  std::vector<Reply> got;
+  Server::ReplyHandler handler() {
+    return [this](Reply reply) {
+      std::lock_guard<std::mutex> lock(mutex);
+      got.push_back(std::move(reply));
+    };
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return got.size();
+  }
+};
+
+// The requests the server has sent its client so far.
+std::vector<Json> requests_sent(Outbox& out) {
+  std::vector<Json> requests;
+  for (const Json& m : out.all()) {
+    if (m.contains("method") && m.contains("id")) requests.push_back(m);
+  }
+  return requests;
+}
+
+}  // namespace
+
+TEST_CASE("requests to the client wait for its initialized, carry the server's ids and get the client's answers",
+          "[server][requests]") {
+  Fixture f;
+  Replies replies;
+  f.server.request("roots/list", Json::object(), replies.handler());
+  CHECK(requests_sent(f.out).empty());  // the client has not said initialized yet
+  f.call(1, "initialize", {{"protocolVersion", "2025-11-25"}});
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  f.server.request("sampling/createMessage", {{"maxTokens", 5}}, replies.handler());
+  std::vector<Json> sent = requests_sent(f.out);
+  REQUIRE(sent.size() == 2);
+  CHECK(sent[0]["method"] == "roots/list");
+  CHECK(sent[1]["method"] == "sampling/createMessage");
+  CHECK(sent[1]["params"] == Json{{"maxTokens", 5}});
+  CHECK(sent[0]["id"] != sent[1]["id"]);
+  CHECK(f.server.requests_in_flight() == 2);
+
+  // Answered out of order: an error, an answer to an id never used, a result.
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::error_response(sent[1]["id"], -1, "declined", {{"why", "user"}})));
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::result_response("effectfence-999", Json::object())));
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::result_response(sent[0]["id"], {{"roots", Json::array()}})));
+  REQUIRE(replies.size() == 2);
+  CHECK(replies.got[0].error);
+  CHECK(replies.got[0].error->code == -1);
+  CHECK(replies.got[0].error->message == "declined");
+  CHECK(replies.got[0].error->data == Json{{"why", "user"}});
+  CHECK_FALSE(replies.got[1].error);
+  CHECK(replies.got[1].result == Json{{"roots", Json::array()}});
+  CHECK(f.server.requests_in_flight() == 0);
+  // The answers are not answered: nothing but the two requests and initialize's result went out.
+  CHECK(f.out.all().size() == 3);
+  // A second answer to an id already answered is dropped too.
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::result_response(sent[0]["id"], Json::object())));
+  CHECK(replies.size() == 2);
+}
+
+TEST_CASE("drain fails the requests the client has not answered, sent or queued, and every later one",
+          "[server][requests]") {
+  Fixture f;
+  Replies replies;
+  f.server.request("elicitation/create", Json::object(), replies.handler());  // queued: not initialized
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  f.server.request("roots/list", Json::object(), replies.handler());  // sent
+  f.server.request("sampling/createMessage", Json::object(), replies.handler());
+  REQUIRE(requests_sent(f.out).size() == 3);
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::result_response(requests_sent(f.out)[2]["id"], Json::object())));
+  f.server.drain();
+  REQUIRE(replies.size() == 3);
+  CHECK_FALSE(replies.got[0].error);  // the one answered
+  for (size_t i : {1, 2}) {
+    REQUIRE(replies.got[i].error);
+    CHECK(replies.got[i].error->code == jsonrpc::kInternalError);
+  }
+  f.server.request("roots/list", Json::object(), replies.handler());
+  REQUIRE(replies.size() == 4);
+  CHECK(replies.got[3].error);
+  CHECK(requests_sent(f.out).size() == 3);
+}
+
+TEST_CASE("a call can wait on a request to the client without holding up the reading thread", "[server][requests]") {
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  Server* server_ptr = nullptr;
+  // The tool asks the client and answers with what the client said.
+  std::vector<Tool> tools = {relayed_tool("ask", [&](const Json&, CallContext&) {
+    std::mutex mutex;
+    std::condition_variable answered;
+    std::optional<Reply> got;
+    server_ptr->request("sampling/createMessage", {{"maxTokens", 1}}, [&](Reply reply) {
+      std::lock_guard<std::mutex> lock(mutex);
+      got = std::move(reply);
+      answered.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mutex);
+    answered.wait_for(lock, std::chrono::seconds(10), [&] { return got.has_value(); });
+    return got ? Reply::of(Json{{"client_said", got->result}}) : Reply::failure(-1, "no answer");
+  })};
+  Server server{ServerInfo{"t", "", "1", ""}, tools, out.sink(), log};
+  server_ptr = &server;
+  server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(1, "tools/call", {{"name", "ask"}})));
+  Json asked;
+  for (int i = 0; i < 1000 && asked.is_null(); ++i) {
+    for (const Json& m : requests_sent(out)) asked = m;
+    if (asked.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(asked["method"] == "sampling/createMessage");
+  // The reading thread still answers while the call waits.
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(2, "ping", Json::object())));
+  CHECK(out.response(2)["result"] == Json::object());
+  server.handle_line(jsonrpc::serialize(jsonrpc::result_response(asked["id"], {{"text", "hi"}})));
+  CHECK(out.response(1)["result"] == Json{{"client_said", {{"text", "hi"}}}});
 }

@@ -11,11 +11,13 @@ namespace {
 
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
 volatile std::sig_atomic_t g_received = 0;
+volatile std::sig_atomic_t g_count = 0;
 volatile int g_write_fd = -1;
 
 extern "C" void on_stop_signal(int signal) {
   const int saved_errno = errno;
   if (g_received == 0) g_received = signal;
+  g_count = g_count + 1;
   const char byte = static_cast<char>(signal);
   if (g_write_fd >= 0) {
     [[maybe_unused]] ssize_t ignored = ::write(g_write_fd, &byte, 1);
@@ -39,6 +41,7 @@ StopSignals::StopSignals() {
     set_flags(write_fd_);
   }
   g_received = 0;
+  g_count = 0;
   g_write_fd = write_fd_;
   struct sigaction action = {};
   action.sa_handler = on_stop_signal;
@@ -55,6 +58,8 @@ StopSignals::~StopSignals() {
 }
 
 int StopSignals::received() const { return g_received; }
+
+int StopSignals::count() const { return g_count; }
 
 const char* signal_name(int signal) {
   switch (signal) {

@@ -18,6 +18,8 @@ class StopSignals {
   int fd() const { return read_fd_; }
   // The first stop signal received, or 0.
   int received() const;
+  // How many stop signals have arrived so far.
+  int count() const;
 
  private:
   int read_fd_ = -1;

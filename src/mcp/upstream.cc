@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 
 namespace effectfence::mcp {
 namespace {
@@ -63,13 +64,19 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   McpClient::Handlers handlers;
   handlers.on_notification = events_.on_notification;
   handlers.on_closed = [this, generation](const std::string& why) { on_closed(generation, why); };
+  handlers.on_request = events_.on_request;
+  Json capabilities;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capabilities = client_capabilities_;
+  }
   auto session = std::make_shared<Session>();
   session->generation = generation;
   session->started = Clock::now();
   session->link = launcher_(std::move(handlers), error);
   if (!session->link) return nullptr;
 
-  auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error);
+  auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error, capabilities);
   if (!init) return nullptr;
   session->initialize_result = std::move(*init);
   auto tools = list_all_tools(session->client(), policy_.handshake_timeout, error);
@@ -78,7 +85,22 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   return session;
 }
 
-bool Upstream::start(std::string* error) { return acquire(error) != nullptr; }
+bool Upstream::start(const Json& client_capabilities, std::string* error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    client_capabilities_ = client_capabilities;
+  }
+  return acquire(error) != nullptr;
+}
+
+bool Upstream::notify(const std::string& method, const Json& params) {
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live()) session = current_;
+  }
+  return session && session->client().notify(method, params);
+}
 
 std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
   {
@@ -190,6 +212,26 @@ std::optional<std::vector<Json>> Upstream::list_tools(std::string* error) {
     return std::nullopt;
   }
   return list_all_tools(session->client(), policy_.handshake_timeout, error);
+}
+
+void Upstream::stop_now() {
+  std::shared_ptr<Session> running;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    running = current_;
+  }
+  if (running && running->link && running->link->process) {
+    // Signals only: its stdin stays open (and its fd number taken) while
+    // calls may still write to it.
+    ChildProcess& process = *running->link->process;
+    process.signal(SIGTERM);
+    if (!process.wait_exit(std::chrono::milliseconds(500))) {
+      process.signal(SIGKILL);
+      process.wait_exit(std::chrono::seconds(5));
+    }
+  }
+  stop();
 }
 
 void Upstream::stop() {

@@ -65,6 +65,8 @@ class Upstream {
     // The child of this generation died or its connection broke; called
     // once, on its reading thread, before any new child can start.
     std::function<void(uint64_t generation, const std::string& why)> on_death;
+    // A request from a child other than ping (McpClient::Handlers::on_request).
+    std::function<void(const std::string& method, const Json& params, std::function<void(Reply)> respond)> on_request;
   };
 
   Upstream(Launcher launcher, Json client_info, Logger& log, Events events, RestartPolicy policy = {});
@@ -73,9 +75,10 @@ class Upstream {
   Upstream(const Upstream&) = delete;
   Upstream& operator=(const Upstream&) = delete;
 
-  // Starts the first child. Returns false and fills *error if it cannot be
-  // started, initialised or listed.
-  bool start(std::string* error);
+  // Starts the first child, offering it client_capabilities in initialize,
+  // as every restarted child is too. Returns false and fills *error if it
+  // cannot be started, initialised or listed.
+  bool start(const Json& client_capabilities, std::string* error);
   // The live child, restarting it first if it died and its backoff has
   // passed. Returns nullptr and fills *why when there is none to be had.
   std::shared_ptr<Session> acquire(std::string* why);
@@ -85,8 +88,14 @@ class Upstream {
   // The current child's tool list, read again. nullopt and *error if it
   // cannot be read (the child is gone, or answered badly).
   std::optional<std::vector<Json>> list_tools(std::string* error);
+  // Sends a notification to the live child, if there is one (a dead child
+  // is not restarted for it). Returns false iff it was not sent.
+  bool notify(const std::string& method, const Json& params);
   // Stops the child; acquire() fails from then on.
   void stop();
+  // Like stop(), but ends the child process now even while calls still use
+  // it: they fail as if it had died (their connection closes).
+  void stop_now();
 
  private:
   std::shared_ptr<Session> launch(uint64_t generation, std::string* error);
@@ -97,6 +106,7 @@ class Upstream {
 
   const Launcher launcher_;
   const Json client_info_;
+  Json client_capabilities_ = Json::object();  // guarded by mutex_
   Logger& log_;
   const Events events_;
   const RestartPolicy policy_;

@@ -35,11 +35,14 @@ export async function freshLedger(t, name = 'ledger.sqlite') {
 
 // Starts a stdio MCP server and connects an SDK client to it; the server's
 // stderr is kept for messages. The session closes when the test ends.
-export async function openSession(t, { command, args, env = {}, name = 'e2e' }) {
+// capabilities: the client's (roots, sampling, ...); prepare(client) runs
+// before the connection, to set the handlers for the server's requests.
+export async function openSession(t, { command, args, env = {}, name = 'e2e', capabilities = {}, prepare }) {
   const transport = new StdioClientTransport({ command, args, env: { ...process.env, ...env }, stderr: 'pipe' });
   let stderr = '';
   transport.stderr.on('data', (chunk) => { stderr += chunk; });
-  const client = new Client({ name, version: '1.0.0' });
+  const client = new Client({ name, version: '1.0.0' }, { capabilities });
+  prepare?.(client);
   await client.connect(transport);
   const session = {
     client,

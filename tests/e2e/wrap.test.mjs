@@ -2,11 +2,14 @@
 // official SDK client: duplicates that double-fire straight to the server
 // run once through wrap.
 import assert from 'node:assert/strict';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, realpath, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 
-import { tempDir } from './helpers.mjs';
+import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import { eventually, tempDir } from './helpers.mjs';
 import {
   FILESYSTEM, NODE, TASKMANAGER, allTools, connectDirect, connectWrapped, effectfenceJson, planningArgs,
   requestsIn, textOf,
@@ -107,4 +110,32 @@ test('two wrap processes on one ledger: the second replays the first\'s result',
   assert.equal(requestsIn(setup.taskFile).length, 1);
   assert.equal(second._meta.effectfence.replayed, true);
   assert.deepEqual(second.content, first.content);
+});
+
+test('filesystem roots: through wrap the server serves the agent\'s roots, and follows a change', async (t) => {
+  const [dirA, dirB, dirC] = await Promise.all([tempDir(t), tempDir(t), tempDir(t)].map(async (d) => realpath(await d)));
+  const db = path.join(await tempDir(t), 'ledger.sqlite');
+  const allowed = async (session) => {
+    const listed = await session.client.callTool({ name: 'list_allowed_directories', arguments: {} });
+    return textOf(listed).split('\n').slice(1);
+  };
+
+  let roots = [dirB];
+  const withRoots = await connectWrapped(t, {
+    db,
+    child: [NODE, FILESYSTEM, dirA],
+    capabilities: { roots: { listChanged: true } },
+    prepare: (client) => client.setRequestHandler(ListRootsRequestSchema, async () => ({
+      roots: roots.map((dir) => ({ uri: pathToFileURL(dir).href, name: path.basename(dir) })),
+    })),
+  });
+  // The server asks for the roots once initialized; its answer comes back through wrap.
+  await eventually(async () => (await allowed(withRoots)).join() === dirB, { what: 'the server to serve root B' });
+
+  const withoutRoots = await connectWrapped(t, { db, child: [NODE, FILESYSTEM, dirA] });
+  assert.deepEqual(await allowed(withoutRoots), [dirA], 'a client without roots keeps the server\'s own directory');
+
+  roots = [dirC];
+  await withRoots.client.sendRootsListChanged();
+  await eventually(async () => (await allowed(withRoots)).join() === dirC, { what: 'the server to follow the change to C' });
 });

@@ -3,7 +3,7 @@
 // mid-call, a tool slower than the lease, tool errors, the flags, and what
 // passes through (list changes, progress, logging, cancellation).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -11,10 +11,10 @@ import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 
 import {
-  LoggingMessageNotificationSchema, ToolListChangedNotificationSchema,
+  CreateMessageRequestSchema, LoggingMessageNotificationSchema, ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
-import { eventually, tempDir } from './helpers.mjs';
+import { BIN, eventually, tempDir } from './helpers.mjs';
 import {
   EFFECT_SERVER, NODE, allTools, connectDirect, connectWrapped, effectLog, effectfenceJson, textOf,
 } from './wrap_helpers.mjs';
@@ -44,7 +44,7 @@ test('the mirror follows every page of the fixture\'s tool list', async (t) => {
   const straight = await connectDirect(t, setup);
   const wrapped = await connectWrapped(t, setup);
   const expected = await allTools(straight.client);
-  assert.equal(expected.length, 5);
+  assert.equal(expected.length, 6);
   const mirrored = await wrapped.client.listTools();
   assert.deepEqual(mirrored.tools, expected);
   assert.equal(wrapped.client.getInstructions(), 'a fixture for effectfence wrap');
@@ -219,4 +219,100 @@ test('list changes, progress and log messages pass through; a cancellation reach
   }, { what: 'the cancelled call to be fenced' });
   assert.equal(retry.isError, true);
   assert.equal(setup.events('start', 'c').length, 1);
+});
+
+test('a fenced tool that asks the agent for sampling mid-call: the agent answers through wrap, and the call runs once',
+  async (t) => {
+    const setup = await fixture(t);
+    const asked = [];
+    const wrapped = await connectWrapped(t, {
+      ...setup,
+      capabilities: { sampling: {} },
+      prepare: (client) => client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+        asked.push(request.params);
+        return { role: 'assistant', model: 'e2e-model', content: { type: 'text', text: `forty-two (${asked.length})` } };
+      }),
+    });
+    // A fenced call in flight meanwhile must not hold the sampling request up, nor be held up by it.
+    const gated = wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'busy' } });
+    await started(setup, 'busy');
+
+    const first = await wrapped.client.callTool({ name: 'ask_agent', arguments: { name: 'q1' } });
+    assert.notEqual(first.isError, true, textOf(first));
+    assert.equal(textOf(first), 'the agent said: forty-two (1) (model e2e-model)');
+    assert.equal(first._meta.effectfence.replayed, false, 'ask_agent is fenced');
+    assert.equal(asked.length, 1);
+    assert.equal(asked[0].messages[0].content.text, 'what about q1?');
+    assert.equal(asked[0].maxTokens, 20);
+
+    const second = await wrapped.client.callTool({ name: 'ask_agent', arguments: { name: 'q1' } });
+    assert.equal(second._meta.effectfence.replayed, true);
+    assert.deepEqual(second.content, first.content);
+    assert.equal(asked.length, 1, 'the replay asks nobody');
+    assert.equal(setup.events('run', 'q1').length, 1);
+
+    await setup.open('busy');
+    assert.notEqual((await gated).isError, true);
+  });
+
+test('a client without sampling: the fixture\'s request is refused, as it would be straight', async (t) => {
+  const setup = await fixture(t);
+  const wrapped = await connectWrapped(t, setup);
+  const result = await wrapped.client.callTool({ name: 'ask_agent', arguments: { name: 'q2' } });
+  assert.match(textOf(result), /^the agent gave no answer: .*-32601.*sampling\/createMessage/);
+  assert.equal(setup.events('refused', 'q2').length, 1);
+  assert.match(wrapped.stderr(), /the child asked for sampling\/createMessage, which the agent does not offer/);
+});
+
+test('a child that cannot be started: the agent\'s initialize is answered with the reason, and wrap exits 1', async (t) => {
+  const dir = await tempDir(t);
+  const wrap = spawn(BIN, ['wrap', '--db', path.join(dir, 'ledger.sqlite'), '--', '/nonexistent/effectfence-server', 'x'],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  wrap.stdout.on('data', (chunk) => { stdout += chunk; });
+  wrap.stderr.on('data', (chunk) => { stderr += chunk; });
+  const exited = new Promise((resolve) => wrap.on('exit', (code) => resolve(code)));
+  // Nothing is started before the agent says initialize.
+  await delay(300);
+  assert.doesNotMatch(stderr, /cannot start/);
+  wrap.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } })}\n`);
+  assert.equal(await exited, 1);
+  const answer = JSON.parse(stdout.trim());
+  assert.equal(answer.id, 1);
+  assert.match(answer.error.message, /^cannot start \/nonexistent\/effectfence-server x: .*No such file or directory/);
+  assert.match(stderr, /error: cannot start \/nonexistent\/effectfence-server x: /);
+});
+
+test('a call that never ends does not hold wrap forever: a stop signal while it finishes fences it as unknown', { timeout: 60_000 }, async (t) => {
+  const setup = await fixture(t);
+  const wrap = spawn(BIN, ['wrap', '--db', setup.db, '--', ...setup.child],
+    { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...setup.env } });
+  t.after(() => wrap.kill('SIGKILL'));
+  let stdout = '';
+  let stderr = '';
+  wrap.stdout.on('data', (chunk) => { stdout += chunk; });
+  wrap.stderr.on('data', (chunk) => { stderr += chunk; });
+  const exited = new Promise((resolve) => wrap.on('exit', (code) => resolve(code)));
+  const send = (message) => wrap.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+  send({ id: 1, method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } });
+  send({ method: 'notifications/initialized' });
+  send({ id: 2, method: 'tools/call', params: { name: 'gated_effect', arguments: { name: 'stuck-1' } } });
+  await started(setup, 'stuck-1');
+
+  // stdin ends: wrap waits for the call (its result would be recorded)...
+  wrap.stdin.end();
+  await eventually(() => /stdin closed: stopping; finishing 1 call/.test(stderr), { what: 'wrap to start finishing' });
+  await delay(1000);
+  assert.equal(wrap.exitCode, null, 'wrap waits for the call in flight');
+  // ...until a stop signal says not to: the child is stopped, the call fenced.
+  wrap.kill('SIGTERM');
+  assert.equal(await exited, 0);
+  assert.match(stderr, /stopping the child server now/);
+  const answer = stdout.trim().split('\n').map((line) => JSON.parse(line)).find((m) => m.id === 2);
+  assert.ok(answer, 'the call is answered');
+  const fenced = await effectfenceJson('fenced', '--db', setup.db, '--json');
+  assert.deepEqual(fenced.fenced.map((f) => [f.tool, f.state]), [['gated_effect', 'unknown']]);
 });

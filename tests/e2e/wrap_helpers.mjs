@@ -19,17 +19,20 @@ export const FILESYSTEM = path.join(here, 'node_modules/@modelcontextprotocol/se
 export const EFFECT_SERVER = path.join(here, 'fixtures/effect_server.mjs');
 
 // child: the server's argv, e.g. [NODE, TASKMANAGER]. wrapArgs go before "--".
-export function connectWrapped(t, { db, child, env = {}, name = 'wrap-e2e', wrapArgs = [] }) {
+// capabilities and prepare: the client's, as in openSession.
+export function connectWrapped(t, { db, child, env = {}, name = 'wrap-e2e', wrapArgs = [], capabilities, prepare }) {
   return openSession(t, {
     command: BIN,
     args: ['wrap', '--db', db, '--log-level', 'debug', ...wrapArgs, '--', ...child],
     env,
     name,
+    capabilities,
+    prepare,
   });
 }
 
-export function connectDirect(t, { child, env = {}, name = 'direct-e2e' }) {
-  return openSession(t, { command: child[0], args: child.slice(1), env, name });
+export function connectDirect(t, { child, env = {}, name = 'direct-e2e', capabilities, prepare }) {
+  return openSession(t, { command: child[0], args: child.slice(1), env, name, capabilities, prepare });
 }
 
 // Every tool, following nextCursor.
