@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 
 import {
-  CreateMessageRequestSchema, LoggingMessageNotificationSchema, ToolListChangedNotificationSchema,
+  CreateMessageRequestSchema, ElicitRequestSchema, LoggingMessageNotificationSchema, ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
 import { BIN, eventually, tempDir } from './helpers.mjs';
@@ -44,7 +44,7 @@ test('the mirror follows every page of the fixture\'s tool list', async (t) => {
   const straight = await connectDirect(t, setup);
   const wrapped = await connectWrapped(t, setup);
   const expected = await allTools(straight.client);
-  assert.equal(expected.length, 6);
+  assert.equal(expected.length, 7);
   const mirrored = await wrapped.client.listTools();
   assert.deepEqual(mirrored.tools, expected);
   assert.equal(wrapped.client.getInstructions(), 'a fixture for effectfence wrap');
@@ -254,6 +254,28 @@ test('a fenced tool that asks the agent for sampling mid-call: the agent answers
     await setup.open('busy');
     assert.notEqual((await gated).isError, true);
   });
+
+test('a fenced tool that asks a person through elicitation: the agent\'s answer reaches it through wrap, once', async (t) => {
+  const setup = await fixture(t);
+  const asked = [];
+  const wrapped = await connectWrapped(t, {
+    ...setup,
+    capabilities: { elicitation: {} },
+    prepare: (client) => client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(request.params);
+      return { action: 'accept', content: { approver: 'alice' } };
+    }),
+  });
+  const first = await wrapped.client.callTool({ name: 'confirm_effect', arguments: { name: 'refund-9' } });
+  assert.notEqual(first.isError, true, textOf(first));
+  assert.equal(textOf(first), 'did refund-9, confirmed by alice');
+  assert.equal(asked.length, 1);
+  assert.equal(asked[0].message, 'confirm refund-9?');
+  const again = await wrapped.client.callTool({ name: 'confirm_effect', arguments: { name: 'refund-9' } });
+  assert.equal(again._meta.effectfence.replayed, true);
+  assert.equal(asked.length, 1, 'the replay asks nobody');
+  assert.equal(setup.events('run', 'refund-9').length, 1);
+});
 
 test('a client without sampling: the fixture\'s request is refused, as it would be straight', async (t) => {
   const setup = await fixture(t);
