@@ -195,15 +195,17 @@ mcp::ServerInfo server_info_from(const Json& child) {
 // Waits for the calls in flight, for as long as they take: a result that
 // comes is recorded, so a retry replays it. A stop signal during the wait
 // stops the child instead; what it was running is fenced as unknown.
-void finish_calls(mcp::Server& server, mcp::Proxy& proxy, const mcp::StopSignals& stop, mcp::Logger& log) {
-  const int signals_before = stop.count();
+// signals_seen: the stop signals that began the shutdown (1, or 0 for the
+// end of stdin); any more stop the child.
+void finish_calls(mcp::Server& server, mcp::Proxy& proxy, const mcp::StopSignals& stop, int signals_seen,
+                  mcp::Logger& log) {
   std::atomic<bool> drained{false};
   std::thread drainer([&] {
     server.drain();
     drained = true;
   });
   while (!drained) {
-    if (stop.count() > signals_before) {
+    if (stop.count() > signals_seen) {
       log.warn("a stop signal came while finishing: stopping the child server now; the calls it was running "
                "are fenced as unknown");
       proxy.stop_child_now();
@@ -278,7 +280,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
       log.info("stdin closed: stopping; finishing " + std::to_string(unfinished) +
                " call(s) in flight (a stop signal stops them now)");
     }
-    finish_calls(server, proxy, stop, log);
+    finish_calls(server, proxy, stop, stopped_by == mcp::ReadEvent::stopped ? 1 : 0, log);
     proxy.attach(nullptr);
     proxy.stop();
   }

@@ -112,7 +112,7 @@ void McpClient::read_loop() {
 
 void McpClient::handle_line(const Line& line) {
   if (line.too_long) {
-    const Json id = jsonrpc::recover_id(line.text);
+    const Json id = jsonrpc::recover_response_id(line.text);
     log_.error("the server sent a message longer than " + std::to_string(max_message_bytes_) +
                " bytes (id " + id.dump() + "); it was skipped");
     if (!id.is_null()) {
@@ -148,7 +148,7 @@ void McpClient::handle_line(const Line& line) {
               "): " + shorten(line.text));
     // An answer we cannot parse unambiguously must not pass for a result,
     // nor leave its request waiting: the id is read from what is readable.
-    const Json id = invalid.id.is_null() ? jsonrpc::recover_id(line.text) : invalid.id;
+    const Json id = jsonrpc::recover_response_id(line.text);
     if (!id.is_null()) handle_response(id, unreadable_reply(invalid.message));
   }
 }

@@ -170,6 +170,18 @@ TEST_CASE("an answer that does not parse fails its request as unreadable instead
     REQUIRE(reply);
     CHECK(reply->kind == ClientReply::Kind::unreadable);
   }
+  // A broken request of the server's own, under an id that happens to be
+  // ours, is no answer: the real answer still finds its request.
+  auto pending = f.client.send("tools/call", Json::object());
+  f.server.heard();
+  f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + pending->id().dump() +
+                   R"(,"method":"roots/list","params":{"text":"\xff"}})");
+  f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + pending->id().dump() + R"(,"method":"x","params":[1]})");
+  CHECK_FALSE(pending->wait_for(200ms));
+  f.server.say(jsonrpc::result_response(pending->id(), Json{{"done", true}}));
+  auto reply = pending->wait_for(10s);
+  REQUIRE(reply);
+  CHECK(reply->kind == ClientReply::Kind::result);
   CHECK_FALSE(f.client.closed());
 }
 

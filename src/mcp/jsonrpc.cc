@@ -13,6 +13,9 @@ class IdFinder {
   using json = Json;
 
   Json id() const { return ambiguous_ || !found_ ? Json() : id_; }
+  // True iff a top-level "result" or "error" key was read, and no "method":
+  // the text says it is a response.
+  bool says_response() const { return saw_outcome_ && !saw_method_; }
 
   bool null() { return scalar(Json()); }
   bool boolean(bool v) { return scalar(Json(v)); }
@@ -32,6 +35,8 @@ class IdFinder {
     if (depth_ == 1) {
       at_id_ = (k == "id");
       if (at_id_ && found_) ambiguous_ = true;
+      saw_outcome_ = saw_outcome_ || k == "result" || k == "error";
+      saw_method_ = saw_method_ || k == "method";
     }
     return !ambiguous_;
   }
@@ -61,6 +66,8 @@ class IdFinder {
   bool at_id_ = false;
   bool found_ = false;
   bool ambiguous_ = false;
+  bool saw_outcome_ = false;
+  bool saw_method_ = false;
   Json id_;
 };
 
@@ -80,6 +87,12 @@ Json recover_id(std::string_view text) {
   IdFinder finder;
   Json::sax_parse(text.begin(), text.end(), &finder);
   return finder.id();
+}
+
+Json recover_response_id(std::string_view text) {
+  IdFinder finder;
+  Json::sax_parse(text.begin(), text.end(), &finder);
+  return finder.says_response() ? finder.id() : Json();
 }
 
 std::optional<size_t> first_invalid_utf8(std::string_view text) {

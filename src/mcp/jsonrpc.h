@@ -61,6 +61,10 @@ Invalid oversized(std::string_view prefix, size_t limit);
 // error about a refused or truncated request reach the caller that is
 // waiting for it.
 Json recover_id(std::string_view text);
+// recover_id for what claims to be a response: null unless a top-level
+// "result" or "error" key comes before the damage, and no "method" (a
+// broken request of the other side must not pass for an answer to ours).
+Json recover_response_id(std::string_view text);
 // Returns true iff id is a string or an integer that a double keeps exactly.
 bool is_valid_id(const Json& id);
 // Returns the offset of the first byte that breaks UTF-8, if any.

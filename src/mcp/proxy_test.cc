@@ -552,3 +552,54 @@ TEST_CASE("a restarted child is offered the same client capabilities", "[proxy][
   std::lock_guard<std::mutex> lock(asking.mutex);
   CHECK(asking.offered == offered);
 }
+
+TEST_CASE("a child that finishes starting after a stop is never used", "[upstream]") {
+  Logger log{"upstream-test", LogLevel::error};
+  FakeChild first(server_script([](const Json&) { return std::vector<std::string>{}; }));
+  FakeChild second(server_script([](const Json&) { return std::vector<std::string>{}; }));
+  std::mutex mutex;
+  std::condition_variable changed;
+  int launches = 0;
+  bool release_second = false;
+  bool first_died = false;
+  Launcher launcher = [&](McpClient::Handlers handlers, std::string*) {
+    std::unique_lock<std::mutex> lock(mutex);
+    ++launches;
+    changed.notify_all();
+    if (launches == 1) return first.link(std::move(handlers), log);
+    changed.wait(lock, [&] { return release_second; });  // a slow restart
+    return second.link(std::move(handlers), log);
+  };
+  Upstream::Events events;
+  events.on_death = [&](uint64_t, const std::string&) {
+    std::lock_guard<std::mutex> lock(mutex);
+    first_died = true;
+    changed.notify_all();
+  };
+  Upstream upstream(launcher, Json{{"name", "test"}, {"version", "1"}}, log, events);
+  std::string error;
+  REQUIRE(upstream.start(Json::object(), &error));
+  first.die();
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return first_died; }));
+  }
+  std::shared_ptr<Upstream::Session> restarted = std::make_shared<Upstream::Session>();
+  std::string why;
+  std::thread caller([&] { restarted = upstream.acquire(&why); });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return launches == 2; }));
+  }
+  upstream.stop_now();  // shutdown while the second child is starting
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    release_second = true;
+    changed.notify_all();
+  }
+  caller.join();
+  CHECK(restarted == nullptr);
+  CHECK_THAT(why, Catch::Contains("shutting down"));
+  std::string after;
+  CHECK(upstream.acquire(&after) == nullptr);
+}

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 
@@ -10,14 +11,17 @@ namespace effectfence::mcp {
 namespace {
 
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
-volatile std::sig_atomic_t g_received = 0;
-volatile std::sig_atomic_t g_count = 0;
+// Lock-free atomics: the handler may run on any thread, even nested.
+std::atomic<int> g_received{0};
+std::atomic<int> g_count{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free counter");
 volatile int g_write_fd = -1;
 
 extern "C" void on_stop_signal(int signal) {
   const int saved_errno = errno;
-  if (g_received == 0) g_received = signal;
-  g_count = g_count + 1;
+  int none = 0;
+  g_received.compare_exchange_strong(none, signal);
+  g_count.fetch_add(1);
   const char byte = static_cast<char>(signal);
   if (g_write_fd >= 0) {
     [[maybe_unused]] ssize_t ignored = ::write(g_write_fd, &byte, 1);
@@ -40,8 +44,8 @@ StopSignals::StopSignals() {
     set_flags(read_fd_);
     set_flags(write_fd_);
   }
-  g_received = 0;
-  g_count = 0;
+  g_received.store(0);
+  g_count.store(0);
   g_write_fd = write_fd_;
   struct sigaction action = {};
   action.sa_handler = on_stop_signal;
@@ -57,9 +61,9 @@ StopSignals::~StopSignals() {
   if (write_fd_ >= 0) ::close(write_fd_);
 }
 
-int StopSignals::received() const { return g_received; }
+int StopSignals::received() const { return g_received.load(); }
 
-int StopSignals::count() const { return g_count; }
+int StopSignals::count() const { return g_count.load(); }
 
 const char* signal_name(int signal) {
   switch (signal) {

@@ -116,6 +116,10 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
   std::shared_ptr<Session> dead;
   {
     std::unique_lock<std::mutex> lock(mutex_);
+    if (stopped_) {
+      *why = "effectfence wrap is shutting down";
+      return nullptr;
+    }
     if (live()) return current_;  // another caller restarted it meanwhile
     // Admissions sent to the dead child must be fenced before a new child
     // can be sent anything.
@@ -151,7 +155,14 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
     *why = "the child server could not be started: " + error;
     return nullptr;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stopped_) {
+    // Stopped while this child was starting: it must not get any call.
+    lock.unlock();
+    session.reset();
+    *why = "effectfence wrap is shutting down";
+    return nullptr;
+  }
   current_ = session;
   // on_closed may already have run for this generation, or may run later;
   // either way the child is alive only while its connection is open.
