@@ -434,86 +434,91 @@ struct AskingChild {
   }
 };
 
+// The agent's initialize with these client capabilities, as wrap's server
+// hands it to the proxy.
+void agent_initializes(Harness& h, Json capabilities) {
+  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"},
+                          {"capabilities", std::move(capabilities)},
+                          {"clientInfo", {{"name", "agent"}}}});
+}
+
+// A proxy in front of an AskingChild, with wrap's server on the agent's
+// side, after the agent's initialize with these capabilities.
+struct RelayFixture {
+  explicit RelayFixture(Json capabilities) {
+    h.proxy->attach(&server);
+    agent_initializes(h, std::move(capabilities));
+  }
+  ~RelayFixture() { h.proxy->attach(nullptr); }
+
+  AskingChild asking;
+  Harness h{asking.script()};
+  AgentSide agent;
+  Server server{ServerInfo{"wrap", "", "1", ""}, {}, agent.sink(), h.log};
+};
+
 }  // namespace
 
 TEST_CASE("the child is offered the agent's roots, sampling and elicitation; its sampling request during a fenced "
           "call reaches the agent under wrap's id and the answer comes back",
           "[proxy][client-features]") {
-  AskingChild asking;
-  Harness h(asking.script());
-  AgentSide agent;
-  Server server{ServerInfo{"wrap", "", "1", ""}, {}, agent.sink(), h.log};
-  h.proxy->attach(&server);
-  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"},
-                          {"capabilities", {{"sampling", Json::object()},
-                                            {"roots", {{"listChanged", true}}},
-                                            {"experimental", {{"x", 1}}}}},
-                          {"clientInfo", {{"name", "agent"}}}});
+  RelayFixture f(Json{{"sampling", Json::object()}, {"roots", {{"listChanged", true}}}, {"experimental", {{"x", 1}}}});
   std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(f.h.proxy->start(&error));
   {
-    std::lock_guard<std::mutex> lock(asking.mutex);
-    CHECK(asking.offered == Json{{"sampling", Json::object()}, {"roots", {{"listChanged", true}}}});
+    std::lock_guard<std::mutex> lock(f.asking.mutex);
+    CHECK(f.asking.offered == Json{{"sampling", Json::object()}, {"roots", {{"listChanged", true}}}});
   }
-  server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
 
   Reply first;
-  std::thread caller([&] { first = h.call("act", {{"n", 1}}); });
-  const Json asked = agent.request("sampling/createMessage");
+  std::thread caller([&] { first = f.h.call("act", {{"n", 1}}); });
+  const Json asked = f.agent.request("sampling/createMessage");
   REQUIRE_FALSE(asked.is_null());
   CHECK(asked["id"] != "c-7");
   CHECK(asked["params"] == Json{{"maxTokens", 3}});
-  CHECK(agent.request("foo/bar").is_null() == true);
-  server.handle_line(jsonrpc::serialize(jsonrpc::result_response(asked["id"], {{"text", "42"}})));
+  CHECK(f.agent.request("foo/bar").is_null() == true);
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::result_response(asked["id"], {{"text", "42"}})));
   caller.join();
   REQUIRE_FALSE(first.error);
   CHECK(first.result["content"][0]["text"] == "agent said {\"text\":\"42\"}");
   CHECK(first.result["_meta"]["effectfence"]["replayed"] == false);
   {
-    std::lock_guard<std::mutex> lock(asking.mutex);
-    REQUIRE(asking.answers.size() == 2);
-    CHECK(asking.answers[0]["id"] == "c-8");  // no client offers foo/bar
-    CHECK(asking.answers[0]["error"]["code"] == jsonrpc::kMethodNotFound);
-    CHECK(asking.answers[1] == jsonrpc::result_response("c-7", {{"text", "42"}}));
+    std::lock_guard<std::mutex> lock(f.asking.mutex);
+    REQUIRE(f.asking.answers.size() == 2);
+    CHECK(f.asking.answers[0]["id"] == "c-8");  // no client offers foo/bar
+    CHECK(f.asking.answers[0]["error"]["code"] == jsonrpc::kMethodNotFound);
+    CHECK(f.asking.answers[1] == jsonrpc::result_response("c-7", {{"text", "42"}}));
   }
-  Reply again = h.call("act", {{"n", 1}});
+  Reply again = f.h.call("act", {{"n", 1}});
   CHECK(again.result["_meta"]["effectfence"]["replayed"] == true);
 
   // The agent's roots changed: the child hears of it.
-  h.proxy->on_agent_notification("notifications/roots/list_changed", Json::object());
+  f.h.proxy->on_agent_notification("notifications/roots/list_changed", Json::object());
   {
-    std::unique_lock<std::mutex> lock(asking.mutex);
-    CHECK(asking.changed.wait_for(lock, 10s, [&] {
-      return std::count(asking.notes.begin(), asking.notes.end(), "notifications/roots/list_changed") == 1;
+    std::unique_lock<std::mutex> lock(f.asking.mutex);
+    CHECK(f.asking.changed.wait_for(lock, 10s, [&] {
+      return std::count(f.asking.notes.begin(), f.asking.notes.end(), "notifications/roots/list_changed") == 1;
     }));
-    CHECK(asking.calls == 1);
+    CHECK(f.asking.calls == 1);
   }
-  h.proxy->attach(nullptr);
 }
 
 TEST_CASE("an agent without sampling: the child is offered nothing and its request is refused -32601",
           "[proxy][client-features]") {
-  AskingChild asking;
-  Harness h(asking.script());
-  AgentSide agent;
-  Server server{ServerInfo{"wrap", "", "1", ""}, {}, agent.sink(), h.log};
-  h.proxy->attach(&server);
-  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"},
-                          {"capabilities", {{"roots", Json::object()}}},
-                          {"clientInfo", {{"name", "agent"}}}});
+  RelayFixture f(Json{{"roots", Json::object()}});
   std::string error;
-  REQUIRE(h.proxy->start(&error));
-  server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
-  Reply refused = h.call("act", {{"n", 1}});
+  REQUIRE(f.h.proxy->start(&error));
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  Reply refused = f.h.call("act", {{"n", 1}});
   CHECK_THAT(refused.result["content"][0]["text"].get<std::string>(),
              Catch::StartsWith("agent refused") && Catch::Contains("-32601"));
   {
-    std::lock_guard<std::mutex> lock(agent.mutex);
-    for (const Json& m : agent.lines) CHECK_FALSE(m.contains("method"));
+    std::lock_guard<std::mutex> lock(f.agent.mutex);
+    for (const Json& m : f.agent.lines) CHECK_FALSE(m.contains("method"));
   }
-  std::lock_guard<std::mutex> lock(asking.mutex);
-  CHECK(asking.offered == Json{{"roots", Json::object()}});
-  h.proxy->attach(nullptr);
+  std::lock_guard<std::mutex> lock(f.asking.mutex);
+  CHECK(f.asking.offered == Json{{"roots", Json::object()}});
 }
 
 TEST_CASE("the agent's pending request fails when the server drains, and the child gets an error", "[proxy][client-features]") {
@@ -522,7 +527,7 @@ TEST_CASE("the agent's pending request fails when the server drains, and the chi
   AgentSide agent;
   auto server = std::make_unique<Server>(ServerInfo{"wrap", "", "1", ""}, std::vector<Tool>{}, agent.sink(), h.log);
   h.proxy->attach(server.get());
-  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"}, {"capabilities", {{"sampling", Json::object()}}}});
+  agent_initializes(h, {{"sampling", Json::object()}});
   std::string error;
   REQUIRE(h.proxy->start(&error));
   server->handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
@@ -539,7 +544,7 @@ TEST_CASE("a restarted child is offered the same client capabilities", "[proxy][
   AskingChild asking;
   Harness h(asking.script());
   const Json offered = {{"roots", {{"listChanged", true}}}, {"elicitation", {{"form", Json::object()}}}};
-  h.proxy->on_initialize({{"protocolVersion", "2025-11-25"}, {"capabilities", offered}});
+  agent_initializes(h, offered);
   std::string error;
   REQUIRE(h.proxy->start(&error));
   h.kill_child(0);
