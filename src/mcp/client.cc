@@ -185,7 +185,7 @@ void McpClient::handle_request(const Json& id, const std::string& method, const 
       }
     };
     try {
-      handlers_.on_request(method, params, respond);
+      handlers_.on_request(id, method, params, respond);
     } catch (const std::exception& e) {
       log_.error("handling the server's " + method + " failed: " + e.what());
       respond(Reply::failure(jsonrpc::kInternalError, "internal error while handling " + method));

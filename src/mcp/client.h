@@ -56,10 +56,12 @@ class McpClient {
     // failed as closed. On the reading thread. Not called on destruction.
     std::function<void(const std::string& why)> on_closed;
     // Requests from the server other than ping (a proxy relays them to its
-    // own client). On the reading thread; must not block: the answer goes
-    // through respond, once, from any thread, under the server's id.
-    // Empty: answered -32601.
-    std::function<void(const std::string& method, const Json& params, std::function<void(Reply)> respond)> on_request;
+    // own client), with the server's id (to match a later cancellation). On
+    // the reading thread; must not block: the answer goes through respond,
+    // once, from any thread, under the server's id. Empty: answered -32601.
+    std::function<void(const Json& id, const std::string& method, const Json& params,
+                       std::function<void(Reply)> respond)>
+        on_request;
   };
   // Receives the params of each notifications/progress for one request,
   // with our progress token in it (the caller puts its own back).

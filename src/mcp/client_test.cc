@@ -364,7 +364,8 @@ TEST_CASE("a server's request goes to the handler, which answers later from anot
   std::vector<std::pair<std::string, Json>> seen;
   std::vector<std::function<void(Reply)>> responders;
   McpClient::Handlers handlers;
-  handlers.on_request = [&](const std::string& method, const Json& params, std::function<void(Reply)> respond) {
+  handlers.on_request = [&](const Json&, const std::string& method, const Json& params,
+                            std::function<void(Reply)> respond) {
     std::lock_guard<std::mutex> lock(mutex);
     seen.emplace_back(method, params);
     responders.push_back(std::move(respond));

@@ -186,8 +186,9 @@ Proxy::Proxy(Fence& fence, Launcher launcher, Logger& log, ProxyOptions options,
       upstream_(std::move(launcher), Json{{"name", "effectfence-wrap"}, {"version", "0.1.0"}}, log,
                 Upstream::Events{[this](const std::string& m, const Json& p) { on_child_notification(m, p); },
                                  [this](uint64_t g, const std::string& why) { on_child_death(g, why); },
-                                 [this](const std::string& m, const Json& p, std::function<void(Reply)> respond) {
-                                   on_child_request(m, p, std::move(respond));
+                                 [this](const Json& id, const std::string& m, const Json& p,
+                                        std::function<void(Reply)> respond) {
+                                   on_child_request(id, m, p, std::move(respond));
                                  }},
                 restarts),
       refresher_([this] { refresh_loop(); }) {}
@@ -554,11 +555,20 @@ void Proxy::on_child_notification(const std::string& method, const Json& params)
     refresh_wanted_.notify_all();
     return;
   }
-  if (method == "notifications/cancelled") return;  // about a request it sent us; we answered those at once
+  if (method == "notifications/cancelled") {
+    // About a request it sent us: a relayed one is cancelled at the agent
+    // too; the rest were answered at once.
+    const auto reason = params.find("reason");
+    cancel_relayed(params.value("requestId", Json()),
+                   reason != params.end() && reason->is_string() ? reason->get<std::string>()
+                                                                 : "cancelled by the server that asked");
+    return;
+  }
   notify_agent(method, params);  // logging messages, resource and prompt changes pass through
 }
 
-void Proxy::on_child_request(const std::string& method, const Json& params, std::function<void(Reply)> respond) {
+void Proxy::on_child_request(const Json& child_id, const std::string& method, const Json& params,
+                             std::function<void(Reply)> respond) {
   const std::string capability = client_capability_for(method);
   bool declared = false;
   if (!capability.empty()) {
@@ -571,17 +581,54 @@ void Proxy::on_child_request(const std::string& method, const Json& params, std:
       // Relayed under an id of the server's own; the answer comes back by
       // callback, so no thread waits for the agent (sampling can take minutes).
       log_.debug("relaying the child's " + method + " to the agent");
-      server_->request(method, params, [this, method, respond = std::move(respond)](Reply reply) {
-        if (reply.error) {
-          log_.debug("the agent answered the child's " + method + " with error " + std::to_string(reply.error->code));
-        }
-        respond(std::move(reply));
-      });
+      const std::string key = child_id.dump();
+      const Json agent_id =
+          server_->request(method, params, [this, key, method, respond = std::move(respond)](Reply reply) {
+            forget_relayed(key);
+            if (reply.error) {
+              log_.debug("the agent answered the child's " + method + " with error " +
+                         std::to_string(reply.error->code));
+            }
+            respond(std::move(reply));
+          });
+      if (!agent_id.is_null()) {
+        std::lock_guard<std::mutex> relayed_lock(relayed_mutex_);
+        relayed_[key] = agent_id;
+      }
       return;
     }
   }
   log_.info("the child asked for " + method + ", which the agent does not offer; answered -32601");
   respond(Reply::failure(jsonrpc::kMethodNotFound, "method not found: this client offers no " + method));
+}
+
+void Proxy::forget_relayed(const std::string& child_key) {
+  std::lock_guard<std::mutex> lock(relayed_mutex_);
+  relayed_.erase(child_key);
+}
+
+void Proxy::cancel_relayed(const Json& child_id, const std::string& reason) {
+  Json agent_id;
+  {
+    std::lock_guard<std::mutex> lock(relayed_mutex_);
+    auto it = relayed_.find(child_id.dump());
+    if (it == relayed_.end()) return;
+    agent_id = it->second;
+    relayed_.erase(it);
+  }
+  std::lock_guard<std::mutex> lock(server_mutex_);
+  if (server_) server_->cancel_request(agent_id, reason);
+}
+
+void Proxy::cancel_all_relayed(const std::string& reason) {
+  std::map<std::string, Json> relayed;
+  {
+    std::lock_guard<std::mutex> lock(relayed_mutex_);
+    relayed.swap(relayed_);
+  }
+  std::lock_guard<std::mutex> lock(server_mutex_);
+  if (!server_) return;
+  for (const auto& [child_key, agent_id] : relayed) server_->cancel_request(agent_id, reason);
 }
 
 void Proxy::on_agent_notification(const std::string& method, const Json& params) {
@@ -592,6 +639,7 @@ void Proxy::on_agent_notification(const std::string& method, const Json& params)
 }
 
 void Proxy::on_child_death(uint64_t generation, const std::string& why) {
+  cancel_all_relayed("the server that asked is gone: " + why);
   // Only this child's calls can be in flight: a new child starts only after
   // this returns. So every admission this process holds was sent to it, or
   // is about to fail on its closed connection and be released.

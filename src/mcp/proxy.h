@@ -142,7 +142,13 @@ class Proxy {
   void on_child_notification(const std::string& method, const Json& params);
   // A request from the child (roots/list, sampling/createMessage, ...):
   // relayed to the agent if it declared the capability, else -32601.
-  void on_child_request(const std::string& method, const Json& params, std::function<void(Reply)> respond);
+  void on_child_request(const Json& child_id, const std::string& method, const Json& params,
+                        std::function<void(Reply)> respond);
+  // Relayed requests, by the child's id: an answer forgets one; the child's
+  // cancellation, or its death, cancels it at the agent.
+  void forget_relayed(const std::string& child_key);
+  void cancel_relayed(const Json& child_id, const std::string& reason);
+  void cancel_all_relayed(const std::string& reason);
   void on_child_death(uint64_t generation, const std::string& why);
   void install_mirror(const std::vector<Json>& entries);
   void refresh_loop();
@@ -161,6 +167,8 @@ class Proxy {
   Mirror mirror_;
   Json child_info_;
   std::mutex server_mutex_;  // held while writing to the agent, so apart from mutex_
+  std::mutex relayed_mutex_;  // taken after server_mutex_, never before it
+  std::map<std::string, Json> relayed_;  // the child's request id (dump) -> wrap's id at the agent
   Server* server_ = nullptr;
   std::string agent_ = "wrap";
   Json agent_capabilities_ = Json::object();  // roots, sampling, elicitation as the agent declared them

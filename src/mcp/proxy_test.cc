@@ -380,12 +380,17 @@ struct AgentSide {
     };
   }
   // The first request with this method, waiting up to 10 s; null if none came.
-  Json request(const std::string& method) {
+  Json request(const std::string& method) { return first(method, /*with_id=*/true); }
+  // The first notification with this method, waiting up to 10 s; null if none came.
+  Json notification(const std::string& method) { return first(method, /*with_id=*/false); }
+
+ private:
+  Json first(const std::string& method, bool with_id) {
     std::unique_lock<std::mutex> lock(mutex);
     Json found;
     arrived.wait_for(lock, 10s, [&] {
       for (const Json& m : lines) {
-        if (m.value("method", "") == method && m.contains("id")) found = m;
+        if (m.value("method", "") == method && m.contains("id") == with_id) found = m;
       }
       return !found.is_null();
     });
@@ -416,6 +421,12 @@ struct AskingChild {
                                  {"serverInfo", {{"name", "asking"}, {"version", "1"}}}})};
       }
       if (method == "tools/list") return {answer(m["id"], {{"tools", {tool_entry("act")}}})};
+      if (method == "tools/call" && m["params"]["arguments"].value("cancel", false)) {
+        // Asks, then gives up on it at once (its own timeout, say).
+        return {jsonrpc::request("c-9", "sampling/createMessage", {{"maxTokens", 1}}).dump(),
+                jsonrpc::notification("notifications/cancelled", {{"requestId", "c-9"}, {"reason", "timed out"}}).dump(),
+                answer(m["id"], text_content("asked, then cancelled"))};
+      }
       if (method == "tools/call") {
         ++calls;
         call_id = m["id"];
@@ -502,6 +513,26 @@ TEST_CASE("the child is offered the agent's roots, sampling and elicitation; its
     }));
     CHECK(f.asking.calls == 1);
   }
+}
+
+TEST_CASE("a relayed request the child cancels is cancelled at the agent, and the agent's late answer is dropped",
+          "[proxy][client-features]") {
+  RelayFixture f(Json{{"sampling", Json::object()}});
+  std::string error;
+  REQUIRE(f.h.proxy->start(&error));
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  Reply done = f.h.call("act", {{"cancel", true}});
+  CHECK(done.result["content"][0]["text"] == "asked, then cancelled");
+  const Json asked = f.agent.request("sampling/createMessage");
+  REQUIRE_FALSE(asked.is_null());
+  const Json cancelled = f.agent.notification("notifications/cancelled");
+  REQUIRE_FALSE(cancelled.is_null());
+  CHECK(cancelled["params"]["requestId"] == asked["id"]);
+  CHECK(cancelled["params"]["reason"] == "timed out");
+  CHECK(f.server.requests_in_flight() == 0);
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::result_response(asked["id"], {{"text", "late"}})));
+  std::lock_guard<std::mutex> lock(f.asking.mutex);
+  for (const Json& m : f.asking.answers) CHECK(m["id"] != "c-9");
 }
 
 TEST_CASE("an agent without sampling: the child is offered nothing and its request is refused -32601",

@@ -1,5 +1,6 @@
 #include "mcp/server.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <variant>
@@ -193,8 +194,9 @@ void Server::set_info(ServerInfo info, Json capabilities) {
 
 void Server::send(const Json& message) { sink_(jsonrpc::serialize(message)); }
 
-void Server::request(const std::string& method, const Json& params, ReplyHandler on_reply) {
+Json Server::request(const std::string& method, const Json& params, ReplyHandler on_reply) {
   if (!on_reply) on_reply = [](Reply) {};
+  Json sent_id;
   std::string line;
   bool send_now = false;
   std::string refused;
@@ -206,26 +208,44 @@ void Server::request(const std::string& method, const Json& params, ReplyHandler
       // Ids of our own, apart from the client's: a response is told from a
       // request by its shape, so the two sequences never meet.
       const Json id = "effectfence-" + std::to_string(next_request_id_++);
+      sent_id = id;
       line = jsonrpc::serialize(jsonrpc::request(id, method, params));
       requests_[id.dump()] = std::move(on_reply);
       if (client_ready_) send_now = true;
-      else queued_.push_back(line);
+      else queued_.emplace_back(id.dump(), line);
     }
   }
   if (!refused.empty()) {
     log_.info("not sending " + method + " to the client: " + refused);
     on_reply(Reply::failure(jsonrpc::kInternalError, method + " was not sent to the client: " + refused));
-    return;
+    return nullptr;
   }
   if (!send_now) {
     log_.debug("holding " + method + " until the client is initialized");
-    return;
+    return sent_id;
   }
   try {
     sink_(line);
   } catch (const std::exception& e) {
     log_.error("could not send request " + method + ": " + e.what());
   }
+  return sent_id;
+}
+
+void Server::cancel_request(const Json& id, const std::string& reason) {
+  bool sent = false;
+  {
+    std::lock_guard<std::mutex> lock(requests_mutex_);
+    if (requests_.erase(id.dump()) == 0) return;  // answered or failed already
+    const auto queued = std::find_if(queued_.begin(), queued_.end(),
+                                     [&](const auto& entry) { return entry.first == id.dump(); });
+    if (queued != queued_.end()) {
+      queued_.erase(queued);  // never sent: nothing to tell the client
+    } else {
+      sent = true;
+    }
+  }
+  if (sent) notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
 }
 
 size_t Server::requests_in_flight() const {
@@ -238,9 +258,9 @@ void Server::client_ready() {
   std::lock_guard<std::mutex> lock(requests_mutex_);
   if (client_ready_) return;
   client_ready_ = true;
-  for (const std::string& line : queued_) {
+  for (const auto& queued : queued_) {
     try {
-      sink_(line);
+      sink_(queued.second);
     } catch (const std::exception& e) {
       log_.error(std::string("could not send a queued request: ") + e.what());
     }

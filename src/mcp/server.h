@@ -192,7 +192,12 @@ class Server {
   // error when the server drains first. Sent only once the client has said
   // notifications/initialized (queued until then). Callable from any
   // thread; never blocks waiting for the answer, and sets no timeout.
-  void request(const std::string& method, const Json& params, ReplyHandler on_reply);
+  // Returns the id it used; null when it could not be sent (on_reply has
+  // had its error then).
+  Json request(const std::string& method, const Json& params, ReplyHandler on_reply);
+  // Tells the client to stop working on request id (notifications/cancelled,
+  // if it was sent) and forgets it: on_reply is not called any more.
+  void cancel_request(const Json& id, const std::string& reason);
   // Requests sent and not yet answered.
   size_t requests_in_flight() const;
 
@@ -244,7 +249,7 @@ class Server {
   mutable std::mutex requests_mutex_;
   int64_t next_request_id_ = 1;
   std::map<std::string, ReplyHandler> requests_;
-  std::vector<std::string> queued_;
+  std::vector<std::pair<std::string, std::string>> queued_;  // (id.dump(), line)
   bool client_ready_ = false;
   std::string requests_closed_;  // why no request can be answered any more; "" while open
 

@@ -544,6 +544,29 @@ TEST_CASE("requests to the client wait for its initialized, carry the server's i
   CHECK(replies.size() == 2);
 }
 
+TEST_CASE("a cancelled request: the client is told if it was sent, and its answer is dropped", "[server][requests]") {
+  Fixture f;
+  Replies replies;
+  const Json queued = f.server.request("roots/list", Json::object(), replies.handler());
+  REQUIRE(queued.is_string());
+  f.server.cancel_request(queued, "not needed any more");  // never sent: nothing to tell
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  CHECK(requests_sent(f.out).empty());
+  CHECK(f.out.all().empty());
+
+  const Json sent = f.server.request("sampling/createMessage", Json::object(), replies.handler());
+  REQUIRE(requests_sent(f.out).size() == 1);
+  f.server.cancel_request(sent, "timed out");
+  const std::vector<Json> out = f.out.all();
+  REQUIRE(out.size() == 2);
+  CHECK(out[1] == jsonrpc::notification("notifications/cancelled", {{"requestId", sent}, {"reason", "timed out"}}));
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::result_response(sent, Json::object())));
+  CHECK(replies.size() == 0);
+  CHECK(f.server.requests_in_flight() == 0);
+  f.server.cancel_request(sent, "again");  // already forgotten: nothing more is sent
+  CHECK(f.out.all().size() == 2);
+}
+
 TEST_CASE("drain fails the requests the client has not answered, sent or queued, and every later one",
           "[server][requests]") {
   Fixture f;

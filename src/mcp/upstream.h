@@ -66,7 +66,9 @@ class Upstream {
     // once, on its reading thread, before any new child can start.
     std::function<void(uint64_t generation, const std::string& why)> on_death;
     // A request from a child other than ping (McpClient::Handlers::on_request).
-    std::function<void(const std::string& method, const Json& params, std::function<void(Reply)> respond)> on_request;
+    std::function<void(const Json& id, const std::string& method, const Json& params,
+                       std::function<void(Reply)> respond)>
+        on_request;
   };
 
   Upstream(Launcher launcher, Json client_info, Logger& log, Events events, RestartPolicy policy = {});
