@@ -207,7 +207,7 @@ TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") 
   committed(*fence, t, {{"x", 1}});
 }
 
-TEST_CASE("a retried commit gets the same certificate; a different result is refused", "[fence]") {
+TEST_CASE("a retried commit gets the same certificate, a different result is refused", "[fence]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-6")));
@@ -298,7 +298,7 @@ TEST_CASE("a process holding an intent sees it resolved through another process 
   committed(*holder, held, {{"ok", true}});
 }
 
-TEST_CASE("abort fences the intent until an audited clear; then it is fresh", "[fence][clear]") {
+TEST_CASE("abort fences the intent until an audited clear, then it is fresh", "[fence][clear]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-7")));
@@ -475,7 +475,7 @@ TEST_CASE("invalid requests are refused before anything is recorded", "[fence][i
   CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
 }
 
-TEST_CASE("fence_unknown fences one held ticket; its holder can still resolve it", "[fence][unknown]") {
+TEST_CASE("fence_unknown fences one held ticket, its holder can still resolve it", "[fence][unknown]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
   const Ticket cancelled = admitted_ticket(fence->prepare(charge("cancelled")));

@@ -31,7 +31,7 @@ TEST_CASE("a lifetime that is not a positive number of seconds is ignored, not h
   }
 }
 
-TEST_CASE("EFFECTFENCE_LEDGER names the ledger; otherwise the XDG state directory, created on demand", "[settings]") {
+TEST_CASE("EFFECTFENCE_LEDGER names the ledger, otherwise the XDG state directory, created on demand", "[settings]") {
   {
     ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", "/srv/ledger.sqlite"}});
     const Settings s = Settings::from_environment();

@@ -51,7 +51,7 @@ struct StderrLines {
 
 }  // namespace
 
-TEST_CASE("a child talks over its stdin and stdout; its stderr lines reach the sink", "[child_process]") {
+TEST_CASE("a child talks over its stdin and stdout, its stderr lines reach the sink", "[child_process]") {
   StderrLines err;
   std::string error;
   {

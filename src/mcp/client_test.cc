@@ -132,7 +132,7 @@ TEST_CASE("requests carry the client's own ids and replies find their request", 
   CHECK(first_reply->error.data == Json{{"field", "x"}});
 }
 
-TEST_CASE("garbage, unknown ids and untrustworthy answers are skipped; the client keeps reading", "[client]") {
+TEST_CASE("garbage, unknown ids and untrustworthy answers are skipped, the client keeps reading", "[client]") {
   Fixture f;
   auto request = f.client.send("tools/call", Json::object());
   f.server.heard();
@@ -255,7 +255,7 @@ TEST_CASE("the server's requests: ping is answered, anything else is -32601", "[
   CHECK(refused["error"]["code"] == jsonrpc::kMethodNotFound);
 }
 
-TEST_CASE("cancel tells the server; abandon drops a late answer", "[client]") {
+TEST_CASE("cancel tells the server, abandon drops a late answer", "[client]") {
   Fixture f;
   auto request = f.client.send("tools/call", Json::object());
   f.server.heard();

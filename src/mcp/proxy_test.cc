@@ -151,7 +151,7 @@ struct Harness {
 
 }  // namespace
 
-TEST_CASE("is_fenced: read-only tools pass unless fence_all; only and except decide first", "[proxy]") {
+TEST_CASE("is_fenced: read-only tools pass unless fence_all, only and except decide first", "[proxy]") {
   const Json writer = tool_entry("write");
   const Json reader = tool_entry("read", {{"readOnlyHint", true}});
   const Json odd = tool_entry("odd", {{"readOnlyHint", "yes"}});
@@ -296,7 +296,7 @@ TEST_CASE("a child that dies mid-call: fenced as unknown, and a new child serves
   CHECK(calls_seen == 1);
 }
 
-TEST_CASE("a child that keeps dying is restarted with backoff; replays still work meanwhile", "[proxy]") {
+TEST_CASE("a child that keeps dying is restarted with backoff, replays still work meanwhile", "[proxy]") {
   Harness h(server_script([](const Json& m) -> std::vector<std::string> { return {answer(m["id"], text_content("ok"))}; }),
             RestartPolicy{std::chrono::milliseconds(60'000), std::chrono::milliseconds(60'000),
                           std::chrono::milliseconds(60'000), std::chrono::milliseconds(10'000)});
@@ -324,7 +324,7 @@ TEST_CASE("a child that keeps dying is restarted with backoff; replays still wor
   CHECK(intent.empty());
 }
 
-TEST_CASE("a tool error fences by default; a protocol refusal by the child releases", "[proxy]") {
+TEST_CASE("a tool error fences by default, a protocol refusal by the child releases", "[proxy]") {
   Harness h(server_script([](const Json& m) -> std::vector<std::string> {
     if (m["params"]["arguments"].value("bad", false)) {
       return {jsonrpc::error_response(m["id"], jsonrpc::kInvalidParams, "no such field").dump()};
@@ -470,7 +470,7 @@ struct RelayFixture {
 
 }  // namespace
 
-TEST_CASE("the child is offered the agent's roots, sampling and elicitation; its sampling request during a fenced "
+TEST_CASE("the child is offered the agent's roots, sampling and elicitation, its sampling request during a fenced "
           "call reaches the agent under wrap's id and the answer comes back",
           "[proxy][client-features]") {
   RelayFixture f(Json{{"sampling", Json::object()}, {"roots", {{"listChanged", true}}}, {"experimental", {{"x", 1}}}});

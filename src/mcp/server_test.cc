@@ -182,7 +182,7 @@ TEST_CASE("a tool result's line is byte for byte the serialized response, with t
   }
 }
 
-TEST_CASE("bad tool calls are -32602 with a clear message; the server keeps serving", "[server]") {
+TEST_CASE("bad tool calls are -32602 with a clear message, the server keeps serving", "[server]") {
   Fixture f;
   Json unknown = f.call(1, "tools/call", {{"name", "nope"}});
   CHECK(unknown["error"]["code"] == jsonrpc::kInvalidParams);
@@ -309,7 +309,7 @@ TEST_CASE("set_tools replaces the list while a running call keeps its tool", "[s
   CHECK(out.response(1)["result"]["from"] == "old");
 }
 
-TEST_CASE("a cancellation reaches the handler's callback; other requests and notifications reach the hooks",
+TEST_CASE("a cancellation reaches the handler's callback, other requests and notifications reach the hooks",
           "[server][extensions]") {
   Gate gate;
   Outbox out;
@@ -424,7 +424,7 @@ TEST_CASE("an asynchronous tool answers later, from any thread, without holding 
   CHECK(answers_to_1 == 1);
 }
 
-TEST_CASE("asynchronous calls beyond the limit wait for room; drain waits for every answer", "[server][async]") {
+TEST_CASE("asynchronous calls beyond the limit wait for room, drain waits for every answer", "[server][async]") {
   Deferred deferred;
   Outbox out;
   Logger log{"test", LogLevel::error};
@@ -460,7 +460,7 @@ TEST_CASE("asynchronous calls beyond the limit wait for room; drain waits for ev
   for (int id : {1, 2, 3}) CHECK(out.response(id)["result"]["structuredContent"]["echo"]["n"] == id);
 }
 
-TEST_CASE("an id already used by a call in flight is refused -32600; the first call still completes", "[server]") {
+TEST_CASE("an id already used by a call in flight is refused -32600, the first call still completes", "[server]") {
   Fixture f;
   f.server.handle_line(jsonrpc::serialize(jsonrpc::request(7, "tools/call", {{"name", "slow"}, {"arguments", {{"text", "first"}}}})));
   REQUIRE(f.gate.wait_entered());

@@ -64,7 +64,7 @@ TEST_CASE("a missing path is an error with its name", "[scan][report]") {
   CHECK(error == "no such file or directory: /nonexistent/effectfence-scan");
 }
 
-TEST_CASE("source: a read tool next to a write tool is not flagged; the write tool is, with its wrap line",
+TEST_CASE("source: a read tool next to a write tool is not flagged, the write tool is, with its wrap line",
           "[scan][report]") {
   TempDir dir;
   write(dir, "src/server.ts", kPayoutServer);
@@ -115,7 +115,7 @@ TEST_CASE("live: annotations decide, undeclared tools are candidates unless they
   CHECK(text.find("passes through (declared read-only): read_file\n") != std::string::npos);
 }
 
-TEST_CASE("both: joined by tool name; tools on one side only are said so", "[scan][report]") {
+TEST_CASE("both: joined by tool name, tools on one side only are said so", "[scan][report]") {
   TempDir dir;
   write(dir, "src/server.ts", kPayoutServer);
   const SourceTree tree = tree_of(dir);

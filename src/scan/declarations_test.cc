@@ -20,7 +20,7 @@ std::vector<ToolDeclaration> declared(const std::string& path, const std::string
 
 }  // namespace
 
-TEST_CASE("object literals with a schema are tools; each keeps its own description", "[scan][declarations]") {
+TEST_CASE("object literals with a schema are tools, each keeps its own description", "[scan][declarations]") {
   const auto found = declared("s.ts",
                               "const tools = [\n"
                               "  { name: 'read_balance', description: 'Reads the balance.', inputSchema: {} },\n"

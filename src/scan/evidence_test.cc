@@ -22,7 +22,7 @@ std::vector<std::string> kinds(const std::vector<WriteSite>& writes) {
 
 }  // namespace
 
-TEST_CASE("writes: HTTP methods, SDK verbs, files and SQL; reads and map deletes are not writes", "[scan][evidence]") {
+TEST_CASE("writes: HTTP methods, SDK verbs, files and SQL, reads and map deletes are not writes", "[scan][evidence]") {
   const SourceFile f = file_of("a.ts",
                                "await fetch(url, { method: 'POST' });\n"
                                "await axios.put(url, body);\n"
@@ -74,7 +74,7 @@ TEST_CASE("guards count only in code: identifiers and whole header names, never 
   CHECK(guards[2].name == "request_id");
 }
 
-TEST_CASE("a retry loop around a POST is found; a plain loop or a retry without a write is not", "[scan][evidence]") {
+TEST_CASE("a retry loop around a POST is found, a plain loop or a retry without a write is not", "[scan][evidence]") {
   const SourceFile f = file_of("a.ts",
                                "for (let attempt = 0; attempt < 3; attempt++) {\n"
                                "  const r = await fetch(u, { method: 'POST' });\n"

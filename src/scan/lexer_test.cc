@@ -16,7 +16,7 @@ bool code_has(const std::string& text, Language language, const std::string& wor
 
 }  // namespace
 
-TEST_CASE("comments and string contents are masked; code, quotes and line breaks stay", "[scan][lexer]") {
+TEST_CASE("comments and string contents are masked, code, quotes and line breaks stay", "[scan][lexer]") {
   const std::string text = "const k = deriveKey(); // idempotencyKey here\n/* dedupeKey\n */ send(\"requestId\");\n";
   const MaskedSource m = mask_source(text, Language::javascript);
   REQUIRE(m.code.size() == text.size());
@@ -58,7 +58,7 @@ TEST_CASE("JavaScript: the code in a template's ${...} is code, with its own str
   CHECK(m.string_at(text.find("'x}'")) != nullptr);
 }
 
-TEST_CASE("JavaScript regular-expression literals are masked; division is code", "[scan][lexer]") {
+TEST_CASE("JavaScript regular-expression literals are masked, division is code", "[scan][lexer]") {
   const std::string text =
       "const re = /it's \\/ [/\"] idempotencyKey/gi; if (/\"/.test(s)) save(x);\n"
       "const half = total / 2 / count; return /a'b/.exec(y) && retry(z);";
@@ -71,7 +71,7 @@ TEST_CASE("JavaScript regular-expression literals are masked; division is code",
   CHECK(m.strings.empty());
 }
 
-TEST_CASE("JavaScript: after an if, while or for condition a '/' opens a regex; after a call it divides",
+TEST_CASE("JavaScript: after an if, while or for condition a '/' opens a regex, after a call it divides",
           "[scan][lexer]") {
   const std::string text =
       "if (ok) /it's/.test(s) && save(x);\n"

@@ -198,7 +198,7 @@ TEST_CASE("the ledger is --db, else EFFECTFENCE_LEDGER, else the default state p
   CHECK(std::filesystem::exists(fallback));
 }
 
-TEST_CASE("without XDG_STATE_HOME the ledger is under ~/.local/state; memory keeps no file; the lease comes from the environment",
+TEST_CASE("without XDG_STATE_HOME the ledger is under ~/.local/state, memory keeps no file, the lease comes from the environment",
           "[serve][lifecycle]") {
   TempDir dir;
   const std::string home = dir.file("home");
@@ -287,7 +287,7 @@ TEST_CASE("help, version, bad options and no arguments", "[serve][lifecycle]") {
   }
 }
 
-TEST_CASE("decisions queued behind a locked ledger share transactions; fence_stats and the exit log say so",
+TEST_CASE("decisions queued behind a locked ledger share transactions, fence_stats and the exit log say so",
           "[serve][lifecycle]") {
   TempDir dir;
   const std::string db = dir.file("l.sqlite");

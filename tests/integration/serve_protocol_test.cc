@@ -234,7 +234,7 @@ TEST_CASE("a call blocked on the ledger does not hold up other requests", "[serv
   CHECK(admitted["result"]["structuredContent"]["status"] == "fresh");
 }
 
-TEST_CASE("stdout carries only JSON-RPC; stderr carries one-line levelled logs", "[serve]") {
+TEST_CASE("stdout carries only JSON-RPC, stderr carries one-line levelled logs", "[serve]") {
   Session s;
   s.serve.initialize();
   s.serve.send_raw("not json\n");

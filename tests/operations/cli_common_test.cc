@@ -34,7 +34,7 @@ TEST_CASE("parse_args refuses unknown options, missing values and valued switche
   CHECK_FALSE(parse_args({"-x"}, kSpecs, &error));
 }
 
-TEST_CASE("parse_args: -h and --help are help; after -- everything is positional") {
+TEST_CASE("parse_args: -h and --help are help, after -- everything is positional") {
   std::string error;
   auto parsed = parse_args({"-h", "--", "--json", "-"}, kSpecs, &error);
   REQUIRE(parsed);
