@@ -175,9 +175,7 @@ void McpClient::handle_request(const Json& id, const std::string& method, const 
     auto answered = std::make_shared<std::atomic<bool>>(false);
     auto respond = [answers = answers_, answered, id, method](Reply reply) {
       if (answered->exchange(true)) return;
-      const Json response = reply.error ? jsonrpc::error_response(id, reply.error->code, std::move(reply.error->message),
-                                                                  std::move(reply.error->data))
-                                        : jsonrpc::result_response(id, std::move(reply.result));
+      const Json response = response_for(id, std::move(reply));
       std::lock_guard<std::mutex> lock(answers->mutex);
       if (!answers->client) return;  // the connection is gone; so is the request
       if (!answers->client->write(response)) {

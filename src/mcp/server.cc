@@ -101,6 +101,8 @@ std::string shorten(std::string text, size_t limit = 300) {
   return text;
 }
 
+}  // namespace
+
 Json response_for(const Json& id, Reply reply) {
   if (reply.error) {
     return jsonrpc::error_response(id, reply.error->code, std::move(reply.error->message),
@@ -108,8 +110,6 @@ Json response_for(const Json& id, Reply reply) {
   }
   return jsonrpc::result_response(id, std::move(reply.result));
 }
-
-}  // namespace
 
 RpcError rpc_error_from(const Json& error) {
   RpcError e;

@@ -64,6 +64,9 @@ struct Reply {
   static Reply failure(int code, std::string message, Json data = nullptr);
 };
 
+// The JSON-RPC response carrying reply to request id.
+Json response_for(const Json& id, Reply reply);
+
 // What a tool handler may know about the call besides its arguments.
 // Thread-safe.
 class CallContext {
