@@ -75,15 +75,6 @@ void FastPath::leave(const rules::Attempt& a, const Entry& entry, const PrepareO
   if (slot.empty()) s.intents.erase(a.request.intent);
 }
 
-void FastPath::extended(const Ticket& ticket, int64_t lease_expires_at_ms) {
-  Shard& s = shard_for(ticket.intent);
-  std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.intents.find(ticket.intent);
-  if (it != s.intents.end() && it->second.held && it->second.held->token == ticket.token) {
-    it->second.held->lease_expires_at_ms = lease_expires_at_ms;
-  }
-}
-
 void FastPath::committed(const Ticket& ticket, const Certificate& cert, int64_t now, uint64_t epoch) {
   Shard& s = shard_for(ticket.intent);
   std::lock_guard<std::mutex> lock(s.mu);

@@ -46,7 +46,6 @@ class FastPath {
   void leave(const rules::Attempt& attempt, const Entry& entry, const PrepareOutcome& outcome,
              int64_t now, uint64_t ledger_epoch);
 
-  void extended(const Ticket& ticket, int64_t lease_expires_at_ms);
   void committed(const Ticket& ticket, const Certificate& cert, int64_t now, uint64_t ledger_epoch);
   // The ticket no longer holds its intent here (aborted, lost, fenced).
   void released(const Ticket& ticket);

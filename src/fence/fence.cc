@@ -287,11 +287,7 @@ HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
   if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context(txn)); })) {
     return *failure;
   }
-  if (auto* extended = std::get_if<Extended>(&outcome)) {
-    fast_->extended(ticket, extended->lease_expires_at_ms);
-  } else {
-    fast_->released(ticket);
-  }
+  if (!std::holds_alternative<Extended>(outcome)) fast_->released(ticket);
   return outcome;
 }
 
