@@ -16,6 +16,14 @@ Certificate committed(Fence& fence, const Ticket& t, const Json& result) {
   return std::get<Certificate>(out);
 }
 
+// commit_refused events of intent that keep result, refused for reason.
+int64_t refused_commits(TestLedger& ledger, const std::string& intent, const std::string& reason,
+                        const Json& result) {
+  return ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = '" + intent +
+                      "' AND detail LIKE '%\"reason\":\"" + reason + "\"%' AND detail LIKE '%\"result\":" +
+                      result.dump() + "%'");
+}
+
 }  // namespace
 
 TEST_CASE("a duplicate after commit replays the identical certificate", "[fence]") {
@@ -157,9 +165,7 @@ TEST_CASE("a zombie holder cannot commit, abort or heartbeat over its successor"
   CHECK(std::get<Replayed>(replay).cert.result["charge_id"] == "successor");
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'takeover'") == 1);
   // The zombie's refused result is not lost: the audit log keeps it.
-  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'o-4' "
-                     "AND detail LIKE '%\"reason\":\"lease_lost\"%' "
-                     "AND detail LIKE '%\"result\":{\"charge_id\":\"zombie\"}%'") == 1);
+  CHECK(refused_commits(ledger, "o-4", "lease_lost", {{"charge_id", "zombie"}}) == 1);
 }
 
 TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fence][lease]") {
@@ -217,9 +223,7 @@ TEST_CASE("a retried commit gets the same certificate, a different result is ref
   REQUIRE(std::holds_alternative<Refusal>(different));
   CHECK(std::get<Refusal>(different).reason == Reason::ticket_invalid);
   // The first result stands; the second is kept in the audit log, not lost.
-  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'o-6' "
-                     "AND detail LIKE '%\"reason\":\"already_committed\"%' "
-                     "AND detail LIKE '%\"result\":{\"charge_id\":\"ch_other\"}%'") == 1);
+  CHECK(refused_commits(ledger, "o-6", "already_committed", {{"charge_id", "ch_other"}}) == 1);
 
   // A retried commit or abort is one outcome, counted once.
   const Ticket a = admitted_ticket(fence->prepare(charge("o-6a")));
@@ -241,9 +245,7 @@ TEST_CASE("a refused commit keeps its result in the audit log: cleared, swept or
   clock.drive(s);
   auto fence = open_fence(s);
   auto kept = [&](const std::string& intent, const std::string& charge_id) {
-    return ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = '" + intent +
-                        "' AND detail LIKE '%\"reason\":\"lease_lost\"%' AND detail LIKE '%\"result\":{"
-                        "\"charge_id\":\"" + charge_id + "\"}%'");
+    return refused_commits(ledger, intent, "lease_lost", {{"charge_id", charge_id}});
   };
 
   // Fenced as unknown (its server stopped), then cleared by an operator: the
