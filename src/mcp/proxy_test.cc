@@ -464,6 +464,15 @@ struct RelayFixture {
   }
   ~RelayFixture() { h.proxy->attach(nullptr); }
 
+  // Starts the child, as wrap does on the agent's initialize, and has the
+  // agent say notifications/initialized. False if the child did not start.
+  bool agent_ready() {
+    std::string error;
+    if (!h.proxy->start(&error)) return false;
+    server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+    return true;
+  }
+
   AskingChild asking;
   Harness h{asking.script()};
   AgentSide agent;
@@ -476,13 +485,11 @@ TEST_CASE("the child is offered the agent's roots, sampling and elicitation, its
           "call reaches the agent under wrap's id and the answer comes back",
           "[proxy][client-features]") {
   RelayFixture f(Json{{"sampling", Json::object()}, {"roots", {{"listChanged", true}}}, {"experimental", {{"x", 1}}}});
-  std::string error;
-  REQUIRE(f.h.proxy->start(&error));
+  REQUIRE(f.agent_ready());
   {
     std::lock_guard<std::mutex> lock(f.asking.mutex);
     CHECK(f.asking.offered == Json{{"sampling", Json::object()}, {"roots", {{"listChanged", true}}}});
   }
-  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
 
   Reply first;
   std::thread caller([&] { first = f.h.call("act", {{"n", 1}}); });
@@ -522,9 +529,7 @@ TEST_CASE("the child is offered the agent's roots, sampling and elicitation, its
 TEST_CASE("a relayed request the child cancels is cancelled at the agent, and the agent's late answer is dropped",
           "[proxy][client-features]") {
   RelayFixture f(Json{{"sampling", Json::object()}});
-  std::string error;
-  REQUIRE(f.h.proxy->start(&error));
-  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  REQUIRE(f.agent_ready());
   Reply done = f.h.call("act", {{"cancel", true}});
   CHECK(done.result["content"][0]["text"] == "asked, then cancelled");
   const Json asked = f.agent.request("sampling/createMessage");
@@ -542,9 +547,7 @@ TEST_CASE("a relayed request the child cancels is cancelled at the agent, and th
 TEST_CASE("an agent without sampling: the child is offered nothing and its request is refused -32601",
           "[proxy][client-features]") {
   RelayFixture f(Json{{"roots", Json::object()}});
-  std::string error;
-  REQUIRE(f.h.proxy->start(&error));
-  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  REQUIRE(f.agent_ready());
   Reply refused = f.h.call("act", {{"n", 1}});
   CHECK_THAT(refused.result["content"][0]["text"].get<std::string>(),
              Catch::StartsWith("agent refused") && Catch::Contains("-32601"));
