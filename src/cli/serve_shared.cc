@@ -203,7 +203,8 @@ std::optional<int> serve_through_shared_server(const SharedOptions& options, con
     log.warn("cannot use the shared server: the ledger is in memory, there is nothing to share; serving this client alone");
     return std::nullopt;
   }
-  shared::ElectionOptions election{lease_path_of(options, settings), options.election_ms, options.bind_deadline_ms};
+  shared::ElectionOptions election{lease_path_of(options, settings), shared::absolute_ledger_path(settings.ledger_path),
+                                   options.election_ms, options.bind_deadline_ms};
   auto start = [&](Clock::time_point deadline) { return launch_server(options, settings, deadline); };
 
   shared::Election first = shared::elect(election, start, log);
@@ -249,7 +250,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
   lease.owner = this_process();
   lease.token = random_token_hex(32);
   lease.created_at_ms = shared::wall_clock_ms();
-  lease.ledger = settings.ledger_path;
+  lease.ledger = shared::absolute_ledger_path(settings.ledger_path);
   if (lease.token.empty()) {
     report(report_fd, "failed the system random number generator is unavailable for the bearer token");
     return 1;

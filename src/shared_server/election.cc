@@ -40,6 +40,13 @@ Election elect(const ElectionOptions& options, const StartCandidate& start_candi
   while (Clock::now() < deadline) {
     const LeaseReading reading = read_lease(options.lease_path, wall_clock_ms(), options.bind_deadline_ms);
     if (!first_seen) first_seen = reading.kind;
+    if (reading.lease && (reading.kind == LeaseCase::live || reading.kind == LeaseCase::starting) &&
+        !same_ledger(reading.lease->ledger, options.ledger)) {
+      // One lease path configured for two ledgers: joining would fence this client in the wrong ledger.
+      return Standalone{"the lease " + options.lease_path + " belongs to the shared server of another ledger (" +
+                        (reading.lease->ledger.empty() ? std::string("not named") : reading.lease->ledger) +
+                        "), not " + options.ledger + "; give each ledger its own --lease"};
+    }
     switch (reading.kind) {
       case LeaseCase::unreadable:
         return Standalone{reading.detail};

@@ -18,6 +18,7 @@ namespace effectfence::shared {
 
 struct ElectionOptions {
   std::string lease_path;
+  std::string ledger;                // this client's ledger: a server of another one is never joined
   int64_t deadline_ms = 10'000;      // EFFECTFENCE_SHARED_ELECTION_MS
   int64_t bind_deadline_ms = 5'000;  // EFFECTFENCE_SHARED_BIND_DEADLINE_MS: a lease without URL after this is abandoned
 };

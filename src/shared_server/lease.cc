@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -72,6 +73,41 @@ int64_t wall_clock_ms() {
 }
 
 std::string default_lease_path(const std::string& ledger_path) { return ledger_path + ".server.json"; }
+
+namespace {
+
+bool is_file_path(const std::string& ledger_path) {
+  return ledger_path != "memory" && ledger_path.find("://") == std::string::npos;
+}
+
+std::string real_path(const std::string& path) {
+  char* resolved = ::realpath(path.c_str(), nullptr);
+  if (!resolved) return "";
+  std::string text(resolved);
+  std::free(resolved);
+  return text;
+}
+
+}  // namespace
+
+std::string absolute_ledger_path(const std::string& ledger_path) {
+  if (!is_file_path(ledger_path) || ledger_path.empty()) return ledger_path;
+  if (std::string file = real_path(ledger_path); !file.empty()) return file;
+  // Not created yet: resolve its directory, keep its name.
+  const auto slash = ledger_path.rfind('/');
+  const std::string name = slash == std::string::npos ? ledger_path : ledger_path.substr(slash + 1);
+  const std::string directory = real_path(directory_of(ledger_path));
+  return directory.empty() ? ledger_path : (directory == "/" ? "" : directory) + "/" + name;
+}
+
+bool same_ledger(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  if (a == b) return true;
+  if (!is_file_path(a) || !is_file_path(b)) return false;
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return absolute_ledger_path(a) == absolute_ledger_path(b);
+}
 
 std::string Lease::to_text() const {
   Json j = {{"format", kFormat},

@@ -22,7 +22,7 @@ struct Lease {
   std::string url;           // "" until the server listens
   std::string token;         // bearer token every HTTP request must carry
   int64_t created_at_ms = 0;
-  std::string ledger;        // for people reading the file
+  std::string ledger;        // the ledger served (an absolute path): clients of another ledger do not join
 
   std::string to_text() const;
   // Returns nullopt iff text is not a lease document.
@@ -92,6 +92,14 @@ bool lease_is_ours(const std::string& path, const std::string& token);
 
 // <ledger>.server.json
 std::string default_lease_path(const std::string& ledger_path);
+
+// ledger_path made absolute (symbolic links resolved where the file or its
+// directory exists), so that clients started from other directories can
+// compare it. A URL (postgres://...) or "memory" is returned as it is.
+std::string absolute_ledger_path(const std::string& ledger_path);
+// Returns true iff a and b name one ledger: the same file when both exist,
+// else the same absolute path (a URL: the same text).
+bool same_ledger(const std::string& a, const std::string& b);
 
 int64_t wall_clock_ms();
 

@@ -223,3 +223,59 @@ TEST_CASE("endpoints are parsed from the lease's URL, and anything else is refus
     CHECK_FALSE(Endpoint::parse(bad, ""));
   }
 }
+
+TEST_CASE("one ledger is recognised under any spelling of its path, and two ledgers are never taken for one") {
+  TempDir dir;
+  const std::string a = dir.file("a.sqlite");
+  const std::string b = dir.file("b.sqlite");
+  write_text(a, "");
+  write_text(b, "");
+  const std::string dotted = dir.path().string() + "/./a.sqlite";
+  const std::string linked = dir.file("link.sqlite");
+  REQUIRE(::symlink(a.c_str(), linked.c_str()) == 0);
+
+  CHECK(same_ledger(a, dotted));
+  CHECK(same_ledger(a, linked));
+  CHECK(absolute_ledger_path(linked) == absolute_ledger_path(a));
+  CHECK_FALSE(same_ledger(a, b));
+  // Not created yet: compared by absolute path.
+  CHECK(same_ledger(dir.file("new.sqlite"), dir.path().string() + "/./new.sqlite"));
+  CHECK_FALSE(same_ledger(dir.file("new.sqlite"), dir.file("other.sqlite")));
+  CHECK(absolute_ledger_path(dir.file("new.sqlite")).front() == '/');
+  // A lease that does not name its ledger matches none.
+  CHECK_FALSE(same_ledger("", a));
+  CHECK(same_ledger("postgres://h/db", "postgres://h/db"));
+  CHECK_FALSE(same_ledger("postgres://h/db", "postgres://h/other"));
+  CHECK(absolute_ledger_path("postgres://h/db") == "postgres://h/db");
+}
+
+TEST_CASE("a live lease of another ledger is not joined: the client is served alone, told why, and nothing is started") {
+  TempDir dir;
+  const std::string path = dir.file("shared.server.json");
+  Lease other = lease_of(this_process(), "http://127.0.0.1:9/mcp", wall_clock_ms(), "owner");
+  other.ledger = absolute_ledger_path(dir.file("a.sqlite"));
+  write_text(path, other.to_text());
+
+  mcp::Logger log("lease_test", mcp::LogLevel::error);
+  bool started = false;
+  auto start = [&](std::chrono::steady_clock::time_point) {
+    started = true;
+    return CandidateReport{CandidateReport::Outcome::failed, "must not start"};
+  };
+  ElectionOptions options{path, absolute_ledger_path(dir.file("b.sqlite")), 2'000, 1'000};
+  const Election result = elect(options, start, log);
+  REQUIRE(std::holds_alternative<Standalone>(result));
+  const std::string& reason = std::get<Standalone>(result).reason;
+  CHECK(reason.find("another ledger (" + other.ledger + ")") != std::string::npos);
+  CHECK(reason.find("give each ledger its own --lease") != std::string::npos);
+  CHECK_FALSE(started);
+
+  // The same ledger, spelled differently, is not refused for its ledger (the
+  // owner here listens nowhere, so the election then runs out of time).
+  options.ledger = dir.path().string() + "/./a.sqlite";
+  options.deadline_ms = 300;
+  const Election same = elect(options, start, log);
+  REQUIRE(std::holds_alternative<Standalone>(same));
+  CHECK(std::get<Standalone>(same).reason.find("another ledger") == std::string::npos);
+  CHECK(std::get<Standalone>(same).reason.find("does not answer") != std::string::npos);
+}
