@@ -22,6 +22,7 @@
 #include "mcp/fence_tools.h"
 #include "mcp/line_io.h"
 #include "mcp/server.h"
+#include "mcp/session_admissions.h"
 #include "shared_server/bridge.h"
 #include "shared_server/election.h"
 #include "shared_server/http_transport.h"
@@ -183,6 +184,24 @@ class AloneFallback {
   std::unique_ptr<Maintenance> maintenance_;
 };
 
+// One client's session on the shared server. When it ends, the admissions
+// it still holds are fenced, as a plain serve process fences its own when
+// its client goes: nobody is left to commit them, and the effect may have run.
+shared::HttpTransport::SessionServer fence_session(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
+  auto admissions = std::make_shared<mcp::SessionAdmissions>(fence);
+  shared::HttpTransport::SessionServer session;
+  session.server = fence_server(fence, std::move(sink), log, admissions);
+  session.ended = [admissions, &log] {
+    const int64_t fenced = admissions->fence_all(
+        "its client's session on the shared effectfence server (pid " + std::to_string(::getpid()) +
+        ") ended before the admission was committed or aborted");
+    if (fenced > 0) {
+      log.warn("fenced " + std::to_string(fenced) + " admission(s) of an ended session as unknown");
+    }
+  };
+  return session;
+}
+
 }  // namespace
 
 void SharedOptions::read_environment() {
@@ -282,9 +301,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     shared::HttpOptions http_options{options.bind, options.port, lease.token, options.session_ttl_ms};
     Fence& f = *fence;
     shared::HttpTransport http(
-        http_options,
-        [&f, &log](mcp::Server::Sink sink) { return fence_server(f, std::move(sink), log); },
-        log);
+        http_options, [&f, &log](mcp::Server::Sink sink) { return fence_session(f, std::move(sink), log); }, log);
     if (std::string why = http.bind(); !why.empty()) return give_up(why);
     lease.url = http.url();
     if (std::string why = shared::publish_lease(lease_path, lease); !why.empty()) {

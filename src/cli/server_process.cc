@@ -56,10 +56,11 @@ void Maintenance::run() {
   }
 }
 
-std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
+std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log,
+                                          std::shared_ptr<mcp::SessionAdmissions> admissions) {
   return std::make_unique<mcp::Server>(
       mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
-      mcp::fence_tools(fence, log), std::move(sink), log);
+      mcp::fence_tools(fence, log, std::move(admissions)), std::move(sink), log);
 }
 
 void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {

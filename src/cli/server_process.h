@@ -11,6 +11,7 @@
 #include "effectfence/fence.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
+#include "mcp/session_admissions.h"
 
 namespace effectfence::cli {
 
@@ -20,8 +21,10 @@ namespace effectfence::cli {
 int claim_stdout();
 
 // The MCP server with the fence tools, as serve offers it (over stdio, or
-// per session of the shared server).
-std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log);
+// per session of the shared server, which keeps each session's tickets in
+// admissions).
+std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log,
+                                          std::shared_ptr<mcp::SessionAdmissions> admissions = nullptr);
 
 // On the way out of serve: admissions nobody can commit through this
 // process any more become unknown (fenced), and the log says how many.

@@ -207,7 +207,9 @@ ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool
                           Logger& log);
 ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, Logger& log);
 
-Tool prepare_tool(Fence& fence, Logger& log) {
+using Admissions = std::shared_ptr<SessionAdmissions>;
+
+Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
   Tool tool;
   tool.name = "fence_prepare";
   tool.title = "Ask to run a side effect exactly once";
@@ -245,12 +247,13 @@ Tool prepare_tool(Fence& fence, Logger& log) {
       {{"fresh", {"prepared", "message"}}, {"already_done", {"cert", "message"}}, {"refused", {"reason", "message"}}},
       {{"prepared", issued_ticket_schema()}, {"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
-  tool.async_handler = [&fence, &log](const Json& arguments, Tool::Respond respond) {
+  tool.async_handler = [&fence, &log, admissions](const Json& arguments, Tool::Respond respond) {
     PrepareRequest request = prepare_request(arguments);
     std::string tool_name = request.tool;
     std::string what = "fence_prepare " + request.intent + " by " + request.agent;
-    fence.prepare_async(request, [&log, respond = std::move(respond), tool_name = std::move(tool_name),
+    fence.prepare_async(request, [&log, admissions, respond = std::move(respond), tool_name = std::move(tool_name),
                                   what = std::move(what)](PrepareOutcome outcome) {
+      if (auto* admitted = std::get_if<Admitted>(&outcome); admitted && admissions) admissions->held(admitted->ticket);
       respond(prepare_result(outcome, tool_name, what, log));
     });
   };
@@ -287,7 +290,7 @@ ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool
   return refused(refusal, FenceStep::prepare);
 }
 
-Tool commit_tool(Fence& fence, Logger& log) {
+Tool commit_tool(Fence& fence, Logger& log, Admissions admissions) {
   Tool tool;
   tool.name = "fence_commit";
   tool.title = "Record the result of a fenced side effect";
@@ -302,13 +305,16 @@ Tool commit_tool(Fence& fence, Logger& log) {
   tool.output_schema = outcome_schema({{"committed", {"cert", "message"}}, {"refused", {"reason", "message"}}},
                                       {{"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
-  tool.async_handler = [&fence, &log](const Json& arguments, Tool::Respond respond) {
+  tool.async_handler = [&fence, &log, admissions](const Json& arguments, Tool::Respond respond) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
     if (!well_formed) return respond(malformed_ticket(FenceStep::commit));
     fence.commit_async(ticket, arguments.at("result"),
-                       [&log, respond = std::move(respond), what = "fence_commit " + ticket.intent](
-                           CommitOutcome outcome) { respond(commit_result(outcome, what, log)); });
+                       [&log, admissions, ticket, respond = std::move(respond), what = "fence_commit " + ticket.intent](
+                           CommitOutcome outcome) {
+                         if (admissions && std::holds_alternative<Certificate>(outcome)) admissions->resolved(ticket);
+                         respond(commit_result(outcome, what, log));
+                       });
   };
   return tool;
 }
@@ -325,7 +331,7 @@ ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, 
   return refused(std::get<Refusal>(outcome), FenceStep::commit);
 }
 
-Tool abort_tool(Fence& fence, Logger& log) {
+Tool abort_tool(Fence& fence, Logger& log, Admissions admissions) {
   Tool tool;
   tool.name = "fence_abort";
   tool.title = "Report that a fenced side effect failed";
@@ -340,13 +346,14 @@ Tool abort_tool(Fence& fence, Logger& log) {
   tool.output_schema = outcome_schema({{"aborted", {"intent", "message"}}, {"refused", {"reason", "message"}}},
                                       {{"intent", {{"type", "string"}}}});
   tool.annotations = annotations(false, false, true);
-  tool.handler = [&fence, &log](const Json& arguments) {
+  tool.handler = [&fence, &log, admissions](const Json& arguments) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
     if (!well_formed) return malformed_ticket(FenceStep::abort);
     const std::string why = arguments.at("reason").get<std::string>();
     AbortOutcome outcome = fence.abort(ticket, why);
     if (auto* aborted = std::get_if<Aborted>(&outcome)) {
+      if (admissions) admissions->resolved(ticket);
       log.info("fence_abort " + aborted->intent + ": fenced as failed: " + why);
       return ToolResult{Json{{"status", "aborted"},
                              {"intent", aborted->intent},
@@ -360,7 +367,7 @@ Tool abort_tool(Fence& fence, Logger& log) {
   return tool;
 }
 
-Tool heartbeat_tool(Fence& fence, Logger& log) {
+Tool heartbeat_tool(Fence& fence, Logger& log, Admissions admissions) {
   Tool tool;
   tool.name = "fence_heartbeat";
   tool.title = "Keep holding a long-running side effect";
@@ -373,12 +380,13 @@ Tool heartbeat_tool(Fence& fence, Logger& log) {
       {{"extended", {"lease_expires_at", "message"}}, {"refused", {"reason", "message"}}},
       {{"lease_expires_at", {{"type", "integer"}, {"description", "When the lease lapses, in ms since the epoch"}}}});
   tool.annotations = annotations(false, true, false);
-  tool.handler = [&fence, &log](const Json& arguments) {
+  tool.handler = [&fence, &log, admissions](const Json& arguments) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
     if (!well_formed) return malformed_ticket(FenceStep::heartbeat);
     HeartbeatOutcome outcome = fence.heartbeat(ticket);
     if (auto* extended = std::get_if<Extended>(&outcome)) {
+      if (admissions) admissions->held(ticket);
       log.debug("fence_heartbeat " + ticket.intent + ": extended to " + std::to_string(extended->lease_expires_at_ms));
       return ToolResult{Json{{"status", "extended"},
                              {"lease_expires_at", extended->lease_expires_at_ms},
@@ -552,12 +560,12 @@ Json refusal_json(const Refusal& refusal, FenceStep step) {
   return out;
 }
 
-std::vector<Tool> fence_tools(Fence& fence, Logger& log) {
+std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<SessionAdmissions> admissions) {
   std::vector<Tool> tools;
-  tools.push_back(prepare_tool(fence, log));
-  tools.push_back(commit_tool(fence, log));
-  tools.push_back(abort_tool(fence, log));
-  tools.push_back(heartbeat_tool(fence, log));
+  tools.push_back(prepare_tool(fence, log, admissions));
+  tools.push_back(commit_tool(fence, log, admissions));
+  tools.push_back(abort_tool(fence, log, admissions));
+  tools.push_back(heartbeat_tool(fence, log, admissions));
   tools.push_back(status_tool(fence));
   tools.push_back(stats_tool(fence));
   return tools;

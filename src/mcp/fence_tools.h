@@ -2,12 +2,14 @@
 // back to structured tool results a model can act on.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "effectfence/fence.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
+#include "mcp/session_admissions.h"
 
 namespace effectfence::mcp {
 
@@ -16,8 +18,9 @@ namespace effectfence::mcp {
 enum class FenceStep { prepare, commit, abort, heartbeat, read };
 
 // fence_prepare, fence_commit, fence_abort, fence_heartbeat, fence_status,
-// fence_stats over fence. fence and log must outlive the tools.
-std::vector<Tool> fence_tools(Fence& fence, Logger& log);
+// fence_stats over fence. fence and log must outlive the tools. With
+// admissions, the tools keep there the tickets this client holds.
+std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<SessionAdmissions> admissions = nullptr);
 
 // {status:"refused", reason, message, explanation?, detail?}: message says
 // what to do next (refusal_advice), explanation is the fence's own account,

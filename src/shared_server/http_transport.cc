@@ -107,7 +107,13 @@ struct HttpTransport::Session {
   bool closed = false;
   int active_requests = 0;
   int64_t last_active_ms = 0;
+  std::function<void()> ended;          // runs after the server's calls finished
   std::unique_ptr<mcp::Server> server;  // last: its destructor still delivers into the members above
+
+  ~Session() {
+    server.reset();
+    if (ended) ended();
+  }
 
   // Routes one outgoing line to the HTTP request waiting for it.
   void deliver(const std::string& line) {
@@ -281,7 +287,9 @@ std::shared_ptr<HttpTransport::Session> HttpTransport::open_session() {
   session->id = random_token_hex(16);
   session->last_active_ms = wall_clock_ms();
   Session* raw = session.get();
-  session->server = factory_([raw](const std::string& line) { raw->deliver(line); });
+  SessionServer built = factory_([raw](const std::string& line) { raw->deliver(line); });
+  session->ended = std::move(built.ended);
+  session->server = std::move(built.server);
   return session;
 }
 

@@ -44,8 +44,14 @@ struct HttpOptions {
 
 class HttpTransport {
  public:
+  // One session's MCP server, and what to do once the session has ended
+  // (DELETE, the TTL, or the transport stopping) and its calls finished.
+  struct SessionServer {
+    std::unique_ptr<mcp::Server> server;
+    std::function<void()> ended;
+  };
   // Builds the MCP server of one session; sink carries its outgoing lines.
-  using ServerFactory = std::function<std::unique_ptr<mcp::Server>(mcp::Server::Sink sink)>;
+  using ServerFactory = std::function<SessionServer(mcp::Server::Sink sink)>;
 
   HttpTransport(HttpOptions options, ServerFactory factory, mcp::Logger& log);
   // Stops listening and closes every session (their calls finish first).

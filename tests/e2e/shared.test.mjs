@@ -151,7 +151,7 @@ function bootId() {
   return spawnSync('cat', ['/proc/sys/kernel/random/boot_id']).stdout.toString().trim();
 }
 
-function plantedLease({ pid, url = '', createdAt = Date.now() }) {
+function plantedLease({ pid, url = '', createdAt = Date.now(), ledger = 'planted' }) {
   return JSON.stringify({
     format: 'effectfence-shared-server/1',
     pid,
@@ -161,7 +161,7 @@ function plantedLease({ pid, url = '', createdAt = Date.now() }) {
     url,
     token: 'planted',
     created_at_ms: createdAt,
-    ledger: 'planted',
+    ledger,
   });
 }
 
@@ -248,11 +248,26 @@ test('a live owner that does not answer is never taken over: the client is serve
   const { db, lease } = await ledgerIn(t);
   const owner = spawn('sleep', ['30']);
   t.after(() => owner.kill('SIGKILL'));
-  await writeFile(lease, plantedLease({ pid: owner.pid, url: 'http://127.0.0.1:9/mcp' }), { mode: 0o600 });
+  await writeFile(lease, plantedLease({ pid: owner.pid, url: 'http://127.0.0.1:9/mcp', ledger: db }), { mode: 0o600 });
   const session = await shared(t, db, { name: 'unanswered', env: { EFFECTFENCE_SHARED_ELECTION_MS: '800' } });
   await logged(session, /cannot use the shared server: no shared server became usable within 800 ms: .*does not answer.*; serving this client alone/);
   await expectFresh(session, 'alone:1');
   assert.equal(JSON.parse(await readFile(lease, 'utf8')).token, 'planted');  // a live process's lease is left alone
+});
+
+test('one --lease given to clients of two ledgers: the second ledger\'s client is served alone, in its own ledger, and told why', async (t) => {
+  const { dir, db, lease } = await ledgerIn(t);
+  const first = await shared(t, db, { name: 'ledger-a' });
+  await expectFresh(first, 'charge:one');
+  const other = path.join(dir, 'other.sqlite');
+  const second = await shared(t, other, { name: 'ledger-b', extraArgs: ['--lease', lease] });
+  await logged(second, /cannot use the shared server: the lease .* belongs to the shared server of another ledger \(.*ledger\.sqlite\), not .*other\.sqlite; give each ledger its own --lease; serving this client alone/);
+  // The same intent is the second ledger's own business: fresh there, recorded there.
+  await expectFresh(second, 'charge:one');
+  const { sc } = await call(second, 'fence_status', { intent: 'charge:one' });
+  assert.equal(sc.intent.state, 'in_flight');
+  const stats = await call(first, 'fence_stats', {});
+  assert.equal(stats.sc.process.admitted, 1);
 });
 
 test('an unwritable lease directory: the client is served alone, with the reason in the log', async (t) => {
@@ -379,7 +394,7 @@ test('SIGTERM while a call waits on a locked ledger: the call is answered, and i
   assert.equal(admitted.sc.status, 'fresh');
   await eventually(() => !isAlive(server.pid), { what: 'the old server to exit' });
   // The old server admitted it (it did not turn the call away to a successor).
-  assert.match(await readFile(db + '.server.log', 'utf8'), /received SIGTERM[^]*fence_prepare slow:1 by agent-a: fresh[^]*fenced 2 admission\(s\) of this process as unknown/);
+  assert.match(await readFile(db + '.server.log', 'utf8'), /received SIGTERM[^]*fence_prepare slow:1 by agent-a: fresh[^]*fenced 2 admission\(s\) of an ended session as unknown/);
   // Nobody could commit through the old server once it left, so it fenced the admission;
   // the holder's commit through the next server still resolves it.
   const committed = await call(session, 'fence_commit', { prepared: admitted.sc.prepared, result: { ok: 1 } });
@@ -456,6 +471,30 @@ test('kill -9 of the shared server: the call in flight gets a clear error, its a
   const retry = await call(session, 'fence_prepare', prepareArgs('payout:9'));
   assert.equal(retry.sc.reason, 'prior_failure');
   await logged(session, /stale \(its owner, pid \d+, is gone\): taking over/);
+});
+
+test('a client that leaves holding an admission has it fenced unknown at once, while the server stays up for the others: a retry is refused, never run twice', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const stays = await shared(t, db, { name: 'stays' });
+  const leaves = await shared(t, db, { name: 'leaves' });
+  const server = await readLease(lease);
+  const admitted = await expectFresh(leaves, 'payout:left');
+  await expectFresh(stays, 'payout:kept');
+  await leaves.close();
+
+  const fenced = await eventually(async () => {
+    const { sc } = await call(stays, 'fence_status', { intent: 'payout:left' });
+    return sc.intent.state === 'unknown' ? sc.intent : null;
+  }, { what: 'payout:left to become unknown' });
+  assert.ok(Date.now() < admitted.prepared.lease_expires_at_ms, 'fenced by the session ending, not by its lease');
+  assert.match(fenced.reason, /session on the shared effectfence server .* ended before the admission was committed or aborted/);
+  const retry = await call(stays, 'fence_prepare', prepareArgs('payout:left'));
+  assert.equal(retry.sc.reason, 'prior_failure');
+  // The other client's admission is its own: still in flight, and the server is the same one.
+  const { sc } = await call(stays, 'fence_status', { intent: 'payout:kept' });
+  assert.equal(sc.intent.state, 'in_flight');
+  assert.equal((await readLease(lease)).pid, server.pid);
+  assert.ok(isAlive(server.pid));
 });
 
 test('10 bridges from 10 client processes racing one intent: exactly one fresh, and the shared server counts all 10 attempts', async (t) => {

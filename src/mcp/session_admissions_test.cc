@@ -1,0 +1,99 @@
+// The tickets one client session holds, kept by the fence tools, and fenced
+// when the session ends: on a real SQLite ledger file.
+#include "mcp/session_admissions.h"
+
+#include <future>
+#include <map>
+
+#include <catch2/catch.hpp>
+
+#include "mcp/fence_tools.h"
+#include "support/fence_helpers.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence;
+using namespace effectfence::mcp;
+using namespace effectfence::testing;
+
+namespace {
+
+// The fence tools of one session, called directly (the MCP framing has its own tests).
+class SessionTools {
+ public:
+  SessionTools(Fence& fence, Logger& log) : admissions_(std::make_shared<SessionAdmissions>(fence)) {
+    for (Tool& tool : fence_tools(fence, log, admissions_)) tools_[tool.name] = std::move(tool);
+  }
+
+  Json call(const std::string& name, const Json& arguments) {
+    const Tool& tool = tools_.at(name);
+    if (!tool.async_handler) return tool.handler(arguments).structured;
+    std::promise<ToolResult> answered;
+    tool.async_handler(arguments, [&answered](ToolResult result) { answered.set_value(std::move(result)); });
+    return answered.get_future().get().structured;
+  }
+
+  Json prepare(const std::string& intent) {
+    const PrepareRequest r = charge(intent);
+    return call("fence_prepare", {{"intent", r.intent}, {"domain", r.domain}, {"tool", r.tool}, {"args", r.args},
+                                  {"agent", r.agent}});
+  }
+
+  SessionAdmissions& admissions() { return *admissions_; }
+
+ private:
+  std::shared_ptr<SessionAdmissions> admissions_;
+  std::map<std::string, Tool> tools_;
+};
+
+std::string state_of(Fence& fence, const std::string& intent) {
+  auto status = fence.intent_status(intent);
+  REQUIRE(std::holds_alternative<IntentStatus>(status));
+  return state_name(std::get<IntentStatus>(status).state);
+}
+
+}  // namespace
+
+TEST_CASE("a session's admissions that were neither committed nor aborted are fenced unknown when it ends, and only those") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("ledger.sqlite")));
+  Logger log("session_admissions_test", LogLevel::error);
+  SessionTools session(*fence, log);
+
+  const Json left = session.prepare("charge:left");
+  REQUIRE(left["status"] == "fresh");
+  const Json done = session.prepare("charge:done");
+  REQUIRE(session.call("fence_commit", {{"prepared", done["prepared"]}, {"result", {{"id", "ch_1"}}}})["status"] ==
+          "committed");
+  const Json failed = session.prepare("charge:failed");
+  REQUIRE(session.call("fence_abort", {{"prepared", failed["prepared"]}, {"reason", "provider down"}})["status"] ==
+          "aborted");
+  CHECK(session.prepare("charge:left")["status"] == "refused");  // a duplicate holds nothing
+  CHECK(session.admissions().count() == 1);
+
+  CHECK(session.admissions().fence_all("its session ended") == 1);
+  CHECK(state_of(*fence, "charge:left") == "unknown");
+  CHECK(state_of(*fence, "charge:done") == "done");
+  CHECK(state_of(*fence, "charge:failed") == "failed");
+  CHECK(session.admissions().count() == 0);
+  // The holder can still record what happened.
+  CHECK(session.call("fence_commit", {{"prepared", left["prepared"]}, {"result", {{"id", "ch_2"}}}})["status"] ==
+        "committed");
+}
+
+TEST_CASE("a ticket kept alive through another session is held there too, and one no longer holding is left alone") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("ledger.sqlite")));
+  Logger log("session_admissions_test", LogLevel::error);
+  SessionTools first(*fence, log);
+  SessionTools second(*fence, log);
+
+  const Json ticket = first.prepare("charge:moved")["prepared"];
+  REQUIRE(second.call("fence_heartbeat", {{"prepared", ticket}})["status"] == "extended");
+  CHECK(second.admissions().count() == 1);
+
+  // The first session's end fences it; the second's then finds nothing to do.
+  CHECK(first.admissions().fence_all("first session ended") == 1);
+  CHECK(state_of(*fence, "charge:moved") == "unknown");
+  CHECK(second.admissions().fence_all("second session ended") == 0);
+  CHECK(state_of(*fence, "charge:moved") == "unknown");
+}
