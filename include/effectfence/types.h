@@ -118,10 +118,12 @@ struct Counters {
   int64_t refused_payload_mismatch = 0;
   int64_t committed = 0;
   int64_t aborted = 0;
+  // Sums saturate at the int64 limits: the ledger's counters table is
+  // plain SQL, and a value edited near a limit must not wrap around.
   int64_t refusals() const;
-  int64_t total_attempts() const { return admitted + replayed + refusals(); }
+  int64_t total_attempts() const;
   // Every attempt that did not run the effect.
-  int64_t prevented() const { return replayed + refusals(); }
+  int64_t prevented() const;
   Counters& operator+=(const Counters& o);
   // {admitted, replayed, refused:{...}, total_attempts, prevented, committed, aborted}
   Json to_json() const;

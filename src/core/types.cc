@@ -1,6 +1,8 @@
 #include "effectfence/types.h"
 
 #include <array>
+#include <initializer_list>
+#include <limits>
 #include <utility>
 
 #include "core/json_members.h"
@@ -117,21 +119,41 @@ Json DomainStatus::to_json() const {
   };
 }
 
-int64_t Counters::refusals() const {
-  return refused_stale_read_set + refused_domain_race + refused_in_flight + refused_prior_failure +
-         refused_payload_mismatch;
+namespace {
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
 }
 
+int64_t saturating_sum(std::initializer_list<int64_t> values) {
+  int64_t sum = 0;
+  for (int64_t v : values) sum = saturating_add(sum, v);
+  return sum;
+}
+
+}  // namespace
+
+int64_t Counters::refusals() const {
+  return saturating_sum({refused_stale_read_set, refused_domain_race, refused_in_flight, refused_prior_failure,
+                         refused_payload_mismatch});
+}
+
+int64_t Counters::total_attempts() const { return saturating_sum({admitted, replayed, refusals()}); }
+
+int64_t Counters::prevented() const { return saturating_add(replayed, refusals()); }
+
 Counters& Counters::operator+=(const Counters& o) {
-  admitted += o.admitted;
-  replayed += o.replayed;
-  refused_stale_read_set += o.refused_stale_read_set;
-  refused_domain_race += o.refused_domain_race;
-  refused_in_flight += o.refused_in_flight;
-  refused_prior_failure += o.refused_prior_failure;
-  refused_payload_mismatch += o.refused_payload_mismatch;
-  committed += o.committed;
-  aborted += o.aborted;
+  admitted = saturating_add(admitted, o.admitted);
+  replayed = saturating_add(replayed, o.replayed);
+  refused_stale_read_set = saturating_add(refused_stale_read_set, o.refused_stale_read_set);
+  refused_domain_race = saturating_add(refused_domain_race, o.refused_domain_race);
+  refused_in_flight = saturating_add(refused_in_flight, o.refused_in_flight);
+  refused_prior_failure = saturating_add(refused_prior_failure, o.refused_prior_failure);
+  refused_payload_mismatch = saturating_add(refused_payload_mismatch, o.refused_payload_mismatch);
+  committed = saturating_add(committed, o.committed);
+  aborted = saturating_add(aborted, o.aborted);
   return *this;
 }
 

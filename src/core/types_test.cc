@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -210,6 +211,29 @@ TEST_CASE("Counters += adds every counter", "[types]") {
   Counters zero;
   zero += one;
   CHECK(zero.to_json() == one.to_json());
+}
+
+TEST_CASE("Counters sums saturate at the int64 limits instead of wrapping around", "[types]") {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t min = std::numeric_limits<int64_t>::min();
+  Counters c;
+  c.admitted = max;
+  c.replayed = max - 1;
+  c.refused_in_flight = max;
+  c.refused_prior_failure = 5;
+  CHECK(c.refusals() == max);
+  CHECK(c.total_attempts() == max);
+  CHECK(c.prevented() == max);
+  Counters sum = c;
+  sum += c;
+  CHECK(sum.admitted == max);
+  CHECK(sum.refused_prior_failure == 10);
+  Counters low;
+  low.refused_domain_race = min;
+  low.refused_stale_read_set = -1;
+  CHECK(low.refusals() == min);
+  low += low;
+  CHECK(low.refused_domain_race == min);
 }
 
 TEST_CASE("Counters::to_json layout and round-trip of every counter", "[types]") {
