@@ -285,4 +285,25 @@ std::string csv_field(std::string_view value) {
   return quoted;
 }
 
+std::string terminal_safe(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  char escaped[8];
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    const auto next = i + 1 < value.size() ? static_cast<unsigned char>(value[i + 1]) : 0;
+    if (c < 0x20 || c == 0x7F) {
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    } else if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {  // U+0080..U+009F
+      std::snprintf(escaped, sizeof escaped, "\\u00%02x", next);
+      out += escaped;
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace effectfence::cli

@@ -96,12 +96,15 @@ void print_text(const std::string& path, const std::vector<FencedIntent>& fenced
   std::printf("%zu fenced intent(s) in %s; each is refused until an operator checks whether its effect\n"
               "happened and clears it: effectfence clear --db %s INTENT --reason \"...\"\n",
               fenced.size(), path.c_str(), path.c_str());
+  // Every field but the time is text an agent or a person wrote.
+  auto shown = [](const std::string& text) { return terminal_safe(text); };
   for (const auto& f : fenced) {
-    std::printf("\n%s  [%s since %s]\n", f.intent.c_str(), f.state.c_str(), format_utc(f.since_ms).c_str());
-    std::printf("  tool    %s %s\n", f.tool.c_str(), f.args.c_str());
-    std::printf("  domain  %s   agent %s   generation %lld   holder %s\n", f.domain.c_str(), f.agent.c_str(),
-                static_cast<long long>(f.generation), f.holder.c_str());
-    std::printf("  why     %s\n", f.reason.empty() ? "(no reason recorded)" : f.reason.c_str());
+    std::printf("\n%s  [%s since %s]\n", shown(f.intent).c_str(), shown(f.state).c_str(),
+                format_utc(f.since_ms).c_str());
+    std::printf("  tool    %s %s\n", shown(f.tool).c_str(), shown(f.args).c_str());
+    std::printf("  domain  %s   agent %s   generation %lld   holder %s\n", shown(f.domain).c_str(),
+                shown(f.agent).c_str(), static_cast<long long>(f.generation), shown(f.holder).c_str());
+    std::printf("  why     %s\n", f.reason.empty() ? "(no reason recorded)" : shown(f.reason).c_str());
   }
 }
 

@@ -105,5 +105,15 @@ TEST_CASE("open_ledger_read_only never creates a file") {
   CHECK_FALSE(ledger_file_exists(path));
 }
 
+TEST_CASE("terminal_safe escapes control characters and leaves other text as it is") {
+  CHECK(terminal_safe("plain text, ünïcode ✓") == "plain text, ünïcode ✓");
+  CHECK(terminal_safe("line\nnext") == "line\\x0anext");
+  CHECK(terminal_safe("a\x1b[8mhidden\x1b[0m") == "a\\x1b[8mhidden\\x1b[0m");
+  CHECK(terminal_safe(std::string("nul\0tab\tdel\x7f", 12)) == "nul\\x00tab\\x09del\\x7f");
+  CHECK(terminal_safe("csi\xc2\x9b" "2J") == "csi\\u009b2J");  // a C1 control (U+009B)
+  CHECK(terminal_safe("\xc2\xa0nbsp") == "\xc2\xa0nbsp");      // U+00A0 is not a control
+  CHECK(terminal_safe("cut\xc2") == "cut\xc2");
+}
+
 }  // namespace
 }  // namespace effectfence::cli

@@ -143,6 +143,15 @@ expect_eq "$RC" 0 "fenced --json reads a reason that is not UTF-8"
 expect_eq "$(jq -r '.fenced[] | select(.intent == "charge:order-124") | .reason' <<<"$OUT")" $'abc\uFFFD' \
   "fenced --json replaces the bad byte"
 
+# Text an agent wrote (a reason with a newline and a terminal escape) cannot
+# forge another entry of the text report or hide itself.
+q "$DAMAGED" "UPDATE intents SET reason = 'timeout' || char(27) || '[8m hidden' || char(10) || char(10) || 'charge:forged  [unknown since 2026-01-01]' WHERE intent = 'charge:order-124'" >/dev/null
+run "$EF" fenced --db "$DAMAGED"
+expect_eq "$RC" 0 "fenced reads a reason with control characters"
+expect_eq "$(grep -c '^charge:forged' <<<"$OUT")" 0 "fenced text cannot be given a forged entry"
+expect_eq "$(grep -c $'\e' <<<"$OUT")" 0 "fenced text carries no escape character"
+expect_match "$OUT" 'why +timeout\\x1b\[8m hidden\\x0a\\x0acharge:forged' "fenced text shows the control characters escaped"
+
 echo "--- clear"
 run env USER=carol "$EF" clear --db "$LEDGER" charge:order-124 --reason "provider: no such charge"
 expect_eq "$RC $OUT" "0 cleared charge:order-124 (was failed) by carol: provider: no such charge" "clear clears, as \$USER"
