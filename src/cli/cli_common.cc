@@ -1,6 +1,7 @@
 #include "cli/cli_common.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <chrono>
@@ -211,6 +212,30 @@ bool ledger_file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+namespace {
+
+std::string directory_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// A WAL database that no connection has open has no -shm file, and even a
+// read-only connection must create one beside it.
+bool cannot_share_wal_index(const std::string& path) {
+  struct stat st {};
+  return ::stat((path + "-shm").c_str(), &st) != 0 && ::access(directory_of(path).c_str(), W_OK) != 0;
+}
+
+std::string wal_index_needed(const std::string& path) {
+  return "cannot read " + path + " as this user: no process has it open, so SQLite must create " + path +
+         "-shm to read it, and " + directory_of(path) +
+         " is not writable. Run this as the ledger's owner, or while a server has it open, or read a copy: "
+         "cp " + path + " /tmp/ledger-copy.sqlite";
+}
+
+}  // namespace
+
 std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -236,7 +261,7 @@ std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path,
     }
     return db;
   } catch (const SQLite::Exception& e) {
-    *error = path + ": " + e.what();
+    *error = cannot_share_wal_index(path) ? wal_index_needed(path) : path + ": " + e.what();
     return nullptr;
   }
 }

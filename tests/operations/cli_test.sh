@@ -103,6 +103,21 @@ done
 expect_eq "$(fingerprint "$LEDGER")" "$BEFORE" "stats, fenced, export and verify leave the ledger as it was"
 expect_eq "$(state_of payout:batch-9)" "in_flight" "and did not open it for writing (the dead holder was not reaped)"
 
+# A reader who may not write the ledger's directory (an auditor, a backup on
+# read-only media) is told what to do when no process has the ledger open.
+RO=$WORK/readonly
+mkdir -p "$RO" && cp "$LEDGER" "$RO/ledger.sqlite" && chmod 644 "$RO/ledger.sqlite" && chmod 555 "$RO"
+chmod 711 "$WORK"
+AS_READER=()
+if [[ $(id -u) == 0 ]]; then AS_READER=(setpriv --reuid=65534 --regid=65534 --clear-groups); fi
+for cmd in stats verify; do
+  run "${AS_READER[@]}" "$EF" "$cmd" --db "$RO/ledger.sqlite"
+  expect_eq "$RC" 2 "$cmd cannot read a ledger whose directory it may not write while nobody has it open"
+  expect_match "$ERR" "cannot read $RO/ledger.sqlite as this user: no process has it open, so SQLite must create $RO/ledger.sqlite-shm to read it, and $RO is not writable\\. .*read a copy: cp $RO/ledger.sqlite " \
+    "$cmd says why, and how to read it anyway"
+done
+chmod 755 "$RO"
+
 echo "--- stats"
 run "$EF" stats --db "$LEDGER" --json
 expect_eq "$RC" 0 "stats --json runs"
