@@ -585,11 +585,12 @@ TEST_CASE("a restarted child is offered the same client capabilities", "[proxy][
   agent_initializes(h, offered);
   std::string error;
   REQUIRE(h.proxy->start(&error));
-  h.kill_child(0);
   {
+    // Forgotten before the kill: the restart may come as soon as the death is seen.
     std::lock_guard<std::mutex> lock(asking.mutex);
     asking.offered = nullptr;
   }
+  h.kill_child(0);
   h.call("act", {{"n", 1}});  // restarts the child; no agent is attached, so its sampling request is refused
   CHECK(h.launches == 2);
   std::lock_guard<std::mutex> lock(asking.mutex);
