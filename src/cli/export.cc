@@ -5,6 +5,9 @@
 // are read through their time index inside one read transaction, stepping
 // one row at a time, so the dump is a consistent snapshot and memory stays
 // constant however large the ledger is; writers are never blocked (WAL).
+// A JSONL dump ends with an end record counting what it holds, so a dump
+// cut short is told from a whole one.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -26,7 +30,8 @@ namespace effectfence::cli {
 namespace {
 
 constexpr const char* kCommand = "export";
-constexpr int kExportFormatVersion = 1;
+// 2: the dump ends with {"type":"end",...}. (1 had no end record.)
+constexpr int kExportFormatVersion = 2;
 
 using OrderedJson = nlohmann::ordered_json;
 
@@ -41,14 +46,16 @@ void print_usage(std::FILE* out) {
                "  --since TIME     only records at or after TIME: ISO-8601 UTC (2026-11-29T10:00:00Z)\n"
                "                   or an age (90s, 30m, 1h, 7d)\n"
                "  --format FORMAT  jsonl (default) or csv\n"
-               "  --out FILE       write FILE (complete or not at all) instead of stdout\n"
+               "  --out FILE       write FILE (complete or not at all) instead of stdout; never the\n"
+               "                   ledger, its -wal or -shm, nor any other SQLite database\n"
                "  --help           this text\n\n"
                "jsonl: the first line is {\"type\":\"export\",...} (format, ledger, since, exported_at);\n"
-               "then one record per line with \"type\" \"certificate\" or \"event\". A certificate's\n"
+               "then one record per line with \"type\" \"certificate\" or \"event\"; the last line is\n"
+               "{\"type\":\"end\",\"certificates\":N,\"events\":M}, so a dump cut short shows. A certificate's\n"
                "\"body\" is the exact canonical JSON its \"hash\" is the SHA-256 of:\n"
                "  jq -j 'select(.type==\"certificate\") | .body' | sha256sum   (one line at a time)\n"
                "Check a whole dump with: effectfence verify --export FILE\n"
-               "csv: RFC 4180 with a header row; columns %s\n",
+               "csv: RFC 4180 with a header row (no end record); columns %s\n",
                Settings::default_ledger_path("server").c_str(),
                "type,at,at_ms,event_id,kind,actor,detail,certificate,parent,intent,domain,seq,generation,tool,"
                "agent,body");
@@ -193,6 +200,16 @@ class RecordWriter {
     put(dump_line(j));
   }
 
+  // Written only after every record: its counts say the dump is whole.
+  void end(int64_t certificates, int64_t events) {
+    if (format_ == Format::csv) return;
+    OrderedJson j;
+    j["type"] = "end";
+    j["certificates"] = certificates;
+    j["events"] = events;
+    put(dump_line(j));
+  }
+
   // Returns true iff every write so far reached the stream.
   bool ok() const { return ok_; }
 
@@ -254,6 +271,7 @@ ExportCounts write_records(LedgerReader& db, const ExportOptions& options, Recor
       has_event = events->next();
     }
   }
+  writer.end(counts.certificates, counts.events);
   return counts;
 }
 
@@ -277,6 +295,60 @@ std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string*
   }
   options.out = parsed.value("out");
   return options;
+}
+
+// The absolute form of path with its directory resolved (symlinks, "..");
+// the file itself need not exist. "" if the directory cannot be resolved.
+std::string resolved_path(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  char buffer[PATH_MAX];
+  if (::realpath(dir.c_str(), buffer) == nullptr) return "";
+  const std::string resolved(buffer);
+  return resolved == "/" ? "/" + name : resolved + "/" + name;
+}
+
+// True iff both paths exist and are the same file (links followed).
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+// True iff path is a regular file that starts with SQLite's header.
+bool is_sqlite_database(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  static const char kHeader[] = "SQLite format 3";  // 16 bytes with its NUL
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char head[sizeof kHeader] = {};
+  const ssize_t got = ::read(fd, head, sizeof head);
+  ::close(fd);
+  return got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, kHeader, sizeof head) == 0;
+}
+
+// Renaming a dump over the ledger (or writing into its -wal or -shm) would
+// destroy it, and with it every recorded outcome: late duplicates would run
+// again. Any other SQLite database is refused too, since a dump is never
+// one. Returns why out must not be written, or nullopt if it may.
+std::optional<std::string> refuse_output(const std::string& out, const std::string& ledger) {
+  if (!is_postgres_ledger(ledger)) {
+    const std::string out_resolved = resolved_path(out);
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      const std::string file = ledger + suffix;
+      const bool same_path = !out_resolved.empty() && out_resolved == resolved_path(file);
+      if (same_path || same_file(out, file)) {
+        const std::string what = *suffix ? std::string("the ledger's ") + suffix + " file" : "the ledger";
+        return "--out " + out + " is " + what + " (" + file + "); refusing to overwrite it (give the dump another name)";
+      }
+    }
+  }
+  if (is_sqlite_database(out)) {
+    return "--out " + out + " is an SQLite database; refusing to replace it with a dump (give the dump another name)";
+  }
+  return std::nullopt;
 }
 
 // The dump goes to a temporary file next to --out and is renamed over it
@@ -340,6 +412,12 @@ int export_ledger(const Args& args) {
   if (!options) {
     print_error(kCommand, "reading options", error);
     return kExitFailure;
+  }
+  if (options->out) {
+    if (auto refusal = refuse_output(*options->out, options->ledger)) {
+      print_error(kCommand, "opening the output", *refusal);
+      return kExitFailure;
+    }
   }
   auto db = open_ledger_reader(options->ledger, &error);
   if (!db) {

@@ -5,13 +5,22 @@
 // (ledger only) the plain columns people query agree with the hashed body;
 // its parent resolves to a certificate, and its vector clock strictly
 // dominates the parent's (an effect happens after what it was built on).
-// In a ledger, done intents and domain heads must name certificates that exist.
+// Certificates and the append-only event log must agree: a commit writes a
+// certificate and one `committed` event naming it, so every certificate has
+// exactly one such event of its intent and every such event names a
+// certificate of its intent. In a ledger, a done intent must name one of its
+// own certificates, a domain head the certificate of its domain at head_seq,
+// and no certificate may carry a seq its domain has not handed out yet.
+// An export must start with its header record and end with its end record,
+// whose counts must match, and hold no two certificates for one (domain, seq).
 //
-// A ledger is checked in one read-only snapshot, row by row with a primary
-// key lookup per parent, so memory stays constant. An export is read line by
-// line; resolving parents needs one entry per certificate.
+// A ledger is checked in one read-only snapshot, row by row with index
+// lookups (parent by hash, committed events by intent, certificate by hash),
+// so memory stays constant. An export is read line by line; resolving
+// parents and events needs one entry per certificate and committed event.
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -37,9 +46,13 @@ void print_usage(std::FILE* out) {
                "usage: effectfence verify [--db PATH | --export FILE.jsonl] [--limit N] [--json]\n\n"
                "Recomputes every certificate's hash from its canonical body, checks that every\n"
                "parent link resolves to a certificate and that each certificate's vector clock\n"
-               "dominates its parent's. On a ledger (opened read-only) it also checks that the\n"
-               "columns agree with the hashed bodies and that done intents and domain heads name\n"
-               "existing certificates. On an export of part of a ledger (export --since), parents\n"
+               "dominates its parent's, and that every certificate has exactly one 'committed'\n"
+               "event of its intent naming it and every such event names a certificate. On a\n"
+               "ledger (opened read-only) it also checks that the columns agree with the hashed\n"
+               "bodies, that done intents and domain heads name their own certificates, and that\n"
+               "no certificate's seq is beyond its domain's. An export must begin with its header\n"
+               "record and end with its end record (counts matching), and hold one certificate\n"
+               "per (domain, seq). On an export of part of a ledger (export --since), parents\n"
                "older than the export are counted, not reported.\n\n"
                "options:\n"
                "  --db PATH      ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
@@ -128,6 +141,30 @@ std::optional<VectorClock> clock_of_body(const std::string& body) {
   return VectorClock::from_json(parsed->at("vector_clock"));
 }
 
+// The certificate a committed event's detail names ("" if it names none).
+std::string certificate_named_by(const Json& detail) {
+  if (!detail.is_object()) return "";
+  const auto named = detail.find("certificate");
+  return named != detail.end() && named->is_string() ? named->get<std::string>() : "";
+}
+
+std::string certificate_named_by(const std::string& detail_text) {
+  JsonError error;
+  auto detail = parse_strict(detail_text, &error);
+  return detail ? certificate_named_by(*detail) : "";
+}
+
+// A certificate must be named by exactly one committed event: none means it
+// was never issued by a commit, more means the log claims a second commit.
+void check_committed_count(const std::string& hash, int64_t naming, int64_t line, Problems& problems) {
+  if (naming == 1) return;
+  if (naming == 0) {
+    problems.add({hash, "missing_event", "no 'committed' event of its intent names it: no commit issued it", line});
+  } else {
+    problems.add({hash, "duplicate_event", std::to_string(naming) + " 'committed' events of its intent name it", line});
+  }
+}
+
 void check_dominates(const Certificate& cert, const VectorClock& parent_clock, int64_t line, Problems& problems) {
   if (parent_clock.le(cert.vector_clock) && !(parent_clock == cert.vector_clock)) return;
   problems.add({cert.hash, "clock_not_dominating",
@@ -141,6 +178,7 @@ void check_dominates(const Certificate& cert, const VectorClock& parent_clock, i
 struct CertificateColumns {
   std::string hash, intent, domain, parent, agent, tool, body;
   int64_t seq = 0, generation = 0;
+  std::optional<int64_t> domain_seq;  // the domain's current seq, if its row exists
 };
 
 // The columns the views show are not hashed; they must say what the body says.
@@ -166,14 +204,19 @@ class LedgerVerifier {
 
   void run(Report& report) {
     check_certificates(report);
-    check_references();
+    check_committed_events();
+    check_done_intents();
+    check_domain_heads();
     report.events = db_.integer("SELECT count(*) FROM events");
   }
 
  private:
+  // An evicted domain has no row (its numbers live on in its domain_evicted
+  // event), so the domain's seq is only compared when the row exists.
   void check_certificates(Report& report) {
     auto rows = db_.query(std::string("SELECT hash, intent, domain, seq, generation, coalesce(parent, ''), agent, "
-                                      "tool, body FROM certificates ORDER BY committed_at, ") +
+                                      "tool, body, (SELECT d.seq FROM domains d WHERE d.domain = certificates.domain) "
+                                      "FROM certificates ORDER BY committed_at, ") +
                           db_.certificate_tiebreak());
     while (rows->next()) {
       CertificateColumns row;
@@ -186,7 +229,10 @@ class LedgerVerifier {
       row.agent = rows->text(6);
       row.tool = rows->text(7);
       row.body = rows->text(8);
+      if (!rows->is_null(9)) row.domain_seq = rows->integer(9);
       ++report.certificates;
+      check_issued(row);
+      check_domain_seq(row);
       auto cert = check_body(row.hash, row.body, 0, problems_);
       if (!cert) continue;
       check_columns(row, *cert, problems_);
@@ -207,22 +253,90 @@ class LedgerVerifier {
     }
   }
 
-  // Done intents and domain heads point at certificates that must exist.
-  void check_references() {
-    auto done = db_.query(
-        "SELECT intent, coalesce(cert_hash, '') FROM intents i WHERE state = 'done' AND "
-        "NOT EXISTS (SELECT 1 FROM certificates c WHERE c.hash = i.cert_hash) ORDER BY intent");
-    while (done->next()) {
-      problems_.add({done->text(1), "missing_certificate",
-                     "intent '" + done->text(0) + "' is done but its certificate is not in the ledger", 0});
+  // Through the events index: an intent has a handful of events at most.
+  void check_issued(const CertificateColumns& row) {
+    auto events = db_.query("SELECT detail FROM events WHERE intent = ?1 AND kind = 'committed'", {row.intent});
+    int64_t naming = 0;
+    while (events->next()) {
+      if (certificate_named_by(events->text(0)) == row.hash) ++naming;
     }
+    check_committed_count(row.hash, naming, 0, problems_);
+  }
+
+  // A domain hands out its numbers in order; a certificate beyond the
+  // current one was not admitted through it.
+  void check_domain_seq(const CertificateColumns& row) {
+    if (!row.domain_seq || row.seq <= *row.domain_seq) return;
+    problems_.add({row.hash, "seq_beyond_domain",
+                   "seq " + std::to_string(row.seq) + " is beyond the current seq " + std::to_string(*row.domain_seq) +
+                       " of domain '" + row.domain + "'",
+                   0});
+  }
+
+  // The other direction: every committed event names a certificate of its
+  // intent (a certificate rewritten or deleted leaves its event behind).
+  void check_committed_events() {
+    auto events = db_.query(
+        "SELECT id, coalesce(intent, ''), detail FROM events WHERE kind = 'committed' ORDER BY id");
+    while (events->next()) {
+      const std::string event = "'committed' event " + std::to_string(events->integer(0)) + " of intent '" +
+                                events->text(1) + "'";
+      const std::string named = certificate_named_by(events->text(2));
+      if (named.empty()) {
+        problems_.add({"", "bad_event", event + " names no certificate in its detail", 0});
+        continue;
+      }
+      auto cert = db_.query("SELECT intent FROM certificates WHERE hash = ?1", {named});
+      if (!cert->next()) {
+        problems_.add({named, "missing_certificate", event + " names it but it is not in the ledger", 0});
+      } else if (cert->text(0) != events->text(1)) {
+        problems_.add({named, "wrong_certificate",
+                       event + " names it but it is a certificate of intent '" + cert->text(0) + "'", 0});
+      }
+    }
+  }
+
+  // A done intent replays its certificate to late duplicates: it must be
+  // one of its own. (Swept intents have no row and are not checked.)
+  void check_done_intents() {
+    auto done = db_.query(
+        "SELECT i.intent, coalesce(i.cert_hash, ''), c.hash, c.intent FROM intents i "
+        "LEFT JOIN certificates c ON c.hash = i.cert_hash "
+        "WHERE i.state = 'done' AND (c.hash IS NULL OR c.intent <> i.intent) ORDER BY i.intent");
+    while (done->next()) {
+      const std::string intent = done->text(0);
+      if (done->is_null(2)) {
+        problems_.add({done->text(1), "missing_certificate",
+                       "intent '" + intent + "' is done but its certificate is not in the ledger", 0});
+      } else {
+        problems_.add({done->text(1), "wrong_certificate",
+                       "intent '" + intent + "' is done with it, but it is a certificate of intent '" +
+                           done->text(3) + "'",
+                       0});
+      }
+    }
+  }
+
+  // The next certificate on a domain is chained to its head: the head must
+  // be that domain's certificate at head_seq. (Evicted domains have no row.)
+  void check_domain_heads() {
     auto heads = db_.query(
-        "SELECT domain, head FROM domains d WHERE head IS NOT NULL AND "
-        "NOT EXISTS (SELECT 1 FROM certificates c WHERE c.hash = d.head) ORDER BY domain");
+        "SELECT d.domain, d.head, d.head_seq, c.hash, c.domain, c.seq FROM domains d "
+        "LEFT JOIN certificates c ON c.hash = d.head "
+        "WHERE d.head IS NOT NULL AND (c.hash IS NULL OR c.domain <> d.domain OR c.seq <> d.head_seq) "
+        "ORDER BY d.domain");
     while (heads->next()) {
-      problems_.add({heads->text(1), "missing_certificate",
-                     "domain '" + heads->text(0) + "' names it as its latest certificate but it is not in the ledger",
-                     0});
+      const std::string domain = heads->text(0);
+      if (heads->is_null(3)) {
+        problems_.add({heads->text(1), "missing_certificate",
+                       "domain '" + domain + "' names it as its latest certificate but it is not in the ledger", 0});
+      } else {
+        problems_.add({heads->text(1), "wrong_certificate",
+                       "domain '" + domain + "' names it as its latest certificate (seq " +
+                           std::to_string(heads->integer(2)) + "), but it is the certificate of domain '" +
+                           heads->text(4) + "' at seq " + std::to_string(heads->integer(5)),
+                       0});
+      }
     }
   }
 
@@ -252,9 +366,27 @@ std::optional<int> verify_ledger(const std::string& path, Problems& problems, Re
 struct ExportedCertificate {
   std::string hash;
   std::string parent;
+  std::string intent;
   VectorClock clock;
   int64_t line = 0;
+  int64_t committed_events = 0;  // committed events of its intent naming it
 };
+
+struct CommittedEvent {
+  std::string certificate;  // "" if its detail names none
+  std::string intent;
+  int64_t line = 0;
+};
+
+// What the end record says the dump holds.
+struct EndRecord {
+  int64_t certificates = 0;
+  int64_t events = 0;
+  int64_t line = 0;
+};
+
+// Export format 1 had no end record; format 2 ends with one.
+constexpr int64_t kFirstFormatWithEnd = 2;
 
 class ExportVerifier {
  public:
@@ -269,10 +401,14 @@ class ExportVerifier {
       return;
     }
     const std::string type = (*record)["type"].get<std::string>();
+    check_position(number, type);
+    ++records_;
     if (type == "export") {
-      partial_ = record->contains("since") && !(*record)["since"].is_null();
+      header(*record);
+    } else if (type == "end") {
+      end(number, *record);
     } else if (type == "event") {
-      ++report_.events;
+      event(number, *record);
     } else if (type == "certificate") {
       certificate(number, *record);
     } else {
@@ -280,28 +416,138 @@ class ExportVerifier {
     }
   }
 
-  // Parent links can only be followed once every certificate has been read.
+  // Parent links and events can only be matched once every record has been read.
   void finish() {
+    check_complete();
+    match_committed_events();
     for (const ExportedCertificate& c : certificates_) {
-      if (c.parent.empty()) continue;
-      auto parent = by_hash_.find(c.parent);
-      if (parent == by_hash_.end()) {
-        if (partial_) {
-          ++report_.parents_outside;
-        } else {
-          problems_.add({c.hash, "missing_parent", "parent " + c.parent + " is not a certificate in the export", c.line});
-        }
-        continue;
-      }
-      Certificate child;
-      child.hash = c.hash;
-      child.parent = c.parent;
-      child.vector_clock = c.clock;
-      check_dominates(child, certificates_[parent->second].clock, c.line, problems_);
+      check_committed_count(c.hash, c.committed_events, c.line, problems_);
+      check_parent(c);
     }
   }
 
  private:
+  // The header comes first, the end record last, each once.
+  void check_position(int64_t number, const std::string& type) {
+    if (records_ == 0 && type != "export") {
+      problems_.add({"", "not_an_export",
+                     "the first record is not the export header ({\"type\":\"export\",...}): the dump lost its "
+                     "beginning, or was not written by effectfence export",
+                     number});
+    } else if (records_ > 0 && type == "export") {
+      problems_.add({"", "bad_record", "an export header that is not the first record", number});
+    }
+    if (end_) problems_.add({"", "bad_record", "a record after the end record (line " +
+                                                    std::to_string(end_->line) + ")", number});
+  }
+
+  void header(const Json& record) {
+    partial_ = record.contains("since") && !record["since"].is_null();
+    if (record.contains("format") && record["format"].is_number_integer()) format_ = record["format"].get<int64_t>();
+  }
+
+  void end(int64_t number, const Json& record) {
+    auto count = [&](const char* name) -> std::optional<int64_t> {
+      const auto found = record.find(name);
+      if (found == record.end() || !found->is_number_integer()) return std::nullopt;
+      return found->get<int64_t>();
+    };
+    const auto certificates = count("certificates");
+    const auto events = count("events");
+    if (!certificates || !events) {
+      problems_.add({"", "bad_record", "an end record needs integer \"certificates\" and \"events\"", number});
+      return;
+    }
+    if (!end_) end_ = EndRecord{*certificates, *events, number};
+  }
+
+  // A dump that stops early has no end record, or one whose counts are not
+  // what came before it; either way records are missing.
+  void check_complete() {
+    if (records_ == 0) {
+      problems_.add({"", "not_an_export", "the file holds no export records (empty, or not written by export)", 0});
+      return;
+    }
+    if (!end_) {
+      problems_.add({"", "truncated", "no end record: " + why_no_end_record(), 0});
+      return;
+    }
+    if (end_->certificates != report_.certificates || end_->events != report_.events) {
+      problems_.add({"", "count_mismatch",
+                     "the end record counts " + std::to_string(end_->certificates) + " certificate(s) and " +
+                         std::to_string(end_->events) + " event(s), the dump holds " +
+                         std::to_string(report_.certificates) + " and " + std::to_string(report_.events),
+                     end_->line});
+    }
+  }
+
+  // The header's format tells a dump cut short from one written before
+  // end records existed.
+  std::string why_no_end_record() const {
+    if (!format_) {
+      return "the dump is truncated, or was written by an effectfence from before export format " +
+             std::to_string(kFirstFormatWithEnd) + ", which added the end record";
+    }
+    if (*format_ < kFirstFormatWithEnd) {
+      return "the dump is in export format " + std::to_string(*format_) +
+             ", written by an effectfence from before end records, or it is truncated (export again to check a "
+             "whole dump)";
+    }
+    return "the dump is truncated (export format " + std::to_string(*format_) + " ends with {\"type\":\"end\",...})";
+  }
+
+  // A certificate and its committed event share their time, so an export
+  // --since holds both or neither: the match is strict in every export.
+  void match_committed_events() {
+    for (const CommittedEvent& e : committed_) {
+      const std::string event = "the 'committed' event of intent '" + e.intent + "'";
+      if (e.certificate.empty()) {
+        problems_.add({"", "bad_event", event + " names no certificate in its detail", e.line});
+        continue;
+      }
+      auto named = by_hash_.find(e.certificate);
+      if (named == by_hash_.end()) {
+        problems_.add({e.certificate, "missing_certificate", event + " names it but it is not in the export", e.line});
+        continue;
+      }
+      ExportedCertificate& c = certificates_[named->second];
+      if (c.intent != e.intent) {
+        problems_.add({e.certificate, "wrong_certificate",
+                       event + " names it but it is a certificate of intent '" + c.intent + "'", e.line});
+        continue;
+      }
+      ++c.committed_events;
+    }
+  }
+
+  void check_parent(const ExportedCertificate& c) {
+    if (c.parent.empty()) return;
+    auto parent = by_hash_.find(c.parent);
+    if (parent == by_hash_.end()) {
+      if (partial_) {
+        ++report_.parents_outside;
+      } else {
+        problems_.add({c.hash, "missing_parent", "parent " + c.parent + " is not a certificate in the export", c.line});
+      }
+      return;
+    }
+    Certificate child;
+    child.hash = c.hash;
+    child.parent = c.parent;
+    child.vector_clock = c.clock;
+    check_dominates(child, certificates_[parent->second].clock, c.line, problems_);
+  }
+
+  void event(int64_t number, const Json& record) {
+    ++report_.events;
+    const auto kind = record.find("kind");
+    if (kind == record.end() || !kind->is_string() || kind->get<std::string>() != "committed") return;
+    const auto intent = record.find("intent");
+    const auto detail = record.find("detail");
+    committed_.push_back({detail != record.end() ? certificate_named_by(*detail) : "",
+                          intent != record.end() && intent->is_string() ? intent->get<std::string>() : "", number});
+  }
+
   void certificate(int64_t number, const Json& record) {
     ++report_.certificates;
     const auto hash = record.find("hash");
@@ -318,15 +564,31 @@ class ExportVerifier {
       problems_.add({h, "duplicate", "the certificate appears more than once", number});
       return;
     }
+    check_unique_seq(*cert, number);
     by_hash_[h] = certificates_.size();
-    certificates_.push_back({h, cert->parent, cert->vector_clock, number});
+    certificates_.push_back({h, cert->parent, cert->intent, cert->vector_clock, number, 0});
+  }
+
+  // A domain hands out each seq once (the ledger's UNIQUE (domain, seq)).
+  void check_unique_seq(const Certificate& cert, int64_t number) {
+    auto [first, inserted] = by_domain_seq_.emplace(std::make_pair(cert.domain, cert.seq), number);
+    if (inserted) return;
+    problems_.add({cert.hash, "duplicate_seq",
+                   "domain '" + cert.domain + "' seq " + std::to_string(cert.seq) +
+                       " already has a certificate (line " + std::to_string(first->second) + ")",
+                   number});
   }
 
   Problems& problems_;
   Report& report_;
   bool partial_ = false;
+  int64_t records_ = 0;
+  std::optional<int64_t> format_;  // the header's
+  std::optional<EndRecord> end_;
   std::vector<ExportedCertificate> certificates_;  // in file order
   std::unordered_map<std::string, size_t> by_hash_;
+  std::map<std::pair<std::string, int64_t>, int64_t> by_domain_seq_;  // -> line
+  std::vector<CommittedEvent> committed_;
 };
 
 std::optional<int> verify_export(const std::string& path, Problems& problems, Report& report) {

@@ -193,12 +193,15 @@ expect_eq "$RC" 0 "export --out runs"
 CERTS=$(q "$LEDGER" "SELECT count(*) FROM certificates")
 EVENTS=$(q "$LEDGER" "SELECT count(*) FROM events")
 expect_eq "$ERR" "effectfence export: wrote $CERTS certificate(s) and $EVENTS event(s) to audit.jsonl" "export reports what it wrote"
-expect_eq "$(jq -r .type audit.jsonl | uniq -c | awk '{print $2}' | sort -u | tr '\n' ' ')" "certificate event export " \
+expect_eq "$(jq -r .type audit.jsonl | uniq -c | awk '{print $2}' | sort -u | tr '\n' ' ')" "certificate end event export " \
   "every line is a JSON record with a type"
-expect_eq "$(head -1 audit.jsonl | jq -c '[.type, .format, .since]')" '["export",1,null]' "the first line describes the export"
+expect_eq "$(head -1 audit.jsonl | jq -c '[.type, .format, .since]')" '["export",2,null]' "the first line describes the export"
+expect_eq "$(tail -1 audit.jsonl)" "{\"type\":\"end\",\"certificates\":$CERTS,\"events\":$EVENTS}" \
+  "the last line is the end record, counting what the dump holds"
+expect_eq "$(jq -r .type audit.jsonl | grep -c '^end$')" 1 "there is one end record"
 expect_eq "$(jq -c 'select(.type == "certificate")' audit.jsonl | wc -l) $(jq -c 'select(.type == "event")' audit.jsonl | wc -l)" \
   "$CERTS $EVENTS" "export has every certificate and every event"
-expect_eq "$(jq -r 'select(.type != "export") | (.committed_at_ms // .at_ms)' audit.jsonl | sort -n -c 2>&1 && echo sorted)" "sorted" \
+expect_eq "$(jq -r 'select(.type != "export" and .type != "end") | (.committed_at_ms // .at_ms)' audit.jsonl | sort -n -c 2>&1 && echo sorted)" "sorted" \
   "records are in order of time"
 expect_eq "$(jq -r 'select(.type == "event") | .id' audit.jsonl | tr '\n' ' ')" "$(q "$LEDGER" "SELECT id FROM events ORDER BY at, id" | tr '\n' ' ')" \
   "events come in order (at, id)"
@@ -218,13 +221,15 @@ expect_eq "$(tail -n +2 <<<"$OUT")" "$(tail -n +2 audit.jsonl)" "export to stdou
 echo "--- export --since"
 "$EF" export --db "$LEDGER" --since 1h >recent-relative.jsonl
 "$EF" export --db "$LEDGER" --since "$(date -u -d '1 hour ago' +%Y-%m-%dT%H:%M:%SZ)" >recent-iso.jsonl
-expect_eq "$(jq -c 'select(.type != "export") | .type' recent-relative.jsonl | wc -l)" \
+expect_eq "$(jq -c 'select(.type != "export" and .type != "end") | .type' recent-relative.jsonl | wc -l)" \
   "$(q "$LEDGER" "SELECT (SELECT count(*) FROM certificates WHERE committed_at >= (strftime('%s','now') - 3600) * 1000) + (SELECT count(*) FROM events WHERE at >= (strftime('%s','now') - 3600) * 1000)")" \
   "--since 1h exports exactly the last hour"
 expect_eq "$(tail -n +2 recent-iso.jsonl)" "$(tail -n +2 recent-relative.jsonl)" "--since accepts ISO-8601 UTC"
 expect_match "$(head -1 recent-iso.jsonl | jq -r .since)" '^[0-9-]{10}T[0-9:]{8}\.000Z$' "the header records the cutoff"
 "$EF" export --db "$LEDGER" --since 2999-01-01T00:00:00Z >future.jsonl
-expect_eq "$(wc -l <future.jsonl)" 1 "--since in the future exports only the header"
+expect_eq "$(jq -c .type future.jsonl | tr '\n' ' ')" '"export" "end" ' "--since in the future exports only the header and the end record"
+run "$EF" verify --export future.jsonl
+expect_eq "$RC" 0 "an export with nothing in it verifies"
 
 echo "--- export --format csv"
 run "$EF" export --db "$LEDGER" --format csv --out audit.csv
@@ -252,12 +257,46 @@ cat "$WORK/pipe" >"$WORK/from-pipe.jsonl" &
 reader=$!
 run "$EF" export --db "$LEDGER" --out "$WORK/pipe"
 wait "$reader"
-expect_eq "$RC $(tail -n +2 "$WORK/from-pipe.jsonl" | wc -l)" "0 $((CERTS + EVENTS))" "export writes through a pipe given as --out"
+expect_eq "$RC $(tail -n +2 "$WORK/from-pipe.jsonl" | wc -l)" "0 $((CERTS + EVENTS + 1))" "export writes through a pipe given as --out"
 expect_eq "$(stat -c %F "$WORK/pipe")" "fifo" "the pipe is still a pipe"
 ln -s "$WORK/link-target.jsonl" "$WORK/link.jsonl"
 run "$EF" export --db "$LEDGER" --out "$WORK/link.jsonl"
-expect_eq "$(stat -c %F "$WORK/link.jsonl") $(tail -n +2 "$WORK/link-target.jsonl" | wc -l)" "symbolic link $((CERTS + EVENTS))" \
+expect_eq "$(stat -c %F "$WORK/link.jsonl") $(tail -n +2 "$WORK/link-target.jsonl" | wc -l)" "symbolic link $((CERTS + EVENTS + 1))" \
   "export writes through a symlink given as --out and keeps the link"
+
+echo "--- export --out never replaces the ledger or another database"
+BEFORE=$(fingerprint "$LEDGER")
+BEFORE_BYTES=$(sha256sum <"$LEDGER")
+LEDGER_FILES=$(ls "$WORK" | grep -E '^ledger.sqlite')
+run "$EF" export --db "$LEDGER" --out "$LEDGER"
+expect_eq "$RC $ERR" "2 effectfence export: opening the output: --out $LEDGER is the ledger ($LEDGER); refusing to overwrite it (give the dump another name)" \
+  "export refuses to write over the ledger"
+run env EFFECTFENCE_LEDGER="$LEDGER" "$EF" export --out ./ledger.sqlite
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out ./ledger.sqlite is the ledger " \
+  "export refuses the ledger under another name (\$EFFECTFENCE_LEDGER, a relative --out)"
+ln -s "$LEDGER" "$WORK/ledger-link.sqlite"
+run "$EF" export --db "$LEDGER" --out "$WORK/ledger-link.sqlite"
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out .*ledger-link.sqlite is the ledger " \
+  "export refuses a symlink to the ledger"
+ln "$LEDGER" "$WORK/ledger-hardlink.sqlite"
+run "$EF" export --db "$LEDGER" --out "$WORK/ledger-hardlink.sqlite"
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out .*ledger-hardlink.sqlite is the ledger " \
+  "export refuses a hard link to the ledger (same device and inode)"
+rm -f "$WORK/ledger-hardlink.sqlite"
+for suffix in -wal -shm; do
+  run "$EF" export --db "$LEDGER" --out "$LEDGER$suffix"
+  expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out $LEDGER$suffix is the ledger's $suffix file " \
+    "export refuses the ledger's $suffix file, whether or not it exists"
+done
+expect_eq "$(ls "$WORK" | grep -E 'partial|^ledger.sqlite')" "$LEDGER_FILES" "no file was created"
+expect_eq "$(sha256sum <"$LEDGER") $(fingerprint "$LEDGER")" "$BEFORE_BYTES $BEFORE" "the ledger is byte for byte as it was"
+OTHER_BYTES=$(sha256sum <"$WORK/other.sqlite")
+run "$EF" export --db "$LEDGER" --out "$WORK/other.sqlite"
+expect_eq "$RC $ERR" "2 effectfence export: opening the output: --out $WORK/other.sqlite is an SQLite database; refusing to replace it with a dump (give the dump another name)" \
+  "export refuses to replace another SQLite database"
+expect_eq "$(sha256sum <"$WORK/other.sqlite")" "$OTHER_BYTES" "which is left as it was"
+run "$EF" export --db "$LEDGER" --out audit.jsonl
+expect_eq "$RC" 0 "export replaces an earlier dump"
 
 echo "--- verify"
 run "$EF" verify --db "$LEDGER" --json
@@ -284,8 +323,8 @@ q "$copy" "DELETE FROM certificates WHERE intent = 'charge:order-123'"
 run "$EF" verify --db "$copy" --json
 expect_eq "$RC" 1 "verify fails a ledger with a deleted certificate"
 expect_eq "$(jq -c '[.problems[] | [.certificate, .kind]] | sort' <<<"$OUT")" \
-  "$(jq -nc --arg c "$CHARGE" --arg r "$RECEIPT" '[[$c, "missing_certificate"], [$r, "missing_parent"]] | sort')" \
-  "verify reports the broken parent link and the done intent without its certificate"
+  "$(jq -nc --arg c "$CHARGE" --arg r "$RECEIPT" '[[$c, "missing_certificate"], [$c, "missing_certificate"], [$r, "missing_parent"]] | sort')" \
+  "verify reports the broken parent link, and the done intent and the committed event without their certificate"
 
 copy=$(tampered_copy clock.sqlite)
 body=$(q "$copy" "SELECT body FROM certificates WHERE intent = 'receipt:order-123'")
@@ -295,8 +334,8 @@ expect_match "$body" '"vector_clock":\{"[^}]+\}' "the receipt has a vector clock
 q "$copy" "UPDATE certificates SET body = '$forged', hash = '$forged_hash' WHERE intent = 'receipt:order-123'"
 run "$EF" verify --db "$copy" --json
 expect_eq "$RC" 1 "verify fails a resealed certificate whose clock goes backwards"
-expect_eq "$(jq -r --arg h "$forged_hash" '.problems[] | select(.certificate == $h) | .kind' <<<"$OUT")" "clock_not_dominating" \
-  "verify names the certificate whose clock does not dominate its parent's"
+expect_eq "$(jq -c --arg h "$forged_hash" '[.problems[] | select(.certificate == $h) | .kind] | sort' <<<"$OUT")" \
+  '["clock_not_dominating","missing_event"]' "verify names the certificate whose clock does not dominate its parent's"
 
 copy=$(tampered_copy columns.sqlite)
 q "$copy" "UPDATE certificates SET tool = 'refund' WHERE intent = 'charge:order-123'"
@@ -311,6 +350,93 @@ expect_eq "$(jq -c '[(.problems | length), .problems_total > 2]' <<<"$OUT")" "[2
 run "$EF" verify --db "$copy" --limit 2
 expect_match "$OUT" "\.\.\. and [0-9]+ more" "verify text says how many were not shown"
 
+echo "--- verify: certificates against the event log, the domains and the intents"
+# problems LEDGER: runs verify; PROBLEMS is the sorted [certificate, kind] pairs it reports.
+problems() {
+  run "$EF" verify --db "$1" --json
+  PROBLEMS=$(jq -c '[.problems[] | [.certificate, .kind]] | sort' <<<"$OUT")
+}
+pairs() { jq -nc '[$ARGS.positional | _nwise(2)] | sort' --args "$@"; }
+
+# A certificate added with a plain INSERT (no trigger dropped): well formed,
+# correctly hashed, but no commit issued it, and its seq was never handed out.
+copy=$WORK/forged.sqlite
+q "$LEDGER" ".backup '$copy'"
+DOMAIN_SEQ=$(q "$copy" "SELECT seq FROM domains WHERE domain = 'order:123'")
+body=$(q "$copy" "SELECT body FROM certificates WHERE hash = '$CHARGE'")
+expect_eq "$(jq -cS . <<<"$body")" "$body" "jq -cS writes the charge's body in canonical form"
+forged=$(jq -cS --argjson seq $((DOMAIN_SEQ + 1)) '.intent = "charge:order-123-again" | .seq = $seq' <<<"$body")
+forged_hash=$(printf '%s' "$forged" | sha256sum | cut -c1-64)
+q "$copy" "INSERT INTO certificates SELECT '$forged_hash', 'charge:order-123-again', domain, $((DOMAIN_SEQ + 1)), generation,
+             parent, agent, tool, '$forged', committed_at + 1 FROM certificates WHERE hash = '$CHARGE'"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$forged_hash" missing_event "$forged_hash" seq_beyond_domain)" \
+  "verify fails a certificate inserted without a commit, and one beyond its domain's seq"
+
+# A certificate rewritten and resealed (trigger dropped), with the done
+# intent and the domain head repointed: the committed event still names the
+# original.
+copy=$(tampered_copy resealed.sqlite)
+body=$(q "$copy" "SELECT body FROM certificates WHERE hash = '$RECEIPT'")
+resealed=$(sed 's/"sent":true/"sent":false/' <<<"$body")
+resealed_hash=$(printf '%s' "$resealed" | sha256sum | cut -c1-64)
+q "$copy" "UPDATE certificates SET body = '$resealed', hash = '$resealed_hash' WHERE hash = '$RECEIPT';
+           UPDATE domains SET head = '$resealed_hash' WHERE head = '$RECEIPT';
+           UPDATE intents SET cert_hash = '$resealed_hash' WHERE cert_hash = '$RECEIPT'"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$resealed_hash" missing_event "$RECEIPT" missing_certificate)" \
+  "verify fails a resealed certificate: no commit issued it, and its committed event names the original"
+
+# Deleting the newest certificate and everything that pointed at it but the
+# append-only event log.
+copy=$(tampered_copy removed.sqlite)
+q "$copy" "DELETE FROM certificates WHERE hash = '$RECEIPT';
+           UPDATE domains SET head = '$CHARGE', head_seq = 1 WHERE domain = 'order:123';
+           DELETE FROM intents WHERE intent = 'receipt:order-123'"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$RECEIPT" missing_certificate)" \
+  "verify fails a deleted certificate whose committed event is still in the log"
+
+# Crossed references, with plain UPDATEs (intents and domains have no triggers).
+copy=$WORK/crossed.sqlite
+q "$LEDGER" ".backup '$copy'"
+PAYOUT=$(cert_of payout:batch-8 "$copy")
+q "$copy" "UPDATE intents SET cert_hash = '$CHARGE' WHERE intent = 'receipt:order-123';
+           UPDATE domains SET head = '$CHARGE' WHERE domain = 'payouts';
+           UPDATE domains SET head_seq = head_seq + 1 WHERE domain = 'order:123'"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" \
+  "1 $(pairs "$CHARGE" wrong_certificate "$CHARGE" wrong_certificate "$RECEIPT" wrong_certificate)" \
+  "verify fails a done intent naming another intent's certificate, a head naming another domain's or another seq's"
+run "$EF" verify --db "$copy"
+expect_match "$OUT" "intent 'receipt:order-123' is done with it, but it is a certificate of intent 'charge:order-123'" \
+  "verify says whose certificate a done intent names"
+
+# Events appended with plain INSERTs (the log is append-only, not closed).
+copy=$WORK/events.sqlite
+q "$LEDGER" ".backup '$copy'"
+NOWHERE=$(printf '0%.0s' {1..64})
+q "$copy" "INSERT INTO events(at, kind, intent, actor, detail) VALUES
+             (1, 'committed', 'charge:order-123', 'mallory', '{\"certificate\":\"$NOWHERE\"}'),
+             (1, 'committed', 'charge:order-123', 'mallory', '{\"certificate\":\"$CHARGE\"}'),
+             (1, 'committed', 'ticket:x', 'mallory', '{\"certificate\":\"$PAYOUT\"}'),
+             (1, 'committed', 'ticket:x', 'mallory', '{}')"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" \
+  "1 $(pairs "$NOWHERE" missing_certificate "$CHARGE" duplicate_event "$PAYOUT" wrong_certificate "" bad_event)" \
+  "verify fails committed events naming no certificate, a missing one, another intent's, or one already named"
+
+# What a ledger legitimately loses: swept intents and evicted domains.
+copy=$WORK/swept.sqlite
+q "$LEDGER" ".backup '$copy'"
+q "$copy" "DELETE FROM intents WHERE state IN ('done', 'cleared');
+           DELETE FROM domains WHERE NOT EXISTS (SELECT 1 FROM intents i WHERE i.domain = domains.domain)"
+expect_eq "$(q "$copy" "SELECT count(*) FROM intents WHERE state = 'done'") $(q "$copy" "SELECT count(*) FROM domains WHERE domain LIKE 'order:10%'")" \
+  "0 0" "the copy has swept intents and evicted domains"
+run "$EF" verify --db "$copy" --json
+expect_eq "$RC $(jq -c '[.ok, .certificates]' <<<"$OUT")" "0 [true,$CERTS]" \
+  "verify passes a ledger whose finished intents were swept and idle domains evicted"
+
 echo "--- verify --export"
 jq -c --arg h "$CHARGE" 'if .hash == $h then .body |= sub("\"amount_cents\":4900"; "\"amount_cents\":4901") else . end' \
   audit.jsonl >tampered.jsonl
@@ -321,11 +447,91 @@ expect_eq "$(jq -c '[.problems[0].certificate, .problems[0].kind, .problems[0].l
   "verify names the certificate and the line"
 run "$EF" verify --dump tampered.jsonl --json
 expect_eq "$RC $(jq -r '.problems[0].certificate' <<<"$OUT")" "1 $CHARGE" "verify --dump is verify --export"
+# export_problems FILE: runs verify --export; PROBLEMS as for problems.
+export_problems() {
+  run "$EF" verify --export "$1" --json
+  PROBLEMS=$(jq -c '[.problems[] | [.certificate, .kind]] | sort' <<<"$OUT")
+}
+# with_end FILE: FILE's records with its end record recounted, as if export wrote them.
+with_end() {
+  jq -c 'select(.type != "end")' "$1" >"$1.body"
+  { cat "$1.body"
+    jq -sc '{type: "end", certificates: map(select(.type == "certificate")) | length,
+             events: map(select(.type == "event")) | length}' "$1.body"; } >"$1"
+  rm -f "$1.body"
+}
+
 grep -v "\"hash\":\"$CHARGE\"" audit.jsonl >orphan.jsonl
-run "$EF" verify --export orphan.jsonl --json
-expect_eq "$RC $(jq -c '[.problems[0].certificate, .problems[0].kind]' <<<"$OUT")" "1 [\"$RECEIPT\",\"missing_parent\"]" \
-  "verify fails a full export whose parent certificate is missing"
-grep -v "\"hash\":\"$CHARGE\"" recent-relative.jsonl >partial.jsonl
+export_problems orphan.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" count_mismatch "$CHARGE" missing_certificate "$RECEIPT" missing_parent)" \
+  "verify fails a full export that lost a certificate: the counts, its committed event and its child say so"
+with_end orphan.jsonl
+export_problems orphan.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" missing_certificate "$RECEIPT" missing_parent)" \
+  "... also when the end record was recounted to match"
+
+jq -c --arg h "$CHARGE" 'select(.type != "event" or .kind != "committed" or .detail.certificate != $h)' audit.jsonl >no-event.jsonl
+with_end no-event.jsonl
+export_problems no-event.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" missing_event)" \
+  "verify fails an export whose certificate lost its committed event"
+
+head -n 4 audit.jsonl >cut.jsonl
+export_problems cut.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" truncated)" "verify fails an export cut short"
+expect_match "$(jq -r '.problems[0].message' <<<"$OUT")" '^no end record: the dump is truncated' "and says it is truncated"
+: >empty.jsonl
+export_problems empty.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" not_an_export)" "verify fails an empty file"
+tail -n +2 audit.jsonl >headless.jsonl
+export_problems headless.jsonl
+expect_eq "$RC $(jq -c '[.problems[] | select(.kind == "not_an_export") | .line]' <<<"$OUT")" \
+  "1 [1]" "verify fails an export without its header, at line 1"
+# Export format 1 (effectfence before end records): header format 1, no end record.
+jq -c 'select(.type != "end") | if .type == "export" then .format = 1 else . end' audit.jsonl >format1.jsonl
+export_problems format1.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" truncated)" "verify fails a format 1 export: nothing shows it is whole"
+expect_match "$(jq -r '.problems[0].message' <<<"$OUT")" 'export format 1, written by an effectfence from before end records' \
+  "and says it was written before end records"
+(cat audit.jsonl; head -2 audit.jsonl | tail -1) >after-end.jsonl
+export_problems after-end.jsonl
+expect_match "$(jq -r '.problems[] | select(.kind == "bad_record") | .message' <<<"$OUT")" \
+  '^a record after the end record' "verify fails a record after the end record"
+
+# A second, properly hashed certificate for the charge's (domain, seq).
+body=$(jq -r --arg h "$CHARGE" 'select(.hash == $h) | .body' audit.jsonl)
+twin=$(jq -cS '.result.charge_id = "ch_twin"' <<<"$body")
+twin_hash=$(printf '%s' "$twin" | sha256sum | cut -c1-64)
+{ cat audit.jsonl
+  jq -cn --arg b "$twin" --arg h "$twin_hash" '{type: "certificate", committed_at: "", committed_at_ms: 0, hash: $h, body: $b}'
+} >twin.jsonl
+with_end twin.jsonl
+export_problems twin.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$twin_hash" duplicate_seq "$twin_hash" missing_event)" \
+  "verify fails two certificates for one (domain, seq)"
+
+# export --since: a parent committed before the window. A chain of two on a
+# new ledger, the second committed after the first.
+CHAIN=$WORK/chain.sqlite
+coproc CHAIN_SESSION { exec "$FIXTURE" session "$CHAIN"; }
+session_pid=$CHAIN_SESSION_PID
+read -r -t 60 ready <&"${CHAIN_SESSION[0]}" || true
+for step in "prepare charge:order-300" "commit charge:order-300" "sleep" "prepare receipt:order-300" "commit receipt:order-300"; do
+  if [[ $step == sleep ]]; then sleep 0.05; continue; fi
+  echo "$step" >&"${CHAIN_SESSION[1]}"
+  read -r -t 60 answer <&"${CHAIN_SESSION[0]}" || true
+done
+echo quit >&"${CHAIN_SESSION[1]}"
+wait "$session_pid" 2>/dev/null
+CHAIN_CHARGE=$(cert_of charge:order-300 "$CHAIN")
+CHAIN_RECEIPT=$(cert_of receipt:order-300 "$CHAIN")
+expect_eq "$(q "$CHAIN" "SELECT parent FROM certificates WHERE hash = '$CHAIN_RECEIPT'")" "$CHAIN_CHARGE" "the receipt is chained to the charge"
+receipt_ms=$(q "$CHAIN" "SELECT committed_at FROM certificates WHERE hash = '$CHAIN_RECEIPT'")
+since="$(date -u -d "@$((receipt_ms / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $((receipt_ms % 1000)))Z"
+expect_eq "$(q "$CHAIN" "SELECT count(*) FROM certificates WHERE committed_at < $receipt_ms")" 1 "the charge was committed before the receipt"
+"$EF" export --db "$CHAIN" --since "$since" >partial.jsonl
+expect_eq "$(jq -c 'select(.type == "certificate" or .kind == "committed") | .hash // .detail.certificate' -r partial.jsonl | sort | uniq -c | awk '{print $1 " " $2}')" \
+  "2 $CHAIN_RECEIPT" "export --since has the receipt and its committed event, not the charge"
 run "$EF" verify --export partial.jsonl --json
 expect_eq "$RC $(jq -c '[.ok, .parents_outside_export]' <<<"$OUT")" "0 [true,1]" \
   "in an export --since, a parent before the window is counted, not a problem"
