@@ -635,7 +635,7 @@ void print_json(const Report& report, const Problems& problems) {
 }
 
 void print_text(const Report& report, const Problems& problems) {
-  std::printf("%s %s: %lld certificate(s), %lld event(s)", report.source.c_str(), report.path.c_str(),
+  std::printf("%s %s: %lld certificate(s), %lld event(s)", report.source.c_str(), terminal_safe(report.path).c_str(),
               static_cast<long long>(report.certificates), static_cast<long long>(report.events));
   if (report.parents_outside > 0) {
     std::printf(" (%lld parent link(s) lead before the export)", static_cast<long long>(report.parents_outside));
@@ -647,8 +647,10 @@ void print_text(const Report& report, const Problems& problems) {
   std::printf(": %lld problem(s)\n", static_cast<long long>(problems.total()));
   for (const Problem& p : problems.shown()) {
     const std::string where = p.line > 0 ? "line " + std::to_string(p.line) + ": " : "";
-    std::printf("  %s%s: %s: %s\n", where.c_str(), p.certificate.empty() ? "(no hash)" : p.certificate.c_str(),
-                p.kind.c_str(), p.message.c_str());
+    // Hashes and messages quote what the ledger holds: text anyone with SQL access could have written.
+    std::printf("  %s%s: %s: %s\n", where.c_str(),
+                p.certificate.empty() ? "(no hash)" : terminal_safe(p.certificate).c_str(), p.kind.c_str(),
+                terminal_safe(p.message).c_str());
   }
   const int64_t hidden = problems.total() - static_cast<int64_t>(problems.shown().size());
   if (hidden > 0) std::printf("  ... and %lld more (--limit N shows more)\n", static_cast<long long>(hidden));

@@ -437,6 +437,18 @@ run "$EF" verify --db "$copy" --json
 expect_eq "$RC $(jq -c '[.ok, .certificates]' <<<"$OUT")" "0 [true,$CERTS]" \
   "verify passes a ledger whose finished intents were swept and idle domains evicted"
 
+# What verify quotes from the ledger (an intent name anyone with SQL access
+# wrote) reaches the terminal with its control characters escaped.
+copy=$WORK/escapes.sqlite
+q "$LEDGER" ".backup '$copy'"
+q "$copy" "INSERT INTO events (at, kind, intent, actor, detail)
+           VALUES (0, 'committed', 'evil' || char(27) || '[2J' || char(10) || 'forged line', 'x', '{\"certificate\":\"abc\"}')"
+run "$EF" verify --db "$copy"
+expect_eq "$RC" 1 "verify fails a committed event naming no certificate in the ledger"
+expect_eq "$(grep -c $'\e' <<<"$OUT")" 0 "verify's text carries no escape character from the ledger"
+expect_eq "$(grep -c '^forged line' <<<"$OUT")" 0 "verify's text cannot be given a forged line"
+expect_match "$OUT" "intent 'evil\\\\x1b\\[2J\\\\x0aforged line' names it" "verify shows the intent with its control characters escaped"
+
 echo "--- verify --export"
 jq -c --arg h "$CHARGE" 'if .hash == $h then .body |= sub("\"amount_cents\":4900"; "\"amount_cents\":4901") else . end' \
   audit.jsonl >tampered.jsonl
