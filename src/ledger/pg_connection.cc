@@ -100,8 +100,9 @@ Result Connection::checked(PGresult* r) {
 }
 
 std::string scrub_url(const std::string& url) {
-  // scheme://user:password@host -> scheme://user:***@host
-  static const std::regex userinfo(R"(^([a-z]+://[^:/@?]*):[^@/?]*@)");
+  // scheme://user:password@host -> scheme://user:***@host. Like libpq, the
+  // password runs to the '@' (it may hold '?' or '#').
+  static const std::regex userinfo(R"(^([a-z]+://[^:/@]*):[^@/]*@)");
   // password=... in a query string or a key=value conninfo
   static const std::regex keyword(R"((password=)[^&\s]*)", std::regex::icase);
   std::string out = std::regex_replace(url, userinfo, "$1:***@");

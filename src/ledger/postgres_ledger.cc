@@ -17,6 +17,10 @@ constexpr size_t kPoolSize = 8;
 // Deadlocks and serialisation failures are retried: the decision re-runs
 // from scratch on the committed state, so retrying never decides twice.
 constexpr int kRetries = 5;
+// PostgreSQL's own codes for a connection lost before COMMIT was sent, and
+// while it was (transaction_resolution_unknown).
+constexpr const char* kLostBeforeCommit = "08006";
+constexpr const char* kResolutionUnknown = "08007";
 // Key of the transaction-scoped lock migrations run under ("EFNC").
 constexpr int64_t kMigrationLock = 0x45464E43;
 
@@ -161,6 +165,17 @@ class PostgresLedger final : public Ledger {
     }
   }
 
+  // Closes the idle connections: after one was found cut, the rest were
+  // most likely cut with it, and each would cost a retry to find out.
+  void drop_idle() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ -= idle_.size();
+      idle_.clear();
+    }
+    cv_.notify_all();
+  }
+
   void give_back(std::unique_ptr<pg::Connection> c) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -179,7 +194,8 @@ class PostgresLedger final : public Ledger {
         Lease conn(*this, take());
         auto outcome = run_once(*conn, fn, read_only);
         if (!outcome) return std::nullopt;
-        if (attempt < kRetries && outcome->is_retryable()) continue;
+        if (outcome->sqlstate() == kLostBeforeCommit) drop_idle();  // a restart ended them all
+        if (attempt < kRetries && (outcome->is_retryable() || outcome->sqlstate() == kLostBeforeCommit)) continue;
         return refusal_for(*outcome, read_only);
       } catch (const pg::Error& e) {
         return refusal_for(e, read_only);  // could not connect
@@ -188,20 +204,30 @@ class PostgresLedger final : public Ledger {
   }
 
   // Returns the error that undid the transaction, or nullopt once committed.
+  // A connection lost before COMMIT was sent undid it for sure (the server
+  // rolls back what a vanished client left open: a restart, an idle cut), so
+  // it is retried on a fresh connection; one lost while committing may or
+  // may not have committed, and is reported as such, never retried.
   std::optional<pg::Error> run_once(pg::Connection& db, const std::function<void(LedgerTxn&)>& fn,
                                     bool read_only) {
     bool open = false;
+    bool committing = false;
     try {
-      db.run(read_only ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN");
+      // Pinned, not left to the server's default: the advisory and row locks
+      // make decisions serial only if each statement sees what committed
+      // before it (READ COMMITTED).
+      db.run(read_only ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN ISOLATION LEVEL READ COMMITTED");
       open = true;
       PostgresTxn txn(db, read_only);
       fn(txn);
       if (!read_only) txn.flush_counters();
+      committing = true;
       db.run("COMMIT");
       transactions_.fetch_add(1);
       decisions_.fetch_add(1);
       return std::nullopt;
     } catch (const pg::Error& e) {
+      if (db.broken()) return pg::Error(e.what(), committing ? kResolutionUnknown : kLostBeforeCommit);
       if (open) rollback_quietly(db);
       return e;
     } catch (const std::exception& e) {
@@ -224,6 +250,14 @@ class PostgresLedger final : public Ledger {
       return Refusal{Reason::ledger_busy,
                      "the PostgreSQL ledger stayed locked by another decision beyond the busy timeout; "
                      "nothing was decided, do not run the tool; retry in a few seconds"};
+    }
+    if (e.sqlstate() == kResolutionUnknown) {
+      return Refusal{Reason::ledger_error,
+                     "ledger " + description_ + ": the connection was lost while committing (" +
+                         pg::scrub_url(e.what()) +
+                         "), so this decision may or may not have been recorded. Do not run the tool on this "
+                         "answer. Retry the same call: a recorded commit is returned again, a recorded admission "
+                         "is refused as in flight until its lease passes"};
     }
     return Refusal{Reason::ledger_error, "ledger " + description_ + ": " + step + ": " +
                                              pg::scrub_url(e.what()) +

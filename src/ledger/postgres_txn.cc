@@ -67,8 +67,13 @@ std::optional<IntentRow> PostgresTxn::load_intent(const std::string& intent) {
     // connection, reads only after this one is durable.
     db_.exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {param("intent:" + intent)});
   }
+  // A decision also locks the row it read: the dead-holder reaper and the
+  // operator's clear trigger change intents without the advisory lock, and
+  // the decision writes the whole row back, so it must not read a version
+  // they are about to replace (it would undo a fence or a clear).
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns + " FROM intents WHERE intent = $1";
-  auto q = db_.exec(sql, {param(intent)});
+  static const std::string locking = sql + " FOR UPDATE";
+  auto q = db_.exec(read_only_ ? sql : locking, {param(intent)});
   if (q.rows() == 0) return std::nullopt;
   return intent_from(q, 0);
 }

@@ -545,8 +545,8 @@ std::string refusal_advice(Reason reason, FenceStep step) {
         return "the result could not be recorded; retry fence_commit with the same ticket and result, and if it "
                "keeps failing tell an operator the tool ran";
       }
-      return "the ledger could not be read or written, so nothing was decided; do not run the tool; tell an "
-             "operator";
+      // Not "nothing was decided": a connection lost while committing leaves that open.
+      return "the ledger could not be read or written, so you hold nothing: do not run the tool; tell an operator";
   }
   return "refused; do not run the tool";
 }

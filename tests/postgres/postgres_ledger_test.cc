@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/random_token.h"
 #include "ledger/migrations.h"
 #include "ledger/open_ledger.h"
 #include "ledger/pg_connection.h"
@@ -45,6 +46,9 @@ TEST_CASE("PostgreSQL URLs are recognised and their passwords never printed", "[
   CHECK(printable_ledger("postgresql://alice@db/ledger?password=hunter2&sslmode=require") ==
         "postgresql://alice@db/ledger?password=***&sslmode=require");
   CHECK(printable_ledger("postgresql://db/ledger") == "postgresql://db/ledger");
+  CHECK(printable_ledger("postgres://alice:s3cret?Tr0ub#4dor@db/ledger") == "postgres://alice:***@db/ledger");
+  CHECK(printable_ledger("postgres://db:5432/ledger?application_name=a:b@c") ==
+        "postgres://db:5432/ledger?application_name=a:b@c");
   CHECK(printable_ledger("/tmp/a:b@c.sqlite") == "/tmp/a:b@c.sqlite");
 }
 
@@ -161,4 +165,78 @@ TEST_CASE("the operator's SQL clear refuses done, in-flight and nonexistent inte
   CHECK(ledger.count("SELECT count(*) FROM recent_events WHERE kind = 'cleared' AND actor = 'bob'") == 1);
   CHECK(ledger.count("SELECT admitted FROM stats") == 2);
   CHECK(std::holds_alternative<Replayed>(fence->prepare(charge("finished"))));
+}
+
+namespace {
+
+// Waits until some session of this cluster waits for an advisory lock.
+void wait_for_lock_waiter(TestLedger& ledger) {
+  for (int i = 0; i < 500; ++i) {
+    if (ledger.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") > 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("no decision came to wait for the lock");
+}
+
+}  // namespace
+
+TEST_CASE("a clear committed while a late commit is being decided is not overwritten by it", "[postgres][clear]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  const PrepareRequest request = charge("late");
+  const Ticket ticket = admitted_ticket(fence->prepare(request));
+  REQUIRE(fence->fence_unknown(ticket, "its holder went away"));
+
+  // The late commit reads the intent, then waits for its domain's lock.
+  auto domain_lock = pg::Connection::open(ledger.where());
+  domain_lock->exec("SELECT pg_advisory_lock(hashtextextended($1, 0))", {pg::param("domain:" + request.domain)});
+  std::thread committer([&] { fence->commit(ticket, {{"charge_id", "ch_late"}}); });
+  wait_for_lock_waiter(ledger);
+
+  // Meanwhile an operator clears it by SQL (from a connection of its own).
+  std::string clear_error;
+  std::thread clearer([&] {
+    try {
+      pg::Connection::open(ledger.where())
+          ->run("INSERT INTO clears(intent, operator, reason) VALUES ('late', 'bob', 'provider shows nothing')");
+    } catch (const pg::Error& e) {
+      clear_error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the clear runs now, or waits for the commit
+  domain_lock.reset();
+  committer.join();
+  clearer.join();
+
+  // One of them happened first, and the other saw it: never a clear that a commit then undid.
+  const int64_t clears = ledger.count("SELECT count(*) FROM clears WHERE intent = 'late'");
+  const int64_t done = ledger.count("SELECT count(*) FROM intents WHERE intent = 'late' AND state = 'done'");
+  INFO("clear error: " << clear_error);
+  CHECK(clears + done == 1);
+  if (done == 1) CHECK_THAT(clear_error, Catch::Contains("cannot clear"));
+}
+
+TEST_CASE("connections the server ended while idle are replaced, and the next decisions go through", "[postgres][pool]") {
+  TestLedger ledger;
+  // Named, so that only this fence's connections are ended (other tests share the cluster).
+  const std::string name = "pool_" + random_token_hex().substr(0, 12);
+  Settings settings = ledger.settings();
+  settings.ledger_path += "&application_name=" + name;
+  auto fence = open_fence(settings);
+  std::vector<std::thread> warm;
+  for (int i = 0; i < 4; ++i) warm.emplace_back([&, i] { fence->prepare(charge("warm-" + std::to_string(i))); });
+  for (auto& t : warm) t.join();
+
+  // What a server restart or an idle-session cut does to the pooled connections.
+  REQUIRE(ledger.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + name + "'") > 0);
+  ledger.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '" + name + "'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  std::vector<std::string> outcomes(4);
+  std::vector<std::thread> after;
+  for (int i = 0; i < 4; ++i) {
+    after.emplace_back([&, i] { outcomes[i] = outcome_name(fence->prepare(charge("after-" + std::to_string(i)))); });
+  }
+  for (auto& t : after) t.join();
+  for (const std::string& o : outcomes) CHECK(o == "admitted");
 }
