@@ -13,6 +13,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
 
+#include "ledger/ledger_files.h"
 #include "effectfence/fence.h"
 #include "ledger/migrations.h"
 
@@ -214,24 +215,32 @@ bool ledger_file_exists(const std::string& path) {
 
 namespace {
 
-std::string directory_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
+// Returns true iff the file's header says it is in WAL mode (bytes 18 and 19
+// are 2): then even a read-only connection needs the -shm beside it.
+bool in_wal_mode(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  unsigned char header[20] = {};
+  const size_t got = std::fread(header, 1, sizeof header, f);
+  std::fclose(f);
+  return got == sizeof header && header[18] == 2 && header[19] == 2;
 }
 
 // A WAL database that no connection has open has no -shm file, and even a
 // read-only connection must create one beside it.
-bool cannot_share_wal_index(const std::string& path) {
+bool cannot_share_wal_index(const std::string& path, int sqlite_code) {
+  const int primary = sqlite_code & 0xff;
+  if (primary != SQLITE_CANTOPEN && primary != SQLITE_READONLY) return false;
   struct stat st {};
-  return ::stat((path + "-shm").c_str(), &st) != 0 && ::access(directory_of(path).c_str(), W_OK) != 0;
+  return in_wal_mode(path) && ::stat((path + "-shm").c_str(), &st) != 0 &&
+         ::access(directory_of(path).c_str(), W_OK) != 0;
 }
 
 std::string wal_index_needed(const std::string& path) {
   return "cannot read " + path + " as this user: no process has it open, so SQLite must create " + path +
          "-shm to read it, and " + directory_of(path) +
-         " is not writable. Run this as the ledger's owner, or while a server has it open, or read a copy: "
-         "cp " + path + " /tmp/ledger-copy.sqlite";
+         " is not writable. Run this as the ledger's owner, or while a server has it open, or read a copy "
+         "(with its -wal, if there is one): cp " + path + " /tmp/ledger-copy.sqlite";
 }
 
 }  // namespace
@@ -261,7 +270,7 @@ std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path,
     }
     return db;
   } catch (const SQLite::Exception& e) {
-    *error = cannot_share_wal_index(path) ? wal_index_needed(path) : path + ": " + e.what();
+    *error = cannot_share_wal_index(path, e.getExtendedErrorCode()) ? wal_index_needed(path) : path + ": " + e.what();
     return nullptr;
   }
 }

@@ -22,6 +22,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/ledger_reader.h"
+#include "ledger/ledger_files.h"
 #include "ledger/open_ledger.h"
 #include "effectfence/fence.h"
 #include "effectfence/json.h"
@@ -297,56 +298,39 @@ std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string*
   return options;
 }
 
-// The absolute form of path with its directory resolved (symlinks, "..");
-// the file itself need not exist. "" if the directory cannot be resolved.
-std::string resolved_path(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  char buffer[PATH_MAX];
-  if (::realpath(dir.c_str(), buffer) == nullptr) return "";
-  const std::string resolved(buffer);
-  return resolved == "/" ? "/" + name : resolved + "/" + name;
-}
-
-// True iff both paths exist and are the same file (links followed).
-bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
-}
-
-// True iff path is a regular file that starts with SQLite's header.
-bool is_sqlite_database(const std::string& path) {
+// True iff path is a regular file that starts like one of SQLite's: a
+// database ("SQLite format 3\0") or a write-ahead log (magic 0x377f0682/3).
+bool is_sqlite_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  static const char kHeader[] = "SQLite format 3";  // 16 bytes with its NUL
+  static const char kDatabase[] = "SQLite format 3";  // 16 bytes with its NUL
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  char head[sizeof kHeader] = {};
+  unsigned char head[sizeof kDatabase] = {};
   const ssize_t got = ::read(fd, head, sizeof head);
   ::close(fd);
-  return got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, kHeader, sizeof head) == 0;
+  if (got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, kDatabase, sizeof head) == 0) return true;
+  return got >= 4 && head[0] == 0x37 && head[1] == 0x7f && head[2] == 0x06 && (head[3] == 0x82 || head[3] == 0x83);
 }
 
-// Renaming a dump over the ledger (or writing into its -wal or -shm) would
-// destroy it, and with it every recorded outcome: late duplicates would run
-// again. Any other SQLite database is refused too, since a dump is never
-// one. Returns why out must not be written, or nullopt if it may.
+// Renaming a dump over the ledger (or over its -wal, -shm or -journal, which
+// SQLite names after the ledger's resolved path) would destroy recorded
+// outcomes: late duplicates would run again. Any other SQLite file is
+// refused too, since a dump is never one. Returns why out must not be
+// written, or nullopt if it may.
 std::optional<std::string> refuse_output(const std::string& out, const std::string& ledger) {
   if (!is_postgres_ledger(ledger)) {
     const std::string out_resolved = resolved_path(out);
-    for (const char* suffix : {"", "-wal", "-shm"}) {
-      const std::string file = ledger + suffix;
+    for (const std::string& file : ledger_files(ledger)) {
       const bool same_path = !out_resolved.empty() && out_resolved == resolved_path(file);
       if (same_path || same_file(out, file)) {
-        const std::string what = *suffix ? std::string("the ledger's ") + suffix + " file" : "the ledger";
-        return "--out " + out + " is " + what + " (" + file + "); refusing to overwrite it (give the dump another name)";
+        return "--out " + out + " is " + file + ", the ledger or a file SQLite keeps beside it; refusing to "
+               "overwrite it (give the dump another name)";
       }
     }
   }
-  if (is_sqlite_database(out)) {
-    return "--out " + out + " is an SQLite database; refusing to replace it with a dump (give the dump another name)";
+  if (is_sqlite_file(out)) {
+    return "--out " + out + " is an SQLite file; refusing to replace it with a dump (give the dump another name)";
   }
   return std::nullopt;
 }

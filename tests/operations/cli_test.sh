@@ -113,9 +113,14 @@ if [[ $(id -u) == 0 ]]; then AS_READER=(setpriv --reuid=65534 --regid=65534 --cl
 for cmd in stats verify; do
   run "${AS_READER[@]}" "$EF" "$cmd" --db "$RO/ledger.sqlite"
   expect_eq "$RC" 2 "$cmd cannot read a ledger whose directory it may not write while nobody has it open"
-  expect_match "$ERR" "cannot read $RO/ledger.sqlite as this user: no process has it open, so SQLite must create $RO/ledger.sqlite-shm to read it, and $RO is not writable\\. .*read a copy: cp $RO/ledger.sqlite " \
+  expect_match "$ERR" "cannot read $RO/ledger.sqlite as this user: no process has it open, so SQLite must create $RO/ledger.sqlite-shm to read it, and $RO is not writable\\. .*read a copy .*: cp $RO/ledger.sqlite " \
     "$cmd says why, and how to read it anyway"
 done
+# A file that is not a database, in the same place, is named as such, not as a WAL reading problem.
+head -c 8192 /dev/urandom >"$WORK/garbage.sqlite" && chmod 644 "$WORK/garbage.sqlite"
+chmod 755 "$RO" && mv "$WORK/garbage.sqlite" "$RO/" && chmod 555 "$RO"
+run "${AS_READER[@]}" "$EF" verify --db "$RO/garbage.sqlite"
+expect_match "$RC $ERR" "^2 .*garbage.sqlite: file is not a database" "a file that is not a database is named so, even where the -shm cannot be made"
 chmod 755 "$RO"
 
 echo "--- stats"
@@ -269,32 +274,40 @@ BEFORE=$(fingerprint "$LEDGER")
 BEFORE_BYTES=$(sha256sum <"$LEDGER")
 LEDGER_FILES=$(ls "$WORK" | grep -E '^ledger.sqlite')
 run "$EF" export --db "$LEDGER" --out "$LEDGER"
-expect_eq "$RC $ERR" "2 effectfence export: opening the output: --out $LEDGER is the ledger ($LEDGER); refusing to overwrite it (give the dump another name)" \
+expect_eq "$RC $ERR" "2 effectfence export: opening the output: --out $LEDGER is $LEDGER, the ledger or a file SQLite keeps beside it; refusing to overwrite it (give the dump another name)" \
   "export refuses to write over the ledger"
 run env EFFECTFENCE_LEDGER="$LEDGER" "$EF" export --out ./ledger.sqlite
-expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out ./ledger.sqlite is the ledger " \
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out ./ledger.sqlite is .*, the ledger or a file SQLite keeps beside it" \
   "export refuses the ledger under another name (\$EFFECTFENCE_LEDGER, a relative --out)"
 ln -s "$LEDGER" "$WORK/ledger-link.sqlite"
 run "$EF" export --db "$LEDGER" --out "$WORK/ledger-link.sqlite"
-expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out .*ledger-link.sqlite is the ledger " \
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out .*ledger-link.sqlite is .*, the ledger or a file SQLite keeps beside it" \
   "export refuses a symlink to the ledger"
 ln "$LEDGER" "$WORK/ledger-hardlink.sqlite"
 run "$EF" export --db "$LEDGER" --out "$WORK/ledger-hardlink.sqlite"
-expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out .*ledger-hardlink.sqlite is the ledger " \
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out .*ledger-hardlink.sqlite is .*, the ledger or a file SQLite keeps beside it" \
   "export refuses a hard link to the ledger (same device and inode)"
 rm -f "$WORK/ledger-hardlink.sqlite"
-for suffix in -wal -shm; do
+for suffix in -wal -shm -journal; do
   run "$EF" export --db "$LEDGER" --out "$LEDGER$suffix"
-  expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out $LEDGER$suffix is the ledger's $suffix file " \
+  expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out $LEDGER$suffix is $LEDGER$suffix, the ledger or a file SQLite keeps beside it" \
     "export refuses the ledger's $suffix file, whether or not it exists"
+  # SQLite names them after the resolved ledger: given through a link, the real names are refused too.
+  run "$EF" export --db "$WORK/ledger-link.sqlite" --out "$LEDGER$suffix"
+  expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out $LEDGER$suffix is " \
+    "export refuses the resolved ledger's $suffix file when the ledger is given through a link"
 done
 expect_eq "$(ls "$WORK" | grep -E 'partial|^ledger.sqlite')" "$LEDGER_FILES" "no file was created"
 expect_eq "$(sha256sum <"$LEDGER") $(fingerprint "$LEDGER")" "$BEFORE_BYTES $BEFORE" "the ledger is byte for byte as it was"
 OTHER_BYTES=$(sha256sum <"$WORK/other.sqlite")
 run "$EF" export --db "$LEDGER" --out "$WORK/other.sqlite"
-expect_eq "$RC $ERR" "2 effectfence export: opening the output: --out $WORK/other.sqlite is an SQLite database; refusing to replace it with a dump (give the dump another name)" \
+expect_eq "$RC $ERR" "2 effectfence export: opening the output: --out $WORK/other.sqlite is an SQLite file; refusing to replace it with a dump (give the dump another name)" \
   "export refuses to replace another SQLite database"
 expect_eq "$(sha256sum <"$WORK/other.sqlite")" "$OTHER_BYTES" "which is left as it was"
+printf '\x37\x7f\x06\x82rest of a write-ahead log' >"$WORK/some.sqlite-wal"
+run "$EF" export --db "$LEDGER" --out "$WORK/some.sqlite-wal"
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out $WORK/some.sqlite-wal is an SQLite file" \
+  "export refuses to replace another database's write-ahead log"
 run "$EF" export --db "$LEDGER" --out audit.jsonl
 expect_eq "$RC" 0 "export replaces an earlier dump"
 

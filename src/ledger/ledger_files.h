@@ -1,0 +1,22 @@
+// Paths of a SQLite ledger and the files SQLite keeps beside it. SQLite
+// names its -wal, -shm and -journal after the ledger's resolved path (links
+// followed), so anything that must not touch them compares against those.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace effectfence {
+
+// "dir/name" -> "dir"; "name" -> "."; "/name" -> "/".
+std::string directory_of(const std::string& path);
+// The absolute path with links followed: of the file itself when it exists,
+// else of its directory with the name appended. "" if neither resolves.
+std::string resolved_path(const std::string& path);
+// Returns true iff both exist and are one file (links followed).
+bool same_file(const std::string& a, const std::string& b);
+// The ledger at path and its companions, as SQLite names them, both as
+// spelled and as resolved: main file, -wal, -shm, -journal.
+std::vector<std::string> ledger_files(const std::string& path);
+
+}  // namespace effectfence
