@@ -3,6 +3,8 @@
 #include <set>
 #include <thread>
 
+#include "ledger/open_ledger.h"
+
 namespace effectfence::shared {
 namespace {
 
@@ -43,9 +45,14 @@ Election elect(const ElectionOptions& options, const StartCandidate& start_candi
     if (reading.lease && (reading.kind == LeaseCase::live || reading.kind == LeaseCase::starting) &&
         !same_ledger(reading.lease->ledger, options.ledger)) {
       // One lease path configured for two ledgers: joining would fence this client in the wrong ledger.
+      const std::string& leased = reading.lease->ledger;
       return Standalone{"the lease " + options.lease_path + " belongs to the shared server of another ledger (" +
-                        (reading.lease->ledger.empty() ? std::string("not named") : reading.lease->ledger) +
-                        "), not " + options.ledger + "; give each ledger its own --lease"};
+                        (leased.empty() ? std::string("not named") : printable_ledger(leased)) + "), not " +
+                        printable_ledger(options.ledger) +
+                        (leased.empty() || leased.front() == '/' || leased.find(':') != std::string::npos
+                             ? ""
+                             : " (a relative path: a lease written by an older effectfence)") +
+                        "; give each ledger its own --lease"};
     }
     switch (reading.kind) {
       case LeaseCase::unreadable:

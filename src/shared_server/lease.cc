@@ -13,18 +13,13 @@
 #include "core/random_token.h"
 #include "effectfence/json.h"
 #include "ledger/holder.h"
+#include "ledger/ledger_files.h"
+#include "ledger/open_ledger.h"
 
 namespace effectfence::shared {
 namespace {
 
 constexpr const char* kFormat = "effectfence-shared-server/1";
-
-std::string directory_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -77,36 +72,25 @@ std::string default_lease_path(const std::string& ledger_path) { return ledger_p
 namespace {
 
 bool is_file_path(const std::string& ledger_path) {
-  return ledger_path != "memory" && ledger_path.find("://") == std::string::npos;
-}
-
-std::string real_path(const std::string& path) {
-  char* resolved = ::realpath(path.c_str(), nullptr);
-  if (!resolved) return "";
-  std::string text(resolved);
-  std::free(resolved);
-  return text;
+  return ledger_path != "memory" && ledger_path.find("://") == std::string::npos && ledger_path.rfind("postgres:", 0) != 0;
 }
 
 }  // namespace
 
 std::string absolute_ledger_path(const std::string& ledger_path) {
-  if (!is_file_path(ledger_path) || ledger_path.empty()) return ledger_path;
-  if (std::string file = real_path(ledger_path); !file.empty()) return file;
-  // Not created yet: resolve its directory, keep its name.
-  const auto slash = ledger_path.rfind('/');
-  const std::string name = slash == std::string::npos ? ledger_path : ledger_path.substr(slash + 1);
-  const std::string directory = real_path(directory_of(ledger_path));
-  return directory.empty() ? ledger_path : (directory == "/" ? "" : directory) + "/" + name;
+  if (!is_file_path(ledger_path)) return printable_ledger(ledger_path);  // a lease file is no place for a password
+  const std::string resolved = resolved_path(ledger_path);
+  return resolved.empty() ? ledger_path : resolved;
 }
 
-bool same_ledger(const std::string& a, const std::string& b) {
-  if (a.empty() || b.empty()) return false;
-  if (a == b) return true;
-  if (!is_file_path(a) || !is_file_path(b)) return false;
-  struct stat sa {}, sb {};
-  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  return absolute_ledger_path(a) == absolute_ledger_path(b);
+bool same_ledger(const std::string& leased, const std::string& mine) {
+  if (leased.empty() || mine.empty()) return false;
+  if (!is_file_path(leased) || !is_file_path(mine)) return printable_ledger(leased) == printable_ledger(mine);
+  // A relative path (leases written before they recorded absolute ones) says
+  // nothing about which directory it meant: it matches nothing.
+  if (leased.front() != '/' || mine.front() != '/') return false;
+  if (same_file(leased, mine)) return true;
+  return resolved_path(leased) == resolved_path(mine);
 }
 
 std::string Lease::to_text() const {

@@ -93,13 +93,14 @@ bool lease_is_ours(const std::string& path, const std::string& token);
 // <ledger>.server.json
 std::string default_lease_path(const std::string& ledger_path);
 
-// ledger_path made absolute (symbolic links resolved where the file or its
-// directory exists), so that clients started from other directories can
-// compare it. A URL (postgres://...) or "memory" is returned as it is.
+// ledger_path as a lease records it: absolute with links resolved (where
+// the file or its directory exists), so that clients started from other
+// directories can compare it; a URL with its password scrubbed.
 std::string absolute_ledger_path(const std::string& ledger_path);
-// Returns true iff a and b name one ledger: the same file when both exist,
-// else the same absolute path (a URL: the same text).
-bool same_ledger(const std::string& a, const std::string& b);
+// Returns true iff the ledger a lease names and this client's are one: the
+// same file, else the same resolved path; URLs the same once scrubbed. A
+// relative or empty lease ledger matches nothing.
+bool same_ledger(const std::string& leased, const std::string& mine);
 
 int64_t wall_clock_ms();
 

@@ -242,11 +242,16 @@ TEST_CASE("one ledger is recognised under any spelling of its path, and two ledg
   CHECK(same_ledger(dir.file("new.sqlite"), dir.path().string() + "/./new.sqlite"));
   CHECK_FALSE(same_ledger(dir.file("new.sqlite"), dir.file("other.sqlite")));
   CHECK(absolute_ledger_path(dir.file("new.sqlite")).front() == '/');
-  // A lease that does not name its ledger matches none.
+  // A lease that does not name its ledger, or names it relatively (as older
+  // versions did), matches none: it does not say which directory it meant.
   CHECK_FALSE(same_ledger("", a));
+  CHECK_FALSE(same_ledger("a.sqlite", a));
+  CHECK_FALSE(same_ledger("a.sqlite", "a.sqlite"));
   CHECK(same_ledger("postgres://h/db", "postgres://h/db"));
   CHECK_FALSE(same_ledger("postgres://h/db", "postgres://h/other"));
-  CHECK(absolute_ledger_path("postgres://h/db") == "postgres://h/db");
+  // URLs are recorded and compared without their passwords.
+  CHECK(absolute_ledger_path("postgres://ops:s3cret@h/db") == "postgres://ops:***@h/db");
+  CHECK(same_ledger(absolute_ledger_path("postgres://ops:s3cret@h/db"), "postgres://ops:other@h/db"));
 }
 
 TEST_CASE("a live lease of another ledger is not joined: the client is served alone, told why, and nothing is started") {
@@ -269,6 +274,28 @@ TEST_CASE("a live lease of another ledger is not joined: the client is served al
   CHECK(reason.find("another ledger (" + other.ledger + ")") != std::string::npos);
   CHECK(reason.find("give each ledger its own --lease") != std::string::npos);
   CHECK_FALSE(started);
+
+  // A lease of an older version names its ledger relatively: not joined, and said why.
+  other.ledger = "a.sqlite";
+  write_text(path, other.to_text());
+  const Election relative = elect(options, start, log);
+  REQUIRE(std::holds_alternative<Standalone>(relative));
+  CHECK(std::get<Standalone>(relative).reason.find("a lease written by an older effectfence") != std::string::npos);
+  CHECK_FALSE(started);
+
+  // Passwords in either URL are never shown.
+  other.ledger = "postgres://ops:LeaseSide@h/a";
+  write_text(path, other.to_text());
+  ElectionOptions pg_options = options;
+  pg_options.ledger = "postgres://ops:ClientSide@h/b";
+  const Election urls = elect(pg_options, start, log);
+  REQUIRE(std::holds_alternative<Standalone>(urls));
+  CHECK(std::get<Standalone>(urls).reason.find("LeaseSide") == std::string::npos);
+  CHECK(std::get<Standalone>(urls).reason.find("ClientSide") == std::string::npos);
+  CHECK(std::get<Standalone>(urls).reason.find("postgres://ops:***@h/a") != std::string::npos);
+  write_text(path, lease_of(this_process(), "http://127.0.0.1:9/mcp", wall_clock_ms(), "owner").to_text());
+  other.ledger = absolute_ledger_path(dir.file("a.sqlite"));
+  write_text(path, other.to_text());
 
   // The same ledger, spelled differently, is not refused for its ledger (the
   // owner here listens nowhere, so the election then runs out of time).
