@@ -187,8 +187,9 @@ class AloneFallback {
 // One client's session on the shared server. When it ends, the admissions
 // it still holds are fenced, as a plain serve process fences its own when
 // its client goes: nobody is left to commit them, and the effect may have run.
-shared::HttpTransport::SessionServer fence_session(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
-  auto admissions = std::make_shared<mcp::SessionAdmissions>(fence);
+shared::HttpTransport::SessionServer fence_session(const std::shared_ptr<mcp::AdmissionOwners>& owners,
+                                                   Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
+  auto admissions = std::make_shared<mcp::SessionAdmissions>(owners);
   shared::HttpTransport::SessionServer session;
   session.server = fence_server(fence, std::move(sink), log, admissions);
   session.ended = [admissions, &log] {
@@ -300,8 +301,10 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
   {
     shared::HttpOptions http_options{options.bind, options.port, lease.token, options.session_ttl_ms};
     Fence& f = *fence;
+    auto owners = std::make_shared<mcp::AdmissionOwners>(f);
     shared::HttpTransport http(
-        http_options, [&f, &log](mcp::Server::Sink sink) { return fence_session(f, std::move(sink), log); }, log);
+        http_options,
+        [owners, &f, &log](mcp::Server::Sink sink) { return fence_session(owners, f, std::move(sink), log); }, log);
     if (std::string why = http.bind(); !why.empty()) return give_up(why);
     lease.url = http.url();
     if (std::string why = shared::publish_lease(lease_path, lease); !why.empty()) {

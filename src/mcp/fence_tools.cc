@@ -209,6 +209,15 @@ ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, 
 
 using Admissions = std::shared_ptr<SessionAdmissions>;
 
+// Whether a commit or abort outcome leaves the ticket holding nothing to
+// fence: recorded, or refused for good. A ledger that could not decide
+// (busy, failing) leaves the intent as it was.
+template <typename Outcome>
+bool settles(const Outcome& outcome) {
+  const auto* refusal = std::get_if<Refusal>(&outcome);
+  return !refusal || (refusal->reason != Reason::ledger_busy && refusal->reason != Reason::ledger_error);
+}
+
 Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
   Tool tool;
   tool.name = "fence_prepare";
@@ -312,7 +321,7 @@ Tool commit_tool(Fence& fence, Logger& log, Admissions admissions) {
     fence.commit_async(ticket, arguments.at("result"),
                        [&log, admissions, ticket, respond = std::move(respond), what = "fence_commit " + ticket.intent](
                            CommitOutcome outcome) {
-                         if (admissions && std::holds_alternative<Certificate>(outcome)) admissions->resolved(ticket);
+                         if (admissions && settles(outcome)) admissions->settled(ticket);
                          respond(commit_result(outcome, what, log));
                        });
   };
@@ -352,8 +361,8 @@ Tool abort_tool(Fence& fence, Logger& log, Admissions admissions) {
     if (!well_formed) return malformed_ticket(FenceStep::abort);
     const std::string why = arguments.at("reason").get<std::string>();
     AbortOutcome outcome = fence.abort(ticket, why);
+    if (admissions && settles(outcome)) admissions->settled(ticket);
     if (auto* aborted = std::get_if<Aborted>(&outcome)) {
-      if (admissions) admissions->resolved(ticket);
       log.info("fence_abort " + aborted->intent + ": fenced as failed: " + why);
       return ToolResult{Json{{"status", "aborted"},
                              {"intent", aborted->intent},

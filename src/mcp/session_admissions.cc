@@ -4,27 +4,40 @@
 
 namespace effectfence::mcp {
 
-void SessionAdmissions::held(const Ticket& ticket) {
+uint64_t AdmissionOwners::new_session() {
   std::lock_guard<std::mutex> lock(mutex_);
-  tickets_[ticket.token] = ticket;
+  return ++next_session_;
 }
 
-void SessionAdmissions::resolved(const Ticket& ticket) {
+void AdmissionOwners::held(uint64_t session, const Ticket& ticket) {
   std::lock_guard<std::mutex> lock(mutex_);
-  tickets_.erase(ticket.token);
+  by_token_[ticket.token] = Holding{session, ticket};
 }
 
-size_t SessionAdmissions::count() const {
+void AdmissionOwners::settled(const Ticket& ticket) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return tickets_.size();
+  by_token_.erase(ticket.token);
 }
 
-int64_t SessionAdmissions::fence_all(const std::string& why) {
+size_t AdmissionOwners::count(uint64_t session) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const auto& [token, holding] : by_token_) n += holding.session == session ? 1 : 0;
+  return n;
+}
+
+int64_t AdmissionOwners::fence_session(uint64_t session, const std::string& why) {
   std::vector<Ticket> left;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [token, ticket] : tickets_) left.push_back(ticket);
-    tickets_.clear();
+    for (auto it = by_token_.begin(); it != by_token_.end();) {
+      if (it->second.session != session) {
+        ++it;
+        continue;
+      }
+      left.push_back(it->second.ticket);
+      it = by_token_.erase(it);
+    }
   }
   int64_t fenced = 0;
   for (const Ticket& ticket : left) {

@@ -20,7 +20,8 @@ namespace {
 // The fence tools of one session, called directly (the MCP framing has its own tests).
 class SessionTools {
  public:
-  SessionTools(Fence& fence, Logger& log) : admissions_(std::make_shared<SessionAdmissions>(fence)) {
+  SessionTools(std::shared_ptr<AdmissionOwners> owners, Fence& fence, Logger& log)
+      : admissions_(std::make_shared<SessionAdmissions>(std::move(owners))) {
     for (Tool& tool : fence_tools(fence, log, admissions_)) tools_[tool.name] = std::move(tool);
   }
 
@@ -57,7 +58,7 @@ TEST_CASE("a session's admissions that were neither committed nor aborted are fe
   TempDir dir;
   auto fence = open_fence(file_settings(dir.file("ledger.sqlite")));
   Logger log("session_admissions_test", LogLevel::error);
-  SessionTools session(*fence, log);
+  SessionTools session(std::make_shared<AdmissionOwners>(*fence), *fence, log);
 
   const Json left = session.prepare("charge:left");
   REQUIRE(left["status"] == "fresh");
@@ -68,6 +69,11 @@ TEST_CASE("a session's admissions that were neither committed nor aborted are fe
   REQUIRE(session.call("fence_abort", {{"prepared", failed["prepared"]}, {"reason", "provider down"}})["status"] ==
           "aborted");
   CHECK(session.prepare("charge:left")["status"] == "refused");  // a duplicate holds nothing
+  // A commit refused for good settles its ticket too: nothing is left to fence.
+  const Json stale = session.prepare("charge:stale");
+  REQUIRE(session.call("fence_abort", {{"prepared", stale["prepared"]}, {"reason", "gave up"}})["status"] == "aborted");
+  CHECK(session.call("fence_commit", {{"prepared", stale["prepared"]}, {"result", {{"id", "late"}}}})["status"] ==
+        "refused");
   CHECK(session.admissions().count() == 1);
 
   CHECK(session.admissions().fence_all("its session ended") == 1);
@@ -80,20 +86,24 @@ TEST_CASE("a session's admissions that were neither committed nor aborted are fe
         "committed");
 }
 
-TEST_CASE("a ticket kept alive through another session is held there too, and one no longer holding is left alone") {
+TEST_CASE("a ticket kept alive through another session moves there: only that session's end fences it") {
   TempDir dir;
   auto fence = open_fence(file_settings(dir.file("ledger.sqlite")));
   Logger log("session_admissions_test", LogLevel::error);
-  SessionTools first(*fence, log);
-  SessionTools second(*fence, log);
+  auto owners = std::make_shared<AdmissionOwners>(*fence);
+  SessionTools first(owners, *fence, log);
+  SessionTools second(owners, *fence, log);
 
   const Json ticket = first.prepare("charge:moved")["prepared"];
+  CHECK(first.admissions().count() == 1);
   REQUIRE(second.call("fence_heartbeat", {{"prepared", ticket}})["status"] == "extended");
+  CHECK(first.admissions().count() == 0);
   CHECK(second.admissions().count() == 1);
 
-  // The first session's end fences it; the second's then finds nothing to do.
-  CHECK(first.admissions().fence_all("first session ended") == 1);
-  CHECK(state_of(*fence, "charge:moved") == "unknown");
-  CHECK(second.admissions().fence_all("second session ended") == 0);
+  // The session the client left ends: the one it reconnected through keeps the intent in flight.
+  CHECK(first.admissions().fence_all("first session ended") == 0);
+  CHECK(state_of(*fence, "charge:moved") == "in_flight");
+  CHECK(second.call("fence_heartbeat", {{"prepared", ticket}})["status"] == "extended");
+  CHECK(second.admissions().fence_all("second session ended") == 1);
   CHECK(state_of(*fence, "charge:moved") == "unknown");
 }
