@@ -87,10 +87,11 @@ void print_json_line(const Json& json);
 // comma, a quote, CR or LF.
 std::string csv_field(std::string_view value);
 
-// value as a terminal shows it safely: control characters (C0, DEL and the
-// two-byte C1 controls, e.g. ESC or a newline) become \xNN or \u00NN, so
-// text an agent supplied cannot move the cursor, hide itself, or forge
-// another line of a report.
+// value as a terminal shows it safely: control characters (C0, DEL, the C1
+// controls, e.g. ESC or a newline) become \xNN or \u00NN, bidirectional
+// controls \uNNNN, and a backslash \\, so text an agent supplied cannot
+// move the cursor, hide itself, reorder a line or forge another line of a
+// report.
 std::string terminal_safe(std::string_view value);
 
 }  // namespace effectfence::cli

@@ -113,6 +113,10 @@ TEST_CASE("terminal_safe escapes control characters and leaves other text as it 
   CHECK(terminal_safe("csi\xc2\x9b" "2J") == "csi\\u009b2J");  // a C1 control (U+009B)
   CHECK(terminal_safe("\xc2\xa0nbsp") == "\xc2\xa0nbsp");      // U+00A0 is not a control
   CHECK(terminal_safe("cut\xc2") == "cut\xc2");
+  CHECK(terminal_safe("typed \\x0a here") == "typed \\\\x0a here");  // a typed escape stays told apart
+  CHECK(terminal_safe("abc\xe2\x80\xae" "dcba") == "abc\\u202e" "dcba");    // RIGHT-TO-LEFT OVERRIDE
+  CHECK(terminal_safe("\xe2\x81\xa6x\xe2\x80\x8f") == "\\u2066x\\u200f");
+  CHECK(terminal_safe("dash \xe2\x80\x94 ok") == "dash \xe2\x80\x94 ok");   // U+2014 is text
 }
 
 }  // namespace
