@@ -373,6 +373,12 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
   const std::string key = request ? request->id.dump() : "";
   {
     std::lock_guard<std::mutex> lock(session->mutex);
+    if (session->closed) {
+      // Closed since it was found (its TTL ran out): nothing may run in it now, or an
+      // admission would be made only to be fenced when the session's end is handled.
+      refuse(res, 404, "unknown session: it ended or expired; initialize a new one");
+      return;
+    }
     if (request) {
       if (session->waiting.count(key) > 0) {
         send_json(res, 400, mcp::jsonrpc::error_response(request->id, mcp::jsonrpc::kInvalidRequest,
