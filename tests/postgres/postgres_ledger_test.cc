@@ -240,3 +240,34 @@ TEST_CASE("connections the server ended while idle are replaced, and the next de
   for (auto& t : after) t.join();
   for (const std::string& o : outcomes) CHECK(o == "admitted");
 }
+
+TEST_CASE("a connection lost while committing is never retried, and the refusal says the decision may be recorded", "[postgres][pool]") {
+  TestLedger ledger;
+  const std::string name = "commit_" + random_token_hex().substr(0, 12);
+  Settings settings = ledger.settings();
+  settings.ledger_path += "&application_name=" + name;
+  auto fence = open_fence(settings);
+  // A deferred trigger holds the COMMIT of every decision that writes an event, long enough to cut it then.
+  ledger.exec("CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS "
+              "$$ BEGIN PERFORM pg_sleep(3); RETURN NULL; END $$");
+  ledger.exec("CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED "
+              "FOR EACH ROW EXECUTE FUNCTION hold_commit()");
+
+  PrepareOutcome outcome;
+  std::thread decider([&] { outcome = fence->prepare(charge("cut")); });
+  const std::string sleeping = "SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + name +
+                               "' AND wait_event = 'PgSleep'";
+  for (int i = 0; i < 500 && ledger.count(sleeping) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(ledger.count(sleeping) == 1);
+  ledger.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '" + name +
+              "' AND wait_event = 'PgSleep'");
+  decider.join();
+
+  REQUIRE(std::holds_alternative<Refusal>(outcome));
+  const Refusal& refusal = std::get<Refusal>(outcome);
+  CHECK(refusal.reason == Reason::ledger_error);
+  CHECK_THAT(refusal.message, Catch::Contains("may or may not have been recorded"));
+  CHECK_THAT(refusal.message, Catch::Contains("Do not run the tool"));
+  // Not retried: the one attempt is all the log shows (the cut one was undone here, so none).
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'cut'") == 0);
+}
