@@ -178,6 +178,16 @@ void wait_for_lock_waiter(TestLedger& ledger) {
   FAIL("no decision came to wait for the lock");
 }
 
+// A name for a fence's connections (application_name), so that a test ends
+// only its own: other tests share the cluster.
+std::string connection_name(const std::string& prefix) { return prefix + "_" + random_token_hex().substr(0, 12); }
+
+std::unique_ptr<Fence> open_named_fence(const TestLedger& ledger, const std::string& name) {
+  Settings settings = ledger.settings();
+  settings.ledger_path += "&application_name=" + name;
+  return open_fence(settings);
+}
+
 }  // namespace
 
 TEST_CASE("a clear committed while a late commit is being decided is not overwritten by it", "[postgres][clear]") {
@@ -218,11 +228,8 @@ TEST_CASE("a clear committed while a late commit is being decided is not overwri
 
 TEST_CASE("connections the server ended while idle are replaced, and the next decisions go through", "[postgres][pool]") {
   TestLedger ledger;
-  // Named, so that only this fence's connections are ended (other tests share the cluster).
-  const std::string name = "pool_" + random_token_hex().substr(0, 12);
-  Settings settings = ledger.settings();
-  settings.ledger_path += "&application_name=" + name;
-  auto fence = open_fence(settings);
+  const std::string name = connection_name("pool");
+  auto fence = open_named_fence(ledger, name);
   std::vector<std::thread> warm;
   for (int i = 0; i < 4; ++i) warm.emplace_back([&, i] { fence->prepare(charge("warm-" + std::to_string(i))); });
   for (auto& t : warm) t.join();
@@ -243,10 +250,8 @@ TEST_CASE("connections the server ended while idle are replaced, and the next de
 
 TEST_CASE("a connection lost while committing is never retried, and the refusal says the decision may be recorded", "[postgres][pool]") {
   TestLedger ledger;
-  const std::string name = "commit_" + random_token_hex().substr(0, 12);
-  Settings settings = ledger.settings();
-  settings.ledger_path += "&application_name=" + name;
-  auto fence = open_fence(settings);
+  const std::string name = connection_name("commit");
+  auto fence = open_named_fence(ledger, name);
   // A deferred trigger holds the COMMIT of every decision that writes an event, long enough to cut it then.
   ledger.exec("CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS "
               "$$ BEGIN PERFORM pg_sleep(3); RETURN NULL; END $$");
