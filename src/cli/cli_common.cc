@@ -336,6 +336,9 @@ std::string terminal_safe(std::string_view value) {
       std::snprintf(escaped, sizeof escaped, "\\u00%02x", next);
       out += escaped;
       ++i;
+    } else if (c == 0xD8 && next == 0x9C) {  // U+061C ARABIC LETTER MARK, a bidirectional control
+      out += "\\u061c";
+      ++i;
     } else if (c == 0xE2 && ((next == 0x80 && (third == 0x8E || third == 0x8F || (third >= 0xAA && third <= 0xAE))) ||
                              (next == 0x81 && third >= 0xA6 && third <= 0xA9))) {
       // Bidirectional controls (U+200E/F, U+202A..E, U+2066..9) reorder the rest of the line.

@@ -210,12 +210,14 @@ ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, 
 using Admissions = std::shared_ptr<SessionAdmissions>;
 
 // Whether a commit or abort outcome leaves the ticket holding nothing to
-// fence: recorded, or refused for good. A ledger that could not decide
-// (busy, failing) leaves the intent as it was.
+// fence: recorded, or refused because the ticket no longer holds its intent.
+// Every other refusal (a result that cannot be recorded, an edited ticket, a
+// ledger that could not decide) leaves the admission in flight, still the
+// session's to fence.
 template <typename Outcome>
 bool settles(const Outcome& outcome) {
   const auto* refusal = std::get_if<Refusal>(&outcome);
-  return !refusal || (refusal->reason != Reason::ledger_busy && refusal->reason != Reason::ledger_error);
+  return !refusal || refusal->reason == Reason::lease_lost;
 }
 
 Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {

@@ -107,3 +107,20 @@ TEST_CASE("a ticket kept alive through another session moves there: only that se
   CHECK(second.admissions().fence_all("second session ended") == 1);
   CHECK(state_of(*fence, "charge:moved") == "unknown");
 }
+
+TEST_CASE("a commit refused while its ticket still holds the intent keeps it the session's to fence") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("ledger.sqlite")));
+  Logger log("session_admissions_test", LogLevel::error);
+  SessionTools session(std::make_shared<AdmissionOwners>(*fence), *fence, log);
+
+  const Json ticket = session.prepare("charge:big-id")["prepared"];
+  // A result with an integer beyond 2^53 has no canonical form: refused before the ledger is touched.
+  const Json refused = session.call("fence_commit", {{"prepared", ticket}, {"result", {{"id", 9007199254740993LL}}}});
+  REQUIRE(refused["status"] == "refused");
+  CHECK(refused["reason"] == "invalid_request");
+  CHECK(state_of(*fence, "charge:big-id") == "in_flight");
+  CHECK(session.admissions().count() == 1);
+  CHECK(session.admissions().fence_all("its session ended") == 1);
+  CHECK(state_of(*fence, "charge:big-id") == "unknown");
+}

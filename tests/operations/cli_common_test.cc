@@ -116,6 +116,7 @@ TEST_CASE("terminal_safe escapes control characters and leaves other text as it 
   CHECK(terminal_safe("typed \\x0a here") == "typed \\\\x0a here");  // a typed escape stays told apart
   CHECK(terminal_safe("abc\xe2\x80\xae" "dcba") == "abc\\u202e" "dcba");    // RIGHT-TO-LEFT OVERRIDE
   CHECK(terminal_safe("\xe2\x81\xa6x\xe2\x80\x8f") == "\\u2066x\\u200f");
+  CHECK(terminal_safe("a\xd8\x9c" "b") == "a\\u061c" "b");
   CHECK(terminal_safe("dash \xe2\x80\x94 ok") == "dash \xe2\x80\x94 ok");   // U+2014 is text
 }
 

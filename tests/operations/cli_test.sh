@@ -439,6 +439,20 @@ expect_eq "$RC $PROBLEMS" \
   "1 $(pairs "$NOWHERE" missing_certificate "$CHARGE" duplicate_event "$PAYOUT" wrong_certificate "" bad_event)" \
   "verify fails committed events naming no certificate, a missing one, another intent's, or one already named"
 
+# A committed event edited to almost name its certificate (the hash in capitals,
+# trailing text that is not JSON, the key twice) names none: the event log's
+# update trigger dropped on a copy.
+for edit in "upper(detail)" "detail || ' trailing'" "'{\"certificate\":\"$CHARGE\",\"certificate\":\"$CHARGE\"}'"; do
+  copy=$WORK/near-miss.sqlite
+  rm -f "$copy"
+  q "$LEDGER" ".backup '$copy'"
+  q "$copy" "DROP TRIGGER events_append_only_update;
+             UPDATE events SET detail = $edit WHERE kind = 'committed' AND intent = 'charge:order-123'"
+  problems "$copy"
+  expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_event "$CHARGE" missing_event)" \
+    "verify fails a committed event whose detail only nearly names its certificate ($edit)"
+done
+
 # What a ledger legitimately loses: swept intents and evicted domains.
 copy=$WORK/swept.sqlite
 q "$LEDGER" ".backup '$copy'"
