@@ -215,24 +215,13 @@ bool ledger_file_exists(const std::string& path) {
 
 namespace {
 
-// Returns true iff the file's header says it is in WAL mode (bytes 18 and 19
-// are 2): then even a read-only connection needs the -shm beside it.
-bool in_wal_mode(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  unsigned char header[20] = {};
-  const size_t got = std::fread(header, 1, sizeof header, f);
-  std::fclose(f);
-  return got == sizeof header && header[18] == 2 && header[19] == 2;
-}
-
 // A WAL database that no connection has open has no -shm file, and even a
 // read-only connection must create one beside it.
 bool cannot_share_wal_index(const std::string& path, int sqlite_code) {
   const int primary = sqlite_code & 0xff;
   if (primary != SQLITE_CANTOPEN && primary != SQLITE_READONLY) return false;
   struct stat st {};
-  return in_wal_mode(path) && ::stat((path + "-shm").c_str(), &st) != 0 &&
+  return is_wal_database(path) && ::stat((path + "-shm").c_str(), &st) != 0 &&
          ::access(directory_of(path).c_str(), W_OK) != 0;
 }
 

@@ -7,7 +7,6 @@
 // constant however large the ledger is; writers are never blocked (WAL).
 // A JSONL dump ends with an end record counting what it holds, so a dump
 // cut short is told from a whole one.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +14,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -296,21 +294,6 @@ std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string*
   }
   options.out = parsed.value("out");
   return options;
-}
-
-// True iff path is a regular file that starts like one of SQLite's: a
-// database ("SQLite format 3\0") or a write-ahead log (magic 0x377f0682/3).
-bool is_sqlite_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  static const char kDatabase[] = "SQLite format 3";  // 16 bytes with its NUL
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  unsigned char head[sizeof kDatabase] = {};
-  const ssize_t got = ::read(fd, head, sizeof head);
-  ::close(fd);
-  if (got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, kDatabase, sizeof head) == 0) return true;
-  return got >= 4 && head[0] == 0x37 && head[1] == 0x7f && head[2] == 0x06 && (head[3] == 0x82 || head[3] == 0x83);
 }
 
 // Renaming a dump over the ledger (or over its -wal, -shm or -journal, which

@@ -97,14 +97,13 @@ void print_text(const std::string& path, const std::vector<FencedIntent>& fenced
               "happened and clears it: effectfence clear --db %s INTENT --reason \"...\"\n",
               fenced.size(), path.c_str(), path.c_str());
   // Every field but the time is text an agent or a person wrote.
-  auto shown = [](const std::string& text) { return terminal_safe(text); };
   for (const auto& f : fenced) {
-    std::printf("\n%s  [%s since %s]\n", shown(f.intent).c_str(), shown(f.state).c_str(),
+    std::printf("\n%s  [%s since %s]\n", terminal_safe(f.intent).c_str(), terminal_safe(f.state).c_str(),
                 format_utc(f.since_ms).c_str());
-    std::printf("  tool    %s %s\n", shown(f.tool).c_str(), shown(f.args).c_str());
-    std::printf("  domain  %s   agent %s   generation %lld   holder %s\n", shown(f.domain).c_str(),
-                shown(f.agent).c_str(), static_cast<long long>(f.generation), shown(f.holder).c_str());
-    std::printf("  why     %s\n", f.reason.empty() ? "(no reason recorded)" : shown(f.reason).c_str());
+    std::printf("  tool    %s %s\n", terminal_safe(f.tool).c_str(), terminal_safe(f.args).c_str());
+    std::printf("  domain  %s   agent %s   generation %lld   holder %s\n", terminal_safe(f.domain).c_str(),
+                terminal_safe(f.agent).c_str(), static_cast<long long>(f.generation), terminal_safe(f.holder).c_str());
+    std::printf("  why     %s\n", f.reason.empty() ? "(no reason recorded)" : terminal_safe(f.reason).c_str());
   }
 }
 

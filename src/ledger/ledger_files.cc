@@ -2,10 +2,26 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace effectfence {
 namespace {
+
+// The first n bytes of a regular file (fewer if it is shorter; none if it
+// cannot be read or is not a regular file).
+std::string file_head(const std::string& path, size_t n) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return "";
+  std::string head(n, '\0');
+  head.resize(std::fread(head.data(), 1, n, f));
+  std::fclose(f);
+  return head;
+}
+
+constexpr char kDatabaseHeader[] = "SQLite format 3";  // 16 bytes with its NUL
 
 std::string real_path(const std::string& path) {
   char* resolved = ::realpath(path.c_str(), nullptr);
@@ -47,6 +63,19 @@ std::vector<std::string> ledger_files(const std::string& path) {
     if (!resolved.empty() && resolved != path) files.push_back(resolved + suffix);
   }
   return files;
+}
+
+bool is_sqlite_file(const std::string& path) {
+  const std::string head = file_head(path, sizeof kDatabaseHeader);
+  if (head == std::string(kDatabaseHeader, sizeof kDatabaseHeader)) return true;  // a database
+  return head.size() >= 4 && head.compare(0, 3, "\x37\x7f\x06") == 0 &&
+         (static_cast<unsigned char>(head[3]) == 0x82 || static_cast<unsigned char>(head[3]) == 0x83);
+}
+
+bool is_wal_database(const std::string& path) {
+  const std::string head = file_head(path, 20);
+  const std::string database(kDatabaseHeader, sizeof kDatabaseHeader);
+  return head.size() == 20 && head.compare(0, database.size(), database) == 0 && head[18] == 2 && head[19] == 2;
 }
 
 }  // namespace effectfence

@@ -19,4 +19,11 @@ bool same_file(const std::string& a, const std::string& b);
 // spelled and as resolved: main file, -wal, -shm, -journal.
 std::vector<std::string> ledger_files(const std::string& path);
 
+// Returns true iff path is a regular file that starts like one of SQLite's:
+// a database ("SQLite format 3\0") or a write-ahead log (magic 0x377f0682/3).
+bool is_sqlite_file(const std::string& path);
+// Returns true iff path is an SQLite database whose header says WAL mode
+// (bytes 18 and 19 are 2): even a read-only connection needs its -shm then.
+bool is_wal_database(const std::string& path);
+
 }  // namespace effectfence

@@ -194,8 +194,9 @@ class PostgresLedger final : public Ledger {
         Lease conn(*this, take());
         auto outcome = run_once(*conn, fn, read_only);
         if (!outcome) return std::nullopt;
-        if (outcome->sqlstate() == kLostBeforeCommit) drop_idle();  // a restart ended them all
-        if (attempt < kRetries && (outcome->is_retryable() || outcome->sqlstate() == kLostBeforeCommit)) continue;
+        const bool cut = outcome->sqlstate() == kLostBeforeCommit;
+        if (cut) drop_idle();  // a restart ended them all
+        if (attempt < kRetries && (outcome->is_retryable() || cut)) continue;
         return refusal_for(*outcome, read_only);
       } catch (const pg::Error& e) {
         return refusal_for(e, read_only);  // could not connect

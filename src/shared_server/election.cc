@@ -49,9 +49,8 @@ Election elect(const ElectionOptions& options, const StartCandidate& start_candi
       return Standalone{"the lease " + options.lease_path + " belongs to the shared server of another ledger (" +
                         (leased.empty() ? std::string("not named") : printable_ledger(leased)) + "), not " +
                         printable_ledger(options.ledger) +
-                        (leased.empty() || leased.front() == '/' || leased.find(':') != std::string::npos
-                             ? ""
-                             : " (a relative path: a lease written by an older effectfence)") +
+                        (names_ledger_relatively(leased) ? " (a relative path: a lease written by an older effectfence)"
+                                                         : "") +
                         "; give each ledger its own --lease"};
     }
     switch (reading.kind) {

@@ -72,10 +72,14 @@ std::string default_lease_path(const std::string& ledger_path) { return ledger_p
 namespace {
 
 bool is_file_path(const std::string& ledger_path) {
-  return ledger_path != "memory" && ledger_path.find("://") == std::string::npos && ledger_path.rfind("postgres:", 0) != 0;
+  return ledger_path != "memory" && !is_postgres_ledger(ledger_path);
 }
 
 }  // namespace
+
+bool names_ledger_relatively(const std::string& leased) {
+  return !leased.empty() && leased.front() != '/' && is_file_path(leased);
+}
 
 std::string absolute_ledger_path(const std::string& ledger_path) {
   if (!is_file_path(ledger_path)) return printable_ledger(ledger_path);  // a lease file is no place for a password
@@ -88,7 +92,7 @@ bool same_ledger(const std::string& leased, const std::string& mine) {
   if (!is_file_path(leased) || !is_file_path(mine)) return printable_ledger(leased) == printable_ledger(mine);
   // A relative path (leases written before they recorded absolute ones) says
   // nothing about which directory it meant: it matches nothing.
-  if (leased.front() != '/' || mine.front() != '/') return false;
+  if (names_ledger_relatively(leased) || names_ledger_relatively(mine)) return false;
   if (same_file(leased, mine)) return true;
   return resolved_path(leased) == resolved_path(mine);
 }

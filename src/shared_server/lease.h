@@ -97,6 +97,9 @@ std::string default_lease_path(const std::string& ledger_path);
 // the file or its directory exists), so that clients started from other
 // directories can compare it; a URL with its password scrubbed.
 std::string absolute_ledger_path(const std::string& ledger_path);
+// Returns true iff a lease names its ledger by a relative file path, as
+// leases of older versions did: it does not say which directory it meant.
+bool names_ledger_relatively(const std::string& leased);
 // Returns true iff the ledger a lease names and this client's are one: the
 // same file, else the same resolved path; URLs the same once scrubbed. A
 // relative or empty lease ledger matches nothing.
