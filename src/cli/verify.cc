@@ -165,6 +165,27 @@ void check_committed_count(const std::string& hash, int64_t naming, int64_t line
   }
 }
 
+// A committed event must name a certificate of its own intent. event
+// describes it for messages; named is the hash its detail names ("" for
+// none); certificate_intent is the intent of the certificate under that hash
+// in source ("ledger" or "export"), if there is one. Returns true iff the
+// event names a certificate of its intent.
+bool check_committed_event(const std::string& event, const std::string& intent, const std::string& named,
+                           const std::optional<std::string>& certificate_intent, const char* source, int64_t line,
+                           Problems& problems) {
+  if (named.empty()) {
+    problems.add({"", "bad_event", event + " names no certificate in its detail", line});
+  } else if (!certificate_intent) {
+    problems.add({named, "missing_certificate", event + " names it but it is not in the " + source, line});
+  } else if (*certificate_intent != intent) {
+    problems.add({named, "wrong_certificate",
+                  event + " names it but it is a certificate of intent '" + *certificate_intent + "'", line});
+  } else {
+    return true;
+  }
+  return false;
+}
+
 void check_dominates(const Certificate& cert, const VectorClock& parent_clock, int64_t line, Problems& problems) {
   if (parent_clock.le(cert.vector_clock) && !(parent_clock == cert.vector_clock)) return;
   problems.add({cert.hash, "clock_not_dominating",
@@ -298,17 +319,12 @@ class LedgerVerifier {
       const std::string event = "'committed' event " + std::to_string(events->integer(0)) + " of intent '" +
                                 events->text(1) + "'";
       const std::string named = certificate_named_by(events->text(2));
-      if (named.empty()) {
-        problems_.add({"", "bad_event", event + " names no certificate in its detail", 0});
-        continue;
+      std::optional<std::string> certificate_intent;
+      if (!named.empty()) {
+        auto cert = db_.query("SELECT intent FROM certificates WHERE hash = ?1", {named});
+        if (cert->next()) certificate_intent = cert->text(0);
       }
-      auto cert = db_.query("SELECT intent FROM certificates WHERE hash = ?1", {named});
-      if (!cert->next()) {
-        problems_.add({named, "missing_certificate", event + " names it but it is not in the ledger", 0});
-      } else if (cert->text(0) != events->text(1)) {
-        problems_.add({named, "wrong_certificate",
-                       event + " names it but it is a certificate of intent '" + cert->text(0) + "'", 0});
-      }
+      check_committed_event(event, events->text(1), named, certificate_intent, "ledger", 0, problems_);
     }
   }
 
@@ -516,23 +532,13 @@ class ExportVerifier {
   // --since holds both or neither: the match is strict in every export.
   void match_committed_events() {
     for (const CommittedEvent& e : committed_) {
-      const std::string event = "the 'committed' event of intent '" + e.intent + "'";
-      if (e.certificate.empty()) {
-        problems_.add({"", "bad_event", event + " names no certificate in its detail", e.line});
-        continue;
+      const auto named = e.certificate.empty() ? by_hash_.end() : by_hash_.find(e.certificate);
+      ExportedCertificate* c = named == by_hash_.end() ? nullptr : &certificates_[named->second];
+      const std::optional<std::string> certificate_intent = c ? std::optional<std::string>(c->intent) : std::nullopt;
+      if (check_committed_event("the 'committed' event of intent '" + e.intent + "'", e.intent, e.certificate,
+                                certificate_intent, "export", e.line, problems_)) {
+        ++c->committed_events;
       }
-      auto named = by_hash_.find(e.certificate);
-      if (named == by_hash_.end()) {
-        problems_.add({e.certificate, "missing_certificate", event + " names it but it is not in the export", e.line});
-        continue;
-      }
-      ExportedCertificate& c = certificates_[named->second];
-      if (c.intent != e.intent) {
-        problems_.add({e.certificate, "wrong_certificate",
-                       event + " names it but it is a certificate of intent '" + c.intent + "'", e.line});
-        continue;
-      }
-      ++c.committed_events;
     }
   }
 
