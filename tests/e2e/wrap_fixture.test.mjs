@@ -221,18 +221,27 @@ test('list changes, progress and log messages pass through; a cancellation reach
   assert.equal(setup.events('start', 'c').length, 1);
 });
 
+// wrap in front of the fixture, for an agent that declares capability and
+// answers each request of schema with answer(how many it has been asked so
+// far); asked collects the requests' params.
+async function connectAnswering(t, setup, capability, schema, answer) {
+  const asked = [];
+  const wrapped = await connectWrapped(t, {
+    ...setup,
+    capabilities: { [capability]: {} },
+    prepare: (client) => client.setRequestHandler(schema, async (request) => {
+      asked.push(request.params);
+      return answer(asked.length);
+    }),
+  });
+  return { wrapped, asked };
+}
+
 test('a fenced tool that asks the agent for sampling mid-call: the agent answers through wrap, and the call runs once',
   async (t) => {
     const setup = await fixture(t);
-    const asked = [];
-    const wrapped = await connectWrapped(t, {
-      ...setup,
-      capabilities: { sampling: {} },
-      prepare: (client) => client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
-        asked.push(request.params);
-        return { role: 'assistant', model: 'e2e-model', content: { type: 'text', text: `forty-two (${asked.length})` } };
-      }),
-    });
+    const { wrapped, asked } = await connectAnswering(t, setup, 'sampling', CreateMessageRequestSchema,
+      (count) => ({ role: 'assistant', model: 'e2e-model', content: { type: 'text', text: `forty-two (${count})` } }));
     // A fenced call in flight meanwhile must not hold the sampling request up, nor be held up by it.
     const gated = wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'busy' } });
     await started(setup, 'busy');
@@ -257,15 +266,8 @@ test('a fenced tool that asks the agent for sampling mid-call: the agent answers
 
 test('a fenced tool that asks a person through elicitation: the agent\'s answer reaches it through wrap, once', async (t) => {
   const setup = await fixture(t);
-  const asked = [];
-  const wrapped = await connectWrapped(t, {
-    ...setup,
-    capabilities: { elicitation: {} },
-    prepare: (client) => client.setRequestHandler(ElicitRequestSchema, async (request) => {
-      asked.push(request.params);
-      return { action: 'accept', content: { approver: 'alice' } };
-    }),
-  });
+  const { wrapped, asked } = await connectAnswering(t, setup, 'elicitation', ElicitRequestSchema,
+    () => ({ action: 'accept', content: { approver: 'alice' } }));
   const first = await wrapped.client.callTool({ name: 'confirm_effect', arguments: { name: 'refund-9' } });
   assert.notEqual(first.isError, true, textOf(first));
   assert.equal(textOf(first), 'did refund-9, confirmed by alice');
