@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -108,6 +109,33 @@ std::string payload_for(long n) {
          R"(,"amount_cents":1299},"agent":"bench","state":"in_flight"})";
 }
 
+void create_bare_ledger(Database& db, size_t domains) {
+  db.exec(
+      "CREATE TABLE intents (intent TEXT PRIMARY KEY, state TEXT NOT NULL, domain TEXT NOT NULL, "
+      "seq INTEGER NOT NULL, token TEXT NOT NULL, payload TEXT NOT NULL, certificate TEXT) WITHOUT ROWID");
+  db.exec("CREATE TABLE domains (domain TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID");
+  db.exec("CREATE TABLE certificates (hash TEXT PRIMARY KEY, intent TEXT NOT NULL, body TEXT NOT NULL) WITHOUT ROWID");
+  sqlite3_stmt* insert = db.prepare("INSERT INTO domains (domain, seq) VALUES (?1, 0)");
+  for (size_t d = 0; d < domains; ++d) {
+    const std::string name = "bench-account-" + std::to_string(d);
+    sqlite3_bind_text(insert, 1, name.c_str(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+    db.run(insert);
+  }
+}
+
+void bind(sqlite3_stmt* s, int index, const std::string& text) {
+  sqlite3_bind_text(s, index, text.c_str(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+}
+
+// 64 hex digits that differ per n, like a SHA-256 (no hashing: its cost is not the storage's).
+std::string fake_hash(long n) {
+  const auto u = static_cast<unsigned long>(n);
+  char hex[65];
+  std::snprintf(hex, sizeof hex, "%016lx%016lx%016lx%016lx", u * 0x9E3779B97F4A7C15UL, u * 0xC2B2AE3D27D4EB4FUL,
+                u * 0x165667B19E3779F9UL, u * 0x27D4EB2F165667C5UL);
+  return hex;
+}
+
 void remove_database(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
 }
@@ -155,6 +183,64 @@ Timings measure_sqlite_serial(const std::string& path, double seconds) {
       db.run(commit);
       const auto done = Clock::now();
       samples.push_back(seconds_between(now, done));
+      now = done;
+    }
+  }
+  remove_database(path);
+  return Timings{std::move(samples), seconds_between(start, now)};
+}
+
+Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds) {
+  remove_database(path);
+  std::vector<double> samples;
+  Clock::time_point start;
+  Clock::time_point now;
+  {
+    Database db(path);
+    if (db.text_of("PRAGMA journal_mode = WAL") != "wal") throw std::runtime_error("sqlite: WAL mode refused");
+    db.exec("PRAGMA synchronous = FULL");
+    create_bare_ledger(db, in_flight);
+    sqlite3_stmt* begin = db.prepare("BEGIN IMMEDIATE");
+    sqlite3_stmt* commit = db.prepare("COMMIT");
+    sqlite3_stmt* reserve = db.prepare("UPDATE domains SET seq = seq + 1 WHERE domain = ?1 RETURNING seq");
+    sqlite3_stmt* admit = db.prepare(
+        "INSERT INTO intents (intent, state, domain, seq, token, payload) VALUES (?1, 'in_flight', ?2, ?3, ?4, ?5)");
+    sqlite3_stmt* certify = db.prepare("INSERT INTO certificates (hash, intent, body) VALUES (?1, ?2, ?3)");
+    sqlite3_stmt* finish = db.prepare("UPDATE intents SET state = 'done', certificate = ?1 WHERE intent = ?2");
+    std::vector<std::string> intents(in_flight);
+    long next = 0;
+    start = now = Clock::now();
+    while (seconds_between(start, now) < seconds) {
+      db.run(begin);
+      for (size_t slot = 0; slot < in_flight; ++slot, ++next) {
+        const std::string domain = "bench-account-" + std::to_string(slot);
+        intents[slot] = "bare-" + std::to_string(next);
+        bind(reserve, 1, domain);
+        if (sqlite3_step(reserve) != SQLITE_ROW) throw std::runtime_error("sqlite: the domain row is missing");
+        const sqlite3_int64 seq = sqlite3_column_int64(reserve, 0);
+        db.run(reserve);
+        bind(admit, 1, intents[slot]);
+        bind(admit, 2, domain);
+        sqlite3_bind_int64(admit, 3, seq);
+        bind(admit, 4, fake_hash(next).substr(0, 32));
+        bind(admit, 5, payload_for(next));
+        db.run(admit);
+      }
+      db.run(commit);
+      db.run(begin);
+      for (size_t slot = 0; slot < in_flight; ++slot) {
+        const std::string hash = fake_hash(next + static_cast<long>(slot));
+        bind(certify, 1, hash);
+        bind(certify, 2, intents[slot]);
+        bind(certify, 3, payload_for(next));
+        db.run(certify);
+        bind(finish, 1, hash);
+        bind(finish, 2, intents[slot]);
+        db.run(finish);
+      }
+      db.run(commit);
+      const auto done = Clock::now();
+      samples.insert(samples.end(), in_flight, seconds_between(now, done));
       now = done;
     }
   }

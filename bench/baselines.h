@@ -17,4 +17,12 @@ Timings measure_fdatasync(const std::string& path, double seconds);
 // created at `path` and removed (with its -wal/-shm) afterwards.
 Timings measure_sqlite_serial(const std::string& path, double seconds);
 
+// The least any ledger must write for a pair, with group commit as generous
+// as `in_flight` calls allow (every call in flight in one transaction): a
+// prepare reserves the domain's next seq and inserts the intent, a commit
+// inserts the certificate and marks the intent done. No audit trail, no
+// indexes beyond the keys, no JSON, no protocol. Each transaction carries
+// `in_flight` prepares, the next one their commits; a sample is one pair.
+Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds);
+
 }  // namespace effectfence::bench

@@ -90,8 +90,9 @@ PairDriver::Batching PairDriver::batching() {
   }
 }
 
-Timings PairDriver::run(size_t in_flight, double seconds) {
+Timings PairDriver::run(size_t in_flight, double seconds, Work work) {
   timings_ = Timings{};
+  work_ = work;
   slots_.assign(in_flight, Slot{});
   const auto start = Clock::now();
   deadline_ = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -124,12 +125,22 @@ int64_t PairDriver::send_call(const char* tool, Json arguments) {
   return id;
 }
 
+int64_t PairDriver::send_ping() {
+  const int64_t id = next_id_++;
+  server_.send_line(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", "ping"}}.dump());
+  return id;
+}
+
 // Each slot works on its own domain, like an agent on its own account, so
 // pairs never contend with each other: every refusal is an anomaly.
 void PairDriver::start_pair(size_t slot) {
   Slot& s = slots_[slot];
   s.pair = next_pair_++;
   s.started = Clock::now();
+  if (work_ == Work::ping) {
+    pending_[send_ping()] = Pending{slot, Step::first_ping};
+    return;
+  }
   const int64_t id = send_call("fence_prepare", Json{{"intent", intent_prefix_ + std::to_string(s.pair)},
                                                      {"domain", "bench-account-" + std::to_string(slot)},
                                                      {"tool", "charge_card"},
@@ -161,8 +172,12 @@ void PairDriver::on_message(const std::string& line) {
   const Pending call = found->second;
   pending_.erase(found);
   try {
-    if (call.step == Step::prepare) on_prepared(call.slot, message);
-    else on_committed(call.slot, message);
+    switch (call.step) {
+      case Step::prepare: on_prepared(call.slot, message); break;
+      case Step::commit: on_committed(call.slot, message); break;
+      case Step::first_ping:
+      case Step::second_ping: on_pinged(call.slot, call.step, message); break;
+    }
   } catch (const Json::exception& e) {
     anomalies_.note("malformed response", e.what() + std::string(": ") + line);
     end_pair(call.slot, false);
@@ -193,6 +208,18 @@ void PairDriver::on_committed(size_t slot, const Json& message) {
     completed = true;
   }
   end_pair(slot, completed);
+}
+
+void PairDriver::on_pinged(size_t slot, Step step, const Json& message) {
+  const auto result = message.find("result");
+  if (result == message.end() || !result->is_object() || !result->empty()) {
+    anomalies_.note("ping: not an empty result", message.dump());
+    end_pair(slot, false);
+  } else if (step == Step::first_ping) {
+    pending_[send_ping()] = Pending{slot, Step::second_ping};
+  } else {
+    end_pair(slot, true);
+  }
 }
 
 }  // namespace effectfence::bench

@@ -34,10 +34,14 @@ class PairDriver {
   // initialize + notifications/initialized; throws if the server does not answer.
   void handshake();
 
+  // What each pair is: the fence's two decisions, or two `ping`s, the
+  // cheapest calls serve answers, which measure the protocol path alone.
+  enum class Work { fence, ping };
+
   // Keeps `in_flight` pairs going, starting new ones until `seconds` have
   // passed, then waits for the last ones. Each sample is one pair, from
-  // sending its prepare to receiving its commit's answer.
-  Timings run(size_t in_flight, double seconds);
+  // sending its first call to receiving its second call's answer.
+  Timings run(size_t in_flight, double seconds, Work work = Work::fence);
 
   // The server's group commit so far (fence_stats "batching"). Call it
   // between runs, with nothing in flight.
@@ -48,7 +52,7 @@ class PairDriver {
   Batching batching();
 
  private:
-  enum class Step { prepare, commit };
+  enum class Step { prepare, commit, first_ping, second_ping };
   struct Pending {
     size_t slot;
     Step step;
@@ -59,11 +63,13 @@ class PairDriver {
   };
 
   int64_t send_call(const char* tool, Json arguments);
+  int64_t send_ping();
   void start_pair(size_t slot);
   void end_pair(size_t slot, bool completed);
   void on_message(const std::string& line);
   void on_prepared(size_t slot, const Json& outcome);
   void on_committed(size_t slot, const Json& outcome);
+  void on_pinged(size_t slot, Step step, const Json& message);
   std::vector<std::string> wait_for_lines();
 
   ChildProcess& server_;
@@ -74,6 +80,7 @@ class PairDriver {
   std::unordered_map<int64_t, Pending> pending_;
   std::vector<Slot> slots_;
   Clock::time_point deadline_;
+  Work work_ = Work::fence;
   Timings timings_;
 };
 

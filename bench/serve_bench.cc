@@ -22,6 +22,7 @@
 
 #include "baselines.h"
 #include "child_process.h"
+#include "fence_driver.h"
 #include "latency.h"
 #include "pair_driver.h"
 
@@ -47,6 +48,15 @@ struct Options {
   std::string command_line;
 };
 
+// A reference measurement taken alongside serve at one level: its pairs/s,
+// their ratio to the serial SQLite slices, and the CPU it took per pair (of
+// the server for protocol_only, of this process otherwise).
+struct Reference {
+  Summary pairs;
+  double ratio = 0;
+  double cpu_us_per_pair = 0;
+};
+
 struct LevelResult {
   size_t in_flight = 0;
   Summary pairs;
@@ -59,6 +69,10 @@ struct LevelResult {
   double busiest_thread_busy = 0;  // the same for its busiest thread: near 1 means that thread is the limit
   double runqueue_wait_us_per_pair = 0;  // server threads runnable but without a CPU
   double decisions_per_transaction = 0;  // the server's group commit (fence_stats "batching")
+  // What bounds serve, at the same in-flight count (see Reference):
+  Reference protocol_only;  // pairs of `ping`s through serve: pipes, JSON-RPC, threads, no ledger
+  Reference fence_only;     // the fence library in this process: the ledger as shipped, no protocol
+  Reference bare_rows;      // raw SQLite writing only the rows a pair cannot do without
 };
 
 struct Report {
@@ -192,7 +206,8 @@ std::string load_average() {
 }
 
 void remove_scratch_dir(const std::string& dir) {
-  for (const char* name : {"ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "serve.log"}) {
+  for (const char* name : {"ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "in-process.sqlite",
+                           "in-process.sqlite-wal", "in-process.sqlite-shm", "serve.log"}) {
     ::unlink((dir + "/" + name).c_str());
   }
   ::rmdir(dir.c_str());
@@ -238,20 +253,26 @@ void add_thread_deltas(const std::map<pid_t, ThreadTimes>& before, const std::ma
   tally->busiest_thread_cpu_s += busiest;
 }
 
-void measure_sqlite_slice(const std::string& dir, double seconds, Tally* tally) {
+// Work done by this process (the server is idle meanwhile).
+template <typename Measure>
+void measure_in_this_process(Measure measure, Tally* tally) {
   const double cpu_before = own_cpu_seconds();
-  tally->timings.merge(measure_sqlite_serial(dir + "/baseline.sqlite", seconds));
+  tally->timings.merge(measure());
   tally->bench_cpu_s += own_cpu_seconds() - cpu_before;
+}
+
+void measure_sqlite_slice(const std::string& dir, double seconds, Tally* tally) {
+  measure_in_this_process([&] { return measure_sqlite_serial(dir + "/baseline.sqlite", seconds); }, tally);
 }
 
 // The batching counters are read just before and after the timed run.
 void measure_serve_slice(PairDriver& driver, const ChildProcess& server, size_t in_flight, double seconds,
-                         Tally* tally) {
+                         PairDriver::Work work, Tally* tally) {
   const PairDriver::Batching batching_before = driver.batching();
   const double server_cpu_before = server.cpu_seconds();
   const double bench_cpu_before = own_cpu_seconds();
   const auto threads_before = server.thread_times();
-  tally->timings.merge(driver.run(in_flight, seconds));
+  tally->timings.merge(driver.run(in_flight, seconds, work));
   add_thread_deltas(threads_before, server.thread_times(), tally);
   tally->server_cpu_s += server.cpu_seconds() - server_cpu_before;
   tally->bench_cpu_s += own_cpu_seconds() - bench_cpu_before;
@@ -264,7 +285,26 @@ double per_item_us(double cpu_s, const Summary& s) {
   return cpu_s / static_cast<double>(std::max<size_t>(s.count, 1)) * 1e6;
 }
 
-LevelResult level_result(size_t in_flight, const Tally& sqlite, const Tally& serve) {
+Reference reference(const Tally& tally, double cpu_s, const Summary& sqlite) {
+  Reference r;
+  r.pairs = summarize(tally.timings);
+  r.ratio = sqlite.per_second > 0 ? r.pairs.per_second / sqlite.per_second : 0;
+  r.cpu_us_per_pair = per_item_us(cpu_s, r.pairs);
+  return r;
+}
+
+// The slices of one level, each kind tallied over every round.
+struct LevelTallies {
+  Tally sqlite;
+  Tally serve;
+  Tally pings;
+  Tally fence_only;
+  Tally bare_rows;
+};
+
+LevelResult level_result(size_t in_flight, const LevelTallies& t) {
+  const Tally& sqlite = t.sqlite;
+  const Tally& serve = t.serve;
   LevelResult level;
   level.in_flight = in_flight;
   level.sqlite = summarize(sqlite.timings);
@@ -278,7 +318,24 @@ LevelResult level_result(size_t in_flight, const Tally& sqlite, const Tally& ser
   level.runqueue_wait_us_per_pair = per_item_us(serve.runqueue_wait_s, level.pairs);
   level.decisions_per_transaction =
       serve.transactions > 0 ? static_cast<double>(serve.decisions) / static_cast<double>(serve.transactions) : 0;
+  level.protocol_only = reference(t.pings, t.pings.server_cpu_s, level.sqlite);
+  level.fence_only = reference(t.fence_only, t.fence_only.bench_cpu_s, level.sqlite);
+  level.bare_rows = reference(t.bare_rows, t.bare_rows.bench_cpu_s, level.sqlite);
   return level;
+}
+
+// A measurement that completed nothing says nothing, even with no wrong answer.
+void note_empty_measurements(const LevelResult& level, Anomalies* anomalies) {
+  const std::pair<const char*, const Summary*> measured[] = {{"serve", &level.pairs},
+                                                             {"protocol only", &level.protocol_only.pairs},
+                                                             {"fence only", &level.fence_only.pairs},
+                                                             {"bare rows", &level.bare_rows.pairs}};
+  for (const auto& [name, summary] : measured) {
+    if (summary->count == 0) {
+      anomalies->note(std::string(name) + ": no pair completed",
+                      "at " + std::to_string(level.in_flight) + " in flight");
+    }
+  }
 }
 
 // What fsync costs on a shared or virtual disk can change several-fold from
@@ -290,6 +347,7 @@ void measure_levels(const Options& options, const std::string& dir, Report* repo
   ChildProcess server(report->server_command, dir + "/serve.log");
   PairDriver driver(server, report->anomalies);
   driver.handshake();
+  FenceDriver in_process(dir + "/in-process.sqlite", report->anomalies);
   if (options.warmup_seconds > 0) {
     progress(options, "warming up the server");
     driver.run(kWarmupInFlight, options.warmup_seconds);
@@ -298,15 +356,19 @@ void measure_levels(const Options& options, const std::string& dir, Report* repo
   Tally all_sqlite;
   for (size_t in_flight : options.levels) {
     progress(options, std::to_string(in_flight) + " pair(s) in flight, alternating with serial SQLite");
-    Tally sqlite;
-    Tally serve;
+    LevelTallies t;
     for (int round = 0; round < options.rounds; ++round) {
-      measure_sqlite_slice(dir, slice, &sqlite);
-      measure_serve_slice(driver, server, in_flight, slice, &serve);
+      measure_sqlite_slice(dir, slice, &t.sqlite);
+      measure_serve_slice(driver, server, in_flight, slice, PairDriver::Work::fence, &t.serve);
+      measure_serve_slice(driver, server, in_flight, slice, PairDriver::Work::ping, &t.pings);
+      measure_in_this_process([&] { return in_process.run(in_flight, slice); }, &t.fence_only);
+      measure_in_this_process([&] { return measure_sqlite_bare_pairs(dir + "/bare.sqlite", in_flight, slice); },
+                              &t.bare_rows);
     }
-    report->levels.push_back(level_result(in_flight, sqlite, serve));
-    all_sqlite.timings.merge(sqlite.timings);
-    all_sqlite.bench_cpu_s += sqlite.bench_cpu_s;
+    report->levels.push_back(level_result(in_flight, t));
+    note_empty_measurements(report->levels.back(), &report->anomalies);
+    all_sqlite.timings.merge(t.sqlite.timings);
+    all_sqlite.bench_cpu_s += t.sqlite.bench_cpu_s;
   }
   report->server_exit_status = server.finish();
   report->sqlite_pooled = summarize(all_sqlite.timings);
@@ -378,6 +440,19 @@ void print_text(const Options& options, const Report& r) {
                 l.bench_cpu_us_per_pair, l.server_cores_busy, l.busiest_thread_busy, l.runqueue_wait_us_per_pair,
                 l.decisions_per_transaction);
   }
+  std::printf("\nwhat bounds it: the same pairs with one part at a time, measured alongside (pairs/s, ratio)\n");
+  std::printf("%9s %18s %20s %20s %20s\n", "in flight", "serve", "protocol only", "fence only", "bare rows");
+  std::printf("%9s %18s %20s %20s %20s\n", "", "(as above)", "(ping pairs)", "(in-process)", "(raw SQLite)");
+  for (const LevelResult& l : r.levels) {
+    std::printf("%9zu %10.0f %6.2fx %12.0f %6.2fx %12.0f %6.2fx %12.0f %6.2fx\n", l.in_flight, l.pairs.per_second,
+                l.ratio, l.protocol_only.pairs.per_second, l.protocol_only.ratio, l.fence_only.pairs.per_second,
+                l.fence_only.ratio, l.bare_rows.pairs.per_second, l.bare_rows.ratio);
+  }
+  std::printf("%9s %18s %20s %20s %20s\n", "CPU/pair", "", "(server)", "(this process)", "(this process)");
+  for (const LevelResult& l : r.levels) {
+    std::printf("%9zu %15.0f us %17.0f us %17.0f us %17.0f us\n", l.in_flight, l.server_cpu_us_per_pair,
+                l.protocol_only.cpu_us_per_pair, l.fence_only.cpu_us_per_pair, l.bare_rows.cpu_us_per_pair);
+  }
   if (const LevelResult* t = target_level(r)) {
     std::printf("\nat %zu in flight: %.2fx the serial SQLite rate measured alongside (target >= %.0fx: %s; aim "
                 "%.0fx: %s)\n",
@@ -393,6 +468,11 @@ void print_text(const Options& options, const Report& r) {
 Json summary_json(const Summary& s) {
   return Json{{"count", s.count}, {"per_second", s.per_second}, {"p50_ms", s.p50_ms}, {"p99_ms", s.p99_ms},
               {"max_ms", s.max_ms}};
+}
+
+Json reference_json(const Reference& ref) {
+  return Json{{"pairs", summary_json(ref.pairs)}, {"ratio_to_sqlite_serial", ref.ratio},
+              {"cpu_us_per_pair", ref.cpu_us_per_pair}};
 }
 
 Json report_json(const Options& options, const Report& r) {
@@ -412,7 +492,10 @@ Json report_json(const Options& options, const Report& r) {
                           {"server_cores_busy", l.server_cores_busy},
                           {"busiest_server_thread_busy", l.busiest_thread_busy},
                           {"server_runqueue_wait_us_per_pair", l.runqueue_wait_us_per_pair},
-                          {"decisions_per_transaction", l.decisions_per_transaction}});
+                          {"decisions_per_transaction", l.decisions_per_transaction},
+                          {"protocol_only", reference_json(l.protocol_only)},
+                          {"fence_only", reference_json(l.fence_only)},
+                          {"bare_rows", reference_json(l.bare_rows)}});
   }
   Json out = {{"command", options.command_line},
               {"machine", {{"cpus", r.cpus}, {"load_average_at_start", r.load_average}}},
