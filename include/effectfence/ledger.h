@@ -149,6 +149,11 @@ class Ledger {
   virtual uint64_t external_changes() const = 0;
   virtual std::string describe() const = 0;
   virtual LedgerMetrics metrics() const = 0;
+  // Finishes every write already queued and delivers every asynchronous
+  // answer, then refuses new work (ledger_error, nothing decided). The owner
+  // calls it before destroying the ledger, so answers delivered on the way
+  // out may still use it. Idempotent; not to be called from inside a done.
+  virtual void close() {}
 };
 
 // Why a ledger could not be opened. Never "created a new one instead".

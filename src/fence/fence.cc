@@ -85,8 +85,9 @@ Fence::~Fence() {
   if (pending.total_attempts() > 0) {
     ledger_->write([&](LedgerTxn& txn) { txn.add_counters(pending); });
   }
-  // Closed here, while fast_ and the counters still exist: the ledger's
-  // last asynchronous answers run on its way out and use them.
+  // Closed here, while fast_, the counters and ledger_ itself still exist:
+  // the ledger's last asynchronous answers run on its way out and use them.
+  ledger_->close();
   ledger_.reset();
 }
 

@@ -198,6 +198,30 @@ TEST_CASE("a commit issued from a prepare's answer completes: answers may start 
   CHECK(stats.process.committed == kIntents);
 }
 
+TEST_CASE("a fence closed with asynchronous decisions pending still answers every one", "[race][async]") {
+  TestLedger ledger;
+  constexpr int kIntents = 64;
+  std::atomic<int> admitted{0};
+  std::atomic<int> answered{0};
+  std::atomic<int> follow_ups_answered{0};
+  {
+    auto fence = open_fence(ledger.settings());
+    Fence* f = fence.get();
+    for (int i = 0; i < kIntents; ++i) {
+      f->prepare_async(charge("closing-" + std::to_string(i)), [&, f, i](PrepareOutcome outcome) {
+        if (std::holds_alternative<Admitted>(outcome)) admitted += 1;
+        answered += 1;
+        // More work asked for while the fence closes is answered too (decided,
+        // or refused as closing), never dropped.
+        f->prepare_async(charge("after-" + std::to_string(i)), [&](PrepareOutcome) { follow_ups_answered += 1; });
+      });
+    }
+  }  // the fence closes with most of these still queued
+  CHECK(answered == kIntents);
+  CHECK(admitted == kIntents);
+  CHECK(follow_ups_answered == kIntents);
+}
+
 TEST_CASE("a forced same-instant domain race admits exactly one, every time", "[race][read_set]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());

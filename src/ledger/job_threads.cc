@@ -13,31 +13,39 @@ JobThreads::JobThreads(size_t threads, const char* name) {
   }
 }
 
-JobThreads::~JobThreads() {
+JobThreads::~JobThreads() { stop(); }
+
+void JobThreads::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   ready_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
-void JobThreads::post(std::function<void()> job) {
+bool JobThreads::post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
     queue_.push_back(std::move(job));
   }
   ready_.notify_one();
+  return true;
 }
 
-void JobThreads::post(std::vector<std::function<void()>> jobs) {
-  if (jobs.empty()) return;
+bool JobThreads::post(std::vector<std::function<void()>> jobs) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    if (jobs.empty()) return true;
     for (auto& job : jobs) queue_.push_back(std::move(job));
   }
   if (threads_.size() == 1) ready_.notify_one();
   else ready_.notify_all();
+  return true;
 }
 
 void JobThreads::run() {

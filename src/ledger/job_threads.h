@@ -20,15 +20,20 @@ class JobThreads {
   // With one thread, jobs run one at a time in the order posted. name (at
   // most 15 characters) is what `top -H` and debuggers show for the threads.
   JobThreads(size_t threads, const char* name);
-  // Runs everything posted so far, then joins.
+  // stop().
   ~JobThreads();
   JobThreads(const JobThreads&) = delete;
   JobThreads& operator=(const JobThreads&) = delete;
 
   // An exception escaping a job is dropped: the threads must outlive any
-  // one caller's mistake.
-  void post(std::function<void()> job);
-  void post(std::vector<std::function<void()>> jobs);
+  // one caller's mistake. Returns false, and runs nothing, once stop() has
+  // begun: the caller answers the job's owner itself.
+  bool post(std::function<void()> job);
+  bool post(std::vector<std::function<void()>> jobs);
+
+  // Takes no more jobs, runs everything posted before, then joins. Idempotent;
+  // not to be called from one of these threads.
+  void stop();
 
  private:
   void run();

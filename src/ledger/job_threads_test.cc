@@ -49,3 +49,37 @@ TEST_CASE("several job threads run jobs at the same time", "[ledger][job_threads
   while (met < 4 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   CHECK(met == 4);
 }
+
+TEST_CASE("job threads refuse jobs once stopping, so their owner can answer them instead",
+          "[ledger][job_threads]") {
+  JobThreads one(1, "test-stop");
+  std::atomic<int> ran{0};
+  std::atomic<bool> posted_while_stopping{true};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  REQUIRE(one.post([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return release; });
+    ran += 1;
+  }));
+  REQUIRE(one.post([&] {
+    // Runs during stop(): posting more is refused, not queued and lost.
+    posted_while_stopping = one.post([&] { ran += 100; });
+    ran += 1;
+  }));
+  std::thread stopper([&] { one.stop(); });
+  // stop() has begun once a post is refused; then let the first job finish.
+  while (one.post([] {})) std::this_thread::yield();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  stopper.join();
+  CHECK(ran == 2);
+  CHECK_FALSE(posted_while_stopping);
+  CHECK_FALSE(one.post([&] { ran += 1000; }));
+  one.stop();  // idempotent
+  CHECK(ran == 2);
+}

@@ -101,8 +101,15 @@ class PostgresLedger final : public Ledger {
   // per connection keeps the pool busy while the caller (serve's reader)
   // goes on reading.
   void write_async(std::function<void(LedgerTxn&)> fn, WriteDone done) override {
-    writers_.post([this, fn = std::move(fn), done = std::move(done)] { done(write(fn)); });
+    // Shared, so a post refused while closing still has done to answer.
+    auto job = std::make_shared<std::pair<std::function<void(LedgerTxn&)>, WriteDone>>(std::move(fn),
+                                                                                       std::move(done));
+    if (!writers_.post([this, job] { job->second(write(job->first)); })) {
+      job->second(Refusal{Reason::ledger_error,
+                          "ledger " + description_ + ": closing; nothing was decided, do not run the tool"});
+    }
   }
+  void close() override { writers_.stop(); }
   std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) override {
     return transact(fn, /*read_only=*/true);
   }

@@ -108,13 +108,16 @@ class SqliteLedger final : public Ledger {
     });
   }
 
-  ~SqliteLedger() override {
+  ~SqliteLedger() override { close(); }
+
+  void close() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
-    writer_.join();  // every queued job is decided; completions_ then answers the rest
+    if (writer_.joinable()) writer_.join();  // every queued job is decided and its answer posted
+    completions_.stop();                     // and every answer delivered
   }
 
   std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn) override {
