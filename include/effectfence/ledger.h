@@ -157,7 +157,9 @@ class Ledger {
 };
 
 // Why a ledger could not be opened. Never "created a new one instead".
-enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io, unreachable, auth };
+// invalid_settings: the Settings themselves (a lease or result lifetime under
+// 1 ms would admit duplicates or forget results at once); no file was touched.
+enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io, unreachable, auth, invalid_settings };
 struct OpenError {
   OpenErrorCode code;
   std::string message;  // names the file and what to do

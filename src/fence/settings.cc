@@ -8,14 +8,16 @@
 namespace effectfence {
 namespace {
 
-// Reads a positive number of seconds from the environment, in ms.
+// Reads a number of seconds from the environment, in ms: at least 0.001,
+// since a lifetime that rounds to 0 ms is over when it starts.
 int64_t seconds_from_env(const char* name, int64_t default_ms) {
   const char* raw = std::getenv(name);
   if (!raw || !*raw) return default_ms;
   char* end = nullptr;
   const double secs = std::strtod(raw, &end);
-  if (end == raw || *end != '\0' || !(secs > 0) || secs > 10 * 365 * 86400.0) {
-    std::fprintf(stderr, "effectfence: ignoring %s='%s': expected a positive number of seconds\n", name, raw);
+  if (end == raw || *end != '\0' || !(secs >= 0.001) || secs > 10 * 365 * 86400.0) {
+    std::fprintf(stderr, "effectfence: ignoring %s='%s': expected a number of seconds, at least 0.001\n", name,
+                 raw);
     return default_ms;
   }
   return static_cast<int64_t>(secs * 1000.0);

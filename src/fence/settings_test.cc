@@ -3,6 +3,7 @@
 
 #include "effectfence/fence.h"
 #include "support/scoped_env.h"
+#include "support/temp_dir.h"
 
 using namespace effectfence;
 using namespace effectfence::testing;
@@ -22,7 +23,8 @@ TEST_CASE("without the variables the defaults hold: a 60 s lease, results replay
 }
 
 TEST_CASE("a lifetime that is not a positive number of seconds is ignored, not half-read", "[settings]") {
-  for (const char* bad : {"abc", "10s", "0", "-5", "1e12"}) {
+  // 0.0005 s would round to a 0 ms lease: expired when granted, admitting every duplicate.
+  for (const char* bad : {"abc", "10s", "0", "-5", "1e12", "0.0005", "nan"}) {
     INFO(bad);
     ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", bad}, {"EFFECTFENCE_RESULT_TTL_SECS", bad}});
     const Settings s = Settings::from_environment();
@@ -47,5 +49,21 @@ TEST_CASE("EFFECTFENCE_LEDGER names the ledger, otherwise the XDG state director
   {
     ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", ""}, {"XDG_STATE_HOME", std::nullopt}, {"HOME", "/home/ann"}});
     CHECK(Settings::from_environment().ledger_path == "/home/ann/.local/state/effectfence/server.sqlite");
+  }
+}
+
+TEST_CASE("a fence opened with a lifetime under 1 ms is refused before any file is touched", "[settings]") {
+  TempDir dir;
+  for (const auto& [lease, result] : {std::pair<int64_t, int64_t>{0, 1000}, {-5, 1000}, {1000, 0}}) {
+    INFO("lease " << lease << " ms, result " << result << " ms");
+    Settings s;
+    s.ledger_path = (dir.path() / "ledger.sqlite").string();
+    s.lease_ttl_ms = lease;
+    s.result_ttl_ms = result;
+    auto opened = Fence::open(s);
+    REQUIRE(std::holds_alternative<OpenError>(opened));
+    CHECK(std::get<OpenError>(opened).code == OpenErrorCode::invalid_settings);
+    CHECK_THAT(std::get<OpenError>(opened).message, Catch::Contains("at least 1 ms"));
+    CHECK_FALSE(std::filesystem::exists(s.ledger_path));
   }
 }

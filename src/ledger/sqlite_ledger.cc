@@ -436,6 +436,7 @@ const char* open_error_name(OpenErrorCode code) {
     case OpenErrorCode::io: return "io";
     case OpenErrorCode::unreachable: return "unreachable";
     case OpenErrorCode::auth: return "auth";
+    case OpenErrorCode::invalid_settings: return "invalid_settings";
   }
   return "io";
 }
