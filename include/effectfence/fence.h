@@ -33,7 +33,8 @@ struct Settings {
   // PostgreSQL URL (postgres://..., postgresql://..., or "postgres:" for the
   // PG* environment variables).
   std::string ledger_path = "memory";
-  // Both at least 1 ms, or open refuses (invalid_settings).
+  // The lease at least 1 ms, the result lifetime at least 0 (0: a sweep
+  // forgets every finished intent), or open refuses (invalid_settings).
   int64_t lease_ttl_ms = 60'000;          // EFFECTFENCE_LEASE_SECS
   int64_t result_ttl_ms = 86'400'000;     // EFFECTFENCE_RESULT_TTL_SECS
   int64_t busy_timeout_ms = 10'000;       // how long to wait for a locked ledger

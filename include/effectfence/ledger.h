@@ -157,8 +157,8 @@ class Ledger {
 };
 
 // Why a ledger could not be opened. Never "created a new one instead".
-// invalid_settings: the Settings themselves (a lease or result lifetime under
-// 1 ms would admit duplicates or forget results at once); no file was touched.
+// invalid_settings: the Settings themselves (a lease under 1 ms is over when
+// granted, so every duplicate would be admitted); no file was touched.
 enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io, unreachable, auth, invalid_settings };
 struct OpenError {
   OpenErrorCode code;

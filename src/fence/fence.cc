@@ -62,11 +62,14 @@ void create_parent_directories(const std::string& path) {
 
 std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
   // A lease of 0 is expired the moment it is granted: every duplicate would be admitted.
-  if (settings.lease_ttl_ms < 1 || settings.result_ttl_ms < 1) {
-    return OpenError{OpenErrorCode::invalid_settings,
-                     "the lease (" + std::to_string(settings.lease_ttl_ms) + " ms) and the result lifetime (" +
-                         std::to_string(settings.result_ttl_ms) +
-                         " ms) must each be at least 1 ms; nothing was opened"};
+  if (settings.lease_ttl_ms < 1) {
+    return OpenError{OpenErrorCode::invalid_settings, "the lease (" + std::to_string(settings.lease_ttl_ms) +
+                                                          " ms) must be at least 1 ms; nothing was opened"};
+  }
+  if (settings.result_ttl_ms < 0) {
+    return OpenError{OpenErrorCode::invalid_settings, "the result lifetime (" +
+                                                          std::to_string(settings.result_ttl_ms) +
+                                                          " ms) cannot be negative; nothing was opened"};
   }
   if (settings.create_parent_directories && !is_postgres_ledger(settings.ledger_path)) {
     create_parent_directories(settings.ledger_path);

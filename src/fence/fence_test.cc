@@ -213,6 +213,27 @@ TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") 
   committed(*fence, t, {{"x", 1}});
 }
 
+TEST_CASE("an edited ticket's refusal does not make the process forget the admission it holds",
+          "[fence][ticket]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-held")));
+  Ticket edited = t;
+  edited.seq += 1;  // the token still matches: refused as ticket_invalid
+  auto beat = fence->heartbeat(edited);
+  REQUIRE(std::holds_alternative<Refusal>(beat));
+  CHECK(std::get<Refusal>(beat).reason == Reason::ticket_invalid);
+  auto commit = fence->commit(edited, {{"x", 1}});
+  REQUIRE(std::holds_alternative<Refusal>(commit));
+  CHECK(std::get<Refusal>(commit).reason == Reason::ticket_invalid);
+  auto abort = fence->abort(edited, "edited");
+  REQUIRE(std::holds_alternative<Refusal>(abort));
+  CHECK(std::get<Refusal>(abort).reason == Reason::ticket_invalid);
+  // Stopping still fences what the real ticket holds: nobody is left to commit it.
+  CHECK(fence->fence_own_in_flight("stopping") == 1);
+  CHECK(std::get<IntentStatus>(fence->intent_status("o-held")).state == IntentState::unknown);
+}
+
 TEST_CASE("a retried commit gets the same certificate, a different result is refused", "[fence]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
