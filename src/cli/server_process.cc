@@ -1,5 +1,6 @@
 #include "cli/server_process.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,7 +20,8 @@ constexpr auto kSweepInterval = std::chrono::minutes(10);
 
 int claim_stdout() {
   std::fflush(stdout);
-  const int protocol_fd = ::dup(1);
+  // Close-on-exec: a child must not inherit the agent's protocol stream.
+  const int protocol_fd = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
   if (protocol_fd < 0) return 1;
   ::dup2(2, 1);
   return protocol_fd;

@@ -255,6 +255,26 @@ TEST_CASE("wrap without --db keeps one ledger per wrapped command in the state d
   CHECK(ledgers().size() == 2);
 }
 
+TEST_CASE("a wrapped child inherits only its own standard streams and not the agent's protocol pipe",
+          "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string fds = dir.file("child-fds.txt");
+  // ls lists the descriptors it inherited (plus 3, the directory it reads),
+  // then the shell becomes the server.
+  ServeProcess wrap({"wrap", "--db", dir.file("ledger.sqlite"), "--", "/bin/sh", "-c",
+                     "ls /proc/self/fd > '" + fds + "' 2>&1; exec '" + std::string(EFFECTFENCE_BIN) +
+                         "' demo-server"});
+  wrap.initialize();
+  std::ifstream in(fds);
+  std::vector<std::string> open;
+  for (std::string fd; in >> fd;) open.push_back(fd);
+  // A descendant holding the agent's stdout would keep the agent from seeing
+  // EOF after wrap exits, and could write into the protocol stream.
+  CHECK(open == std::vector<std::string>{"0", "1", "2", "3"});
+  wrap.close_stdin();
+  CHECK(wrap.wait_exit() == 0);
+}
+
 TEST_CASE("help, version, bad options and no arguments", "[serve][lifecycle]") {
   {
     ServeProcess help({"serve", "--help"});
