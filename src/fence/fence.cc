@@ -116,6 +116,7 @@ rules::Context Fence::context(LedgerTxn& txn) const {
   ctx.lease_ttl_ms = settings_.lease_ttl_ms;
   ctx.me = this_process();
   ctx.is_dead = holder_is_dead;
+  ctx.is_alive = holder_is_alive_here;
   return ctx;
 }
 

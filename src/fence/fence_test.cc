@@ -2,6 +2,7 @@
 // SQLite files, or PostgreSQL when EFFECTFENCE_TEST_LEDGER names one.
 #include <catch2/catch.hpp>
 
+#include "ledger/holder.h"
 #include "support/fence_helpers.h"
 #include "support/temp_dir.h"
 
@@ -143,6 +144,7 @@ TEST_CASE("a zombie holder cannot commit, abort or heartbeat over its successor"
   clock.drive(s);
   auto fence = open_fence(s);
   const Ticket zombie = admitted_ticket(fence->prepare(charge("o-4")));
+  holder_on_another_host(ledger, "o-4");  // where only the lease can tell a stalled holder
   clock.advance(1500);
   const Ticket successor = admitted_ticket(fence->prepare(charge("o-4", 4900, "agent-b")));
   CHECK(successor.generation == zombie.generation + 1);
@@ -166,6 +168,32 @@ TEST_CASE("a zombie holder cannot commit, abort or heartbeat over its successor"
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'takeover'") == 1);
   // The zombie's refused result is not lost: the audit log keeps it.
   CHECK(refused_commits(ledger, "o-4", "lease_lost", {{"charge_id", "zombie"}}) == 1);
+}
+
+TEST_CASE("a lease that ran out while its holder still runs on this host admits no second attempt",
+          "[fence][lease]") {
+  // A stalled write to the tool, a ledger the holder could not reach for a
+  // while, or the host's clock stepped forward: the holder may be mid-effect.
+  TestLedger ledger;
+  ManualClock clock;
+  Settings s = ledger.settings();
+  s.lease_ttl_ms = 1000;
+  clock.drive(s);
+  auto holder = open_fence(s);
+  auto other = open_fence(s);
+  const Ticket t = admitted_ticket(holder->prepare(charge("stalled")));
+  clock.advance(120'000);
+  auto duplicate = other->prepare(charge("stalled", 4900, "agent-b"));
+  REQUIRE(refusal_reason(duplicate) == Reason::in_flight);
+  CHECK_THAT(std::get<Refusal>(duplicate).message, Catch::Contains("still running on this host"));
+  CHECK(std::get<Refusal>(duplicate).detail["holder"] == this_process().describe());
+
+  // The holder finishes: its effect is recorded, and the duplicate then gets it.
+  const Certificate cert = committed(*holder, t, {{"charge_id", "ch_stalled"}});
+  auto replay = other->prepare(charge("stalled", 4900, "agent-b"));
+  REQUIRE(std::holds_alternative<Replayed>(replay));
+  CHECK(std::get<Replayed>(replay).cert.hash == cert.hash);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'takeover'") == 0);
 }
 
 TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fence][lease]") {
@@ -282,6 +310,7 @@ TEST_CASE("a refused commit keeps its result in the audit log: cleared, swept or
 
   // A zombie whose successor committed and whose row was swept since.
   const Ticket zombie = admitted_ticket(fence->prepare(charge("o-swept")));
+  holder_on_another_host(ledger, "o-swept");
   clock.advance(1500);
   const Ticket successor = admitted_ticket(fence->prepare(charge("o-swept", 4900, "agent-b")));
   committed(*fence, successor, {{"charge_id", "ch_successor"}});

@@ -51,6 +51,7 @@ TEST_CASE("a replica whose clock runs behind still takes over an expired lease",
   auto holder = open_fence(s);
   auto behind = open_fence(with_skewed_clock(s, -kYearMs));
   const Ticket t = admitted_ticket(holder->prepare(charge("late")));
+  holder_on_another_host(ledger, "late");  // a live holder here would keep it
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const Ticket taken = admitted_ticket(behind->prepare(charge("late", 4900, "agent-behind")));
   CHECK(taken.generation == t.generation + 1);

@@ -177,6 +177,21 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
                          {"holder_agent", row.agent},
                          {"lease_expires_at_ms", row.lease_expires_at}});
         }
+        // A holder seen running here may be in the middle of the effect: a
+        // stalled write, a ledger it could not reach, a clock stepped forward.
+        // Only a holder that is gone, or that cannot be seen, loses the intent.
+        if (ctx.is_alive && ctx.is_alive(row.holder)) {
+          return refuse(txn, Reason::in_flight,
+                        "another attempt of intent '" + req.intent + "' (agent " + row.agent +
+                            ") is in flight; do not run the tool. Its lease ran out, but its holder, process " +
+                            row.holder.describe() + ", is still running on this host, so the effect may be "
+                            "under way. Retry fence_prepare later: you will get its recorded result, and if "
+                            "that process ends without one the intent is fenced for an operator.",
+                        {{"intent", req.intent},
+                         {"holder_agent", row.agent},
+                         {"holder", row.holder.describe()},
+                         {"lease_expires_at_ms", row.lease_expires_at}});
+        }
         admission = "takeover";
         admission_detail = {{"previous_generation", row.generation},
                             {"previous_holder", row.holder.describe()},

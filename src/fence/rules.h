@@ -16,12 +16,14 @@
 namespace effectfence::rules {
 
 using IsDead = std::function<bool(const Holder&)>;
+using IsAlive = std::function<bool(const Holder&)>;
 
 struct Context {
   int64_t now = 0;
   int64_t lease_ttl_ms = 0;
-  Holder me;       // recorded as the holder of what this process admits
-  IsDead is_dead;  // liveness of other holders
+  Holder me;         // recorded as the holder of what this process admits
+  IsDead is_dead;    // known gone: its in-flight intents are fenced unknown
+  IsAlive is_alive;  // known running on this host: its lease running out ends nothing
 };
 
 // A prepare whose args are already validated and canonical.

@@ -84,4 +84,13 @@ bool holder_is_dead(const Holder& holder) {
   return holder.started != 0 && stat->started != holder.started;
 }
 
+bool holder_is_alive_here(const Holder& holder) {
+  const Holder& me = this_process();
+  if (holder.host != me.host || holder.boot.empty() || holder.boot != me.boot) return false;
+  if (holder.pid <= 0 || holder.started == 0) return false;
+  if (kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno != EPERM) return false;
+  const auto stat = read_proc_stat(holder.pid);
+  return stat && stat->state != 'Z' && stat->state != 'X' && stat->started == holder.started;
+}
+
 }  // namespace effectfence

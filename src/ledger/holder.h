@@ -14,4 +14,9 @@ const Holder& this_process();
 // host is never judged dead here; its lease decides.
 bool holder_is_dead(const Holder& holder);
 
+// Returns true iff holder is known to be running: on this host, since this
+// boot, its pid alive (not a zombie) and started when the holder says. False
+// when it is gone or when it cannot be told (another host, /proc hidden).
+bool holder_is_alive_here(const Holder& holder);
+
 }  // namespace effectfence

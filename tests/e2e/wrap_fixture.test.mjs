@@ -44,7 +44,7 @@ test('the mirror follows every page of the fixture\'s tool list', async (t) => {
   const straight = await connectDirect(t, setup);
   const wrapped = await connectWrapped(t, setup);
   const expected = await allTools(straight.client);
-  assert.equal(expected.length, 7);
+  assert.equal(expected.length, 8);
   const mirrored = await wrapped.client.listTools();
   assert.deepEqual(mirrored.tools, expected);
   assert.equal(wrapped.client.getInstructions(), 'a fixture for effectfence wrap');
@@ -107,6 +107,27 @@ test('a tool slower than the lease is not run twice: its lease is kept while it 
   assert.equal(replay._meta.effectfence.replayed, true);
   assert.deepEqual(replay.content, done.content);
   assert.equal(setup.events('start', 'slow').length, 1);
+});
+
+test('a call stalled writing to a busy child keeps its intent after its lease: an identical call is refused, never run twice', async (t) => {
+  const setup = await fixture(t, { EFFECTFENCE_LEASE_SECS: '1' });
+  const wrapped = await connectWrapped(t, setup);
+  const busy = wrapped.client.callTool({ name: 'blocking_effect', arguments: { name: 'busy', ms: 5000 } });
+  await started(setup, 'busy');
+  // More than a pipe holds: wrap's write of this call to the blocked child
+  // stalls, and no heartbeat keeps its one-second lease meanwhile.
+  const big = `big-${'x'.repeat(300_000)}`;
+  const first = wrapped.client.callTool({ name: 'effect', arguments: { name: big } });
+  await delay(2500);
+  const duplicate = await wrapped.client.callTool({ name: 'effect', arguments: { name: big } });
+  assert.equal(duplicate.isError, true);
+  assert.equal(duplicate._meta.effectfence.refused, 'in_flight');
+
+  const done = await first;
+  assert.notEqual(done.isError, true, textOf(done));
+  assert.ok(done._meta.effectfence.certificate, 'the stalled call is recorded once it runs');
+  await busy;
+  assert.equal(setup.events('run', big).length, 1, 'the effect ran once');
 });
 
 test('a tool error fences the call as failed by default; --on-tool-error=release lets a retry run', async (t) => {

@@ -52,6 +52,14 @@ inline Reason refusal_reason(const PrepareOutcome& o) {
   return std::get<Refusal>(o).reason;
 }
 
+// Makes the intent's row say its holder runs on another host. Such a holder
+// cannot be checked from here, so only its lease decides (a PostgreSQL ledger
+// shared by several hosts); a holder seen running on this host keeps its
+// intent however long its lease has run out.
+inline void holder_on_another_host(TestLedger& ledger, const std::string& intent) {
+  ledger.exec("UPDATE intents SET holder_host = 'another-host.example' WHERE intent = '" + intent + "'");
+}
+
 // A clock the test moves by hand.
 struct ManualClock {
   std::shared_ptr<std::atomic<int64_t>> now = std::make_shared<std::atomic<int64_t>>(1'700'000'000'000);
