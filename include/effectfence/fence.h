@@ -135,7 +135,8 @@ class Fence {
   std::variant<PrepareOutcome, std::shared_ptr<PendingPrepare>> begin_prepare(const PrepareRequest& request);
   PrepareOutcome finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure);
   // recorded: this call recorded the outcome (a retry is not counted again).
-  CommitOutcome finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded);
+  // epoch_before: the ledger's external_changes() before the commit was asked for.
+  CommitOutcome finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded, uint64_t epoch_before);
   // ledger_->write, adding the fast path's pending counters to the same transaction.
   std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn);
   void write_async(std::function<void(LedgerTxn&)> fn, Ledger::WriteDone done);

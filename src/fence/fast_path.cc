@@ -42,6 +42,7 @@ std::optional<PrepareOutcome> FastPath::answer_from_slot(IntentSlot& slot, const
 
 FastPath::Entry FastPath::enter(const rules::Attempt& a, int64_t now, uint64_t epoch) {
   Entry entry;
+  entry.epoch = epoch;
   {
     Shard& s = shard_for(a.request.intent);
     std::lock_guard<std::mutex> lock(s.mu);
@@ -62,8 +63,7 @@ FastPath::Entry FastPath::enter(const rules::Attempt& a, int64_t now, uint64_t e
   return entry;
 }
 
-void FastPath::leave(const rules::Attempt& a, const Entry& entry, const PrepareOutcome& outcome, int64_t now,
-                     uint64_t epoch) {
+void FastPath::leave(const rules::Attempt& a, const Entry& entry, const PrepareOutcome& outcome, int64_t now) {
   Shard& s = shard_for(a.request.intent);
   std::lock_guard<std::mutex> lock(s.mu);
   IntentSlot& slot = s.intents[a.request.intent];
@@ -76,13 +76,13 @@ void FastPath::leave(const rules::Attempt& a, const Entry& entry, const PrepareO
       slot.cert = replayed->cert;
       slot.cert_payload = a.payload_hash;
       slot.cert_expires_at = now + cache_ttl_ms_;
-      slot.cert_epoch = epoch;
+      slot.cert_epoch = entry.epoch;
     }
   }
   if (slot.empty()) s.intents.erase(a.request.intent);
 }
 
-void FastPath::committed(const Ticket& ticket, const Certificate& cert, int64_t now, uint64_t epoch) {
+void FastPath::committed(const Ticket& ticket, const Certificate& cert, int64_t now, uint64_t epoch_before) {
   Shard& s = shard_for(ticket.intent);
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.intents.find(ticket.intent);
@@ -93,7 +93,7 @@ void FastPath::committed(const Ticket& ticket, const Certificate& cert, int64_t 
       slot.cert = cert;
       slot.cert_payload = slot.held_payload;
       slot.cert_expires_at = now + cache_ttl_ms_;
-      slot.cert_epoch = epoch;
+      slot.cert_epoch = epoch_before;
     }
     slot.held.reset();
   }

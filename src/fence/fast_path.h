@@ -38,15 +38,18 @@ class FastPath {
   struct Entry {
     std::optional<PrepareOutcome> decided;  // set iff answered without the ledger
     bool owns_intent = false;               // this attempt marked the intent as deciding
+    uint64_t epoch = 0;                     // the ledger epoch before the decision was asked for
   };
 
   // Before the ledger. If the result has no decision, the caller asks the
-  // ledger and then MUST call leave() with the same entry.
+  // ledger and then MUST call leave() with the same entry. A certificate
+  // learnt in leave() or committed() is cached under the epoch read BEFORE
+  // the ledger decided: an answer delivered late, after this process noticed
+  // another connection's change, must not be cached as if it came after it.
   Entry enter(const rules::Attempt& attempt, int64_t now, uint64_t ledger_epoch);
-  void leave(const rules::Attempt& attempt, const Entry& entry, const PrepareOutcome& outcome,
-             int64_t now, uint64_t ledger_epoch);
+  void leave(const rules::Attempt& attempt, const Entry& entry, const PrepareOutcome& outcome, int64_t now);
 
-  void committed(const Ticket& ticket, const Certificate& cert, int64_t now, uint64_t ledger_epoch);
+  void committed(const Ticket& ticket, const Certificate& cert, int64_t now, uint64_t epoch_before);
   // The ticket no longer holds its intent here (aborted, lost, fenced).
   void released(const Ticket& ticket);
   // Tickets admitted through this process and not yet resolved.

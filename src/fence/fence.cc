@@ -185,6 +185,7 @@ struct Fence::PendingPrepare {
 struct Fence::PendingCommit {
   Ticket ticket;
   Json result;
+  uint64_t epoch_before = 0;  // the ledger epoch before the decision was asked for
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   bool recorded = false;  // false for a retried commit: counted once
 };
@@ -206,7 +207,7 @@ std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begi
 
 PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure) {
   if (failure) pending.outcome = *failure;
-  fast_->leave(pending.attempt, pending.entry, pending.outcome, pending.now, ledger_->external_changes());
+  fast_->leave(pending.attempt, pending.entry, pending.outcome, pending.now);
   tally(pending.outcome, /*decided_here=*/false);
   return std::move(pending.outcome);
 }
@@ -237,13 +238,14 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
   if (!validate_canonicalizable(result, &error)) return invalid("result: " + error.message);
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   bool recorded = false;
+  const uint64_t epoch_before = ledger_->external_changes();
   // On a ledger failure nothing changed: the ticket still holds the intent
   // (and this process keeps refusing duplicates) until the commit is retried.
   if (auto failure = write(
           [&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context(txn), &recorded); })) {
     return *failure;
   }
-  return finish_commit(ticket, std::move(outcome), recorded);
+  return finish_commit(ticket, std::move(outcome), recorded, epoch_before);
 }
 
 void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
@@ -255,6 +257,7 @@ void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
   auto pending = std::make_shared<PendingCommit>();
   pending->ticket = ticket;
   pending->result = std::move(result);
+  pending->epoch_before = ledger_->external_changes();
   write_async(
       [this, pending](LedgerTxn& txn) {
         pending->outcome = rules::commit(txn, pending->ticket, pending->result, context(txn), &pending->recorded);
@@ -264,13 +267,14 @@ void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
           done(std::move(*failure));  // as in commit(): the ticket still holds the intent
           return;
         }
-        done(finish_commit(pending->ticket, std::move(pending->outcome), pending->recorded));
+        done(finish_commit(pending->ticket, std::move(pending->outcome), pending->recorded, pending->epoch_before));
       });
 }
 
-CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded) {
+CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded,
+                                   uint64_t epoch_before) {
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
-    fast_->committed(ticket, *cert, settings_.now_ms(), ledger_->external_changes());
+    fast_->committed(ticket, *cert, settings_.now_ms(), epoch_before);
     std::lock_guard<std::mutex> lock(counters_mu_);
     if (recorded) process_.committed += 1;
   } else {

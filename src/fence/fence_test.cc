@@ -1,5 +1,10 @@
 // The fence's state machine, one rule per test case, on a real ledger:
 // SQLite files, or PostgreSQL when EFFECTFENCE_TEST_LEDGER names one.
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include <catch2/catch.hpp>
 
 #include "ledger/holder.h"
@@ -348,6 +353,53 @@ TEST_CASE("a process holding an intent sees it resolved through another process 
   CHECK(refusal_reason(holder->prepare(charge("o-held"))) == Reason::in_flight);
   CHECK(refusal_reason(holder->prepare(charge("o-held", 1))) == Reason::payload_mismatch);
   committed(*holder, held, {{"ok", true}});
+}
+
+// SQLite only: PostgreSQL has no PRAGMA data_version, and a certificate
+// cached there ages out instead (docs/DESIGN.md).
+TEST_CASE("a replay answered late is not cached past a change this process noticed meanwhile",
+          "[fence][fast_path][sqlite_file]") {
+  TestLedger ledger;
+  ManualClock host;
+  Settings s = ledger.settings();
+  host.drive(s);
+  auto a = open_fence(s);
+  s.result_ttl_ms = 1000;
+  auto b = open_fence(s);  // another process, which forgets results after 1 s
+  const Certificate c1 = committed(*b, admitted_ticket(b->prepare(charge("late-1"))), {{"n", 1}});
+
+  // a decides late-1 (a replay of c1) while its answer thread is held up.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  bool replay_answered = false;
+  const uint64_t decided_before = a->ledger_metrics().decisions;
+  a->prepare_async(charge("blocker"), [&](PrepareOutcome) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return release; });
+  });
+  a->prepare_async(charge("late-1"), [&](PrepareOutcome o) {
+    CHECK(std::get<Replayed>(o).cert.hash == c1.hash);
+    std::lock_guard<std::mutex> lock(mu);
+    replay_answered = true;
+    cv.notify_all();
+  });
+  while (a->ledger_metrics().decisions < decided_before + 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+
+  // Meanwhile b sweeps late-1 and runs it again, and a notices the change.
+  host.advance(5000);
+  REQUIRE(b->sweep() >= 1);
+  const Certificate c2 = committed(*b, admitted_ticket(b->prepare(charge("late-1"))), {{"n", 2}});
+  admitted_ticket(a->prepare(charge("unrelated")));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return replay_answered; });
+  }
+  auto now = a->prepare(charge("late-1"));
+  REQUIRE(std::holds_alternative<Replayed>(now));
+  CHECK(std::get<Replayed>(now).cert.hash == c2.hash);
 }
 
 TEST_CASE("abort fences the intent until an audited clear, then it is fresh", "[fence][clear]") {

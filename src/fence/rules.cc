@@ -111,7 +111,8 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
   if (!row) {
     return Refusal{Reason::lease_lost,
                    action + " refused: intent '" + ticket.intent + "' has no attempt in the ledger (never "
-                   "admitted, or swept). It was not recorded as an outcome.",
+                   "admitted, or finished and swept after the result lifetime). This " + action +
+                       " was not recorded as an outcome; a certificate recorded before the sweep is kept.",
                    {{"intent", ticket.intent}}};
   }
   if (!same_token(row->token, ticket.token)) {
