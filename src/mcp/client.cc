@@ -56,44 +56,88 @@ void McpClient::Request::complete(ClientReply reply) {
   done_.notify_all();
 }
 
+namespace {
+
+std::array<int, 2> make_stop_pipe() {
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) return {-1, -1};
+  return {ends[0], ends[1]};
+}
+
+}  // namespace
+
 McpClient::McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers, size_t max_message_bytes)
     : in_fd_(in_fd),
       log_(log),
       handlers_(std::move(handlers)),
       max_message_bytes_(max_message_bytes),
-      writer_(out_fd),
+      stop_pipe_(make_stop_pipe()),
+      writer_(out_fd, stop_pipe_[0]),
       answers_(std::make_shared<Answers>()) {
   answers_->client = this;
-  int stop[2];
-  if (::pipe2(stop, O_CLOEXEC) == 0) {
-    stop_read_fd_ = stop[0];
-    stop_write_fd_ = stop[1];
-  } else {
+  if (stop_pipe_[0] < 0) {
     log_.error("cannot create a pipe to stop the child's reader; it stops at the child's end of output");
+  } else {
+    // Our end of the server's input: writes wait in poll, where closing stops them.
+    const int flags = ::fcntl(out_fd, F_GETFL);
+    if (flags >= 0) (void)::fcntl(out_fd, F_SETFL, flags | O_NONBLOCK);
   }
+  notes_writer_ = std::thread([this] { write_notes(); });
   reader_ = std::thread([this] { read_loop(); });
 }
 
 McpClient::~McpClient() {
   {
-    // Waits for an answer being written; later ones are dropped.
+    // Waits for an answer being queued; later ones are dropped.
     std::lock_guard<std::mutex> lock(answers_->mutex);
     answers_->client = nullptr;
   }
-  if (stop_write_fd_ >= 0) (void)!::write(stop_write_fd_, "x", 1);
+  if (stop_pipe_[1] >= 0) (void)!::write(stop_pipe_[1], "x", 1);
+  {
+    std::lock_guard<std::mutex> lock(notes_mutex_);
+    notes_stopping_ = true;  // what is still queued is dropped: the server is going away
+  }
+  notes_ready_.notify_all();
+  notes_writer_.join();
   if (reader_.get_id() == std::this_thread::get_id()) {
     reader_.detach();  // destroyed from our own callback: cannot join ourselves
   } else if (reader_.joinable()) {
     reader_.join();
   }
   close_connection("the client was closed", /*report=*/false);
-  for (int fd : {stop_read_fd_, stop_write_fd_}) {
+  for (int fd : stop_pipe_) {
     if (fd >= 0) ::close(fd);
   }
 }
 
+bool McpClient::post(const Json& message) {
+  if (closed()) return false;
+  std::string line = jsonrpc::serialize(message);
+  {
+    std::lock_guard<std::mutex> lock(notes_mutex_);
+    if (notes_stopping_) return false;
+    notes_.push_back(std::move(line));
+  }
+  notes_ready_.notify_one();
+  return true;
+}
+
+void McpClient::write_notes() {
+  for (;;) {
+    std::string line;
+    {
+      std::unique_lock<std::mutex> lock(notes_mutex_);
+      notes_ready_.wait(lock, [this] { return notes_stopping_ || !notes_.empty(); });
+      if (notes_stopping_) return;
+      line = std::move(notes_.front());
+      notes_.pop_front();
+    }
+    if (!writer_.write_line(line)) log_.debug("could not write to the server: its input is closed");
+  }
+}
+
 void McpClient::read_loop() {
-  FdLineReader reader(in_fd_, stop_read_fd_, max_message_bytes_);
+  FdLineReader reader(in_fd_, stop_pipe_[0], max_message_bytes_);
   Line line;
   for (;;) {
     const ReadEvent event = reader.next(&line);
@@ -168,7 +212,7 @@ void McpClient::handle_response(const Json& id, ClientReply reply) {
 
 void McpClient::handle_request(const Json& id, const std::string& method, const Json& params) {
   if (method == "ping") {
-    write(jsonrpc::result_response(id, Json::object()));
+    post(jsonrpc::result_response(id, Json::object()));
     return;
   }
   if (handlers_.on_request) {
@@ -178,8 +222,8 @@ void McpClient::handle_request(const Json& id, const std::string& method, const 
       const Json response = response_for(id, std::move(reply));
       std::lock_guard<std::mutex> lock(answers->mutex);
       if (!answers->client) return;  // the connection is gone; so is the request
-      if (!answers->client->write(response)) {
-        answers->client->log_.debug("could not answer the server's " + method + ": its input is closed");
+      if (!answers->client->post(response)) {
+        answers->client->log_.debug("could not answer the server's " + method + ": the connection has ended");
       }
     };
     try {
@@ -191,7 +235,7 @@ void McpClient::handle_request(const Json& id, const std::string& method, const 
     return;
   }
   log_.info("the server asked for " + method + ", which this client does not offer; answered -32601");
-  write(jsonrpc::error_response(id, jsonrpc::kMethodNotFound,
+  post(jsonrpc::error_response(id, jsonrpc::kMethodNotFound,
                                 "method not found: this client offers no " + method));
 }
 
@@ -258,7 +302,7 @@ void McpClient::cancel(const Request& request, const std::string& reason) {
 void McpClient::abandon(const Request& request) { take_pending(request.id()); }
 
 bool McpClient::notify(const std::string& method, const Json& params) {
-  return write(jsonrpc::notification(method, params));
+  return post(jsonrpc::notification(method, params));
 }
 
 ClientReply McpClient::call(const std::string& method, Json params, std::chrono::milliseconds timeout) {

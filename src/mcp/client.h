@@ -8,10 +8,12 @@
 // skipped; the client keeps reading.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -111,7 +113,10 @@ class McpClient {
   void cancel(const Request& request, const std::string& reason);
   // Stops waiting for request: a reply that comes later is logged and dropped.
   void abandon(const Request& request);
-  // Returns false iff the notification could not be written.
+  // Queues a notification for the server. Returns false iff the connection
+  // has ended. Never blocks: notifications, cancellations and answers to the
+  // server's requests are written by a thread of the client's own, so a
+  // server that stops reading holds up no caller (an agent's reader least).
   bool notify(const std::string& method, const Json& params);
   // send() and wait up to timeout; a timeout abandons the request and comes
   // back as closed.
@@ -126,6 +131,9 @@ class McpClient {
   void handle_request(const Json& id, const std::string& method, const Json& params);
   void handle_notification(const std::string& method, const Json& params);
   bool write(const Json& message);
+  // Queues message for the notes thread; false iff the connection has ended.
+  bool post(const Json& message);
+  void write_notes();
   std::shared_ptr<Request> take_pending(const Json& id);
   // Fails what is pending as closed; tells handlers_.on_closed iff report.
   void close_connection(const std::string& why, bool report = true);
@@ -134,6 +142,9 @@ class McpClient {
   Logger& log_;
   const Handlers handlers_;
   const size_t max_message_bytes_;
+  // Readable once the client is closing: stops the reader and any write
+  // waiting for a server that does not read. {-1, -1} if it could not be made.
+  const std::array<int, 2> stop_pipe_;
   LineWriter writer_;
   // Lets an answer to a server's request come after the client is gone:
   // respond() then writes nothing.
@@ -142,8 +153,12 @@ class McpClient {
     McpClient* client = nullptr;  // null once the client is closing
   };
   std::shared_ptr<Answers> answers_;
-  int stop_read_fd_ = -1;
-  int stop_write_fd_ = -1;
+
+  std::mutex notes_mutex_;
+  std::condition_variable notes_ready_;
+  std::deque<std::string> notes_;
+  bool notes_stopping_ = false;
+  std::thread notes_writer_;
 
   mutable std::mutex mutex_;
   int64_t next_id_ = 1;

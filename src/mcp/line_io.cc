@@ -102,7 +102,7 @@ bool FdLineReader::read_more() {
   }
 }
 
-LineWriter::LineWriter(int fd) : fd_(fd) {}
+LineWriter::LineWriter(int fd, int stop_fd) : fd_(fd), stop_fd_(stop_fd) {}
 
 bool LineWriter::write_line(std::string_view line) {
   std::string framed;
@@ -118,8 +118,12 @@ bool LineWriter::write_line(std::string_view line) {
     const ssize_t n = ::write(fd_, p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd out = {fd_, POLLOUT, 0};
-      ::poll(&out, 1, -1);
+      pollfd waits[2] = {{fd_, POLLOUT, 0}, {stop_fd_, POLLIN, 0}};
+      ::poll(waits, stop_fd_ >= 0 ? 2 : 1, -1);
+      if (stop_fd_ >= 0 && (waits[1].revents & POLLIN)) {
+        broken_ = true;  // stopped halfway through a line: nothing after it can be framed
+        return false;
+      }
       continue;
     }
     if (n <= 0) {

@@ -72,7 +72,10 @@ class FdLineReader {
 // REQUIRES: SIGPIPE ignored, so a vanished reader is an error, not a death.
 class LineWriter {
  public:
-  explicit LineWriter(int fd);
+  // With a stop_fd (and fd non-blocking), a write waiting for a reader that
+  // does not read gives up once stop_fd is readable, and the writer is then
+  // broken: whoever stops it is never left waiting on the other side.
+  explicit LineWriter(int fd, int stop_fd = -1);
 
   // Writes line and "\n". Returns false iff the output is broken; from then
   // on every write is dropped.
@@ -80,6 +83,7 @@ class LineWriter {
 
  private:
   const int fd_;
+  const int stop_fd_;
   std::mutex mutex_;
   bool broken_ = false;
 };

@@ -1,7 +1,9 @@
 #include "mcp/line_io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <set>
 #include <string>
@@ -177,4 +179,19 @@ TEST_CASE("LineWriter reports a vanished reader instead of dying", "[line_io]") 
   LineWriter writer(pipe.write_fd);
   CHECK_FALSE(writer.write_line("nobody listens"));
   CHECK_FALSE(writer.write_line("still nobody"));
+}
+
+TEST_CASE("LineWriter gives up a write nobody reads once its stop fd fires, and stays broken", "[line_io]") {
+  Pipe out;  // nobody reads it: a write larger than the pipe waits
+  Pipe stop;
+  const int flags = ::fcntl(out.write_fd, F_GETFL);
+  REQUIRE(::fcntl(out.write_fd, F_SETFL, flags | O_NONBLOCK) == 0);
+  LineWriter writer(out.write_fd, stop.read_fd);
+  bool written = true;
+  std::thread blocked([&] { written = writer.write_line(std::string(1 << 20, 'x')); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(::write(stop.write_fd, "x", 1) == 1);
+  blocked.join();  // returns: the stop fd ended the wait
+  CHECK_FALSE(written);
+  CHECK_FALSE(writer.write_line("after a half-written line nothing can be framed"));
 }

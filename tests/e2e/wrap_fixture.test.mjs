@@ -130,6 +130,23 @@ test('a call stalled writing to a busy child keeps its intent after its lease: a
   assert.equal(setup.events('run', big).length, 1, 'the effect ran once');
 });
 
+test('a child that stops reading holds up no one else: a cancellation is queued and wrap keeps answering', async (t) => {
+  const setup = await fixture(t);
+  const wrapped = await connectWrapped(t, setup);
+  const cancel = new AbortController();
+  const busy = wrapped.client.callTool({ name: 'blocking_effect', arguments: { name: 'busy', ms: 6000 } }, undefined,
+    { signal: cancel.signal });
+  busy.catch(() => {});
+  await started(setup, 'busy');
+  // A write wrap cannot finish while the child blocks: it holds the child's input.
+  const stalled = wrapped.client.callTool({ name: 'effect', arguments: { name: `big-${'x'.repeat(300_000)}` } });
+  await delay(300);
+  cancel.abort('the agent gave up');  // notifications/cancelled, read by wrap's one reader
+  await wrapped.client.ping();
+  assert.equal(setup.events('done', 'busy').length, 0, 'wrap answered while the child was still blocked');
+  await stalled;
+});
+
 test('a tool error fences the call as failed by default; --on-tool-error=release lets a retry run', async (t) => {
   for (const [mode, wrapArgs, runs] of [['default', [], 1], ['release', ['--on-tool-error=release'], 2]]) {
     const setup = await fixture(t);
