@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -197,23 +198,36 @@ mcp::ServerInfo server_info_from(const Json& child) {
 // stops the child instead; what it was running is fenced as unknown.
 // signals_seen: the stop signals that began the shutdown (1, or 0 for the
 // end of stdin); any more stop the child.
+// Runs work on this thread. If a stop signal beyond the first signals_seen
+// comes before it returns, interrupt() runs once, on a watcher thread, and
+// should make work return soon. Returns true iff it ran.
+bool run_interruptible(const mcp::StopSignals& stop, int signals_seen, const std::function<void()>& work,
+                       const std::function<void()>& interrupt) {
+  std::atomic<bool> done{false};
+  std::atomic<bool> interrupted{false};
+  std::thread watcher([&] {
+    while (!done) {
+      if (stop.count() > signals_seen) {
+        interrupted = true;
+        interrupt();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  work();
+  done = true;
+  watcher.join();
+  return interrupted;
+}
+
 void finish_calls(mcp::Server& server, mcp::Proxy& proxy, const mcp::StopSignals& stop, int signals_seen,
                   mcp::Logger& log) {
-  std::atomic<bool> drained{false};
-  std::thread drainer([&] {
-    server.drain();
-    drained = true;
+  run_interruptible(stop, signals_seen, [&] { server.drain(); }, [&] {
+    log.warn("a stop signal came while finishing: stopping the child server now; the calls it was running "
+             "are fenced as unknown");
+    proxy.stop_child_now();
   });
-  while (!drained) {
-    if (stop.count() > signals_seen) {
-      log.warn("a stop signal came while finishing: stopping the child server now; the calls it was running "
-               "are fenced as unknown");
-      proxy.stop_child_now();
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  drainer.join();
 }
 
 int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals& stop, int protocol_fd) {
@@ -246,7 +260,18 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     extensions.on_initialize = [&](const Json& params) -> std::optional<mcp::RpcError> {
       proxy.on_initialize(params);
       std::string error;
-      if (!proxy.start(&error)) {
+      bool started = false;
+      // The child's handshake may take a minute, while nothing reads the
+      // agent's input: a stop signal meanwhile ends it.
+      const bool stopped = run_interruptible(stop, stop.count(), [&] { started = proxy.start(&error); }, [&] {
+        log.info("a stop signal came while the child server was starting: stopping it");
+        proxy.stop_child_now();
+      });
+      if (!started && stopped) {
+        return mcp::RpcError{mcp::jsonrpc::kInternalError, "effectfence wrap is stopping (a stop signal came)",
+                             nullptr};
+      }
+      if (!started) {
         const std::string why = "cannot start " + mcp::describe_command(options.command) + ": " + error;
         log.error(why);
         child_failed = true;

@@ -75,6 +75,22 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   session->started = Clock::now();
   session->link = launcher_(std::move(handlers), error);
   if (!session->link) return nullptr;
+  {
+    // stop_now() can end the handshake from here on: it may take a minute.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) {
+      *error = "effectfence wrap is shutting down";
+      return nullptr;
+    }
+    launching_ = session;
+  }
+  struct Landed {
+    Upstream& upstream;
+    ~Landed() {
+      std::lock_guard<std::mutex> lock(upstream.mutex_);
+      upstream.launching_.reset();
+    }
+  } landed{*this};
 
   auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error, capabilities);
   if (!init) return nullptr;
@@ -227,15 +243,18 @@ std::optional<std::vector<Json>> Upstream::list_tools(std::string* error) {
 
 void Upstream::stop_now() {
   std::shared_ptr<Session> running;
+  std::shared_ptr<Session> starting;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;
     running = current_;
+    starting = launching_;
   }
-  if (running && running->link && running->link->process) {
+  for (const auto& session : {running, starting}) {
+    if (!session || !session->link || !session->link->process) continue;
     // Signals only: its stdin stays open (and its fd number taken) while
     // calls may still write to it.
-    ChildProcess& process = *running->link->process;
+    ChildProcess& process = *session->link->process;
     process.signal(SIGTERM);
     if (!process.wait_exit(std::chrono::milliseconds(500))) {
       process.signal(SIGKILL);

@@ -96,7 +96,8 @@ class Upstream {
   // Stops the child; acquire() fails from then on.
   void stop();
   // Like stop(), but ends the child process now even while calls still use
-  // it: they fail as if it had died (their connection closes).
+  // it: they fail as if it had died (their connection closes). A child in
+  // its handshake is ended too, so a start waiting for it returns at once.
   void stop_now();
 
  private:
@@ -117,6 +118,7 @@ class Upstream {
   mutable std::mutex mutex_;
   std::condition_variable death_handled_;
   std::shared_ptr<Session> current_;  // may be dead (see alive_)
+  std::shared_ptr<Session> launching_;  // the child in its handshake, if any
   bool alive_ = false;
   uint64_t generation_ = 0;          // of current_
   uint64_t deaths_handled_upto_ = 0;  // every generation <= this is handled

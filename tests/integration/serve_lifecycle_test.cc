@@ -275,6 +275,26 @@ TEST_CASE("a wrapped child inherits only its own standard streams and not the ag
   CHECK(wrap.wait_exit() == 0);
 }
 
+TEST_CASE("SIGTERM while the wrapped child is still in its handshake stops wrap at once, exit 0",
+          "[serve][lifecycle]") {
+  TempDir dir;
+  // A child that never answers initialize: wrap would wait a minute for it.
+  ServeProcess wrap({"wrap", "--db", dir.file("ledger.sqlite"), "--", "/bin/sh", "-c", "exec sleep 300"});
+  wrap.send({{"jsonrpc", "2.0"},
+             {"id", 1},
+             {"method", "initialize"},
+             {"params",
+              {{"protocolVersion", "2025-11-25"},
+               {"capabilities", Json::object()},
+               {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  wrap.signal(SIGTERM);
+  const Json answer = wrap.response_to(1);
+  CHECK(answer.contains("error"));
+  CHECK(wrap.wait_exit(std::chrono::seconds(15)) == 0);
+  CHECK_THAT(wrap.stderr_text(), Catch::Contains("while the child server was starting"));
+}
+
 TEST_CASE("help, version, bad options and no arguments", "[serve][lifecycle]") {
   {
     ServeProcess help({"serve", "--help"});
