@@ -295,6 +295,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     mcp::FdLineReader reader(0, stop.fd());
     // A child that cannot start ends the session once the agent has its answer.
     const mcp::ReadEvent stopped_by = server.pump(reader, [&child_failed] { return !child_failed; });
+    proxy.stop_waiting();  // finishing what runs does not include waiting for others' calls
     const size_t unfinished = server.calls_in_flight();
     if (child_failed) {
       log.info("stopping: the child server cannot be started");

@@ -397,7 +397,8 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
                                        {{"replayed", true}, {"certificate", replayed->cert.hash}, {"intent", identity->intent}}));
     }
     const Refusal& refusal = std::get<Refusal>(outcome);
-    if (refusal.reason == Reason::in_flight && Clock::now() < deadline && !context.cancelled()) {
+    if (refusal.reason == Reason::in_flight && Clock::now() < deadline && !context.cancelled() &&
+        !waiting_stopped_) {
       if (!waiting) {
         waiting = true;
         log_.info("an identical call to " + tool + " is running (" + identity->intent + "); waiting up to " +

@@ -8,6 +8,7 @@
 //   child dies      fenced as unknown; the child is restarted for the next call
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -118,7 +119,14 @@ class Proxy {
   void stop();
   // Stops the child at once, failing the calls it is running (fenced as
   // unknown: they may have had their effect).
-  void stop_child_now() { upstream_.stop_now(); }
+  void stop_child_now() {
+    stop_waiting();
+    upstream_.stop_now();
+  }
+  // Identical calls waiting for a running one (--wait-secs) stop waiting and
+  // get its in_flight refusal now: on shutdown, nothing they could start is
+  // worth waiting an hour for.
+  void stop_waiting() { waiting_stopped_ = true; }
 
  private:
   struct Mirror {
@@ -176,6 +184,7 @@ class Proxy {
   bool refresh_pending_ = false;
   bool child_said_changed_ = false;
   bool stopping_ = false;
+  std::atomic<bool> waiting_stopped_{false};
   std::thread refresher_;  // last: uses the members above
 };
 

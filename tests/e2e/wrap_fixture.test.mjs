@@ -217,6 +217,24 @@ test('--wait-secs: an identical call waits for the running one and gets its resu
   assert.equal(setup.events('start', 'w').length, 1);
 });
 
+test('--wait-secs: a waiting call stops waiting when wrap is told to stop, and wrap exits at once', async (t) => {
+  const setup = await fixture(t);
+  const running = await connectWrapped(t, { ...setup, name: 'running' });
+  const waiting = await connectWrapped(t, { ...setup, name: 'waiting', wrapArgs: ['--wait-secs', '3600'] });
+  const first = running.client.callTool({ name: 'gated_effect', arguments: { name: 'long' } });
+  await started(setup, 'long');
+  const second = waiting.client.callTool({ name: 'gated_effect', arguments: { name: 'long' } });
+  await eventually(() => /waiting up to/.test(waiting.stderr()), { what: 'the second call to wait' });
+  process.kill(waiting.pid, 'SIGTERM');
+  const refused = await second;
+  assert.equal(refused._meta.effectfence.refused, 'in_flight');
+  // The clean way out (exit 0) ends with this line, while the other call still runs.
+  await eventually(() => /ledger closed; bye/.test(waiting.stderr()), { what: 'the waiting wrap to exit' });
+  await setup.open('long');
+  assert.notEqual((await first).isError, true);
+  assert.equal(setup.events('start', 'long').length, 1);
+});
+
 test('list changes, progress and log messages pass through; a cancellation reaches the child', async (t) => {
   const setup = await fixture(t);
   const wrapped = await connectWrapped(t, setup);
