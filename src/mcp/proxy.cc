@@ -490,13 +490,26 @@ Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity
   log_.error("the result of " + tool + " (" + identity.intent + ") could not be recorded: " +
              reason_name(refusal.reason) + ": " + refusal.message);
   if (refusal.reason != Reason::lease_lost) {
-    // Unrecorded, the intent must not lapse and run again: fence it.
-    fence_.abort(ticket, "the tool ran but its result could not be recorded: " + refusal.message);
+    // Unrecorded, the intent must not lapse and run again: fence it. If even
+    // that fails, it stays held by this live process (identical calls are
+    // refused in_flight) and is fenced unknown when wrap exits.
+    const auto aborted = fence_.abort(ticket, "the tool ran but its result could not be recorded: " + refusal.message);
+    if (const Refusal* r = refusal_of(aborted)) {
+      log_.error("could not fence " + ticket.intent + " either (" + r->message + "); identical calls are refused "
+                 "while this wrap runs, and it is fenced as unknown when wrap exits");
+    }
   }
+  const std::string explanation =
+      refusal.reason == Reason::lease_lost
+          ? refusal.message
+          : "The tool ran and this is its result, but the ledger could not record it (" +
+                std::string(reason_name(refusal.reason)) + "). Identical calls are refused, never run again, until "
+                "a person checks it and clears the intent (effectfence clear " + options_.ledger_option + " " +
+                quoted(identity.intent) + " --reason '...').";
   return Reply::of(with_fence_note(std::move(result), {{"recorded", false},
                                                        {"intent", identity.intent},
                                                        {"refused", reason_name(refusal.reason)},
-                                                       {"explanation", refusal.message}}));
+                                                       {"explanation", explanation}}));
 }
 
 Reply Proxy::record_tool_error(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result) {

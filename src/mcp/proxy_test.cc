@@ -12,10 +12,13 @@
 #include <thread>
 #include <vector>
 
+#include <sqlite3.h>
+
 #include <catch2/catch.hpp>
 
 #include "mcp/jsonrpc.h"
 #include "support/fence_helpers.h"
+#include "support/temp_dir.h"
 
 using namespace effectfence;
 using namespace effectfence::mcp;
@@ -106,7 +109,7 @@ FakeChild::Script server_script(std::function<std::vector<std::string>(const Jso
 
 struct Harness {
   Logger log{"proxy-test", LogLevel::error};
-  std::unique_ptr<Fence> fence = testing::open_fence(Settings{});
+  std::unique_ptr<Fence> fence;
   std::mutex mutex;
   std::vector<std::unique_ptr<FakeChild>> children;  // outlive the proxy
   int launches = 0;
@@ -114,7 +117,8 @@ struct Harness {
   std::condition_variable closed;
   std::unique_ptr<Proxy> proxy;
 
-  explicit Harness(FakeChild::Script script, RestartPolicy restarts = {}) {
+  explicit Harness(FakeChild::Script script, RestartPolicy restarts = {}, Settings settings = {})
+      : fence(testing::open_fence(std::move(settings))) {
     Launcher launcher = [this, script](McpClient::Handlers handlers, std::string*) {
       std::lock_guard<std::mutex> lock(mutex);
       ++launches;
@@ -322,6 +326,43 @@ TEST_CASE("a child that keeps dying is restarted with backoff, replays still wor
   REQUIRE(std::holds_alternative<IntentStatus>(status));
   CHECK(std::get<IntentStatus>(status).state == IntentState::cleared);
   CHECK(intent.empty());
+}
+
+TEST_CASE("a result the ledger cannot record is returned as such, and the call is never run again",
+          "[proxy]") {
+  testing::TempDir dir;
+  const std::string ledger = (dir.path() / "ledger.sqlite").string();
+  Settings settings;
+  settings.ledger_path = ledger;
+  settings.busy_timeout_ms = 50;  // the commit and its fallback give up soon
+  settings.lease_ttl_ms = 200;
+  sqlite3* blocker = nullptr;
+  std::atomic<int> runs{0};
+  Harness h(server_script([&](const Json& m) -> std::vector<std::string> {
+              ++runs;
+              // While the tool runs, another process locks the ledger (and keeps it).
+              REQUIRE(sqlite3_open(ledger.c_str(), &blocker) == SQLITE_OK);
+              REQUIRE(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+              return {answer(m["id"], text_content("charged"))};
+            }),
+            {}, settings);
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  Reply ran = h.call("act", {{"order", 7}});
+  REQUIRE_FALSE(ran.error);
+  CHECK(ran.result["content"][0]["text"] == "charged");
+  const Json& note = ran.result["_meta"]["effectfence"];
+  CHECK(note["recorded"] == false);
+  CHECK(note["refused"] == "ledger_busy");
+  CHECK_THAT(note["explanation"].get<std::string>(), Catch::Contains("The tool ran and this is its result"));
+  CHECK_THAT(note["explanation"].get<std::string>(), !Catch::Contains("do not run the tool"));
+
+  sqlite3_exec(blocker, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(blocker);
+  std::this_thread::sleep_for(400ms);  // its lease has run out; its holder, this process, runs on
+  Reply again = h.call("act", {{"order", 7}});
+  CHECK(again.result["_meta"]["effectfence"]["refused"] == "in_flight");
+  CHECK(runs == 1);
 }
 
 TEST_CASE("a tool error fences by default, a protocol refusal by the child releases", "[proxy]") {
