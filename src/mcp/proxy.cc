@@ -333,7 +333,8 @@ std::optional<ClientReply> Proxy::await_reply(McpClient::Request& request, const
     if (!cancelled_at && context.cancelled()) cancelled_at = Clock::now();
     if (cancelled_at && Clock::now() - *cancelled_at >= kCancelGrace) {
       client.abandon(request);
-      return std::nullopt;
+      // An answer that came in just before it was abandoned still counts.
+      return request.wait_for(milliseconds(0));
     }
     if (ticket) {
       if (const auto beat = fence_.heartbeat(*ticket); const Refusal* lost = refusal_of(beat)) {
@@ -416,6 +417,11 @@ Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const 
                           const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session,
                           CallContext& context) {
   McpClient& client = session->client();
+  if (context.cancelled()) {
+    // Cancelled while it was being admitted: the child never hears of it.
+    release(ticket, "cancelled by the agent before it was sent to the child");
+    return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
+  }
   auto request = client.send("tools/call", params_for_child(tool, arguments, context), progress_sink(context));
   if (!request->delivered()) {
     release(ticket, "never reached the child: " + describe_reply(*request->wait_for(milliseconds(0))));

@@ -365,6 +365,26 @@ TEST_CASE("a result the ledger cannot record is returned as such, and the call i
   CHECK(runs == 1);
 }
 
+TEST_CASE("a call cancelled before it reaches the child is never sent, and an identical call runs later",
+          "[proxy]") {
+  std::atomic<int> runs{0};
+  Harness h(server_script([&](const Json& m) -> std::vector<std::string> {
+    ++runs;
+    return {answer(m["id"], text_content("acted"))};
+  }));
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  CallContext cancelled(Json(1), Json::object());
+  cancelled.cancel();  // the agent's notifications/cancelled came while it was being admitted
+  Reply dropped = h.proxy->call("act", {{"n", 1}}, cancelled);
+  REQUIRE(dropped.error);
+  CHECK(runs == 0);
+  Reply later = h.call("act", {{"n", 1}});
+  REQUIRE_FALSE(later.error);
+  CHECK(later.result["_meta"]["effectfence"]["replayed"] == false);
+  CHECK(runs == 1);
+}
+
 TEST_CASE("a tool error fences by default, a protocol refusal by the child releases", "[proxy]") {
   Harness h(server_script([](const Json& m) -> std::vector<std::string> {
     if (m["params"]["arguments"].value("bad", false)) {
