@@ -30,6 +30,14 @@ int64_t refused_commits(TestLedger& ledger, const std::string& intent, const std
                       result.dump() + "%'");
 }
 
+// Settings with a 1 s lease on a clock the test moves by hand.
+Settings one_second_lease(const TestLedger& ledger, const ManualClock& clock) {
+  Settings s = ledger.settings();
+  s.lease_ttl_ms = 1000;
+  clock.drive(s);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("a duplicate after commit replays the identical certificate", "[fence]") {
@@ -144,9 +152,7 @@ TEST_CASE("a read-set that moved before commit fences the intent and keeps the r
 TEST_CASE("a zombie holder cannot commit, abort or heartbeat over its successor", "[fence][lease]") {
   TestLedger ledger;
   ManualClock clock;
-  Settings s = ledger.settings();
-  s.lease_ttl_ms = 1000;
-  clock.drive(s);
+  const Settings s = one_second_lease(ledger, clock);
   auto fence = open_fence(s);
   const Ticket zombie = admitted_ticket(fence->prepare(charge("o-4")));
   holder_on_another_host(ledger, "o-4");  // where only the lease can tell a stalled holder
@@ -181,9 +187,7 @@ TEST_CASE("a lease that ran out while its holder still runs on this host admits 
   // while, or the host's clock stepped forward: the holder may be mid-effect.
   TestLedger ledger;
   ManualClock clock;
-  Settings s = ledger.settings();
-  s.lease_ttl_ms = 1000;
-  clock.drive(s);
+  const Settings s = one_second_lease(ledger, clock);
   auto holder = open_fence(s);
   auto other = open_fence(s);
   const Ticket t = admitted_ticket(holder->prepare(charge("stalled")));
@@ -204,9 +208,7 @@ TEST_CASE("a lease that ran out while its holder still runs on this host admits 
 TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fence][lease]") {
   TestLedger ledger;
   ManualClock clock;
-  Settings s = ledger.settings();
-  s.lease_ttl_ms = 1000;
-  clock.drive(s);
+  const Settings s = one_second_lease(ledger, clock);
   auto fence = open_fence(s);
   auto other = open_fence(s);
   const Ticket t = admitted_ticket(fence->prepare(charge("slow")));
