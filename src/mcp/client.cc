@@ -82,7 +82,7 @@ McpClient::McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers, size
     const int flags = ::fcntl(out_fd, F_GETFL);
     if (flags >= 0) (void)::fcntl(out_fd, F_SETFL, flags | O_NONBLOCK);
   }
-  notes_writer_ = std::thread([this] { write_notes(); });
+  writer_thread_ = std::thread([this] { write_queued(); });
   reader_ = std::thread([this] { read_loop(); });
 }
 
@@ -94,11 +94,14 @@ McpClient::~McpClient() {
   }
   if (stop_pipe_[1] >= 0) (void)!::write(stop_pipe_[1], "x", 1);
   {
-    std::lock_guard<std::mutex> lock(notes_mutex_);
-    notes_stopping_ = true;  // what is still queued is dropped: the server is going away
+    std::lock_guard<std::mutex> lock(outbox_mutex_);
+    outbox_stopping_ = true;  // what is still queued is dropped: the server is going away
   }
-  notes_ready_.notify_all();
-  notes_writer_.join();
+  outbox_ready_.notify_all();
+  writer_thread_.join();
+  for (Outgoing& dropped : outbox_) {
+    if (dropped.written) dropped.written->set_value(false);
+  }
   if (reader_.get_id() == std::this_thread::get_id()) {
     reader_.detach();  // destroyed from our own callback: cannot join ourselves
   } else if (reader_.joinable()) {
@@ -112,27 +115,41 @@ McpClient::~McpClient() {
 
 bool McpClient::post(const Json& message) {
   if (closed()) return false;
-  std::string line = jsonrpc::serialize(message);
+  Outgoing out{jsonrpc::serialize(message), nullptr};
   {
-    std::lock_guard<std::mutex> lock(notes_mutex_);
-    if (notes_stopping_) return false;
-    notes_.push_back(std::move(line));
+    std::lock_guard<std::mutex> lock(outbox_mutex_);
+    if (outbox_stopping_) return false;
+    outbox_.push_back(std::move(out));
   }
-  notes_ready_.notify_one();
+  outbox_ready_.notify_one();
   return true;
 }
 
-void McpClient::write_notes() {
+bool McpClient::write(const Json& message) {
+  Outgoing out{jsonrpc::serialize(message), std::make_shared<std::promise<bool>>()};
+  std::future<bool> written = out.written->get_future();
+  {
+    std::lock_guard<std::mutex> lock(outbox_mutex_);
+    if (outbox_stopping_) return false;
+    outbox_.push_back(std::move(out));
+  }
+  outbox_ready_.notify_one();
+  return written.get();
+}
+
+void McpClient::write_queued() {
   for (;;) {
-    std::string line;
+    Outgoing out;
     {
-      std::unique_lock<std::mutex> lock(notes_mutex_);
-      notes_ready_.wait(lock, [this] { return notes_stopping_ || !notes_.empty(); });
-      if (notes_stopping_) return;
-      line = std::move(notes_.front());
-      notes_.pop_front();
+      std::unique_lock<std::mutex> lock(outbox_mutex_);
+      outbox_ready_.wait(lock, [this] { return outbox_stopping_ || !outbox_.empty(); });
+      if (outbox_stopping_) return;
+      out = std::move(outbox_.front());
+      outbox_.pop_front();
     }
-    if (!writer_.write_line(line)) log_.debug("could not write to the server: its input is closed");
+    const bool ok = writer_.write_line(out.line);
+    if (!ok) log_.debug("could not write to the server: its input is closed");
+    if (out.written) out.written->set_value(ok);
   }
 }
 
@@ -256,8 +273,6 @@ void McpClient::handle_notification(const std::string& method, const Json& param
   }
   if (handlers_.on_notification) handlers_.on_notification(method, params);
 }
-
-bool McpClient::write(const Json& message) { return writer_.write_line(jsonrpc::serialize(message)); }
 
 std::shared_ptr<McpClient::Request> McpClient::take_pending(const Json& id) {
   std::lock_guard<std::mutex> lock(mutex_);

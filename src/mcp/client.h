@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -114,9 +115,10 @@ class McpClient {
   // Stops waiting for request: a reply that comes later is logged and dropped.
   void abandon(const Request& request);
   // Queues a notification for the server. Returns false iff the connection
-  // has ended. Never blocks: notifications, cancellations and answers to the
-  // server's requests are written by a thread of the client's own, so a
-  // server that stops reading holds up no caller (an agent's reader least).
+  // has ended. Never blocks: everything for the server is written, in the
+  // order it was queued, by a thread of the client's own, so a server that
+  // stops reading holds up no one but the requests sent to it (an agent's
+  // reader least), and a notification is never overtaken by a later request.
   bool notify(const std::string& method, const Json& params);
   // send() and wait up to timeout; a timeout abandons the request and comes
   // back as closed.
@@ -130,10 +132,12 @@ class McpClient {
   void handle_response(const Json& id, ClientReply reply);
   void handle_request(const Json& id, const std::string& method, const Json& params);
   void handle_notification(const std::string& method, const Json& params);
+  // Queues message and waits until the writer thread has written it (true)
+  // or could not (false).
   bool write(const Json& message);
-  // Queues message for the notes thread; false iff the connection has ended.
+  // Queues message without waiting; false iff the connection has ended.
   bool post(const Json& message);
-  void write_notes();
+  void write_queued();
   std::shared_ptr<Request> take_pending(const Json& id);
   // Fails what is pending as closed; tells handlers_.on_closed iff report.
   void close_connection(const std::string& why, bool report = true);
@@ -154,11 +158,17 @@ class McpClient {
   };
   std::shared_ptr<Answers> answers_;
 
-  std::mutex notes_mutex_;
-  std::condition_variable notes_ready_;
-  std::deque<std::string> notes_;
-  bool notes_stopping_ = false;
-  std::thread notes_writer_;
+  // Lines for the server, written in order by writer_thread_; written is
+  // set (true iff the whole line went out) for the ones a caller waits for.
+  struct Outgoing {
+    std::string line;
+    std::shared_ptr<std::promise<bool>> written;
+  };
+  std::mutex outbox_mutex_;
+  std::condition_variable outbox_ready_;
+  std::deque<Outgoing> outbox_;
+  bool outbox_stopping_ = false;
+  std::thread writer_thread_;
 
   mutable std::mutex mutex_;
   int64_t next_id_ = 1;

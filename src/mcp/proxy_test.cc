@@ -365,6 +365,28 @@ TEST_CASE("a result the ledger cannot record is returned as such, and the call i
   CHECK(runs == 1);
 }
 
+TEST_CASE("the child hears notifications/initialized before any other request, every time", "[proxy]") {
+  // Servers that enforce the handshake (the Python SDK's) refuse a request
+  // that arrives before initialized.
+  for (int round = 0; round < 30; ++round) {
+    auto initialized = std::make_shared<std::atomic<bool>>(false);
+    FakeChild::Script strict = [initialized, inner = server_script([](const Json& m) -> std::vector<std::string> {
+                                  return {answer(m["id"], text_content("acted"))};
+                                })](const Json& m) -> std::vector<std::string> {
+      const std::string method = m.value("method", "");
+      if (method == "notifications/initialized") *initialized = true;
+      if (method != "initialize" && m.contains("id") && !*initialized) {
+        return {jsonrpc::serialize(jsonrpc::error_response(m["id"], -32602, "request before initialization"))};
+      }
+      return inner(m);
+    };
+    Harness h(strict);
+    std::string error;
+    INFO("round " << round << ": " << error);
+    REQUIRE(h.proxy->start(&error));
+  }
+}
+
 TEST_CASE("a call cancelled before it reaches the child is never sent, and an identical call runs later",
           "[proxy]") {
   std::atomic<int> runs{0};
