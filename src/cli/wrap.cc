@@ -262,8 +262,8 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
       std::string error;
       bool started = false;
       // The child's handshake may take a minute, while nothing reads the
-      // agent's input: a stop signal meanwhile ends it.
-      const bool stopped = run_interruptible(stop, stop.count(), [&] { started = proxy.start(&error); }, [&] {
+      // agent's input: a stop signal, before it or meanwhile, ends it.
+      const bool stopped = stop.count() > 0 || run_interruptible(stop, 0, [&] { started = proxy.start(&error); }, [&] {
         log.info("a stop signal came while the child server was starting: stopping it");
         proxy.stop_child_now();
       });

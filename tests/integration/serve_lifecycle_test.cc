@@ -278,8 +278,10 @@ TEST_CASE("a wrapped child inherits only its own standard streams and not the ag
 TEST_CASE("SIGTERM while the wrapped child is still in its handshake stops wrap at once, exit 0",
           "[serve][lifecycle]") {
   TempDir dir;
+  const std::string started = dir.file("child-started");
   // A child that never answers initialize: wrap would wait a minute for it.
-  ServeProcess wrap({"wrap", "--db", dir.file("ledger.sqlite"), "--", "/bin/sh", "-c", "exec sleep 300"});
+  ServeProcess wrap({"wrap", "--db", dir.file("ledger.sqlite"), "--", "/bin/sh", "-c",
+                     "touch '" + started + "'; exec sleep 300"});
   wrap.send({{"jsonrpc", "2.0"},
              {"id", 1},
              {"method", "initialize"},
@@ -287,12 +289,33 @@ TEST_CASE("SIGTERM while the wrapped child is still in its handshake stops wrap 
               {{"protocolVersion", "2025-11-25"},
                {"capabilities", Json::object()},
                {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The signal comes once the child is in its handshake.
+  for (int i = 0; i < 1500 && !std::filesystem::exists(started); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(std::filesystem::exists(started));
   wrap.signal(SIGTERM);
   const Json answer = wrap.response_to(1);
   CHECK(answer.contains("error"));
   CHECK(wrap.wait_exit(std::chrono::seconds(15)) == 0);
   CHECK_THAT(wrap.stderr_text(), Catch::Contains("while the child server was starting"));
+}
+
+TEST_CASE("SIGTERM right after initialize, before the child starts, is not missed: wrap exits 0 at once",
+          "[serve][lifecycle]") {
+  TempDir dir;
+  for (int round = 0; round < 3; ++round) {
+    ServeProcess wrap({"wrap", "--db", dir.file("ledger.sqlite"), "--", "/bin/sh", "-c", "exec sleep 300"});
+    // Its signal handlers are in place once it says which ledger it fences with.
+    for (int i = 0; i < 1500 && wrap.stderr_text().find("fencing with") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    wrap.send_raw(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",)"
+                  R"("capabilities":{},"clientInfo":{"name":"t","version":"1"}}})" "\n");
+    wrap.signal(SIGTERM);  // at once: before, while or after wrap reads the line
+    INFO("round " << round);
+    CHECK(wrap.wait_exit(std::chrono::seconds(15)) == 0);
+  }
 }
 
 TEST_CASE("help, version, bad options and no arguments", "[serve][lifecycle]") {
