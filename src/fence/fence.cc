@@ -350,7 +350,7 @@ std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& doma
     status.seq = row.seq;
     status.clock = row.clock;
     status.head = row.head;
-    status.in_flight = txn.count_live_in_flight(domain, lease_now(txn));
+    status.in_flight = rules::unsettled_actions(txn, domain, context(txn));
   });
   if (failure) return *failure;
   return status;

@@ -205,6 +205,24 @@ TEST_CASE("a lease that ran out while its holder still runs on this host admits 
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'takeover'") == 0);
 }
 
+TEST_CASE("an action held past its lease by a holder still running here keeps its domain in a race",
+          "[fence][lease][read_set]") {
+  TestLedger ledger;
+  ManualClock clock;
+  const Settings s = one_second_lease(ledger, clock);
+  auto holder = open_fence(s);
+  auto other = open_fence(s);
+  PrepareRequest scale = charge("scale-up");
+  scale.domain = "cluster:prod";
+  admitted_ticket(holder->prepare(scale));
+  clock.advance(120'000);  // the lease ran out; its holder, this process, runs on
+  PrepareRequest contrary = charge("scale-down");
+  contrary.domain = "cluster:prod";
+  contrary.read_set = {{"cluster:prod", 1}};  // decided on the state after scale-up's admission
+  CHECK(refusal_reason(other->prepare(contrary)) == Reason::domain_race);
+  CHECK(std::get<DomainStatus>(other->domain_status("cluster:prod")).in_flight == 1);
+}
+
 TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fence][lease]") {
   TestLedger ledger;
   ManualClock clock;

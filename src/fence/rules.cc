@@ -81,7 +81,7 @@ std::optional<Refusal> check_read_set(LedgerTxn& txn, const std::vector<ReadSetE
                         "). Do not run the tool: re-read the domain (fence_status) and decide again.",
                      detail};
     }
-    if (check_in_flight && txn.count_live_in_flight(entry.domain, ctx.now) > 0) {
+    if (check_in_flight && unsettled_actions(txn, entry.domain, ctx) > 0) {
       return Refusal{Reason::domain_race,
                     "domain '" + entry.domain + "' has an action in flight whose outcome is not known "
                     "yet, so the state you read may be about to change. Do not run the tool: wait a few "
@@ -135,6 +135,15 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
 }
 
 }  // namespace
+
+int64_t unsettled_actions(LedgerTxn& txn, const std::string& domain, const Context& ctx) {
+  int64_t n = txn.count_live_in_flight(domain, ctx.now);
+  if (!ctx.is_alive) return n;
+  for (const IntentRow& row : txn.expired_in_flight(domain, ctx.now)) {
+    if (ctx.is_alive(row.holder)) ++n;
+  }
+  return n;
+}
 
 PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   const PrepareRequest& req = a.request;

@@ -33,6 +33,10 @@ struct Attempt {
   std::string payload_hash;  // SHA-256 of canonical {"args":..,"tool":..}
 };
 
+// Admitted actions on domain whose outcome is not known yet: their lease is
+// live, or it ran out while their holder is still seen running on this host.
+int64_t unsettled_actions(LedgerTxn& txn, const std::string& domain, const Context& ctx);
+
 PrepareOutcome prepare(LedgerTxn& txn, const Attempt& attempt, const Context& ctx);
 // commit and abort set *recorded iff they recorded the outcome now (false
 // for a retry answered with what is already recorded, and for refusals).

@@ -106,6 +106,15 @@ int64_t PostgresTxn::count_live_in_flight(const std::string& domain, int64_t now
       .integer(0, 0);
 }
 
+std::vector<IntentRow> PostgresTxn::expired_in_flight(const std::string& domain, int64_t now) {
+  static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
+                                 " FROM intents WHERE state = 'in_flight' AND domain = $1 AND lease_expires_at <= $2";
+  auto q = db_.exec(sql, {param(domain), param(now)});
+  std::vector<IntentRow> rows;
+  for (int i = 0; i < q.rows(); ++i) rows.push_back(intent_from(q, i));
+  return rows;
+}
+
 DomainRow PostgresTxn::load_domain(const std::string& domain) { return load_domain_row(domain, false); }
 
 DomainRow PostgresTxn::load_domain_row(const std::string& domain, bool for_update) {

@@ -118,6 +118,17 @@ int64_t SqliteTxn::count_live_in_flight(const std::string& domain, int64_t now) 
   return n;
 }
 
+std::vector<IntentRow> SqliteTxn::expired_in_flight(const std::string& domain, int64_t now) {
+  static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
+                                 " FROM intents WHERE state = 'in_flight' AND domain = ? AND lease_expires_at <= ?";
+  auto& q = statement(sql.c_str());
+  q.bind(1, domain);
+  q.bind(2, static_cast<int64_t>(now));
+  std::vector<IntentRow> rows;
+  while (q.executeStep()) rows.push_back(intent_from(q));
+  return rows;
+}
+
 int64_t SqliteTxn::highest_reserved_seq(const std::string& domain) {
   // An evicted domain must not hand out its old numbers again.
   auto& q = statement("SELECT coalesce(max(seq), 0) FROM events WHERE domain = ? AND kind = 'domain_evicted'");
