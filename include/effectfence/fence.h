@@ -33,8 +33,9 @@ struct Settings {
   // PostgreSQL URL (postgres://..., postgresql://..., or "postgres:" for the
   // PG* environment variables).
   std::string ledger_path = "memory";
-  // The lease at least 1 ms, the result lifetime at least 0 (0: a sweep
-  // forgets every finished intent), or open refuses (invalid_settings).
+  // The lease from 1 ms, the result lifetime from 0 (0: a sweep forgets
+  // every finished intent), both up to ten years, or open refuses
+  // (invalid_settings).
   int64_t lease_ttl_ms = 60'000;          // EFFECTFENCE_LEASE_SECS
   int64_t result_ttl_ms = 86'400'000;     // EFFECTFENCE_RESULT_TTL_SECS
   int64_t busy_timeout_ms = 10'000;       // how long to wait for a locked ledger

@@ -1,4 +1,6 @@
 // Settings from the environment: the README's configuration table.
+#include <cstdint>
+
 #include <catch2/catch.hpp>
 
 #include "effectfence/fence.h"
@@ -52,9 +54,15 @@ TEST_CASE("EFFECTFENCE_LEDGER names the ledger, otherwise the XDG state director
   }
 }
 
-TEST_CASE("a fence opened with a lease under 1 ms is refused before any file is touched", "[settings]") {
+TEST_CASE("a fence opened with a lease under 1 ms or a lifetime past ten years is refused before any file is touched", "[settings]") {
   TempDir dir;
-  for (const auto& [lease, result] : {std::pair<int64_t, int64_t>{0, 1000}, {-5, 1000}, {1000, -1}}) {
+  const int64_t past_ten_years = int64_t{10} * 365 * 86'400'000 + 1;
+  for (const auto& [lease, result] : {std::pair<int64_t, int64_t>{0, 1000},
+                                      {-5, 1000},
+                                      {1000, -1},
+                                      {past_ten_years, 1000},
+                                      {INT64_MAX, 1000},
+                                      {1000, past_ten_years}}) {
     INFO("lease " << lease << " ms, result " << result << " ms");
     Settings s;
     s.ledger_path = (dir.path() / "ledger.sqlite").string();

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -27,7 +29,16 @@ int shell_status(int status) {
 
 // Runs in the forked child of a threaded process: async-signal-safe calls
 // only. Reports a failed exec through report_fd as the errno value.
-[[noreturn]] void exec_child(char* const argv[], int stdin_fd, int stdout_fd, int stderr_fd, int report_fd) {
+// How many descriptors a child could have inherited, read before fork
+// (bounded: marking a million of them one by one would take a while).
+int inheritable_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 65536;
+  return static_cast<int>(std::min<rlim_t>(limit.rlim_cur, 65536));
+}
+
+[[noreturn]] void exec_child(char* const argv[], int stdin_fd, int stdout_fd, int stderr_fd, int report_fd,
+                             int fd_limit) {
   ::setpgid(0, 0);
   // Dispositions the parent set (SIGPIPE ignored) and its signal mask are
   // inherited across exec; a server expects the defaults.
@@ -41,9 +52,14 @@ int shell_status(int status) {
     ::_exit(126);
   }
   // Nothing else crosses exec: not the agent's protocol pipe, not a library's
-  // descriptor opened without O_CLOEXEC, not what our own parent leaked. A
-  // kernel without CLOSE_RANGE_CLOEXEC (before 5.11) keeps the old behaviour.
-  (void)::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  // descriptor opened without O_CLOEXEC, not what our own parent leaked.
+  // Kernels before 5.11 lack CLOSE_RANGE_CLOEXEC: mark them one by one.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    for (int fd = 3; fd < fd_limit; ++fd) {
+      const int flags = ::fcntl(fd, F_GETFD);
+      if (flags >= 0) (void)::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+    }
+  }
   ::execvp(argv[0], argv);
   const int e = errno;
   (void)!::write(report_fd, &e, sizeof e);
@@ -96,8 +112,10 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::vector<std::string>
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
 
+  const int fd_limit = inheritable_fd_limit();
+
   const pid_t pid = ::fork();
-  if (pid == 0) exec_child(args.data(), in[0], out[1], err[1], report[1]);
+  if (pid == 0) exec_child(args.data(), in[0], out[1], err[1], report[1], fd_limit);
   for (int fd : {in[0], out[1], err[1], report[1]}) ::close(fd);
   if (pid < 0) {
     *error = std::string("fork: ") + std::strerror(errno);
