@@ -26,8 +26,13 @@ void print_usage(std::FILE* out) {
                "Opens the ledger read-only. The same list in SQL: SELECT * FROM fenced;\n\n"
                "options:\n"
                "  --db PATH  ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "Also lists intents still in flight past their lease: their holder process still\n"
+               "runs (or cannot be seen from here), so identical calls are refused in_flight; if\n"
+               "it will never finish, stop it (kill -TERM PID) and it fences them as unknown.\n\n"
                "  --json     one JSON object: {path, count, fenced: [{intent, state, tool, args,\n"
-               "             domain, agent, reason, since, since_ms, generation, holder}]}\n"
+               "             domain, agent, reason, since, since_ms, generation, holder}],\n"
+               "             past_lease: [{intent, tool, args, domain, agent, holder, lease_expired,\n"
+               "             lease_expired_ms}]}\n"
                "  --help     this text\n",
                Settings::default_ledger_path("server").c_str());
 }
@@ -62,6 +67,24 @@ std::vector<FencedIntent> read_fenced(LedgerReader& db) {
   return out;
 }
 
+// In flight, lease run out, not taken over: held by a process still running.
+struct PastLease {
+  std::string intent, tool, args, domain, agent, holder;
+  int64_t lease_expired_ms = 0;
+};
+
+std::vector<PastLease> read_past_lease(LedgerReader& db, int64_t now) {
+  auto q = db.query(
+      "SELECT intent, tool, args, domain, agent, holder_host || ':' || holder_pid, lease_expires_at "
+      "FROM intents WHERE state = 'in_flight' AND lease_expires_at <= ?1 ORDER BY lease_expires_at, intent",
+      {now});
+  std::vector<PastLease> out;
+  while (q->next()) {
+    out.push_back(PastLease{q->text(0), q->text(1), q->text(2), q->text(3), q->text(4), q->text(5), q->integer(6)});
+  }
+  return out;
+}
+
 // args is canonical JSON in the ledger; shown as a string if someone broke it.
 Json args_json(const std::string& text) {
   JsonError error;
@@ -69,7 +92,8 @@ Json args_json(const std::string& text) {
   return parsed ? *parsed : Json(text);
 }
 
-void print_json(const std::string& path, const std::vector<FencedIntent>& fenced) {
+void print_json(const std::string& path, const std::vector<FencedIntent>& fenced,
+                const std::vector<PastLease>& past_lease) {
   Json list = Json::array();
   for (const auto& f : fenced) {
     list.push_back({{"intent", f.intent},
@@ -84,13 +108,41 @@ void print_json(const std::string& path, const std::vector<FencedIntent>& fenced
                     {"generation", f.generation},
                     {"holder", f.holder}});
   }
-  const Json out = {{"path", path}, {"count", fenced.size()}, {"fenced", list}};
+  Json held = Json::array();
+  for (const auto& p : past_lease) {
+    held.push_back({{"intent", p.intent},
+                    {"tool", p.tool},
+                    {"args", args_json(p.args)},
+                    {"domain", p.domain},
+                    {"agent", p.agent},
+                    {"holder", p.holder},
+                    {"lease_expired", format_utc(p.lease_expired_ms)},
+                    {"lease_expired_ms", p.lease_expired_ms}});
+  }
+  const Json out = {{"path", path}, {"count", fenced.size()}, {"fenced", list}, {"past_lease", held}};
   print_json_line(out);
 }
 
-void print_text(const std::string& path, const std::vector<FencedIntent>& fenced) {
+void print_past_lease(const std::vector<PastLease>& past_lease) {
+  if (past_lease.empty()) return;
+  std::printf("\n%zu intent(s) still in flight past their lease: identical calls are refused while the\n"
+              "holder runs. If it will never finish them (its agent is gone), stop it (kill -TERM PID):\n"
+              "it fences them as unknown, to check and clear as above.\n",
+              past_lease.size());
+  for (const auto& p : past_lease) {
+    std::printf("\n%s  [lease ran out %s]\n", terminal_safe(p.intent).c_str(),
+                format_utc(p.lease_expired_ms).c_str());
+    std::printf("  tool    %s %s\n", terminal_safe(p.tool).c_str(), terminal_safe(p.args).c_str());
+    std::printf("  domain  %s   agent %s   holder %s\n", terminal_safe(p.domain).c_str(),
+                terminal_safe(p.agent).c_str(), terminal_safe(p.holder).c_str());
+  }
+}
+
+void print_text(const std::string& path, const std::vector<FencedIntent>& fenced,
+                const std::vector<PastLease>& past_lease) {
   if (fenced.empty()) {
     std::printf("no fenced intents in %s\n", path.c_str());
+    print_past_lease(past_lease);
     return;
   }
   std::printf("%zu fenced intent(s) in %s; each is refused until an operator checks whether its effect\n"
@@ -105,6 +157,7 @@ void print_text(const std::string& path, const std::vector<FencedIntent>& fenced
                 terminal_safe(f.agent).c_str(), static_cast<long long>(f.generation), terminal_safe(f.holder).c_str());
     std::printf("  why     %s\n", f.reason.empty() ? "(no reason recorded)" : terminal_safe(f.reason).c_str());
   }
+  print_past_lease(past_lease);
 }
 
 int fenced(const Args& args) {
@@ -128,16 +181,18 @@ int fenced(const Args& args) {
     return kExitFailure;
   }
   std::vector<FencedIntent> list;
+  std::vector<PastLease> past_lease;
   try {
     list = read_fenced(*db);
+    past_lease = read_past_lease(*db, now_ms());
   } catch (const std::exception& e) {
     print_error(kCommand, "reading fenced intents", e.what());
     return kExitFailure;
   }
   if (parsed->has("json")) {
-    print_json(db->name(), list);
+    print_json(db->name(), list, past_lease);
   } else {
-    print_text(db->name(), list);
+    print_text(db->name(), list, past_lease);
   }
   return kExitOk;
 }

@@ -163,6 +163,21 @@ expect_eq "$RC" 0 "fenced --json reads a reason that is not UTF-8"
 expect_eq "$(jq -r '.fenced[] | select(.intent == "charge:order-124") | .reason' <<<"$OUT")" $'abc\uFFFD' \
   "fenced --json replaces the bad byte"
 
+# An intent still in flight past its lease (its holder runs on, or cannot be
+# seen) is listed apart, with its holder, so an operator can end it.
+q "$DAMAGED" "UPDATE intents SET lease_expires_at = 4102444800000 WHERE state = 'in_flight'" >/dev/null
+run "$EF" fenced --db "$DAMAGED" --json
+expect_eq "$(jq -c '.past_lease' <<<"$OUT")" "[]" "fenced --json lists no intent past its lease while leases are live"
+q "$DAMAGED" "UPDATE intents SET lease_expires_at = 1000 WHERE state = 'in_flight'" >/dev/null
+run "$EF" fenced --db "$DAMAGED" --json
+expect_eq "$(jq -r '.past_lease[].intent' <<<"$OUT" | tr '\n' ' ')" \
+  "$(q "$DAMAGED" "SELECT intent FROM intents WHERE state = 'in_flight' ORDER BY intent" | tr '\n' ' ')" \
+  "fenced --json lists the intents in flight past their lease"
+expect_eq "$(jq -r '.past_lease | length' <<<"$OUT")" 1 "the fixture's intent in flight is past its lease"
+expect_match "$(jq -r '.past_lease[0].holder' <<<"$OUT")" ':[0-9]+$' "fenced --json names the holder process"
+run "$EF" fenced --db "$DAMAGED"
+expect_match "$OUT" "still in flight past their lease" "fenced text lists intents past their lease"
+
 # Text an agent wrote (a reason with a newline and a terminal escape) cannot
 # forge another entry of the text report or hide itself.
 q "$DAMAGED" "UPDATE intents SET reason = 'timeout' || char(27) || '[8m hidden' || char(10) || char(10) || 'charge:forged  [unknown since 2026-01-01]' WHERE intent = 'charge:order-124'" >/dev/null
