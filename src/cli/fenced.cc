@@ -10,6 +10,8 @@
 #include "cli/ledger_reader.h"
 #include "effectfence/fence.h"
 #include "effectfence/json.h"
+#include "ledger/holder.h"
+#include "ledger/open_ledger.h"
 
 namespace effectfence::cli {
 namespace {
@@ -23,12 +25,13 @@ void print_usage(std::FILE* out) {
                "arguments, agent, since when and why. A fenced intent is refused (prior_failure)\n"
                "until an operator checks the real outcome and clears it:\n"
                "  effectfence clear --db PATH INTENT --reason \"...\"\n"
+               "Also lists the intents still in flight past their lease whose holder process is\n"
+               "running on this host: identical calls are refused in_flight while it runs. If it\n"
+               "will never finish one (its agent is gone), stop it (kill -TERM PID): it fences\n"
+               "what it holds as unknown.\n"
                "Opens the ledger read-only. The same list in SQL: SELECT * FROM fenced;\n\n"
                "options:\n"
                "  --db PATH  ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
-               "Also lists intents still in flight past their lease: their holder process still\n"
-               "runs (or cannot be seen from here), so identical calls are refused in_flight; if\n"
-               "it will never finish, stop it (kill -TERM PID) and it fences them as unknown.\n\n"
                "  --json     one JSON object: {path, count, fenced: [{intent, state, tool, args,\n"
                "             domain, agent, reason, since, since_ms, generation, holder}],\n"
                "             past_lease: [{intent, tool, args, domain, agent, holder, lease_expired,\n"
@@ -67,7 +70,9 @@ std::vector<FencedIntent> read_fenced(LedgerReader& db) {
   return out;
 }
 
-// In flight, lease run out, not taken over: held by a process still running.
+// In flight, lease run out, and kept (not taken over) because its holder
+// process is seen running on this host. Others settle at the next call:
+// a holder gone is fenced unknown, one on another host is taken over.
 struct PastLease {
   std::string intent, tool, args, domain, agent, holder;
   int64_t lease_expired_ms = 0;
@@ -75,14 +80,27 @@ struct PastLease {
 
 std::vector<PastLease> read_past_lease(LedgerReader& db, int64_t now) {
   auto q = db.query(
-      "SELECT intent, tool, args, domain, agent, holder_host || ':' || holder_pid, lease_expires_at "
-      "FROM intents WHERE state = 'in_flight' AND lease_expires_at <= ?1 ORDER BY lease_expires_at, intent",
+      "SELECT intent, tool, args, domain, agent, lease_expires_at, holder_host, holder_boot, holder_pid, "
+      "holder_started FROM intents WHERE state = 'in_flight' AND lease_expires_at <= ?1 "
+      "ORDER BY lease_expires_at, intent",
       {now});
   std::vector<PastLease> out;
   while (q->next()) {
-    out.push_back(PastLease{q->text(0), q->text(1), q->text(2), q->text(3), q->text(4), q->text(5), q->integer(6)});
+    Holder holder;
+    holder.host = q->text(6);
+    holder.boot = q->text(7);
+    holder.pid = q->integer(8);
+    holder.started = q->integer(9);
+    if (!holder_is_alive_here(holder)) continue;
+    out.push_back(
+        PastLease{q->text(0), q->text(1), q->text(2), q->text(3), q->text(4), holder.describe(), q->integer(5)});
   }
   return out;
+}
+
+// The clock leases are decided by: the database server's for PostgreSQL.
+int64_t ledger_now_ms(LedgerReader& db, const std::string& path) {
+  return is_postgres_ledger(path) ? db.integer("SELECT effectfence_now_ms()") : now_ms();
 }
 
 // args is canonical JSON in the ledger; shown as a string if someone broke it.
@@ -175,7 +193,8 @@ int fenced(const Args& args) {
     print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
     return kExitFailure;
   }
-  auto db = open_ledger_reader(resolve_ledger_path(*parsed), &error);
+  const std::string path = resolve_ledger_path(*parsed);
+  auto db = open_ledger_reader(path, &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);
     return kExitFailure;
@@ -184,7 +203,7 @@ int fenced(const Args& args) {
   std::vector<PastLease> past_lease;
   try {
     list = read_fenced(*db);
-    past_lease = read_past_lease(*db, now_ms());
+    past_lease = read_past_lease(*db, ledger_now_ms(*db, path));
   } catch (const std::exception& e) {
     print_error(kCommand, "reading fenced intents", e.what());
     return kExitFailure;
