@@ -72,25 +72,31 @@ const Holder& this_process() {
   return cached;
 }
 
-bool holder_is_dead(const Holder& holder) {
+namespace {
+
+enum class Liveness { gone, running, cannot_tell };
+
+// What this host can tell about holder: one judgement behind both questions,
+// so "dead" and "alive" can never both be true of a holder.
+Liveness liveness_of(const Holder& holder) {
   const Holder& me = this_process();
-  if (holder.host != me.host) return false;
-  if (!holder.boot.empty() && !me.boot.empty() && holder.boot != me.boot) return true;
-  if (holder.pid <= 0) return false;
-  if (kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno == ESRCH) return true;
+  if (holder.host != me.host) return Liveness::cannot_tell;  // its lease decides
+  if (!holder.boot.empty() && !me.boot.empty() && holder.boot != me.boot) return Liveness::gone;
+  if (holder.pid <= 0) return Liveness::cannot_tell;
+  if (kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno == ESRCH) return Liveness::gone;
   const auto stat = read_proc_stat(holder.pid);
-  if (!stat) return false;  // cannot tell (e.g. /proc hidden): let the lease decide
-  if (stat->state == 'Z' || stat->state == 'X') return true;
-  return holder.started != 0 && stat->started != holder.started;
+  if (!stat) return Liveness::cannot_tell;  // e.g. /proc hidden
+  if (stat->state == 'Z' || stat->state == 'X') return Liveness::gone;
+  if (holder.started == 0) return Liveness::cannot_tell;
+  if (stat->started != holder.started) return Liveness::gone;  // the pid was reused
+  // Running only if this very boot vouches for it.
+  return holder.boot.empty() || holder.boot != me.boot ? Liveness::cannot_tell : Liveness::running;
 }
 
-bool holder_is_alive_here(const Holder& holder) {
-  const Holder& me = this_process();
-  if (holder.host != me.host || holder.boot.empty() || holder.boot != me.boot) return false;
-  if (holder.pid <= 0 || holder.started == 0) return false;
-  if (kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno != EPERM) return false;
-  const auto stat = read_proc_stat(holder.pid);
-  return stat && stat->state != 'Z' && stat->state != 'X' && stat->started == holder.started;
-}
+}  // namespace
+
+bool holder_is_dead(const Holder& holder) { return liveness_of(holder) == Liveness::gone; }
+
+bool holder_is_alive_here(const Holder& holder) { return liveness_of(holder) == Liveness::running; }
 
 }  // namespace effectfence
