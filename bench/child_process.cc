@@ -156,11 +156,15 @@ std::map<pid_t, ThreadTimes> ChildProcess::thread_times() const {
   if (dir == nullptr) return threads;
   while (const dirent* entry = ::readdir(dir)) {
     if (entry->d_name[0] == '.') continue;
-    std::ifstream in(tasks + "/" + entry->d_name + "/schedstat");
+    const std::string task = tasks + "/" + entry->d_name;
+    std::ifstream in(task + "/schedstat");
     double run_ns = 0;
     double wait_ns = 0;
     if (in >> run_ns >> wait_ns) {
-      threads[static_cast<pid_t>(std::stol(entry->d_name))] = ThreadTimes{run_ns / 1e9, wait_ns / 1e9};
+      std::string name;
+      std::ifstream comm(task + "/comm");
+      std::getline(comm, name);
+      threads[static_cast<pid_t>(std::stol(entry->d_name))] = ThreadTimes{name, run_ns / 1e9, wait_ns / 1e9};
     }
   }
   ::closedir(dir);

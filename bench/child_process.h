@@ -15,6 +15,7 @@ namespace effectfence::bench {
 // From /proc/PID/task/TID/schedstat: time on a CPU, and time runnable but
 // waiting for one (what other processes on a busy machine cost us).
 struct ThreadTimes {
+  std::string name;  // what the thread calls itself (/proc/.../comm)
   double cpu_s = 0;
   double runqueue_wait_s = 0;
 };

@@ -68,6 +68,7 @@ struct LevelResult {
   double server_cores_busy = 0;   // server CPU time over wall time
   double busiest_thread_busy = 0;  // the same for its busiest thread: near 1 means that thread is the limit
   double runqueue_wait_us_per_pair = 0;  // server threads runnable but without a CPU
+  std::map<std::string, double> server_cpu_us_per_pair_by_thread;  // threads of one name summed
   double decisions_per_transaction = 0;  // the server's group commit (fence_stats "batching")
   // What bounds serve, at the same in-flight count (see Reference):
   Reference protocol_only;  // pairs of `ping`s through serve: pipes, JSON-RPC, threads, no ledger
@@ -236,6 +237,7 @@ struct Tally {
   double bench_cpu_s = 0;
   double busiest_thread_cpu_s = 0;
   double runqueue_wait_s = 0;
+  std::map<std::string, double> cpu_s_by_thread;  // server threads, by name
   int64_t transactions = 0;  // the server's ledger transactions
   int64_t decisions = 0;     // and the decisions they carried
 };
@@ -248,6 +250,7 @@ void add_thread_deltas(const std::map<pid_t, ThreadTimes>& before, const std::ma
     const auto then = before.find(tid);
     const ThreadTimes start = then == before.end() ? ThreadTimes{} : then->second;
     busiest = std::max(busiest, now.cpu_s - start.cpu_s);
+    tally->cpu_s_by_thread[now.name] += now.cpu_s - start.cpu_s;
     tally->runqueue_wait_s += now.runqueue_wait_s - start.runqueue_wait_s;
   }
   tally->busiest_thread_cpu_s += busiest;
@@ -316,6 +319,9 @@ LevelResult level_result(size_t in_flight, const LevelTallies& t) {
   level.server_cores_busy = elapsed > 0 ? serve.server_cpu_s / elapsed : 0;
   level.busiest_thread_busy = elapsed > 0 ? serve.busiest_thread_cpu_s / elapsed : 0;
   level.runqueue_wait_us_per_pair = per_item_us(serve.runqueue_wait_s, level.pairs);
+  for (const auto& [name, cpu_s] : serve.cpu_s_by_thread) {
+    level.server_cpu_us_per_pair_by_thread[name] = per_item_us(cpu_s, level.pairs);
+  }
   level.decisions_per_transaction =
       serve.transactions > 0 ? static_cast<double>(serve.decisions) / static_cast<double>(serve.transactions) : 0;
   level.protocol_only = reference(t.pings, t.pings.server_cpu_s, level.sqlite);
@@ -440,6 +446,12 @@ void print_text(const Options& options, const Report& r) {
                 l.bench_cpu_us_per_pair, l.server_cores_busy, l.busiest_thread_busy, l.runqueue_wait_us_per_pair,
                 l.decisions_per_transaction);
   }
+  std::printf("\nserver CPU per pair, by thread (serve's main thread reads and parses the requests)\n");
+  for (const LevelResult& l : r.levels) {
+    std::printf("%9zu ", l.in_flight);
+    for (const auto& [name, us] : l.server_cpu_us_per_pair_by_thread) std::printf("  %s %.0f us", name.c_str(), us);
+    std::printf("\n");
+  }
   std::printf("\nwhat bounds it: the same pairs with one part at a time, measured alongside (pairs/s, ratio)\n");
   std::printf("%9s %18s %20s %20s %20s\n", "in flight", "serve", "protocol only", "fence only", "bare rows");
   std::printf("%9s %18s %20s %20s %20s\n", "", "(as above)", "(ping pairs)", "(in-process)", "(raw SQLite)");
@@ -492,6 +504,7 @@ Json report_json(const Options& options, const Report& r) {
                           {"server_cores_busy", l.server_cores_busy},
                           {"busiest_server_thread_busy", l.busiest_thread_busy},
                           {"server_runqueue_wait_us_per_pair", l.runqueue_wait_us_per_pair},
+                          {"server_cpu_us_per_pair_by_thread", l.server_cpu_us_per_pair_by_thread},
                           {"decisions_per_transaction", l.decisions_per_transaction},
                           {"protocol_only", reference_json(l.protocol_only)},
                           {"fence_only", reference_json(l.fence_only)},
