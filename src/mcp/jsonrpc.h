@@ -18,6 +18,8 @@ enum ErrorCode : int {
   kMethodNotFound = -32601,
   kInvalidParams = -32602,
   kInternalError = -32603,
+  // From the range JSON-RPC leaves to servers: no room for another call now.
+  kServerBusy = -32000,
 };
 
 struct Request {

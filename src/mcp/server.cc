@@ -167,7 +167,7 @@ Server::Server(ServerInfo info, std::vector<Tool> tools, Sink sink, Logger& log,
       sink_(std::move(sink)),
       log_(log),
       max_concurrent_calls_(max_concurrent_calls),
-      pool_(max_concurrent_calls, 4 * max_concurrent_calls) {
+      pool_(max_concurrent_calls, kQueuedPerRunningCall * max_concurrent_calls) {
   set_tools(std::move(tools));
 }
 
@@ -481,7 +481,19 @@ void Server::start_tool_call(const Json& id, const Json& params) {
   call->arguments = std::move(arguments);
   if (!register_call(call, params)) return;
   if (tool.async_handler) start_async_tool_call(call);
-  else pool_.submit([this, call] { run_tool_call(call); });
+  else if (!pool_.try_submit([this, call] { run_tool_call(call); })) refuse_busy(call);
+}
+
+// The reader never waits for room: the calls it would wait for may
+// themselves wait for a line only the reader can take in (a relayed
+// sampling answer, a cancellation), so a full server refuses instead.
+void Server::refuse_busy(const std::shared_ptr<Call>& call) {
+  const std::string accepted = std::to_string(kQueuedPerRunningCall * max_concurrent_calls_ + max_concurrent_calls_);
+  log_.warn("refused " + call->label + " call " + call->key + ": " + accepted + " calls already in flight");
+  finish_call(call, jsonrpc::serialize(jsonrpc::error_response(
+                        call->id, jsonrpc::kServerBusy,
+                        "server busy: " + accepted + " calls are already in flight, the most it takes at once. "
+                        "This call was not started; retry it once some of them have been answered.")));
 }
 
 bool Server::register_call(const std::shared_ptr<Call>& call, const Json& params) {
@@ -505,7 +517,7 @@ void Server::start_other_request(const Json& id, const std::string& method, cons
   call->method = method;
   call->params = params;
   if (!register_call(call, params)) return;
-  pool_.submit([this, call] {
+  const bool started = pool_.try_submit([this, call] {
     Json response;
     try {
       response = response_for(call->id, extensions_.on_request(call->method, call->params));
@@ -519,6 +531,7 @@ void Server::start_other_request(const Json& id, const std::string& method, cons
     }
     finish_call(call, jsonrpc::serialize(response));
   });
+  if (!started) refuse_busy(call);
 }
 
 namespace {
@@ -555,10 +568,16 @@ void Server::run_tool_call(const std::shared_ptr<Call>& call) {
 }
 
 void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
+  bool room = false;
   {
-    std::unique_lock<std::mutex> lock(async_mutex_);
-    async_changed_.wait(lock, [this] { return async_calls_ < max_concurrent_calls_; });
-    ++async_calls_;
+    std::lock_guard<std::mutex> lock(async_mutex_);
+    // As many as the worker pool takes for other tools: running plus waiting.
+    room = async_calls_ < (kQueuedPerRunningCall + 1) * max_concurrent_calls_;
+    if (room) ++async_calls_;
+  }
+  if (!room) {
+    refuse_busy(call);
+    return;
   }
   const Tool& tool = *call->tool;
   // Whichever comes first answers: respond, or an exception before it.

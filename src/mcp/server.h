@@ -157,6 +157,9 @@ class Server {
   // Receives every outgoing message as one line; called from any thread.
   using Sink = std::function<void(const std::string& line)>;
   static constexpr size_t kDefaultMaxConcurrentCalls = 128;
+  // Beyond max_concurrent_calls running, this many per running call may
+  // wait; a call beyond those is refused at once with kServerBusy.
+  static constexpr size_t kQueuedPerRunningCall = 4;
 
   Server(ServerInfo info, std::vector<Tool> tools, Sink sink, Logger& log,
          size_t max_concurrent_calls = kDefaultMaxConcurrentCalls, ServerExtensions extensions = {});
@@ -256,8 +259,11 @@ class Server {
   bool client_ready_ = false;
   std::string requests_closed_;  // why no request can be answered any more; "" while open
 
-  // Asynchronous tool calls not yet answered; at most max_concurrent_calls_
-  // at once, after which the reader waits (backpressure on the client).
+  // Answers a call there is no room for, without starting it.
+  void refuse_busy(const std::shared_ptr<Call>& call);
+
+  // Asynchronous tool calls not yet answered; beyond as many as the worker
+  // pool takes (running plus waiting), a new one is refused.
   const size_t max_concurrent_calls_;
   std::mutex async_mutex_;
   std::condition_variable async_changed_;

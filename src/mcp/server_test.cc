@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -424,28 +425,32 @@ TEST_CASE("an asynchronous tool answers later, from any thread, without holding 
   CHECK(answers_to_1 == 1);
 }
 
-TEST_CASE("asynchronous calls beyond the limit wait for room, drain waits for every answer", "[server][async]") {
+TEST_CASE("asynchronous calls beyond what the server takes are refused busy at once, and drain waits for every answer",
+          "[server][async]") {
   Deferred deferred;
   Outbox out;
   Logger log{"test", LogLevel::error};
   Server server{ServerInfo{"t", "", "1.0", ""}, {deferred.tool("later")}, out.sink(), log, /*max_concurrent_calls=*/2};
+  const size_t accepted = 2 + Server::kQueuedPerRunningCall * 2;
   auto call = [&](int id) {
     server.handle_line(jsonrpc::serialize(jsonrpc::request(id, "tools/call", {{"name", "later"}, {"arguments", {{"n", id}}}})));
   };
-  call(1);
-  call(2);
-  std::atomic<bool> third_accepted{false};
-  std::thread reader([&] {
-    call(3);  // blocks: two calls are already waiting for answers
-    third_accepted = true;
-  });
-  REQUIRE(deferred.wait_pending(2));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  CHECK_FALSE(third_accepted);
+  for (size_t id = 1; id <= accepted; ++id) call(static_cast<int>(id));
+  REQUIRE(deferred.wait_pending(accepted));
+  const int over = static_cast<int>(accepted) + 1;
+  // The reader is not held: the call over the limit is answered on the spot.
+  auto reader = std::async(std::launch::async, [&] { call(over); });
+  REQUIRE(reader.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  const Json busy = out.response(over);
+  CHECK(busy["error"]["code"] == jsonrpc::kServerBusy);
+  CHECK_THAT(busy["error"]["message"].get<std::string>(), Catch::Contains("was not started"));
+  CHECK(server.calls_in_flight() == accepted);
+  server.handle_line(jsonrpc::serialize(jsonrpc::request("p", "ping", Json::object())));
+  CHECK(out.response("p")["result"] == Json::object());
+
   deferred.answer_oldest();
-  REQUIRE(deferred.wait_pending(2));  // call 3 got in once call 1 was answered
-  reader.join();
-  CHECK(third_accepted);
+  call(over + 1);  // room again once one was answered
+  REQUIRE(deferred.wait_pending(accepted));
   std::atomic<bool> drained{false};
   std::thread drainer([&] {
     server.drain();
@@ -453,11 +458,36 @@ TEST_CASE("asynchronous calls beyond the limit wait for room, drain waits for ev
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   CHECK_FALSE(drained);
-  deferred.answer_oldest();
-  deferred.answer_oldest();
+  for (size_t i = 0; i < accepted; ++i) deferred.answer_oldest();
   drainer.join();
   CHECK(drained);
-  for (int id : {1, 2, 3}) CHECK(out.response(id)["result"]["structuredContent"]["echo"]["n"] == id);
+  for (int id = 1; id <= over + 1; ++id) {
+    if (id == over) continue;
+    CHECK(out.response(id)["result"]["structuredContent"]["echo"]["n"] == id);
+  }
+}
+
+TEST_CASE("a call beyond the worker pool's room is refused busy at once, so the reader is never held",
+          "[server]") {
+  Gate gate;
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  Server server{ServerInfo{"t", "", "1.0", ""}, test_tools(&gate), out.sink(), log, /*max_concurrent_calls=*/1};
+  auto call = [&](int id, const char* tool) {
+    server.handle_line(jsonrpc::serialize(
+        jsonrpc::request(id, "tools/call", {{"name", tool}, {"arguments", {{"text", std::to_string(id)}}}})));
+  };
+  // One running and every waiting place taken, all held by a gate that only
+  // this thread, the reader, can open: as a relayed sampling answer would.
+  call(1, "slow");
+  REQUIRE(gate.wait_entered());
+  const int taken = 1 + static_cast<int>(Server::kQueuedPerRunningCall);
+  for (int id = 2; id <= taken; ++id) call(id, "slow");
+  auto reader = std::async(std::launch::async, [&] { call(taken + 1, "echo"); });
+  REQUIRE(reader.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(out.response(taken + 1)["error"]["code"] == jsonrpc::kServerBusy);
+  gate.release();
+  for (int id = 1; id <= taken; ++id) CHECK(out.response(id)["result"]["structuredContent"]["text"] == std::to_string(id));
 }
 
 TEST_CASE("an id already used by a call in flight is refused -32600, the first call still completes", "[server]") {

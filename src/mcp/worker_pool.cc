@@ -19,6 +19,17 @@ WorkerPool::~WorkerPool() {
 void WorkerPool::submit(std::function<void()> job) {
   std::unique_lock<std::mutex> lock(mutex_);
   room_or_idle_.wait(lock, [&] { return queue_.size() < max_queued_; });
+  enqueue(std::move(job));
+}
+
+bool WorkerPool::try_submit(std::function<void()> job) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.size() >= max_queued_) return false;
+  enqueue(std::move(job));
+  return true;
+}
+
+void WorkerPool::enqueue(std::function<void()> job) {
   queue_.push_back(std::move(job));
   // One waiting job per idle thread; beyond that, grow while allowed.
   if (queue_.size() > idle_ && threads_.size() < max_threads_) {

@@ -25,12 +25,16 @@ class WorkerPool {
 
   // REQUIRES: job does not throw.
   void submit(std::function<void()> job);
+  // As submit, but returns false instead of waiting when max_queued jobs
+  // are already waiting (the job is then not run).
+  bool try_submit(std::function<void()> job);
   // Blocks until no job is waiting or running.
   void wait_idle();
   size_t thread_count() const;
 
  private:
   void work();
+  void enqueue(std::function<void()> job);  // REQUIRES: mutex_ held, room in the queue
 
   const size_t max_threads_;
   const size_t max_queued_;

@@ -49,3 +49,35 @@ TEST_CASE("WorkerPool's destructor runs queued jobs", "[worker_pool]") {
   }
   CHECK(ran == 50);
 }
+
+TEST_CASE("WorkerPool's try_submit refuses, without running the job, once every waiting place is taken",
+          "[worker_pool]") {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool open = false;
+  int started = 0;
+  std::atomic<int> ran{0};
+  auto held = [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    ++started;
+    changed.notify_all();
+    changed.wait(lock, [&] { return open; });
+    ++ran;
+  };
+  WorkerPool pool(1, 2);
+  REQUIRE(pool.try_submit(held));
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return started == 1; }));
+  }
+  CHECK(pool.try_submit(held));  // two waiting places behind the running job
+  CHECK(pool.try_submit(held));
+  CHECK_FALSE(pool.try_submit([&] { ran += 100; }));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    open = true;
+  }
+  changed.notify_all();
+  pool.wait_idle();
+  CHECK(ran == 3);
+}
