@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 2), for people.
+-- effectfence ledger: the full current schema (version 3), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -16,7 +16,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 2;             -- schema version
+PRAGMA user_version = 3;             -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -24,7 +24,8 @@ PRAGMA journal_mode = WAL;           -- readers never block the writer; set by e
 -- change happens inside one BEGIN IMMEDIATE transaction and bumps version.
 CREATE TABLE intents (
   intent           TEXT PRIMARY KEY,
-  state            TEXT NOT NULL CHECK (state IN ('in_flight', 'done', 'failed', 'unknown', 'cleared')),
+  state            TEXT NOT NULL CHECK (state = 'in_flight' OR state = 'done' OR state = 'failed' OR
+                                          state = 'unknown' OR state = 'cleared'),
   domain           TEXT NOT NULL,
   tool             TEXT NOT NULL,
   args             TEXT NOT NULL,
@@ -94,9 +95,10 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable: this hash or
 CREATE TABLE events (
   id         INTEGER PRIMARY KEY AUTOINCREMENT,
   at         INTEGER NOT NULL,
-  kind       TEXT NOT NULL CHECK (kind IN ('admitted', 'takeover', 'committed', 'aborted',
-                                           'commit_refused', 'holder_dead', 'fenced_on_exit',
-                                           'cleared', 'swept', 'domain_evicted')),
+  kind       TEXT NOT NULL CHECK (kind = 'admitted' OR kind = 'takeover' OR kind = 'committed' OR
+                                  kind = 'aborted' OR kind = 'commit_refused' OR kind = 'holder_dead' OR
+                                  kind = 'fenced_on_exit' OR kind = 'cleared' OR kind = 'swept' OR
+                                  kind = 'domain_evicted'),
   intent     TEXT,
   domain     TEXT,
   seq        INTEGER,
