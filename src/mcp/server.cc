@@ -488,12 +488,13 @@ void Server::start_tool_call(const Json& id, const Json& params) {
 // themselves wait for a line only the reader can take in (a relayed
 // sampling answer, a cancellation), so a full server refuses instead.
 void Server::refuse_busy(const std::shared_ptr<Call>& call) {
-  const std::string accepted = std::to_string(kQueuedPerRunningCall * max_concurrent_calls_ + max_concurrent_calls_);
-  log_.warn("refused " + call->label + " call " + call->key + ": " + accepted + " calls already in flight");
+  const std::string taken = std::to_string(max_concurrent_calls_) + " running and " +
+                            std::to_string(kQueuedPerRunningCall * max_concurrent_calls_) + " waiting";
+  log_.warn("refused " + call->label + " call " + call->key + ": no room (" + taken + ")");
   finish_call(call, jsonrpc::serialize(jsonrpc::error_response(
                         call->id, jsonrpc::kServerBusy,
-                        "server busy: " + accepted + " calls are already in flight, the most it takes at once. "
-                        "This call was not started; retry it once some of them have been answered.")));
+                        "server busy: it already has as many calls in flight as it takes at once (" + taken +
+                            "). This call was not started; retry it once some of them have been answered.")));
 }
 
 bool Server::register_call(const std::shared_ptr<Call>& call, const Json& params) {

@@ -435,7 +435,11 @@ TEST_CASE("asynchronous calls beyond what the server takes are refused busy at o
   auto call = [&](int id) {
     server.handle_line(jsonrpc::serialize(jsonrpc::request(id, "tools/call", {{"name", "later"}, {"arguments", {{"n", id}}}})));
   };
-  for (size_t id = 1; id <= accepted; ++id) call(static_cast<int>(id));
+  // Taken in on the spot (a reader that waited for room would hang here).
+  auto filling = std::async(std::launch::async, [&] {
+    for (size_t id = 1; id <= accepted; ++id) call(static_cast<int>(id));
+  });
+  REQUIRE(filling.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
   REQUIRE(deferred.wait_pending(accepted));
   const int over = static_cast<int>(accepted) + 1;
   // The reader is not held: the call over the limit is answered on the spot.

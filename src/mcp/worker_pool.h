@@ -16,7 +16,7 @@ namespace effectfence::mcp {
 class WorkerPool {
  public:
   // At most max_threads jobs run at once; at most max_queued wait beyond
-  // those, after which submit() blocks (backpressure on the reader).
+  // those, after which submit() blocks and try_submit() refuses.
   WorkerPool(size_t max_threads, size_t max_queued);
   // Runs every job already submitted, then joins the threads.
   ~WorkerPool();
