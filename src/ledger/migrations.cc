@@ -9,7 +9,11 @@ int latest_schema_version() {
   return all.empty() ? 0 : all.back().version;
 }
 
-void apply_migrations(SQLite::Database& db) {
+namespace {
+
+// Returns whether it applied any.
+bool apply_each_migration(SQLite::Database& db) {
+  bool applied = false;
   for (const Migration& m : embedded_migrations()) {
     SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
     // Another process may have applied it between our check and our lock.
@@ -19,7 +23,46 @@ void apply_migrations(SQLite::Database& db) {
     db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
     db.exec("PRAGMA user_version = " + std::to_string(m.version));
     tx.commit();
+    applied = true;
   }
+  return applied;
+}
+
+// Runs fn with the connection's temporary sorts on disk, and the pragmas a
+// migration may set back to what they were, whether fn succeeds or throws.
+// A migration that rebuilds a table of millions of rows builds its indexes
+// by sorting: in memory (the ledger's setting) that takes hundreds of MB.
+template <typename Fn>
+void with_migration_settings(SQLite::Database& db, Fn fn) {
+  const int temp_store = db.execAndGet("PRAGMA temp_store").getInt();
+  db.exec("PRAGMA temp_store = FILE");
+  const auto restore = [&] {
+    db.exec("PRAGMA legacy_alter_table = OFF");
+    db.exec("PRAGMA temp_store = " + std::to_string(temp_store));
+  };
+  try {
+    fn();
+  } catch (...) {
+    try {
+      restore();
+    } catch (const SQLite::Exception&) {
+      // The migration's own failure is the one to report.
+    }
+    throw;
+  }
+  restore();
+}
+
+}  // namespace
+
+void apply_migrations(SQLite::Database& db) {
+  bool applied = false;
+  with_migration_settings(db, [&] { applied = apply_each_migration(db); });
+  // A migration that rebuilt tables left a log as large as them: copy it
+  // into the database and cut it back now, rather than keep it on disk for
+  // as long as any process has the ledger open. Best effort: a reader's
+  // snapshot may keep part of it until the next checkpoint.
+  if (applied) db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 }  // namespace effectfence
