@@ -68,6 +68,7 @@ struct LevelResult {
   double server_cores_busy = 0;   // server CPU time over wall time
   double busiest_thread_busy = 0;  // the same for its busiest thread: near 1 means that thread is the limit
   double runqueue_wait_us_per_pair = 0;  // server threads runnable but without a CPU
+  double cpu_ceiling_pairs_per_second = 0;  // every CPU busy with server and bench work, nothing else
   std::map<std::string, double> server_cpu_us_per_pair_by_thread;  // threads of one name summed
   double decisions_per_transaction = 0;  // the server's group commit (fence_stats "batching")
   // What bounds serve, at the same in-flight count (see Reference):
@@ -322,6 +323,9 @@ LevelResult level_result(size_t in_flight, const LevelTallies& t) {
   for (const auto& [name, cpu_s] : serve.cpu_s_by_thread) {
     level.server_cpu_us_per_pair_by_thread[name] = per_item_us(cpu_s, level.pairs);
   }
+  const double cpu_us_per_pair = level.server_cpu_us_per_pair + level.bench_cpu_us_per_pair;
+  level.cpu_ceiling_pairs_per_second =
+      cpu_us_per_pair > 0 ? std::thread::hardware_concurrency() * 1e6 / cpu_us_per_pair : 0;
   level.decisions_per_transaction =
       serve.transactions > 0 ? static_cast<double>(serve.decisions) / static_cast<double>(serve.transactions) : 0;
   level.protocol_only = reference(t.pings, t.pings.server_cpu_s, level.sqlite);
@@ -465,6 +469,13 @@ void print_text(const Options& options, const Report& r) {
     std::printf("%9zu %15.0f us %17.0f us %17.0f us %17.0f us\n", l.in_flight, l.server_cpu_us_per_pair,
                 l.protocol_only.cpu_us_per_pair, l.fence_only.cpu_us_per_pair, l.bare_rows.cpu_us_per_pair);
   }
+  std::printf("\nCPU ceiling: pairs/s if all %u CPUs did nothing but this server and this client, at the CPU\n"
+              "per pair measured above (ratio to the serial SQLite slices)\n",
+              r.cpus);
+  for (const LevelResult& l : r.levels) {
+    std::printf("%9zu %10.0f %6.2fx\n", l.in_flight, l.cpu_ceiling_pairs_per_second,
+                l.sqlite.per_second > 0 ? l.cpu_ceiling_pairs_per_second / l.sqlite.per_second : 0);
+  }
   if (const LevelResult* t = target_level(r)) {
     std::printf("\nat %zu in flight: %.2fx the serial SQLite rate measured alongside (target >= %.0fx: %s; aim "
                 "%.0fx: %s)\n",
@@ -505,6 +516,7 @@ Json report_json(const Options& options, const Report& r) {
                           {"busiest_server_thread_busy", l.busiest_thread_busy},
                           {"server_runqueue_wait_us_per_pair", l.runqueue_wait_us_per_pair},
                           {"server_cpu_us_per_pair_by_thread", l.server_cpu_us_per_pair_by_thread},
+                          {"cpu_ceiling_pairs_per_second", l.cpu_ceiling_pairs_per_second},
                           {"decisions_per_transaction", l.decisions_per_transaction},
                           {"protocol_only", reference_json(l.protocol_only)},
                           {"fence_only", reference_json(l.fence_only)},
