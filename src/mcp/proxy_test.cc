@@ -342,6 +342,7 @@ TEST_CASE("a result the ledger cannot record is returned as such, and the call i
               ++runs;
               // While the tool runs, another process locks the ledger (and keeps it).
               REQUIRE(sqlite3_open(ledger.c_str(), &blocker) == SQLITE_OK);
+              sqlite3_busy_timeout(blocker, 10000);  // the fence's own writes may hold the lock a moment
               REQUIRE(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
               return {answer(m["id"], text_content("charged"))};
             }),

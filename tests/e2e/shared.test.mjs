@@ -380,7 +380,7 @@ test('SIGTERM while a call waits on a locked ledger: the call is answered, and i
   const server = await readLease(lease);
   const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
   t.after(() => locker.kill('SIGKILL'));
-  locker.stdin.write('BEGIN IMMEDIATE;\n');
+  locker.stdin.write('.timeout 10000\nBEGIN IMMEDIATE;\n');  // the server's own writes may hold the lock a moment
   await new Promise((resolve) => setTimeout(resolve, 300));
 
   const pending = call(session, 'fence_prepare', prepareArgs('slow:1'));

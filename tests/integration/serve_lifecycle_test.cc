@@ -104,6 +104,7 @@ TEST_CASE("SIGTERM finishes the call in flight, then fences the admission nobody
 
   sqlite3* lock = nullptr;
   REQUIRE(sqlite3_open(db.c_str(), &lock) == SQLITE_OK);
+  sqlite3_busy_timeout(lock, 10000);  // serve's start-up housekeeping may hold the lock a moment
   REQUIRE(sqlite3_exec(lock, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
   serve.send(Json{{"jsonrpc", "2.0"},
                   {"id", "prep"},
@@ -363,6 +364,7 @@ TEST_CASE("decisions queued behind a locked ledger share transactions, fence_sta
   constexpr int kPrepares = 8;
   sqlite3* lock = nullptr;
   REQUIRE(sqlite3_open(db.c_str(), &lock) == SQLITE_OK);
+  sqlite3_busy_timeout(lock, 10000);  // serve's start-up housekeeping may hold the lock a moment
   REQUIRE(sqlite3_exec(lock, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
   for (int i = 0; i < kPrepares; ++i) {
     serve.send(Json{{"jsonrpc", "2.0"},

@@ -203,6 +203,7 @@ TEST_CASE("a call blocked on the ledger does not hold up other requests", "[serv
   // The ledger exists once serve answered; take its write lock from outside.
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(s.db.c_str(), &db) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);  // serve's start-up housekeeping may hold the lock a moment
   REQUIRE(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
 
   auto prepare = [](const char* id) {
