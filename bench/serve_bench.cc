@@ -306,7 +306,7 @@ struct LevelTallies {
   Tally bare_rows;
 };
 
-LevelResult level_result(size_t in_flight, const LevelTallies& t) {
+LevelResult level_result(size_t in_flight, const LevelTallies& t, unsigned cpus) {
   const Tally& sqlite = t.sqlite;
   const Tally& serve = t.serve;
   LevelResult level;
@@ -325,7 +325,7 @@ LevelResult level_result(size_t in_flight, const LevelTallies& t) {
   }
   const double cpu_us_per_pair = level.server_cpu_us_per_pair + level.bench_cpu_us_per_pair;
   level.cpu_ceiling_pairs_per_second =
-      cpu_us_per_pair > 0 ? std::thread::hardware_concurrency() * 1e6 / cpu_us_per_pair : 0;
+      cpu_us_per_pair > 0 ? cpus * 1e6 / cpu_us_per_pair : 0;
   level.decisions_per_transaction =
       serve.transactions > 0 ? static_cast<double>(serve.decisions) / static_cast<double>(serve.transactions) : 0;
   level.protocol_only = reference(t.pings, t.pings.server_cpu_s, level.sqlite);
@@ -375,7 +375,7 @@ void measure_levels(const Options& options, const std::string& dir, Report* repo
       measure_in_this_process([&] { return measure_sqlite_bare_pairs(dir + "/bare.sqlite", in_flight, slice); },
                               &t.bare_rows);
     }
-    report->levels.push_back(level_result(in_flight, t));
+    report->levels.push_back(level_result(in_flight, t, report->cpus));
     note_empty_measurements(report->levels.back(), &report->anomalies);
     all_sqlite.timings.merge(t.sqlite.timings);
     all_sqlite.bench_cpu_s += t.sqlite.bench_cpu_s;

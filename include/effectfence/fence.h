@@ -36,6 +36,7 @@ struct Settings {
   // The lease from 1 ms, the result lifetime from 0 (0: a sweep forgets
   // every finished intent), both up to ten years, or open refuses
   // (invalid_settings).
+  static constexpr int64_t kMaxLifetimeMs = int64_t{10} * 365 * 86'400'000;  // ten years: now + it cannot overflow
   int64_t lease_ttl_ms = 60'000;          // EFFECTFENCE_LEASE_SECS
   int64_t result_ttl_ms = 86'400'000;     // EFFECTFENCE_RESULT_TTL_SECS
   int64_t busy_timeout_ms = 10'000;       // how long to wait for a locked ledger

@@ -63,12 +63,11 @@ void create_parent_directories(const std::string& path) {
 std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
   // A lease of 0 is expired the moment it is granted: every duplicate would be admitted.
   // Ten years at most, as from the environment: now + lease must not overflow.
-  constexpr int64_t kMaxLifetimeMs = int64_t{10} * 365 * 86'400'000;
-  if (settings.lease_ttl_ms < 1 || settings.lease_ttl_ms > kMaxLifetimeMs) {
+  if (settings.lease_ttl_ms < 1 || settings.lease_ttl_ms > Settings::kMaxLifetimeMs) {
     return OpenError{OpenErrorCode::invalid_settings, "the lease (" + std::to_string(settings.lease_ttl_ms) +
                                                           " ms) must be from 1 ms to ten years; nothing was opened"};
   }
-  if (settings.result_ttl_ms < 0 || settings.result_ttl_ms > kMaxLifetimeMs) {
+  if (settings.result_ttl_ms < 0 || settings.result_ttl_ms > Settings::kMaxLifetimeMs) {
     return OpenError{OpenErrorCode::invalid_settings, "the result lifetime (" +
                                                           std::to_string(settings.result_ttl_ms) +
                                                           " ms) must be from 0 to ten years; nothing was opened"};

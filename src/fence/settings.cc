@@ -15,7 +15,7 @@ int64_t seconds_from_env(const char* name, int64_t default_ms) {
   if (!raw || !*raw) return default_ms;
   char* end = nullptr;
   const double secs = std::strtod(raw, &end);
-  if (end == raw || *end != '\0' || !(secs >= 0.001) || secs > 10 * 365 * 86400.0) {
+  if (end == raw || *end != '\0' || !(secs >= 0.001) || secs > Settings::kMaxLifetimeMs / 1000.0) {
     std::fprintf(stderr, "effectfence: ignoring %s='%s': expected a number of seconds, at least 0.001\n", name,
                  raw);
     return default_ms;
