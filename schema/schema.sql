@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 3), for people.
+-- effectfence ledger: the full current schema (version 4), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -16,7 +16,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 3;             -- schema version
+PRAGMA user_version = 4;             -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -185,7 +185,7 @@ SELECT intent, state, tool, args, domain, agent, reason,
        strftime('%Y-%m-%d %H:%M:%f', updated_at / 1000.0, 'unixepoch') AS since,
        generation
   FROM intents WHERE state IN ('failed', 'unknown')
- ORDER BY updated_at;
+ ORDER BY updated_at, intent;
 
 CREATE VIEW in_flight AS
 SELECT intent, tool, domain, agent, generation,

@@ -386,3 +386,20 @@ TEST_CASE("a ledger at schema version 2 is migrated on open: every row, event id
   CHECK(rows(db, "SELECT state, version FROM intents WHERE intent = 'f'") == "cleared|4\n");
   sqlite3_close(db);
 }
+
+TEST_CASE("the fenced view lists intents fenced in the same millisecond by intent, as effectfence fenced does",
+          "[ledger][schema]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  for (const char* intent : {"charge:c", "charge:a", "charge:b"}) {
+    exec_sql(path, std::string("INSERT INTO intents(intent, state, domain, tool, args, payload_hash, agent, seq, "
+                               "generation, token, holder_host, holder_boot, holder_pid, holder_started, "
+                               "lease_expires_at, admitted_at, updated_at) VALUES ('") +
+                       intent + "', 'unknown', 'd', 'charge', '{}', 'p', 'agent', 1, 1, 't', 'h', 'b', 1, 1, 1, 1, 7)");
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(rows(db, "SELECT intent FROM fenced") == "charge:a\ncharge:b\ncharge:c\n");
+  sqlite3_close(db);
+}
