@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -83,6 +84,17 @@ std::optional<OpenError> check_identity(SQLite::Database& db, const std::string&
                           std::to_string(latest_schema_version()) + "; upgrade effectfence");
   }
   return std::nullopt;
+}
+
+// SQLite opens a file the OS write-protects read-only without a word, and
+// an empty BEGIN IMMEDIATE/COMMIT then succeeds on it: the server would
+// start, look healthy, and refuse every decision.
+std::optional<OpenError> check_writable(SQLite::Database& db, const std::string& path) {
+  if (sqlite3_db_readonly(db.getHandle(), "main") != 1) return std::nullopt;
+  return open_error(OpenErrorCode::unwritable, path,
+                    "is write-protected for this user (uid " + std::to_string(::geteuid()) +
+                        "), so SQLite opened it read-only; make the file, its -wal/-shm files and its "
+                        "directory writable by the user effectfence runs as");
 }
 
 class SqliteLedger final : public Ledger {
@@ -452,6 +464,7 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
   try {
     auto db = connect(path, memory, busy_timeout_ms);
     if (auto error = check_identity(*db, path)) return *error;
+    if (auto error = check_writable(*db, path)) return *error;
     if (!memory) use_wal(*db);
     apply_migrations(*db);
     // Writability is proven now rather than at the first decision.

@@ -1,6 +1,8 @@
 // Opening ledgers: creation, migration, and refusing every file that is not
 // a ledger this binary can safely write.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -144,6 +146,57 @@ TEST_CASE("files that are not ledgers are refused and left untouched", "[ledger]
   }
   SECTION("a path that cannot be created") {
     CHECK(expect_refused("/proc/effectfence-cannot-exist.sqlite").code == OpenErrorCode::unwritable);
+  }
+}
+
+// Runs open_sqlite_ledger(path) in a child process as an unprivileged user
+// (root writes through any file mode) and returns whether it was refused as
+// unwritable.
+bool refused_as_unwritable_for_nobody(const std::string& path) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    auto opened = open_sqlite_ledger(path, 1000);
+    const auto* error = std::get_if<OpenError>(&opened);
+    ::_exit(error && error->code == OpenErrorCode::unwritable &&
+                    error->message.find("write-protected") != std::string::npos
+                ? 0
+                : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) != 3);
+  return WEXITSTATUS(status) == 0;
+}
+
+TEST_CASE("a ledger file this user may not write is refused at open, not opened read-only", "[ledger][open]") {
+  TempDir dir;
+  const std::string path = dir.file("protected.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  exec_sql(path, "PRAGMA wal_checkpoint(TRUNCATE)");
+  REQUIRE(::chmod(dir.path().c_str(), 0777) == 0);  // the directory stays open to everyone: only the file is protected
+  SECTION("write-protected file, no -wal/-shm left") {
+    for (const char* suffix : {"-wal", "-shm"}) ::unlink((path + suffix).c_str());
+    REQUIRE(::chmod(path.c_str(), 0444) == 0);
+    const std::string before = read_file(path);
+    CHECK(refused_as_unwritable_for_nobody(path));
+    CHECK(read_file(path) == before);
+  }
+  SECTION("write-protected file whose -wal/-shm are there (another user's server has it open)") {
+    sqlite3* holder = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &holder) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(holder, "SELECT count(*) FROM intents", nullptr, nullptr, nullptr) == SQLITE_OK);
+    struct stat st {};
+    REQUIRE(::stat((path + "-shm").c_str(), &st) == 0);
+    for (const char* suffix : {"", "-wal", "-shm"}) ::chmod((path + suffix).c_str(), 0644);
+    CHECK(refused_as_unwritable_for_nobody(path));
+    sqlite3_close(holder);
+  }
+  SECTION("the same file, writable, opens") {
+    for (const char* suffix : {"", "-wal", "-shm"}) ::chmod((path + suffix).c_str(), 0666);
+    CHECK_FALSE(refused_as_unwritable_for_nobody(path));
   }
 }
 
