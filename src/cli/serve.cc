@@ -189,7 +189,7 @@ int run_serve(const Args& args) {
   auto opened = Fence::open(settings);
   if (auto* error = std::get_if<OpenError>(&opened)) {
     log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
-    return 1;
+    return 2;  // could not run, as for every subcommand
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
   log.info("serving " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +

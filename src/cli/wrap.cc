@@ -239,7 +239,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   auto opened = Fence::open(settings);
   if (auto* error = std::get_if<OpenError>(&opened)) {
     log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
-    return 1;
+    return 2;  // could not run, as for every subcommand
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
   mcp::ProxyOptions proxy_options = options.proxy;
