@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 4), for people.
+-- effectfence ledger: the full current schema (version 5), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -13,10 +13,11 @@
 --   events        append-only audit log (who, when, why)
 --   clears        audited operator clears: INSERT a row to clear an intent
 --   counters      ledger-wide outcome counts
+--   retention     how long finished intents replay before a sweep forgets them
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 4;             -- schema version
+PRAGMA user_version = 5;             -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -130,6 +131,17 @@ INSERT INTO counters(name) VALUES
   ('admitted'), ('replayed'), ('refused_stale_read_set'), ('refused_domain_race'),
   ('refused_in_flight'), ('refused_prior_failure'), ('refused_payload_mismatch'),
   ('committed'), ('aborted');
+
+-- How long a finished intent replays its result before a sweep forgets it:
+-- the longest EFFECTFENCE_RESULT_TTL_SECS of any process that swept this
+-- ledger (each records its own first, only ever raising the value), so a
+-- shorter-lived process never deletes results a longer-lived one promised.
+-- To keep results for less, lower the TTL of every server, then this row.
+CREATE TABLE retention (
+  name  TEXT PRIMARY KEY,
+  value INTEGER NOT NULL CHECK (value >= 0)
+) STRICT;
+INSERT INTO retention(name, value) VALUES ('result_ttl_ms', 0);
 
 -- Operator clears. Clearing is one INSERT, by the CLI or by hand:
 --   INSERT INTO clears(intent, operator, reason)

@@ -118,6 +118,9 @@ class LedgerTxn {
   // Returns "" on success, else the ledger's refusal message.
   virtual std::string request_clear(const std::string& intent, const std::string& operator_name,
                                     const std::string& reason) = 0;
+  // Records that this process replays results for ttl_ms, unless the ledger
+  // already keeps them longer. Returns how long the ledger keeps them now.
+  virtual int64_t raise_result_ttl(int64_t ttl_ms) = 0;
   // Deletes done/cleared intents last changed before cutoff. Returns how many.
   virtual int64_t sweep_finished(int64_t cutoff) = 0;
   // Deletes the domain row iff no intent refers to it.

@@ -371,12 +371,14 @@ int64_t Fence::sweep() {
   int64_t swept = -1;
   auto failure = ledger_->write([&](LedgerTxn& txn) {
     const int64_t now = lease_now(txn);
-    swept = txn.sweep_finished(now - settings_.result_ttl_ms);
+    // The ledger's TTL, not ours: another process may have promised longer.
+    const int64_t ttl = txn.raise_result_ttl(settings_.result_ttl_ms);
+    swept = txn.sweep_finished(now - ttl);
     if (swept > 0) {
       EventRecord e;
       e.kind = "swept";
       e.actor = this_process().describe();
-      e.detail = {{"intents", swept}, {"older_than_ms", now - settings_.result_ttl_ms}};
+      e.detail = {{"intents", swept}, {"older_than_ms", now - ttl}, {"result_ttl_ms", ttl}};
       txn.append_event(e, now);
     }
   });

@@ -540,6 +540,32 @@ TEST_CASE("sweep drops finished intents after the result TTL but keeps certifica
   CHECK(admitted_ticket(again->prepare(charge("old"))).generation == 1);
 }
 
+TEST_CASE("a process with a shorter result TTL does not sweep results a longer-lived process keeps",
+          "[fence][sweep]") {
+  TestLedger ledger;
+  ManualClock clock;
+  Settings week = ledger.settings();
+  week.result_ttl_ms = 7 * 86'400'000LL;
+  clock.drive(week);
+  auto server = open_fence(week);
+  CHECK(server->sweep() == 0);  // a server sweeps when it starts: that records its TTL
+  const Certificate charged = committed(*server, admitted_ticket(server->prepare(charge("o-1"))), {{"ok", 1}});
+  clock.advance(2 * 86'400'000LL);
+
+  Settings day = week;
+  day.result_ttl_ms = 86'400'000;
+  auto one_off = open_fence(day);  // e.g. a `serve` started from a shell with the default TTL
+  CHECK(one_off->sweep() == 0);
+  CHECK(std::get<Replayed>(one_off->prepare(charge("o-1"))).cert.hash == charged.hash);
+  CHECK(ledger.count("SELECT value FROM retention WHERE name = 'result_ttl_ms'") == week.result_ttl_ms);
+
+  // Lowering it is the operator's decision, made in the ledger.
+  ledger.exec("UPDATE retention SET value = 86400000 WHERE name = 'result_ttl_ms'");
+  CHECK(one_off->sweep() == 1);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'swept' AND CAST(" +
+                     ledger.json_member("detail", "result_ttl_ms") + " AS BIGINT) = 86400000") == 1);
+}
+
 TEST_CASE("an evicted domain never hands out an old sequence number again", "[fence][domain]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());

@@ -230,6 +230,14 @@ std::string PostgresTxn::request_clear(const std::string& intent, const std::str
   }
 }
 
+int64_t PostgresTxn::raise_result_ttl(int64_t ttl_ms) {
+  return db_
+      .exec("INSERT INTO retention(name, value) VALUES ('result_ttl_ms', $1) "
+            "ON CONFLICT (name) DO UPDATE SET value = greatest(retention.value, excluded.value) RETURNING value",
+            {param(ttl_ms)})
+      .integer(0, 0);
+}
+
 int64_t PostgresTxn::sweep_finished(int64_t cutoff) {
   return db_.exec("DELETE FROM intents WHERE state IN ('done', 'cleared') AND updated_at < $1", {param(cutoff)})
       .affected();

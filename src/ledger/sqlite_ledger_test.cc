@@ -456,3 +456,35 @@ TEST_CASE("the fenced view lists intents fenced in the same millisecond by inten
   CHECK(rows(db, "SELECT intent FROM fenced") == "charge:a\ncharge:b\ncharge:c\n");
   sqlite3_close(db);
 }
+
+TEST_CASE("a ledger at schema version 4 keeps its results at least as long as it already has", "[ledger][schema]") {
+  TempDir dir;
+  const std::string path = dir.file("v4.sqlite");
+  std::string v4_sql = "BEGIN;";
+  for (const Migration& m : embedded_migrations()) {
+    if (m.version <= 4) v4_sql += m.sql;
+  }
+  exec_sql(path, v4_sql + "PRAGMA application_id = " + std::to_string(kApplicationId) +
+                     "; PRAGMA user_version = 4; COMMIT; PRAGMA journal_mode = WAL;");
+  // A done intent three days old: its servers were keeping results that long.
+  const std::string three_days_ago = "CAST((julianday('now') - 2440587.5 - 3) * 86400000 AS INTEGER)";
+  exec_sql(path, "INSERT INTO intents(intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, "
+                 "holder_host, holder_boot, holder_pid, holder_started, lease_expires_at, admitted_at, updated_at) "
+                 "VALUES ('o-1', 'done', 'd', 'charge', '{}', 'p', 'agent', 1, 1, 't', 'h', 'b', 1, 1, 1, 1, " +
+                     three_days_ago + ")");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const int64_t kept_ms = std::stoll(rows(db, "SELECT value FROM retention WHERE name = 'result_ttl_ms'"));
+  sqlite3_close(db);
+  CHECK(kept_ms >= 3 * 86'400'000LL);
+  CHECK(kept_ms < 3 * 86'400'000LL + 60'000);
+
+  SECTION("while a new ledger starts at 0: its first sweeper's TTL is what it keeps") {
+    const std::string fresh = dir.file("new.sqlite");
+    REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(fresh, 1000)));
+    REQUIRE(sqlite3_open(fresh.c_str(), &db) == SQLITE_OK);
+    CHECK(rows(db, "SELECT name, value FROM retention") == "result_ttl_ms|0\n");
+    sqlite3_close(db);
+  }
+}

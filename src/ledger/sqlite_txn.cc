@@ -315,6 +315,18 @@ std::string SqliteTxn::request_clear(const std::string& intent, const std::strin
   }
 }
 
+int64_t SqliteTxn::raise_result_ttl(int64_t ttl_ms) {
+  auto& q = statement(
+      "INSERT INTO retention(name, value) VALUES ('result_ttl_ms', ?) "
+      "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value) RETURNING value");
+  q.bind(1, static_cast<int64_t>(ttl_ms));
+  if (!q.executeStep()) throw std::runtime_error("the retention row was not returned");
+  const int64_t kept = q.getColumn(0).getInt64();
+  while (q.executeStep()) {
+  }
+  return kept;
+}
+
 int64_t SqliteTxn::sweep_finished(int64_t cutoff) {
   auto& q = statement("DELETE FROM intents WHERE state IN ('done', 'cleared') AND updated_at < ?");
   q.bind(1, static_cast<int64_t>(cutoff));

@@ -415,7 +415,9 @@ TEST_CASE("serve sweeps intents finished longer ago than EFFECTFENCE_RESULT_TTL_
   constexpr int kTtlSecs = 2;
   std::string old_hash;
   {
-    ServeProcess serve({"serve", "--db", db});  // the default TTL (a day) sweeps nothing
+    // The same TTL (its start-up sweep finds nothing yet): a longer one,
+    // recorded in the ledger, would keep these results from the next server.
+    ServeProcess serve({"serve", "--db", db}, {{"EFFECTFENCE_RESULT_TTL_SECS", std::to_string(kTtlSecs)}});
     serve.initialize();
     old_hash = commit(serve, 1, "o-old");
     std::this_thread::sleep_for(std::chrono::milliseconds(kTtlSecs * 1000 + 600));

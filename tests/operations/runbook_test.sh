@@ -141,6 +141,13 @@ check_size() {
   expect_match "$OUT" '^[0-9]+\|[0-9]+$' "size shows the file size"
 }
 
+check_retention() {
+  expect_success "retention"
+  expect_match "$OUT" '^result_ttl_ms\|[0-9]+$' "retention shows the ledger's result TTL"
+  expect_eq "$(q "$LEDGER" "SELECT value FROM retention WHERE name = 'result_ttl_ms'")" 3600000 \
+    "retention: the row is lowered to an hour"
+}
+
 before_sweep() {
   expect_eq "$(q "$LEDGER" "SELECT count(*) FROM intents WHERE intent IN ($OLD_INTENTS)")" 6 "two-day-old intents exist before the sweep"
   CERTIFICATES_BEFORE=$(q "$LEDGER" "SELECT count(*) FROM certificates")
@@ -202,7 +209,7 @@ check_export_verify() {
 
 EXPECTED="session-settings.sql what-is-fenced.sql in-flight.sql intent-history.sql order-123.sql clear.sql \
 clear-confirm.sql clear-refused-done.sql clear-refused-in-flight.sql clear-refused-unknown.sql cli-clear.sh \
-audit-is-append-only.sql triggers.sql last-hour.sql domain-sequences.sql counters.sql size.sql sweep.sql \
+audit-is-append-only.sql triggers.sql last-hour.sql domain-sequences.sql counters.sql size.sql retention.sql sweep.sql \
 compact.sql backup.sh export-verify.sh"
 
 if ! blocks=$(extract_blocks); then
