@@ -21,7 +21,8 @@ std::unique_ptr<ChildSession> open_child_session(const std::vector<std::string>&
       error);
   if (!session->child) return nullptr;
   session->client = std::make_unique<mcp::McpClient>(session->child->stdout_fd(), session->child->stdin_fd(),
-                                                     log, mcp::McpClient::Handlers{});
+                                                     log, mcp::McpClient::Handlers{}, mcp::kMaxChildMessageBytes,
+                                                     session->child->exit_fd());
   auto info = mcp::initialize_client(*session->client, Json{{"name", client_name}, {"version", kVersion}},
                                      timeout, error);
   if (!info) return nullptr;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,20 @@ namespace effectfence::mcp {
 namespace {
 
 constexpr auto kExitPollInterval = std::chrono::milliseconds(10);
+// Reads of stderr after the child exited, before the reader gives up on a
+// process it started that keeps writing.
+constexpr int kMaxReadsAfterExit = 1024;
+
+// A descriptor that becomes readable when pid exits, or -1 (kernels before
+// 5.3). It carries close-on-exec.
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
 
 void close_fd(int* fd) {
   if (*fd >= 0) ::close(*fd);
@@ -140,6 +155,7 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::vector<std::string>
     child->wait_exit(std::chrono::seconds(5));
     return nullptr;
   }
+  child->exit_fd_ = open_pidfd(pid);
   const int stderr_fd = err[0];
   child->stderr_reader_ = std::thread([raw = child.get(), stderr_fd, sink = std::move(on_stderr)] {
     raw->read_stderr(stderr_fd, sink);
@@ -152,12 +168,20 @@ ChildProcess::~ChildProcess() {
   if (stderr_reader_.joinable()) stderr_reader_.join();
   close_fd(&to_child_);
   close_fd(&from_child_);
+  close_fd(&exit_fd_);
 }
 
 void ChildProcess::read_stderr(int fd, StderrSink sink) {
   std::string pending;
   char buffer[4096];
-  for (;;) {
+  for (int reads_after_exit = 0;;) {
+    // Once the child has exited, what is left is read and the reader stops:
+    // a process it started in a session of its own may hold stderr open for
+    // ever, and the destructor waits for this thread.
+    pollfd fds[2] = {{fd, POLLIN, 0}, {exit_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0 && (fds[0].revents == 0 || ++reads_after_exit > kMaxReadsAfterExit)) break;
+    if (fds[0].revents == 0) continue;
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

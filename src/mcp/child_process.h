@@ -38,6 +38,11 @@ class ChildProcess {
   // until this object is destroyed, except stdin after close_stdin().
   int stdin_fd() const { return to_child_; }
   int stdout_fd() const { return from_child_; }
+  // Readable once the child has exited, even while a process it started
+  // (in a session of its own, out of reach of stop()) holds its stdout or
+  // stderr open: a pidfd, or -1 where the kernel has none. Open until this
+  // object is destroyed.
+  int exit_fd() const { return exit_fd_; }
 
   // Closes its stdin: the polite request to stop for a stdio server.
   void close_stdin();
@@ -57,6 +62,7 @@ class ChildProcess {
   pid_t pid_ = -1;
   int to_child_ = -1;
   int from_child_ = -1;
+  int exit_fd_ = -1;
   std::mutex mutex_;  // guards exit_status_
   std::optional<int> exit_status_;
   std::thread stderr_reader_;

@@ -106,3 +106,26 @@ TEST_CASE("describe_command quotes what a shell would split", "[child_process]")
   CHECK(describe_command({"sh", "-c", "echo 'a b'"}) == "sh -c 'echo '\\''a b'\\'''");
   CHECK(describe_command({""}) == "''");
 }
+
+TEST_CASE("a child that exits while what it started in a session of its own holds its stdout and stderr: "
+          "exit_fd says so, and letting it go does not wait for that process",
+          "[child_process]") {
+  std::string error;
+  auto child = ChildProcess::start({"sh", "-c", "setsid sleep 1000 & echo $!; exit 0"}, nullptr, &error);
+  REQUIRE(child);
+  const pid_t helper_pid = std::stoi(read_line(child->stdout_fd()));
+  const int helper = open_pidfd(helper_pid);
+  REQUIRE(helper >= 0);
+  REQUIRE(child->exit_fd() >= 0);
+  CHECK(exits_within(child->exit_fd(), 10s));
+  pollfd out = {child->stdout_fd(), POLLIN, 0};
+  CHECK(::poll(&out, 1, 100) == 0);  // no end of file: the helper holds stdout open
+
+  const auto start = std::chrono::steady_clock::now();
+  child.reset();  // joins the stderr reader, which the helper's open stderr must not hold up
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK_FALSE(exits_within(helper, 0ms));  // out of reach of stop(): it lives on
+  ::kill(helper_pid, SIGKILL);
+  CHECK(exits_within(helper, 10s));
+  ::close(helper);
+}

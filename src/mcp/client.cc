@@ -66,8 +66,10 @@ std::array<int, 2> make_stop_pipe() {
 
 }  // namespace
 
-McpClient::McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers, size_t max_message_bytes)
+McpClient::McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers, size_t max_message_bytes,
+                     int server_exit_fd)
     : in_fd_(in_fd),
+      server_exit_fd_(server_exit_fd),
       log_(log),
       handlers_(std::move(handlers)),
       max_message_bytes_(max_message_bytes),
@@ -154,13 +156,15 @@ void McpClient::write_queued() {
 }
 
 void McpClient::read_loop() {
-  FdLineReader reader(in_fd_, stop_pipe_[0], max_message_bytes_);
+  FdLineReader reader(in_fd_, stop_pipe_[0], max_message_bytes_, server_exit_fd_);
   Line line;
   for (;;) {
     const ReadEvent event = reader.next(&line);
     if (event == ReadEvent::stopped) return;  // the destructor closes the connection
     if (event == ReadEvent::eof) {
-      close_connection("the server closed its output (it exited or crashed)");
+      close_connection(reader.writer_exited()
+                           ? "the server exited (a process it started still holds its output open)"
+                           : "the server closed its output (it exited or crashed)");
       return;
     }
     try {

@@ -97,9 +97,12 @@ class McpClient {
   };
 
   // in_fd: what the server writes (its stdout); out_fd: what it reads (its
-  // stdin). Neither is closed by the client. Starts the reading thread.
+  // stdin). server_exit_fd (or -1): readable once the server process has
+  // exited, which then closes the connection even while a process it
+  // started still holds in_fd open. None is closed by the client. Starts
+  // the reading thread.
   McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers,
-            size_t max_message_bytes = kMaxChildMessageBytes);
+            size_t max_message_bytes = kMaxChildMessageBytes, int server_exit_fd = -1);
   // Stops reading and fails what is pending as closed.
   ~McpClient();
   McpClient(const McpClient&) = delete;
@@ -143,6 +146,7 @@ class McpClient {
   void close_connection(const std::string& why, bool report = true);
 
   const int in_fd_;
+  const int server_exit_fd_;
   Logger& log_;
   const Handlers handlers_;
   const size_t max_message_bytes_;

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "mcp/child_process.h"
 #include "mcp/jsonrpc.h"
 
 using namespace effectfence;
@@ -414,4 +415,27 @@ TEST_CASE("initialize_client offers the client capabilities it is given", "[clie
   f.server.say(jsonrpc::result_response(init["id"], {{"protocolVersion", "2025-11-25"}, {"capabilities", Json::object()}}));
   CHECK(f.server.heard()["method"] == "notifications/initialized");
   client_side.join();
+}
+
+TEST_CASE("a server that exits while a process it started holds its output open: what is pending fails as closed",
+          "[client]") {
+  std::string error;
+  // The server hears the request, starts a helper that inherits its stdout
+  // and stderr, and dies without answering.
+  auto child = ChildProcess::start({"sh", "-c", "read request; sleep 1000 & echo \"helper $!\" >&2; exit 7"},
+                                   nullptr, &error);
+  REQUIRE(child);
+  Reports reports;
+  Logger log{"client-test", LogLevel::error};
+  {
+    McpClient client(child->stdout_fd(), child->stdin_fd(), log, reports.handlers(), 1024, child->exit_fd());
+    auto request = client.send("tools/call", Json::object());
+    auto reply = request->wait_for(10s);
+    REQUIRE(reply);
+    CHECK(reply->kind == ClientReply::Kind::closed);
+    std::unique_lock<std::mutex> lock(reports.mutex);
+    REQUIRE(reports.changed.wait_for(lock, 10s, [&] { return !reports.closes.empty(); }));
+    CHECK_THAT(reports.closes.front(), Catch::Contains("the server exited"));
+  }
+  CHECK(child->wait_exit(10s) == 7);  // and its process group (the helper with it) is gone
 }

@@ -59,8 +59,16 @@ std::optional<Line> LineSplitter::finish() {
   return next();
 }
 
-FdLineReader::FdLineReader(int fd, int stop_fd, size_t max_bytes)
-    : fd_(fd), stop_fd_(stop_fd), splitter_(max_bytes) {}
+namespace {
+
+// What a writer that exited left in the pipe is read to the end; a process
+// it started that keeps writing is not waited for beyond this many reads.
+constexpr int kMaxReadsAfterWriterExit = 1024;
+
+}  // namespace
+
+FdLineReader::FdLineReader(int fd, int stop_fd, size_t max_bytes, int writer_exit_fd)
+    : fd_(fd), stop_fd_(stop_fd), writer_exit_fd_(writer_exit_fd), splitter_(max_bytes) {}
 
 ReadEvent FdLineReader::next(Line* line) {
   for (;;) {
@@ -76,15 +84,21 @@ ReadEvent FdLineReader::next(Line* line) {
       return ReadEvent::eof;
     }
 
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    const nfds_t count = stop_fd_ >= 0 ? 2 : 1;
-    if (::poll(fds, count, -1) < 0) {
+    // poll() skips entries whose fd is negative.
+    pollfd fds[3] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {writer_exit_fd_, POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       at_eof_ = true;
       continue;
     }
-    if (count == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) return ReadEvent::stopped;
-    if (fds[0].revents != 0) at_eof_ = !read_more();
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) return ReadEvent::stopped;
+    const bool writer_gone = fds[2].revents != 0;
+    if (fds[0].revents != 0 && !(writer_gone && ++reads_since_writer_exit_ > kMaxReadsAfterWriterExit)) {
+      at_eof_ = !read_more();
+    } else if (writer_gone) {
+      writer_exited_ = true;
+      at_eof_ = true;
+    }
   }
 }
 

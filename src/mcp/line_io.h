@@ -50,13 +50,19 @@ enum class ReadEvent { line, eof, stopped };
 
 // Reads lines from fd. stop_fd (or -1) is polled alongside: once it is
 // readable, next() returns stopped even if more input is waiting, so a
-// signal stops intake at once.
+// signal stops intake at once. writer_exit_fd (or -1) is readable once the
+// process writing fd has exited (a pidfd): the input then ends as soon as
+// nothing more is waiting in fd, although a process it started may hold fd
+// open for as long as it lives.
 class FdLineReader {
  public:
-  FdLineReader(int fd, int stop_fd, size_t max_bytes = kMaxMessageBytes);
+  FdLineReader(int fd, int stop_fd, size_t max_bytes = kMaxMessageBytes, int writer_exit_fd = -1);
 
   // Blocks until a line is ready, the input ends (or fails) or stop_fd fires.
   ReadEvent next(Line* line);
+
+  // True iff the input ended because its writer exited, not at end of file.
+  bool writer_exited() const { return writer_exited_; }
 
  private:
   // Returns false at end of input.
@@ -64,8 +70,11 @@ class FdLineReader {
 
   const int fd_;
   const int stop_fd_;
+  const int writer_exit_fd_;
   LineSplitter splitter_;
   bool at_eof_ = false;
+  bool writer_exited_ = false;
+  int reads_since_writer_exit_ = 0;
 };
 
 // Writes whole lines to fd; lines of concurrent callers never interleave.

@@ -46,7 +46,8 @@ Launcher process_launcher(std::vector<std::string> argv, Logger& log) {
     if (!link->process) return nullptr;
     log.info("started the child server (pid " + std::to_string(link->process->pid()) + "): " + describe_command(argv));
     link->client = std::make_unique<McpClient>(link->process->stdout_fd(), link->process->stdin_fd(), log,
-                                               std::move(handlers));
+                                               std::move(handlers), kMaxChildMessageBytes,
+                                               link->process->exit_fd());
     return link;
   };
 }

@@ -82,6 +82,28 @@ test('a child killed mid-call: the call is fenced as unknown, and the next call 
   assert.equal(setup.events('start', 'payout-7').length, 1, 'the fenced call never ran again');
 });
 
+test('a child killed mid-call while a process it started holds its output open: the call is still fenced as unknown at once, and the next call runs on a new child', async (t) => {
+  const setup = await fixture(t, { EFFECT_HELPER: '1' });
+  t.after(() => {
+    for (const helper of setup.events('helper')) {
+      try { process.kill(Number(helper.name), 'SIGKILL'); } catch { /* already gone */ }
+    }
+  });
+  const wrapped = await connectWrapped(t, setup);
+  const pending = wrapped.client.callTool({ name: 'gated_effect', arguments: { name: 'payout-8' } });
+  const { pid } = await started(setup, 'payout-8');
+  assert.equal(setup.events('helper').length, 1, 'the helper holds the child\'s stdout');
+  process.kill(pid, 'SIGKILL');
+
+  const result = await pending;
+  assert.equal(result.isError, true);
+  assert.equal(result._meta.effectfence.fenced, 'unknown');
+  const next = await wrapped.client.callTool({ name: 'effect', arguments: { name: 'after-helper' } });
+  assert.notEqual(next.isError, true, textOf(next));
+  assert.notEqual(next.structuredContent.pid, pid);
+  assert.equal(setup.events('start', 'payout-8').length, 1, 'the fenced call never ran again');
+});
+
 test('a tool slower than the lease is not run twice: its lease is kept while it runs', async (t) => {
   const setup = await fixture(t, { EFFECTFENCE_LEASE_SECS: '1' });
   const alice = await connectWrapped(t, { ...setup, name: 'alice' });
