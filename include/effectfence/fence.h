@@ -89,6 +89,13 @@ class Fence {
   void commit_async(const Ticket& ticket, Json result, CommitDone done);
   // Fences the intent as failed until cleared.
   AbortOutcome abort(const Ticket& ticket, const std::string& reason);
+  // Takes back an admission whose ticket was never handed to anyone (its
+  // call was cancelled before the answer went out): nothing can have run,
+  // so the intent is aborted and cleared in one transaction, both audited,
+  // and the next prepare is fresh. Does nothing unless the ticket still
+  // holds the intent in flight. Never blocks; done (if any) gets whether it
+  // was taken back, on a ledger thread.
+  void withdraw_async(const Ticket& ticket, const std::string& why, std::function<void(bool)> done = nullptr);
   // Extends the lease by lease_ttl from now.
   HeartbeatOutcome heartbeat(const Ticket& ticket);
   // Operator: failed/unknown -> cleared, audited; the next prepare is fresh.

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <stdexcept>
 
 #include "core/random_token.h"
 #include "core/sha256.h"
@@ -297,6 +298,34 @@ AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
     process_.aborted += 1;
   }
   return outcome;
+}
+
+void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::function<void(bool)> done) {
+  auto withdrawn = std::make_shared<bool>(false);
+  write_async(
+      [this, ticket, why, withdrawn](LedgerTxn& txn) {
+        const auto row = txn.load_intent(ticket.intent);
+        if (!row || row->state != IntentState::in_flight || row->token != ticket.token ||
+            row->generation != ticket.generation) {
+          return;  // resolved, fenced or taken over meanwhile: not ours to take back
+        }
+        bool recorded = false;
+        const AbortOutcome aborted = rules::abort(txn, ticket, why, context(txn), &recorded);
+        if (!recorded || std::holds_alternative<Refusal>(aborted)) return;
+        const ClearOutcome cleared = rules::clear(txn, ticket.intent, this_process().describe(), "withdrawn: " + why);
+        // Both or neither: a withdrawal that cannot clear leaves the admission in flight.
+        if (const auto* refusal = std::get_if<Refusal>(&cleared)) throw std::runtime_error(refusal->message);
+        *withdrawn = true;
+      },
+      [this, ticket, withdrawn, done = std::move(done)](std::optional<Refusal> failure) {
+        const bool taken_back = !failure && *withdrawn;
+        if (taken_back) {
+          fast_->released(ticket);
+          std::lock_guard<std::mutex> lock(counters_mu_);
+          process_.aborted += 1;
+        }
+        if (done) done(taken_back);
+      });
 }
 
 HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {

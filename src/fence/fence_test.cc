@@ -2,6 +2,7 @@
 // SQLite files, or PostgreSQL when EFFECTFENCE_TEST_LEDGER names one.
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -564,6 +565,36 @@ TEST_CASE("a process with a shorter result TTL does not sweep results a longer-l
   CHECK(one_off->sweep() == 1);
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'swept' AND CAST(" +
                      ledger.json_member("detail", "result_ttl_ms") + " AS BIGINT) = 86400000") == 1);
+}
+
+TEST_CASE("withdrawing an admission no one received makes the next prepare fresh, and touches nothing else",
+          "[fence][withdraw]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  auto withdraw = [&](const Ticket& ticket) {
+    std::promise<bool> done;
+    fence->withdraw_async(ticket, "never sent", [&done](bool withdrawn) { done.set_value(withdrawn); });
+    return done.get_future().get();
+  };
+  const Ticket unsent = admitted_ticket(fence->prepare(charge("o-unsent")));
+  CHECK(withdraw(unsent));
+  CHECK(std::get<IntentStatus>(fence->intent_status("o-unsent")).state == IntentState::cleared);
+  CHECK(admitted_ticket(fence->prepare(charge("o-unsent"))).generation == 2);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'o-unsent' AND kind = 'cleared'") == 1);
+
+  // Not in flight under that ticket any more: left as it is.
+  const Ticket done = admitted_ticket(fence->prepare(charge("o-done")));
+  const Certificate cert = committed(*fence, done, {{"ok", 1}});
+  CHECK_FALSE(withdraw(done));
+  CHECK(std::get<Replayed>(fence->prepare(charge("o-done"))).cert.hash == cert.hash);
+  const Ticket aborted = admitted_ticket(fence->prepare(charge("o-aborted")));
+  REQUIRE(std::holds_alternative<Aborted>(fence->abort(aborted, "it failed")));
+  CHECK_FALSE(withdraw(aborted));
+  CHECK(std::get<IntentStatus>(fence->intent_status("o-aborted")).state == IntentState::failed);
+  Ticket forged = admitted_ticket(fence->prepare(charge("o-held")));
+  forged.token = std::string(32, '0');
+  CHECK_FALSE(withdraw(forged));
+  CHECK(std::get<IntentStatus>(fence->intent_status("o-held")).state == IntentState::in_flight);
 }
 
 TEST_CASE("an evicted domain never hands out an old sequence number again", "[fence][domain]") {

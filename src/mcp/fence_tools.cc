@@ -268,6 +268,21 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
       respond(prepare_result(outcome, tool_name, what, log));
     });
   };
+  // A fresh ticket that never reached the client: nothing can run under it,
+  // and left in flight it would keep every retry refused while this process
+  // lives (its holder is alive), then be fenced for an operator at exit.
+  tool.on_undelivered = [&fence, &log, admissions](const ToolResult& result) {
+    if (result.structured.value("status", "") != "fresh") return;
+    const std::optional<Ticket> ticket = Ticket::from_json(result.structured.at("prepared"));
+    if (!ticket) return;
+    fence.withdraw_async(*ticket, "the client cancelled fence_prepare before its ticket was sent; nothing ran",
+                         [&log, admissions, ticket = *ticket](bool withdrawn) {
+                           if (!withdrawn) return;
+                           if (admissions) admissions->settled(ticket);
+                           log.info("withdrew the admission of " + ticket.intent +
+                                    ": its fence_prepare was cancelled before the ticket was sent; a retry is fresh");
+                         });
+  };
   return tool;
 }
 

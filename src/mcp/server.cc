@@ -583,14 +583,18 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
   const Tool& tool = *call->tool;
   // Whichever comes first answers: respond, or an exception before it.
   auto answered = std::make_shared<std::atomic<bool>>(false);
+  // Returns whether the response was sent.
   auto answer = [this, call, answered](const std::function<std::string()>& response) {
-    if (answered->exchange(true)) return;
-    finish_call(call, guarded_response(call->id, *call->tool, log_, response));
+    if (answered->exchange(true)) return false;
+    const bool sent = finish_call(call, guarded_response(call->id, *call->tool, log_, response));
     async_call_finished();
+    return sent;
   };
   const std::string failure = guarded_response(call->id, tool, log_, [&] {
     tool.async_handler(call->arguments, [call, answer](ToolResult result) {
-      answer([&] { return tool_result_line(call->id, result); });
+      if (!answer([&] { return tool_result_line(call->id, result); }) && call->tool->on_undelivered) {
+        call->tool->on_undelivered(result);
+      }
     });
     return std::string();
   });
@@ -606,7 +610,7 @@ void Server::async_call_finished() {
   async_changed_.notify_all();
 }
 
-void Server::finish_call(const std::shared_ptr<Call>& call, const std::string& response) {
+bool Server::finish_call(const std::shared_ptr<Call>& call, const std::string& response) {
   {
     std::lock_guard<std::mutex> lock(calls_mutex_);
     calls_.erase(call->key);
@@ -614,13 +618,15 @@ void Server::finish_call(const std::shared_ptr<Call>& call, const std::string& r
   if (call->context->cancelled()) {
     log_.info("not sending the result of cancelled call " + call->key + " (" + call->label + "): " +
               shorten(response));
-    return;
+    return false;
   }
   try {
     sink_(response);
   } catch (const std::exception& e) {
+    // It may have gone out in part: as far as anyone can tell, it was sent.
     log_.error(std::string("could not send a response: ") + e.what());
   }
+  return true;
 }
 
 void Server::drain() {

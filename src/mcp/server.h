@@ -123,6 +123,10 @@ struct Tool {
   // thread waits for the call meanwhile.
   using Respond = std::function<void(ToolResult)>;
   std::function<void(const Json& arguments, Respond respond)> async_handler;
+  // Called with an async_handler's result when it was not sent because the
+  // client cancelled the call first: whatever the result hands over (an
+  // admission) reached no one and can be taken back. Must not block.
+  std::function<void(const ToolResult& result)> on_undelivered;
 
   Json listing() const;  // the tools/list entry
 };
@@ -233,7 +237,8 @@ class Server {
   void start_other_request(const Json& id, const std::string& method, const Json& params);
   std::shared_ptr<const ToolSet> tool_set() const;
   // Sends a call's response line, unless the call was cancelled.
-  void finish_call(const std::shared_ptr<Call>& call, const std::string& response);
+  // Returns false iff the response was not sent because the call was cancelled.
+  bool finish_call(const std::shared_ptr<Call>& call, const std::string& response);
   void send(const Json& message);
   void send_error(const Json& id, int code, std::string message);
 

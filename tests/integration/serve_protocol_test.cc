@@ -2,8 +2,10 @@
 // and concurrency. Each test starts the real binary on a fresh ledger file.
 #include <sqlite3.h>
 
+#include <chrono>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -233,6 +235,57 @@ TEST_CASE("a call blocked on the ledger does not hold up other requests", "[serv
   Json admitted = s.serve.response_to(waiting);
   INFO(admitted.dump());
   CHECK(admitted["result"]["structuredContent"]["status"] == "fresh");
+}
+
+TEST_CASE("a fence_prepare cancelled before its answer went out is withdrawn: a retry is fresh at once, not after "
+          "the lease, and no operator is needed",
+          "[serve]") {
+  Session s;
+  s.serve.initialize();
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(s.db.c_str(), &db) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  REQUIRE(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  // The prepare waits for the disk; the client gives up on it meanwhile
+  // (the official SDK sends this when its request timeout fires).
+  s.serve.send(Json{{"jsonrpc", "2.0"},
+                    {"id", "gave-up"},
+                    {"method", "tools/call"},
+                    {"params", {{"name", "fence_prepare"}, {"arguments", prepare_args("o-cancelled")}}}});
+  s.serve.send(Json{{"jsonrpc", "2.0"},
+                    {"method", "notifications/cancelled"},
+                    {"params", {{"requestId", "gave-up"}, {"reason", "request timed out"}}}});
+  s.serve.send(Json{{"jsonrpc", "2.0"}, {"id", "after-cancel"}, {"method", "ping"}});
+  REQUIRE(s.serve.response_to("after-cancel")["result"].is_object());  // the cancellation was read
+  REQUIRE(sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+
+  // Decided and withdrawn in the background: within seconds, far inside
+  // the lease (60 s), the same intent is fresh again.
+  Json retry;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    retry = s.serve.call_tool(100 + attempt, "fence_prepare", prepare_args("o-cancelled"))["result"];
+    if (retry["structuredContent"]["status"] != "refused") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO(retry.dump());
+  CHECK(retry["structuredContent"]["status"] == "fresh");
+  CHECK(retry["structuredContent"]["prepared"]["generation"] == 2);  // the withdrawn admission was the first
+
+  auto count = [&](const char* sql) {
+    sqlite3_stmt* q = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, sql, -1, &q, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+    const int n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return n;
+  };
+  CHECK(count("SELECT count(*) FROM events WHERE intent = 'o-cancelled' AND kind = 'aborted'") == 1);
+  CHECK(count("SELECT count(*) FROM events WHERE intent = 'o-cancelled' AND kind = 'cleared' AND "
+              "json_extract(detail, '$.reason') LIKE 'withdrawn: %'") == 1);
+  sqlite3_close(db);
+  s.serve.close_stdin();
+  REQUIRE(s.serve.wait_exit() == 0);
+  for (const auto& line : s.serve.stdout_lines()) CHECK(Json::parse(line).value("id", Json()) != "gave-up");
 }
 
 TEST_CASE("stdout carries only JSON-RPC, stderr carries one-line levelled logs", "[serve]") {
