@@ -124,3 +124,27 @@ TEST_CASE("a commit refused while its ticket still holds the intent keeps it the
   CHECK(session.admissions().fence_all("its session ended") == 1);
   CHECK(state_of(*fence, "charge:big-id") == "unknown");
 }
+
+TEST_CASE("a commit or abort with an edited ticket leaves the session's real admission to be fenced when it ends") {
+  TempDir dir;
+  auto fence = open_fence(file_settings(dir.file("ledger.sqlite")));
+  Logger log("session_admissions_test", LogLevel::error);
+  SessionTools session(std::make_shared<AdmissionOwners>(*fence), *fence, log);
+
+  const Json ticket = session.prepare("charge:held")["prepared"];
+  for (const char* field : {"intent", "domain"}) {
+    Json edited = ticket;
+    edited[field] = "charge:other";
+    for (const char* tool : {"fence_commit", "fence_abort"}) {
+      const Json refused = tool == std::string("fence_commit")
+                               ? session.call(tool, {{"prepared", edited}, {"result", {{"ok", 1}}}})
+                               : session.call(tool, {{"prepared", edited}, {"reason", "mixed up"}});
+      INFO(tool << " with an edited " << field << ": " << refused.dump());
+      CHECK(refused["status"] == "refused");
+    }
+  }
+  CHECK(state_of(*fence, "charge:held") == "in_flight");
+  CHECK(session.admissions().count() == 1);
+  CHECK(session.admissions().fence_all("its session ended") == 1);
+  CHECK(state_of(*fence, "charge:held") == "unknown");
+}
