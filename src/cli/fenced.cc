@@ -25,7 +25,9 @@ void print_usage(std::FILE* out) {
                "arguments, agent, since when and why. A fenced intent is refused (prior_failure)\n"
                "until an operator checks the real outcome and clears it:\n"
                "  effectfence clear --db PATH INTENT --reason \"...\"\n"
-               "Also lists the intents still in flight past their lease whose holder process is\n"
+               "Also lists the intents in flight whose holder process on this host is gone (any\n"
+               "server opening the ledger, or effectfence clear, fences them as unknown), and the\n"
+               "intents still in flight past their lease whose holder process is\n"
                "running on this host: identical calls are refused in_flight while it runs. If it\n"
                "will never finish one (its agent is gone), stop it (kill -TERM PID): it fences\n"
                "what it holds as unknown.\n"
@@ -34,6 +36,8 @@ void print_usage(std::FILE* out) {
                "  --db PATH  ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --json     one JSON object: {path, count, fenced: [{intent, state, tool, args,\n"
                "             domain, agent, reason, since, since_ms, generation, holder}],\n"
+               "             holder_gone: [{intent, tool, args, domain, agent, holder, admitted,\n"
+               "             admitted_ms}],\n"
                "             past_lease: [{intent, tool, args, domain, agent, holder, lease_expired,\n"
                "             lease_expired_ms}]}\n"
                "  --help     this text\n",
@@ -98,6 +102,33 @@ std::vector<PastLease> read_past_lease(LedgerReader& db, int64_t now) {
   return out;
 }
 
+// In flight, held by a process on this host that is gone: its effect may
+// or may not have happened. The next server to open the ledger (or
+// `effectfence clear`) fences it unknown; until then, with no server
+// running, this is the only place it shows up as needing a person.
+struct HolderGone {
+  std::string intent, tool, args, domain, agent, holder;
+  int64_t admitted_ms = 0;
+};
+
+std::vector<HolderGone> read_holder_gone(LedgerReader& db) {
+  auto q = db.query(
+      "SELECT intent, tool, args, domain, agent, admitted_at, holder_host, holder_boot, holder_pid, "
+      "holder_started FROM intents WHERE state = 'in_flight' ORDER BY admitted_at, intent");
+  std::vector<HolderGone> out;
+  while (q->next()) {
+    Holder holder;
+    holder.host = q->text(6);
+    holder.boot = q->text(7);
+    holder.pid = q->integer(8);
+    holder.started = q->integer(9);
+    if (!holder_is_dead(holder)) continue;
+    out.push_back(
+        HolderGone{q->text(0), q->text(1), q->text(2), q->text(3), q->text(4), holder.describe(), q->integer(5)});
+  }
+  return out;
+}
+
 // The clock leases are decided by: the database server's for PostgreSQL.
 int64_t ledger_now_ms(LedgerReader& db, const std::string& path) {
   return is_postgres_ledger(path) ? db.integer("SELECT effectfence_now_ms()") : now_ms();
@@ -110,8 +141,15 @@ Json args_json(const std::string& text) {
   return parsed ? *parsed : Json(text);
 }
 
-void print_json(const std::string& path, const std::vector<FencedIntent>& fenced,
-                const std::vector<PastLease>& past_lease) {
+struct Report {
+  std::vector<FencedIntent> fenced;
+  std::vector<HolderGone> holder_gone;
+  std::vector<PastLease> past_lease;
+};
+
+void print_json(const std::string& path, const Report& report) {
+  const auto& fenced = report.fenced;
+  const auto& past_lease = report.past_lease;
   Json list = Json::array();
   for (const auto& f : fenced) {
     list.push_back({{"intent", f.intent},
@@ -137,8 +175,35 @@ void print_json(const std::string& path, const std::vector<FencedIntent>& fenced
                     {"lease_expired", format_utc(p.lease_expired_ms)},
                     {"lease_expired_ms", p.lease_expired_ms}});
   }
-  const Json out = {{"path", path}, {"count", fenced.size()}, {"fenced", list}, {"past_lease", held}};
+  Json gone = Json::array();
+  for (const auto& g : report.holder_gone) {
+    gone.push_back({{"intent", g.intent},
+                    {"tool", g.tool},
+                    {"args", args_json(g.args)},
+                    {"domain", g.domain},
+                    {"agent", g.agent},
+                    {"holder", g.holder},
+                    {"admitted", format_utc(g.admitted_ms)},
+                    {"admitted_ms", g.admitted_ms}});
+  }
+  const Json out = {{"path", path},         {"count", fenced.size()}, {"fenced", list},
+                    {"holder_gone", gone}, {"past_lease", held}};
   print_json_line(out);
+}
+
+void print_holder_gone(const std::string& path, const std::vector<HolderGone>& holder_gone) {
+  if (holder_gone.empty()) return;
+  std::printf("\n%zu intent(s) in flight whose holder process on this host is gone: their effect may or\n"
+              "may not have happened. Any server opening the ledger fences them as unknown; check each\n"
+              "and clear it: effectfence clear --db %s INTENT --reason \"...\"\n",
+              holder_gone.size(), path.c_str());
+  for (const auto& g : holder_gone) {
+    std::printf("\n%s  [admitted %s, holder gone]\n", terminal_safe(g.intent).c_str(),
+                format_utc(g.admitted_ms).c_str());
+    std::printf("  tool    %s %s\n", terminal_safe(g.tool).c_str(), terminal_safe(g.args).c_str());
+    std::printf("  domain  %s   agent %s   holder %s\n", terminal_safe(g.domain).c_str(),
+                terminal_safe(g.agent).c_str(), terminal_safe(g.holder).c_str());
+  }
 }
 
 void print_past_lease(const std::vector<PastLease>& past_lease) {
@@ -156,10 +221,12 @@ void print_past_lease(const std::vector<PastLease>& past_lease) {
   }
 }
 
-void print_text(const std::string& path, const std::vector<FencedIntent>& fenced,
-                const std::vector<PastLease>& past_lease) {
+void print_text(const std::string& path, const Report& report) {
+  const auto& fenced = report.fenced;
+  const auto& past_lease = report.past_lease;
   if (fenced.empty()) {
     std::printf("no fenced intents in %s\n", path.c_str());
+    print_holder_gone(path, report.holder_gone);
     print_past_lease(past_lease);
     return;
   }
@@ -175,6 +242,7 @@ void print_text(const std::string& path, const std::vector<FencedIntent>& fenced
                 terminal_safe(f.agent).c_str(), static_cast<long long>(f.generation), terminal_safe(f.holder).c_str());
     std::printf("  why     %s\n", f.reason.empty() ? "(no reason recorded)" : terminal_safe(f.reason).c_str());
   }
+  print_holder_gone(path, report.holder_gone);
   print_past_lease(past_lease);
 }
 
@@ -199,19 +267,19 @@ int fenced(const Args& args) {
     print_error(kCommand, "opening the ledger", error);
     return kExitFailure;
   }
-  std::vector<FencedIntent> list;
-  std::vector<PastLease> past_lease;
+  Report report;
   try {
-    list = read_fenced(*db);
-    past_lease = read_past_lease(*db, ledger_now_ms(*db, path));
+    report.fenced = read_fenced(*db);
+    report.holder_gone = read_holder_gone(*db);
+    report.past_lease = read_past_lease(*db, ledger_now_ms(*db, path));
   } catch (const std::exception& e) {
     print_error(kCommand, "reading fenced intents", e.what());
     return kExitFailure;
   }
   if (parsed->has("json")) {
-    print_json(db->name(), list, past_lease);
+    print_json(db->name(), report);
   } else {
-    print_text(db->name(), list, past_lease);
+    print_text(db->name(), report);
   }
   return kExitOk;
 }

@@ -150,8 +150,15 @@ expect_eq "$(jq -c '.fenced[0] | [.intent, .state, .tool, .args.order, .agent, (
   '["charge:order-124","failed","charge","124","billing-agent",true]' "fenced --json says what and why"
 expect_match "$(jq -r '.fenced[0].since' <<<"$OUT")" '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$' \
   "fenced --json gives since in ISO-8601 UTC"
+# The holder killed above: with no server running, nothing has fenced its
+# attempt yet, and the view cannot tell; fenced can, and lists it apart.
+expect_eq "$(jq -r '.holder_gone[].intent' <<<"$OUT")" "payout:batch-9" \
+  "fenced --json lists the intent in flight whose holder on this host is gone"
+expect_eq "$(jq -r '.holder_gone[0].holder' <<<"$OUT")" "$(cat /proc/sys/kernel/hostname):$session_pid" \
+  "fenced --json names the holder that is gone"
 run "$EF" fenced --db "$LEDGER"
 expect_match "$OUT" "^3 fenced intent" "fenced text counts them"
+expect_match "$OUT" "holder process on this host is gone" "fenced text lists the intent whose holder is gone"
 expect_match "$OUT" "why +server shut down while the charge was running" "fenced text says why"
 # A reason that is not UTF-8 (cut mid-character, or written by hand) is shown
 # with U+FFFD instead of failing the whole report.
