@@ -3,12 +3,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <exception>
+#include <filesystem>
+#include <vector>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
@@ -234,10 +237,30 @@ std::string wal_index_needed(const std::string& path) {
 
 }  // namespace
 
+// The other ledgers next to a missing one: `wrap` names its ledger after
+// the command it wraps, so an operator looking in the default place may be
+// looking for one of these.
+std::string ledgers_beside(const std::string& path) {
+  std::error_code ignored;
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(directory_of(path), ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file(ignored) && name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0) {
+      found.push_back(entry.path().string());
+    }
+  }
+  if (found.empty()) return "";
+  std::sort(found.begin(), found.end());
+  std::string list;
+  for (size_t i = 0; i < found.size() && i < 10; ++i) list += (i ? ", " : "") + found[i];
+  if (found.size() > 10) list += ", and " + std::to_string(found.size() - 10) + " more";
+  return "; other ledgers in that directory: " + list + " (wrap keeps one per wrapped command; pass one with --db)";
+}
+
 std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    *error = "no ledger at " + path;
+    *error = "no ledger at " + path + ledgers_beside(path);
     return nullptr;
   }
   if (!S_ISREG(st.st_mode)) {

@@ -4,8 +4,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include <catch2/catch.hpp>
+
+#include "support/temp_dir.h"
 
 namespace effectfence::cli {
 namespace {
@@ -96,12 +99,21 @@ TEST_CASE("csv_field quotes per RFC 4180 only when needed") {
   CHECK(csv_field("cr\r") == "\"cr\r\"");
 }
 
-TEST_CASE("open_ledger_read_only never creates a file") {
+TEST_CASE("open_ledger_read_only never creates a file, and names the ledgers beside a missing one") {
+  effectfence::testing::TempDir dir;
   std::string error;
-  const std::string path = "/tmp/effectfence-cli-common-test-missing-" + std::to_string(::getpid()) + ".sqlite";
-  std::remove(path.c_str());
+  const std::string path = dir.file("server.sqlite");
   CHECK_FALSE(open_ledger_read_only(path, &error));
   CHECK(error == "no ledger at " + path);
+  CHECK_FALSE(ledger_file_exists(path));
+
+  // wrap names its ledger after the command it wraps.
+  std::ofstream(dir.file("wrap-0123456789abcdef.sqlite")) << "";
+  std::ofstream(dir.file("notes.txt")) << "";
+  CHECK_FALSE(open_ledger_read_only(path, &error));
+  CHECK(error == "no ledger at " + path + "; other ledgers in that directory: " +
+                     dir.file("wrap-0123456789abcdef.sqlite") + " (wrap keeps one per wrapped command; pass one "
+                     "with --db)");
   CHECK_FALSE(ledger_file_exists(path));
 }
 

@@ -75,14 +75,16 @@ run "$EF" clear --db "$LEDGER" --reason "x"
 expect_eq "$RC" 2 "clear needs an intent"
 
 echo "--- a missing ledger is an error, never a new file"
+# ... that names the ledgers beside it ($LEDGER is the only one in $WORK).
+BESIDE="; other ledgers in that directory: $LEDGER (wrap keeps one per wrapped command; pass one with --db)"
 for cmd in stats fenced export verify; do
   run "$EF" "$cmd" --db "$WORK/missing.sqlite"
-  expect_eq "$RC $ERR" "2 effectfence $cmd: opening the ledger: no ledger at $WORK/missing.sqlite" "$cmd on a missing ledger"
+  expect_eq "$RC $ERR" "2 effectfence $cmd: opening the ledger: no ledger at $WORK/missing.sqlite$BESIDE" "$cmd on a missing ledger"
 done
 run "$EF" clear --db "$WORK/missing.sqlite" charge:order-124 --reason x
-expect_eq "$RC $ERR" "2 effectfence clear: opening the ledger: no ledger at $WORK/missing.sqlite" "clear on a missing ledger"
+expect_eq "$RC $ERR" "2 effectfence clear: opening the ledger: no ledger at $WORK/missing.sqlite$BESIDE" "clear on a missing ledger"
 run env EFFECTFENCE_LEDGER="$WORK/from-env.sqlite" "$EF" stats
-expect_eq "$ERR" "effectfence stats: opening the ledger: no ledger at $WORK/from-env.sqlite" "--db falls back to EFFECTFENCE_LEDGER"
+expect_eq "$ERR" "effectfence stats: opening the ledger: no ledger at $WORK/from-env.sqlite$BESIDE" "--db falls back to EFFECTFENCE_LEDGER"
 run env -u EFFECTFENCE_LEDGER XDG_STATE_HOME="$WORK/state" "$EF" fenced
 expect_eq "$ERR" "effectfence fenced: opening the ledger: no ledger at $WORK/state/effectfence/server.sqlite" \
   "then to the default server ledger"
