@@ -2,7 +2,9 @@
 // files, or PostgreSQL when EFFECTFENCE_TEST_LEDGER names one). Every
 // collision is forced (threads released together from a barrier, processes
 // hammering one intent), and each property is checked over many rounds.
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -349,6 +351,75 @@ TEST_CASE("a holder killed with SIGKILL fences its intent as unknown until clear
   CHECK(refusal_reason(fence->prepare(charge("doomed"))) == Reason::prior_failure);
   REQUIRE(std::holds_alternative<Cleared>(fence->clear("doomed", "ops", "provider shows no charge")));
   CHECK(admitted_ticket(fence->prepare(charge("doomed"))).generation == 2);
+}
+
+TEST_CASE("a live holder in another PID namespace on this host is not judged by a pid it does not share",
+          "[process][dead_holder]") {
+  TestLedger ledger;
+  if (ledger.is_postgres()) return;  // the holder logic is the same; one run is enough
+  const std::string path = ledger.where();
+  { open_fence(file_settings(path)); }
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  // A container that shares the host name but not the PID namespace (and
+  // mounts its own /proc): its server is pid 1 there.
+  const pid_t outer = fork();
+  REQUIRE(outer >= 0);
+  if (outer == 0) {
+    close(ready[0]);
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) _exit(77);
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(77);
+    const pid_t holder = fork();
+    if (holder < 0) _exit(77);
+    // Its pid as we see it: killing us would not end it (it is its
+    // namespace's init, not ours).
+    if (holder > 0 && write(ready[1], &holder, sizeof holder) != sizeof holder) _exit(101);
+    if (holder == 0) {
+      if (mount("proc", "/proc", "proc", 0, nullptr) != 0) _exit(77);
+      auto opened = Fence::open(file_settings(path));
+      if (!std::holds_alternative<std::unique_ptr<Fence>>(opened)) _exit(100);
+      auto o = std::get<std::unique_ptr<Fence>>(opened)->prepare(charge("payout:500"));
+      const char c = std::holds_alternative<Admitted>(o) && getpid() == 1 ? 'A' : 'X';
+      if (write(ready[1], &c, 1) != 1) _exit(101);
+      for (;;) pause();  // "running the effect" until killed
+    }
+    int status = 0;
+    waitpid(holder, &status, 0);
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0);
+  }
+  close(ready[1]);
+  pid_t holder = 0;
+  char c = 0;
+  const bool started = read(ready[0], &holder, sizeof holder) == sizeof holder && read(ready[0], &c, 1) == 1;
+  close(ready[0]);
+  if (!started) {
+    if (holder > 0) kill(holder, SIGKILL);
+    int status = 0;
+    waitpid(outer, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 77);
+    WARN("cannot make a PID namespace here (needs CAP_SYS_ADMIN): not tested");
+    return;
+  }
+  // However this test ends, the holder and its parent go with it.
+  struct Reaper {
+    pid_t holder, outer;
+    ~Reaper() {
+      kill(holder, SIGKILL);
+      int status = 0;
+      waitpid(outer, &status, 0);
+    }
+  } reaper{holder, outer};
+  REQUIRE(c == 'A');
+
+  // Its pid 1 is our init, started at another time: judged by pid, the
+  // holder would look gone, its payout fenced, cleared by an operator, and
+  // run again while the first still runs.
+  auto fence = open_fence(file_settings(path));
+  CHECK(fence->reap_dead_holders() == 0);
+  CHECK(std::get<IntentStatus>(fence->intent_status("payout:500")).state == IntentState::in_flight);
+  CHECK(refusal_reason(fence->prepare(charge("payout:500"))) == Reason::in_flight);
+
 }
 
 TEST_CASE("a locked ledger gives ledger_busy after the busy timeout, never an admission", "[busy]") {

@@ -25,6 +25,25 @@ std::string host_name() {
   return buf;
 }
 
+// The inode of the initial PID namespace is fixed (PROC_PID_INIT_INO).
+constexpr const char* kInitialPidNamespace = "4026531836";
+
+// "" in the initial PID namespace, else "/pidns:<inode>". Pids (and so
+// whether a holder still runs) can only be judged between processes that
+// share a PID namespace: a container with the host's name but pids of its
+// own is another host here, judged by its lease, as it judges us.
+std::string pid_namespace_suffix() {
+  char link[64] = {0};
+  const ssize_t n = readlink("/proc/self/ns/pid", link, sizeof link - 1);
+  if (n <= 0) return "";
+  const std::string ns(link, static_cast<size_t>(n));  // "pid:[4026531836]"
+  const size_t open = ns.find('[');
+  const size_t close = ns.find(']');
+  if (open == std::string::npos || close == std::string::npos || close <= open + 1) return "";
+  const std::string inode = ns.substr(open + 1, close - open - 1);
+  return inode == kInitialPidNamespace ? "" : "/pidns:" + inode;
+}
+
 struct ProcStat {
   char state = '?';
   int64_t started = -1;
@@ -51,7 +70,7 @@ std::optional<ProcStat> read_proc_stat(int64_t pid) {
 
 Holder make_this_process() {
   Holder h;
-  h.host = host_name();
+  h.host = host_name() + pid_namespace_suffix();
   h.boot = read_first_line("/proc/sys/kernel/random/boot_id");
   h.pid = getpid();
   const auto stat = read_proc_stat(h.pid);

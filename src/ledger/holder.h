@@ -5,7 +5,8 @@
 
 namespace effectfence {
 
-// The calling process: hostname, kernel boot id, pid, start time.
+// The calling process: host (its name, plus "/pidns:<inode>" outside the
+// initial PID namespace), kernel boot id, pid, start time.
 const Holder& this_process();
 
 // Returns true iff holder is known to be gone: it ran on this host and

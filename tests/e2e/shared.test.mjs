@@ -3,6 +3,7 @@
 // sockets: the official SDK client on both transports.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
 import { chmod, copyFile, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
@@ -151,12 +152,19 @@ function bootId() {
   return spawnSync('cat', ['/proc/sys/kernel/random/boot_id']).stdout.toString().trim();
 }
 
+// How effectfence names this host for liveness: its name, plus the PID
+// namespace outside the initial one (whose inode is fixed).
+function holderHost() {
+  const inode = readlinkSync('/proc/self/ns/pid').replace(/^pid:\[(\d+)\]$/, '$1');
+  return inode === '4026531836' ? os.hostname() : `${os.hostname()}/pidns:${inode}`;
+}
+
 function plantedLease({ pid, url = '', createdAt = Date.now(), ledger = 'planted' }) {
   return JSON.stringify({
     format: 'effectfence-shared-server/1',
     pid,
     started: 0,
-    host: os.hostname(),
+    host: holderHost(),
     boot: bootId(),
     url,
     token: 'planted',

@@ -156,7 +156,7 @@ expect_match "$(jq -r '.fenced[0].since' <<<"$OUT")" '^[0-9]{4}-[0-9]{2}-[0-9]{2
 # attempt yet, and the view cannot tell; fenced can, and lists it apart.
 expect_eq "$(jq -r '.holder_gone[].intent' <<<"$OUT")" "payout:batch-9" \
   "fenced --json lists the intent in flight whose holder on this host is gone"
-expect_eq "$(jq -r '.holder_gone[0].holder' <<<"$OUT")" "$(cat /proc/sys/kernel/hostname):$session_pid" \
+expect_eq "$(jq -r '.holder_gone[0].holder' <<<"$OUT")" "$(holder_host):$session_pid" \
   "fenced --json names the holder that is gone"
 run "$EF" fenced --db "$LEDGER"
 expect_match "$OUT" "^3 fenced intent" "fenced text counts them"
@@ -182,7 +182,7 @@ run "$EF" fenced --db "$DAMAGED" --json
 expect_eq "$(jq -c '.past_lease' <<<"$OUT")" "[]" \
   "an intent past its lease whose holder is gone is not listed (the next call fences it unknown)"
 # Now held by a process that runs: this shell.
-HOLDER_HOST=$(cat /proc/sys/kernel/hostname)
+HOLDER_HOST=$(holder_host)
 HOLDER_BOOT=$(cat /proc/sys/kernel/random/boot_id)
 HOLDER_STARTED=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)
 q "$DAMAGED" "UPDATE intents SET holder_host = '$HOLDER_HOST', holder_boot = '$HOLDER_BOOT', holder_pid = $$,

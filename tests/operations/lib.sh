@@ -64,3 +64,13 @@ finish() {
   echo "$CHECKS checks, $FAILURES failed"
   [[ $FAILURES -eq 0 && $CHECKS -gt 0 ]]
 }
+
+# How effectfence names this host for liveness: its name, plus the PID
+# namespace outside the initial one (whose inode is fixed).
+holder_host() {
+  local ns
+  ns=$(readlink /proc/self/ns/pid)
+  ns=${ns#pid:[}
+  ns=${ns%]}
+  if [[ $ns == 4026531836 ]]; then cat /proc/sys/kernel/hostname; else echo "$(cat /proc/sys/kernel/hostname)/pidns:$ns"; fi
+}
