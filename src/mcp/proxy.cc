@@ -381,22 +381,21 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
   bool waiting = false;
   for (;;) {
     // The child is acquired before the admission: an admission is only ever
-    // sent to a child whose death, if it comes, will fence it.
+    // sent to a child whose death, if it comes, will fence it. Starting one
+    // can take a whole handshake, or be put off by a backoff; what the
+    // ledger answers alone (a replay, a fenced intent) does not wait for it,
+    // and nothing is admitted while there is no child to send it to.
     std::string why;
+    if (!upstream_.has_live_child()) {
+      if (auto answered = answer_without_child(tool, request, *identity)) return *answered;
+    }
     auto session = upstream_.acquire(&why);
+    if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
     PrepareOutcome outcome = fence_.prepare(request);
     if (auto* admitted = std::get_if<Admitted>(&outcome)) {
-      if (!session) {
-        release(admitted->ticket, "not sent to the child: " + why);
-        return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
-      }
       return run_admitted(tool, arguments, *identity, admitted->ticket, session, context);
     }
-    if (auto* replayed = std::get_if<Replayed>(&outcome)) {
-      log_.info("replayed " + tool + " (" + identity->intent + ") from certificate " + replayed->cert.hash);
-      return Reply::of(with_fence_note(replayed->cert.result,
-                                       {{"replayed", true}, {"certificate", replayed->cert.hash}, {"intent", identity->intent}}));
-    }
+    if (auto* replayed = std::get_if<Replayed>(&outcome)) return replay_reply(tool, *identity, replayed->cert);
     const Refusal& refusal = std::get<Refusal>(outcome);
     if (refusal.reason == Reason::in_flight && Clock::now() < deadline && !context.cancelled() &&
         !waiting_stopped_) {
@@ -411,6 +410,34 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
     log_.info("refused " + tool + " (" + identity->intent + "): " + reason_name(refusal.reason));
     return Reply::of(refusal_result(tool, *identity, refusal, options_.ledger_option));
   }
+}
+
+Reply Proxy::replay_reply(const std::string& tool, const CallIdentity& identity, const Certificate& cert) {
+  log_.info("replayed " + tool + " (" + identity.intent + ") from certificate " + cert.hash);
+  return Reply::of(
+      with_fence_note(cert.result, {{"replayed", true}, {"certificate", cert.hash}, {"intent", identity.intent}}));
+}
+
+std::optional<Reply> Proxy::answer_without_child(const std::string& tool, const PrepareRequest& request,
+                                                 const CallIdentity& identity) {
+  // Only where prepare cannot admit: a recorded result, or a fenced intent.
+  const auto status = fence_.intent_status(request.intent);
+  const auto* known = std::get_if<IntentStatus>(&status);
+  if (!known || (known->state != IntentState::done && known->state != IntentState::failed &&
+                 known->state != IntentState::unknown)) {
+    return std::nullopt;
+  }
+  PrepareOutcome outcome = fence_.prepare(request);
+  if (auto* replayed = std::get_if<Replayed>(&outcome)) return replay_reply(tool, identity, replayed->cert);
+  if (auto* admitted = std::get_if<Admitted>(&outcome)) {
+    // Swept or cleared since the look: nothing may be held without a child.
+    release(admitted->ticket, "not sent to the child: it was being started");
+    return std::nullopt;
+  }
+  const Refusal& refusal = std::get<Refusal>(outcome);
+  if (refusal.reason == Reason::in_flight) return std::nullopt;  // the caller may wait for it
+  log_.info("refused " + tool + " (" + identity.intent + "): " + reason_name(refusal.reason));
+  return Reply::of(refusal_result(tool, identity, refusal, options_.ledger_option));
 }
 
 Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const CallIdentity& identity,

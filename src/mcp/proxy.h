@@ -136,6 +136,11 @@ class Proxy {
 
   Reply forward_call(const std::string& tool, const Json& arguments, CallContext& context);
   Reply fenced_call(const std::string& tool, const Json& arguments, CallContext& context);
+  // What the ledger answers for this call with no child to run it: a replay
+  // or a refusal of a fenced intent; nullopt when it would be admitted.
+  std::optional<Reply> answer_without_child(const std::string& tool, const PrepareRequest& request,
+                                            const CallIdentity& identity);
+  Reply replay_reply(const std::string& tool, const CallIdentity& identity, const Certificate& cert);
   Reply run_admitted(const std::string& tool, const Json& arguments, const CallIdentity& identity,
                      const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session, CallContext& context);
   std::optional<ClientReply> await_reply(McpClient::Request& request, const Ticket* ticket, CallContext& context,

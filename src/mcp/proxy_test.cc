@@ -318,14 +318,51 @@ TEST_CASE("a child that keeps dying is restarted with backoff, replays still wor
   Reply replay = h.call("act", {{"n", 1}});
   CHECK(replay.result["_meta"]["effectfence"]["replayed"] == true);
   CHECK(h.launches == 2);
-  // The call turned away during the backoff was released, not fenced.
+  // The call turned away during the backoff was never admitted.
   const std::string intent = backed_off.result.value("_meta", Json::object()).value("effectfence", Json::object()).value("intent", "");
   std::string ignored;
   auto identity = identify_call("act", {{"n", 3}}, Json::object(), "", &ignored);
   auto status = h.fence->intent_status(identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(status));
-  CHECK(std::get<IntentStatus>(status).state == IntentState::cleared);
+  CHECK(std::get<IntentStatus>(status).state == IntentState::none);
   CHECK(intent.empty());
+  CHECK(std::get<Stats>(h.fence->stats()).ledger.admitted == 2);
+}
+
+TEST_CASE("replays and refusals of fenced intents do not wait for a child that is still starting", "[proxy]") {
+  std::atomic<int> handshakes{0};
+  Harness h(
+      [&handshakes, calls = server_script([](const Json& m) -> std::vector<std::string> {
+         if (m["params"]["arguments"].value("fail", false)) {
+           return {answer(m["id"], {{"content", Json::array()}, {"isError", true}})};
+         }
+         return {answer(m["id"], text_content("ok"))};
+       })](const Json& m) -> std::vector<std::string> {
+        // Every child after the first never finishes its handshake.
+        if (m.value("method", "") == "initialize" && handshakes.fetch_add(1) > 0) return {};
+        return calls(m);
+      },
+      RestartPolicy{std::chrono::milliseconds(10'000), std::chrono::milliseconds(1'000),
+                    std::chrono::milliseconds(30'000), std::chrono::milliseconds(60'000)});
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.call("act", {{"n", 1}}).result["_meta"]["effectfence"]["replayed"] == false);
+  REQUIRE(h.call("act", {{"fail", true}}).result["_meta"]["effectfence"]["fenced"] == "failed");
+  h.kill_child(0);
+
+  // A new call starts the next child, whose handshake hangs (for 60 s here).
+  std::thread starter([&] { h.call("act", {{"n", 2}}); });
+  while (handshakes.load() < 2) std::this_thread::sleep_for(5ms);
+
+  const auto before = std::chrono::steady_clock::now();
+  Reply replay = h.call("act", {{"n", 1}});
+  Reply fenced = h.call("act", {{"fail", true}});
+  CHECK(std::chrono::steady_clock::now() - before < 5s);
+  CHECK(replay.result["_meta"]["effectfence"]["replayed"] == true);
+  CHECK(replay.result["content"][0]["text"] == "ok");
+  CHECK(fenced.result["_meta"]["effectfence"]["refused"] == "prior_failure");
+  h.proxy->stop();  // ends the hanging handshake
+  starter.join();
 }
 
 TEST_CASE("a result the ledger cannot record is returned as such, and the call is never run again",

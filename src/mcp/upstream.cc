@@ -188,6 +188,11 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
   return session;
 }
 
+bool Upstream::has_live_child() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !stopped_ && live();
+}
+
 bool Upstream::live() const {
   // A closed connection is a death whose news may not have arrived yet.
   return alive_ && current_ && !current_->client().closed();

@@ -84,6 +84,9 @@ class Upstream {
   // The live child, restarting it first if it died and its backoff has
   // passed. Returns nullptr and fills *why when there is none to be had.
   std::shared_ptr<Session> acquire(std::string* why);
+  // True iff acquire() would return at once with the child already running
+  // (it need not start one, nor wait for one starting).
+  bool has_live_child() const;
   // Blocks until the death of that generation has been handled (on_death
   // returned), or returns at once if it has.
   void wait_death_handled(uint64_t generation);
