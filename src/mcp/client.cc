@@ -94,11 +94,12 @@ McpClient::~McpClient() {
     std::lock_guard<std::mutex> lock(answers_->mutex);
     answers_->client = nullptr;
   }
-  if (stop_pipe_[1] >= 0) (void)!::write(stop_pipe_[1], "x", 1);
   {
     std::lock_guard<std::mutex> lock(outbox_mutex_);
     outbox_stopping_ = true;  // what is still queued is dropped: the server is going away
   }
+  // After the flag: a write this breaks must not be taken for the server's doing.
+  if (stop_pipe_[1] >= 0) (void)!::write(stop_pipe_[1], "x", 1);
   outbox_ready_.notify_all();
   writer_thread_.join();
   for (Outgoing& dropped : outbox_) {
@@ -150,8 +151,17 @@ void McpClient::write_queued() {
       outbox_.pop_front();
     }
     const bool ok = writer_.write_line(out.line);
-    if (!ok) log_.debug("could not write to the server: its input is closed");
     if (out.written) out.written->set_value(ok);
+    if (!ok) {
+      {
+        std::lock_guard<std::mutex> lock(outbox_mutex_);
+        if (outbox_stopping_) return;  // we broke it, to stop
+      }
+      // It reads no more requests, whatever it still writes: as good as gone.
+      log_.debug("could not write to the server: its input is closed");
+      close_connection("the server closed its input (it reads no more requests)");
+      return;
+    }
   }
 }
 

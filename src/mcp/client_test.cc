@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -438,4 +439,29 @@ TEST_CASE("a server that exits while a process it started holds its output open:
     CHECK_THAT(reports.closes.front(), Catch::Contains("the server exited"));
   }
   CHECK(child->wait_exit(10s) == 7);  // and its process group (the helper with it) is gone
+}
+
+TEST_CASE("a server that closes its input but keeps running is closed as gone, and reported once", "[client]") {
+  ::signal(SIGPIPE, SIG_IGN);  // as every effectfence command does: a closed pipe is an error, not a death
+  int to_server[2], from_server[2];
+  REQUIRE(::pipe2(to_server, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(from_server, O_CLOEXEC) == 0);
+  ::close(to_server[0]);  // the server stops reading; its output stays open
+  Reports reports;
+  Logger log{"client-test", LogLevel::error};
+  {
+    McpClient client(from_server[0], to_server[1], log, reports.handlers(), 1024);
+    auto request = client.send("tools/call", Json::object());
+    auto reply = request->wait_for(10s);
+    REQUIRE(reply);
+    CHECK(reply->kind == ClientReply::Kind::closed);
+    CHECK_FALSE(request->delivered());
+    std::unique_lock<std::mutex> lock(reports.mutex);
+    REQUIRE(reports.changed.wait_for(lock, 10s, [&] { return !reports.closes.empty(); }));
+    CHECK(reports.closes.size() == 1);
+    CHECK_THAT(reports.closes.front(), Catch::Contains("closed its input"));
+    lock.unlock();
+    CHECK(client.closed());
+  }
+  for (int fd : {to_server[1], from_server[0], from_server[1]}) ::close(fd);
 }
