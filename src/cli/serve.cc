@@ -199,7 +199,7 @@ int run_serve(const Args& args) {
   size_t unfinished = 0;
   {
     Maintenance maintenance(*fence, log);
-    mcp::LineWriter out(protocol_fd);
+    mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
     auto server = fence_server(*fence, [&out](const std::string& line) { out.write_line(line); }, log);
     mcp::FdLineReader reader(0, stop.fd());
     stopped_by = server->pump(reader);

@@ -241,7 +241,7 @@ std::optional<int> serve_through_shared_server(const SharedOptions& options, con
     *why = std::get<shared::Standalone>(again).reason;
     return std::nullopt;
   };
-  mcp::LineWriter out(protocol_fd);
+  mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
   mcp::ReadEvent stopped_by;
   AloneFallback alone(settings, log);  // outlives the bridge, whose alone server uses its fence
   {

@@ -1,6 +1,7 @@
 #include "cli/server_process.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,13 +19,31 @@ constexpr auto kSweepInterval = std::chrono::minutes(10);
 
 }  // namespace
 
+namespace {
+
+// A pipe to the client, reopened as a description of our own that does not
+// block: a write to a client that stopped reading can then give up when a
+// stop signal comes (LineWriter's stop_fd), instead of holding the process.
+// Only pipes: O_NONBLOCK on the inherited description would reach whoever
+// shares it (a shell's terminal), and reopening a file would lose its offset.
+int nonblocking_if_pipe(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return fd;
+  const int own = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (own < 0) return fd;
+  ::close(fd);
+  return own;
+}
+
+}  // namespace
+
 int claim_stdout() {
   std::fflush(stdout);
   // Close-on-exec: a child must not inherit the agent's protocol stream.
   const int protocol_fd = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
   if (protocol_fd < 0) return 1;
   ::dup2(2, 1);
-  return protocol_fd;
+  return nonblocking_if_pipe(protocol_fd);
 }
 
 Maintenance::Maintenance(Fence& fence, mcp::Logger& log) : fence_(fence), log_(log), thread_([this] { run(); }) {}

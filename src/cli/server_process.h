@@ -2,6 +2,8 @@
 // around its protocol loop.
 #pragma once
 
+#include <chrono>
+
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -17,8 +19,15 @@ namespace effectfence::cli {
 
 // Moves fd 1 out of reach: stdout carries only protocol, so anything else
 // that prints to it (a library, a stray printf) lands on stderr instead.
-// Returns the descriptor the protocol is written to.
+// Returns the descriptor the protocol is written to: non-blocking when it is
+// a pipe, so a LineWriter given a stop_fd never waits on a client that does
+// not read once a stop signal came.
 int claim_stdout();
+
+// After a stop signal, how long a write to a client that does not read
+// waits for room before the output is given up (its answers are then not
+// delivered, and admissions nobody received are fenced at exit).
+constexpr std::chrono::milliseconds kStopWriteGrace{2000};
 
 // The MCP server with the fence tools, as serve offers it (over stdio, or
 // per session of the shared server, which keeps each session's tickets in

@@ -252,7 +252,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   {
     mcp::Proxy proxy(*fence, mcp::process_launcher(options.command, log), log, proxy_options);
     Maintenance maintenance(*fence, log);
-    mcp::LineWriter out(protocol_fd);
+    mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
     mcp::Server* server_of_proxy = nullptr;  // set before any input is read
     mcp::ServerExtensions extensions;
     // The child starts only now, so it is offered what the agent offers

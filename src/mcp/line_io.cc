@@ -116,7 +116,8 @@ bool FdLineReader::read_more() {
   }
 }
 
-LineWriter::LineWriter(int fd, int stop_fd) : fd_(fd), stop_fd_(stop_fd) {}
+LineWriter::LineWriter(int fd, int stop_fd, std::chrono::milliseconds stop_grace)
+    : fd_(fd), stop_fd_(stop_fd), stop_grace_(stop_grace) {}
 
 bool LineWriter::write_line(std::string_view line) {
   std::string framed;
@@ -134,7 +135,10 @@ bool LineWriter::write_line(std::string_view line) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       pollfd waits[2] = {{fd_, POLLOUT, 0}, {stop_fd_, POLLIN, 0}};
       ::poll(waits, stop_fd_ >= 0 ? 2 : 1, -1);
-      if (stop_fd_ >= 0 && (waits[1].revents & POLLIN)) {
+      if (stop_fd_ >= 0 && (waits[1].revents & POLLIN) && !(waits[0].revents & POLLOUT)) {
+        // A reader still reading gets the rest; one that does not, stop_grace.
+        pollfd room = {fd_, POLLOUT, 0};
+        if (stop_grace_.count() > 0 && ::poll(&room, 1, static_cast<int>(stop_grace_.count())) == 1) continue;
         broken_ = true;  // stopped halfway through a line: nothing after it can be framed
         return false;
       }

@@ -1,6 +1,7 @@
 // Newline-delimited framing over file descriptors (MCP stdio transport).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <mutex>
@@ -82,9 +83,11 @@ class FdLineReader {
 class LineWriter {
  public:
   // With a stop_fd (and fd non-blocking), a write waiting for a reader that
-  // does not read gives up once stop_fd is readable, and the writer is then
-  // broken: whoever stops it is never left waiting on the other side.
-  explicit LineWriter(int fd, int stop_fd = -1);
+  // does not read gives up once stop_fd is readable (after waiting up to
+  // stop_grace for the reader to make room), and the writer is then broken:
+  // whoever stops it is never left waiting on the other side.
+  explicit LineWriter(int fd, int stop_fd = -1,
+                      std::chrono::milliseconds stop_grace = std::chrono::milliseconds(0));
 
   // Writes line and "\n". Returns false iff the output is broken; from then
   // on every write is dropped.
@@ -93,6 +96,7 @@ class LineWriter {
  private:
   const int fd_;
   const int stop_fd_;
+  const std::chrono::milliseconds stop_grace_;
   std::mutex mutex_;
   bool broken_ = false;
 };

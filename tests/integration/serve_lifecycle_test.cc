@@ -1,8 +1,12 @@
 // effectfence serve's lifecycle: options, ledger selection, refusing bad
 // ledger files before answering, and clean shutdown on EOF and signals.
+#include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -94,6 +98,49 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP stop the server cleanly with exit 0", "[se
     CHECK(serve.wait_exit() == 0);
     CHECK_THAT(serve.stderr_text(), Catch::Contains(std::string("received ") + name) && Catch::Contains("ledger closed"));
   }
+}
+
+TEST_CASE("a stop signal stops serve even while its client reads none of its output", "[serve][lifecycle]") {
+  TempDir dir;
+  int in[2], out[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  const std::string binary = EFFECTFENCE_BIN;
+  const std::string db = dir.file("l.sqlite");
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 2);
+    ::execl(binary.c_str(), binary.c_str(), "serve", "--db", db.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  // Far more answers than the pipe holds, none of them read.
+  std::string requests = Json{{"jsonrpc", "2.0"}, {"id", 0}, {"method", "initialize"},
+                              {"params", {{"protocolVersion", "2025-11-25"}}}}.dump() + "\n";
+  for (int i = 1; i <= 400; ++i) {
+    requests += Json{{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/list"}}.dump() + "\n";
+  }
+  REQUIRE(::write(in[1], requests.data(), requests.size()) == static_cast<ssize_t>(requests.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its output is full by now
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (done == 0) ::kill(pid, SIGKILL), ::waitpid(pid, &status, 0);
+  ::close(in[1]);
+  ::close(out[0]);
+  REQUIRE(done == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("SIGTERM finishes the call in flight, then fences the admission nobody can commit", "[serve][lifecycle]") {
