@@ -36,9 +36,18 @@ const char* json_error_name(JsonErrorCode code);
 constexpr int kMaxJsonDepth = 128;
 constexpr int64_t kMaxSafeInteger = 9007199254740992;  // 2^53
 
-// Parses text as one JSON document, refusing everything JsonErrorCode names.
-// Returns the value, or fills *error and returns nullopt.
-std::optional<Json> parse_strict(std::string_view text, JsonError* error);
+// What parse_strict does with integers beyond +/-2^53 that fit 64 bits.
+enum class WideIntegers {
+  refuse,  // the default: as arguments they could make two actions look alike
+  keep,    // kept exactly (a server's 64-bit ids in a result it returns); still
+           // not canonicalizable, so never recorded or hashed as they are
+};
+
+// Parses text as one JSON document, refusing everything JsonErrorCode names
+// (wide integers as chosen). Returns the value, or fills *error and returns
+// nullopt.
+std::optional<Json> parse_strict(std::string_view text, JsonError* error,
+                                 WideIntegers wide = WideIntegers::refuse);
 
 // Checks an already-built value (e.g. from a library user) against the same
 // rules parse_strict applies to text: unsafe integers, non-finite numbers,

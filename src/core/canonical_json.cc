@@ -218,6 +218,7 @@ void report(JsonError* error, JsonError value) {
 
 class StrictBuilder final : public Json::json_sax_t {
  public:
+  explicit StrictBuilder(WideIntegers wide) : wide_(wide) {}
   Json& result() { return root_; }
   const JsonError& error() const { return error_; }
 
@@ -225,12 +226,16 @@ class StrictBuilder final : public Json::json_sax_t {
   bool boolean(bool value) override { return add(Json(value)); }
 
   bool number_integer(number_integer_t value) override {
-    if (!is_safe_integer(value)) return fail(unsafe_integer_error(std::to_string(value), value_pointer()));
+    if (!is_safe_integer(value) && wide_ == WideIntegers::refuse) {
+      return fail(unsafe_integer_error(std::to_string(value), value_pointer()));
+    }
     return add(Json(value));
   }
 
   bool number_unsigned(number_unsigned_t value) override {
-    if (!is_safe_magnitude(value)) return fail(unsafe_integer_error(std::to_string(value), value_pointer()));
+    if (!is_safe_magnitude(value) && wide_ == WideIntegers::refuse) {
+      return fail(unsafe_integer_error(std::to_string(value), value_pointer()));
+    }
     return add(Json(value));
   }
 
@@ -354,6 +359,7 @@ class StrictBuilder final : public Json::json_sax_t {
     return printable(end == std::string::npos ? what : what.substr(end + 2));
   }
 
+  const WideIntegers wide_;
   Json root_;
   std::vector<Frame> frames_;
   JsonError error_{JsonErrorCode::syntax, "not valid JSON"};
@@ -529,8 +535,8 @@ const char* json_error_name(JsonErrorCode code) {
   return "unknown";
 }
 
-std::optional<Json> parse_strict(std::string_view text, JsonError* error) {
-  StrictBuilder builder;
+std::optional<Json> parse_strict(std::string_view text, JsonError* error, WideIntegers wide) {
+  StrictBuilder builder(wide);
   const bool ok = Json::sax_parse(text.data(), text.data() + text.size(), &builder,
                                   Json::input_format_t::json, /*strict=*/true);
   if (!ok) {

@@ -197,7 +197,8 @@ void McpClient::handle_line(const Line& line) {
     return;
   }
   if (line.text.find_first_not_of(" \t\r") == std::string::npos) return;
-  jsonrpc::Message message = jsonrpc::classify(line.text);
+  // A server's results may carry 64-bit ids: kept, and forwarded exactly.
+  jsonrpc::Message message = jsonrpc::classify(line.text, WideIntegers::keep);
   if (auto* response = std::get_if<jsonrpc::Response>(&message)) {
     if (response->error) {
       ClientReply reply;

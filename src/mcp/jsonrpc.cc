@@ -130,9 +130,9 @@ std::optional<size_t> first_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
-Message classify(std::string_view line) {
+Message classify(std::string_view line, WideIntegers wide) {
   JsonError error{JsonErrorCode::syntax, ""};
-  std::optional<Json> document = parse_strict(line, &error);
+  std::optional<Json> document = parse_strict(line, &error, wide);
   if (document) return classify_document(*document);
 
   if (error.code == JsonErrorCode::syntax) {

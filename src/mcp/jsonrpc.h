@@ -51,8 +51,9 @@ using Message = std::variant<Request, Notification, Response, Invalid>;
 
 // Parses one line with effectfence::parse_strict (duplicate keys, unsafe
 // integers, lone surrogates and invalid UTF-8 are refused, never merged) and
-// checks the JSON-RPC envelope.
-Message classify(std::string_view line);
+// checks the JSON-RPC envelope. A client reading a server's messages keeps
+// 64-bit integers (WideIntegers::keep): they are its data, not arguments.
+Message classify(std::string_view line, WideIntegers wide = WideIntegers::refuse);
 // Classifies a parsed document (the envelope checks of classify()).
 Message classify_document(const Json& document);
 // The answer to a line longer than limit, of which prefix is the start.

@@ -365,6 +365,33 @@ TEST_CASE("replays and refusals of fenced intents do not wait for a child that i
   starter.join();
 }
 
+TEST_CASE("a result with a 64-bit id reaches the agent exactly: passed through, or returned unrecorded and never "
+          "run again",
+          "[proxy]") {
+  std::atomic<int> runs{0};
+  Harness h(server_script([&](const Json& m) -> std::vector<std::string> {
+    ++runs;
+    // Written by hand: a 64-bit id no double can hold.
+    return {R"({"jsonrpc":"2.0","id":)" + m["id"].dump() +
+            R"(,"result":{"content":[{"type":"text","text":"created"}],"structuredContent":{"order_id":1790000000000000001}}})"};
+  }));
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+
+  Reply read = h.call("look", {{"n", 1}});  // read-only: passes straight through
+  REQUIRE_FALSE(read.error);
+  CHECK(read.result["structuredContent"].dump() == R"({"order_id":1790000000000000001})");
+
+  Reply ran = h.call("act", {{"n", 1}});
+  REQUIRE_FALSE(ran.error);
+  CHECK(ran.result["structuredContent"].dump() == R"({"order_id":1790000000000000001})");
+  CHECK(ran.result["_meta"]["effectfence"]["recorded"] == false);
+  Reply again = h.call("act", {{"n", 1}});
+  CHECK(again.result["isError"] == true);
+  CHECK(again.result["_meta"]["effectfence"]["refused"] == "prior_failure");  // fenced for a person to check
+  CHECK(runs == 2);  // the look, and the act once
+}
+
 TEST_CASE("a result the ledger cannot record is returned as such, and the call is never run again",
           "[proxy]") {
   testing::TempDir dir;
