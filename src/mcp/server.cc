@@ -346,6 +346,15 @@ void Server::handle_line(std::string_view line) {
 }
 
 void Server::handle_oversized(std::string_view prefix) {
+  // A response is never answered: it fails the request of ours it answers.
+  const Json answered = jsonrpc::recover_response_id(prefix);
+  if (!answered.is_null()) {
+    const std::string why = "the client's answer was larger than " + std::to_string(kMaxMessageBytes) + " bytes";
+    log_.warn("refused a response to id " + answered.dump() + ": " + why);
+    on_response(answered, std::nullopt,
+                Json{{"code", jsonrpc::kInternalError}, {"message", why + "; it was not read"}});
+    return;
+  }
   jsonrpc::Invalid invalid = jsonrpc::oversized(prefix, kMaxMessageBytes);
   log_.warn("refused a message: " + invalid.message);
   send_error(invalid.id, invalid.code, invalid.message);
@@ -372,6 +381,12 @@ void Server::dispatch(const Json& id, const std::string& method, const Json& par
   } else if (method == "ping") {
     send(jsonrpc::result_response(id, Json::object()));
   } else if (method == "tools/list") {
+    // Every tool is on one page, so no cursor was ever handed out.
+    if (params.is_object() && params.contains("cursor")) {
+      send_error(id, jsonrpc::kInvalidParams,
+                 "invalid params: unknown cursor (every tool is listed on one page; call tools/list without one)");
+      return;
+    }
     send(jsonrpc::result_response(id, list_tools()));
   } else if (method == "tools/call") {
     start_tool_call(id, params);

@@ -150,6 +150,10 @@ TEST_CASE("ping, tools/list and unknown methods", "[server]") {
   CHECK(list[0]["outputSchema"]["type"] == "object");
   Json unknown = f.call(2, "resources/list");
   CHECK(unknown["error"]["code"] == jsonrpc::kMethodNotFound);
+  // Every tool is on one page: no cursor was handed out, so none is valid.
+  Json cursor = f.call(3, "tools/list", {{"cursor", "page-2"}});
+  CHECK(cursor["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK_THAT(cursor["error"]["message"].get<std::string>(), Catch::Contains("unknown cursor"));
 }
 
 TEST_CASE("tools/call returns structuredContent and the same JSON as text", "[server]") {
@@ -657,4 +661,24 @@ TEST_CASE("a call can wait on a request to the client without holding up the rea
   CHECK(out.response(2)["result"] == Json::object());
   server.handle_line(jsonrpc::serialize(jsonrpc::result_response(asked["id"], {{"text", "hi"}})));
   CHECK(out.response(1)["result"] == Json{{"client_said", {{"text", "hi"}}}});
+}
+
+TEST_CASE("an oversized response is never answered: it fails the request of ours it answers", "[server][requests]") {
+  Fixture f;
+  Replies replies;
+  f.call(1, "initialize", {{"protocolVersion", "2025-11-25"}});
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  f.server.request("sampling/createMessage", {{"maxTokens", 5}}, replies.handler());
+  const std::vector<Json> sent = requests_sent(f.out);
+  REQUIRE(sent.size() == 1);
+  const size_t before = f.out.all().size();
+
+  // What the reader keeps of a line over the limit: its first bytes.
+  f.server.handle_oversized(R"({"jsonrpc":"2.0","id":)" + sent[0]["id"].dump() + R"(,"result":{"content":"xxxxxxxx)");
+  REQUIRE(replies.size() == 1);
+  REQUIRE(replies.got[0].error);
+  CHECK_THAT(replies.got[0].error->message, Catch::Contains("larger than"));
+  f.server.handle_oversized(R"({"jsonrpc":"2.0","id":"never-ours","error":{"code":1,"message":"xxxxxxxx)");
+  CHECK(f.out.all().size() == before);  // neither was answered
+  CHECK(f.server.requests_in_flight() == 0);
 }
