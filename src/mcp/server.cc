@@ -372,6 +372,20 @@ ReadEvent Server::pump(FdLineReader& reader, const std::function<bool()>& keep_r
 }
 
 void Server::dispatch(const Json& id, const std::string& method, const Json& params) {
+  // Answered here at once, so never registered: still, its answer must not
+  // share an id with one still to come.
+  const bool answered_inline = method == "initialize" || method == "ping" || method == "tools/list";
+  if (answered_inline) {
+    bool taken = false;
+    {
+      std::lock_guard<std::mutex> lock(calls_mutex_);
+      taken = calls_.count(id.dump()) > 0;
+    }
+    if (taken) {
+      send_error(id, jsonrpc::kInvalidRequest, "invalid request: id " + id.dump() + " is already used by a call in flight");
+      return;
+    }
+  }
   if (method == "initialize") {
     if (!params.contains("protocolVersion") || !params["protocolVersion"].is_string()) {
       send_error(id, jsonrpc::kInvalidParams, "invalid params: initialize needs \"protocolVersion\" (a string)");

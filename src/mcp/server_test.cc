@@ -505,6 +505,16 @@ TEST_CASE("an id already used by a call in flight is refused -32600, the first c
   Json dup = f.call(7, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "second"}}}});
   CHECK(dup["error"]["code"] == jsonrpc::kInvalidRequest);
   CHECK_THAT(dup["error"]["message"].get<std::string>(), Catch::Contains("already used by a call in flight"));
+  // So are requests answered on the spot (each answered before handle_line returns).
+  for (const char* method : {"ping", "tools/list"}) {
+    const size_t before = f.out.all().size();
+    f.server.handle_line(jsonrpc::serialize(jsonrpc::request(7, method, Json::object())));
+    const std::vector<Json> after = f.out.all();
+    REQUIRE(after.size() == before + 1);
+    INFO(method << ": " << after.back().dump());
+    CHECK(after.back()["id"] == 7);
+    CHECK(after.back()["error"]["code"] == jsonrpc::kInvalidRequest);
+  }
   f.gate.release();
   f.server.drain();
   int results_for_7 = 0;
