@@ -594,6 +594,15 @@ std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<Session
   tools.push_back(heartbeat_tool(fence, log, admissions));
   tools.push_back(status_tool(fence));
   tools.push_back(stats_tool(fence));
+  // Arguments a tool refuses are a refusal the model reads and can correct
+  // (MCP 2025-11-25), in the shape every fence tool's outputSchema allows.
+  const FenceStep steps[] = {FenceStep::prepare,   FenceStep::commit, FenceStep::abort,
+                             FenceStep::heartbeat, FenceStep::read,   FenceStep::read};
+  for (size_t i = 0; i < tools.size(); ++i) {
+    tools[i].invalid_arguments = [step = steps[i]](const std::string& message) {
+      return refused(Refusal{Reason::invalid_request, message, {}}, step);
+    };
+  }
   return tools;
 }
 

@@ -233,32 +233,45 @@ TEST_CASE("fence_status is read-only and answers for unknown intents and domains
   CHECK(f.structured("fence_status", {{"intent", "never"}})["intent"]["state"] == "none");
   CHECK(f.structured("fence_stats", Json::object())["ledger"]["total_attempts"] == 0);
   Json neither = f.call("fence_status", Json::object());
-  CHECK(neither["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK(neither["result"]["structuredContent"]["reason"] == "invalid_request");
 }
 
-TEST_CASE("bad arguments are -32602 naming the field", "[fence_tools]") {
+namespace {
+
+// What a fence tool answers for arguments it refuses: a refusal the model
+// reads (MCP 2025-11-25), whose explanation names the problem.
+std::string invalid_request_explanation(const Json& response) {
+  INFO(response.dump());
+  CHECK_FALSE(response.contains("error"));
+  CHECK(response["result"]["isError"] == true);
+  CHECK(response["result"]["structuredContent"]["status"] == "refused");
+  CHECK(response["result"]["structuredContent"]["reason"] == "invalid_request");
+  return response["result"]["structuredContent"].value("explanation", "");
+}
+
+}  // namespace
+
+TEST_CASE("bad arguments are refused invalid_request, naming the field", "[fence_tools]") {
   FenceToolsFixture f;
   Json missing = charge_args("o-6");
   missing.erase("agent");
-  Json r = f.call("fence_prepare", missing);
-  CHECK(r["error"]["code"] == jsonrpc::kInvalidParams);
-  CHECK_THAT(r["error"]["message"].get<std::string>(), Catch::Contains("/agent"));
+  CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", missing)), Catch::Contains("/agent"));
 
   Json typo = charge_args("o-6");
   typo["read_sets"] = Json::array();
-  CHECK_THAT(f.call("fence_prepare", typo)["error"]["message"].get<std::string>(), Catch::Contains("read_sets"));
+  CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", typo)), Catch::Contains("read_sets"));
 
   Json bad_seq = charge_args("o-6");
   bad_seq["read_set"] = {{{"domain", "d"}, {"seq", -1}}};
-  CHECK(f.call("fence_prepare", bad_seq)["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", bad_seq)), Catch::Contains("read_set"));
 
   Json bad_clock = charge_args("o-6");
   bad_clock["known_clock"] = {{"agent-a", "three"}};
-  CHECK(f.call("fence_prepare", bad_clock)["error"]["code"] == jsonrpc::kInvalidParams);
+  CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", bad_clock)), Catch::Contains("known_clock"));
 
-  CHECK(f.call("fence_commit", {{"prepared", "ticket"}, {"result", 1}})["error"]["code"] == jsonrpc::kInvalidParams);
-  CHECK(f.call("fence_stats", {{"x", 1}})["error"]["code"] == jsonrpc::kInvalidParams);
-  CHECK(f.structured("fence_stats", Json::object())["ledger"]["total_attempts"] == 0);
+  invalid_request_explanation(f.call("fence_commit", {{"prepared", "ticket"}, {"result", 1}}));
+  invalid_request_explanation(f.call("fence_stats", {{"x", 1}}));
+  CHECK(f.structured("fence_stats", Json::object())["ledger"]["total_attempts"] == 0);  // nothing was decided
 }
 
 TEST_CASE("concurrent prepares of one intent through the server admit exactly one", "[fence_tools]") {

@@ -19,6 +19,15 @@ std::string negotiate_protocol_version(const std::string& requested) {
   return kSupportedProtocolVersions[0];
 }
 
+std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::string& why) {
+  const std::string message = "invalid arguments for " + tool.name + ": " + why +
+                              "; nothing was done: fix the arguments and call again";
+  if (tool.invalid_arguments) return tool_result_line(id, tool.invalid_arguments(message));
+  // Text only: a structuredContent would have to match the tool's outputSchema.
+  const Json result = {{"content", Json::array({Json{{"type", "text"}, {"text", message}}})}, {"isError", true}};
+  return jsonrpc::serialize(jsonrpc::result_response(id, result));
+}
+
 bool CallContext::cancelled() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return cancelled_;
@@ -496,7 +505,7 @@ void Server::start_tool_call(const Json& id, const Json& params) {
   }
   if (tool.check_arguments) {
     if (std::string why = schema_violation(tool.input_schema, arguments); !why.empty()) {
-      send_error(id, jsonrpc::kInvalidParams, "invalid arguments for " + tool.name + ": " + why);
+      sink_(invalid_arguments_line(id, tool, why));  // a line already: not to be serialized again
       return;
     }
   }
@@ -573,8 +582,7 @@ std::string guarded_response(const Json& id, const Tool& tool, Logger& log,
   try {
     return handler();
   } catch (const InvalidArguments& e) {
-    return jsonrpc::serialize(jsonrpc::error_response(id, jsonrpc::kInvalidParams,
-                                                      "invalid arguments for " + tool.name + ": " + e.what()));
+    return invalid_arguments_line(id, tool, e.what());
   } catch (const std::exception& e) {
     log.error("tool " + tool.name + " failed: " + e.what());
     return jsonrpc::serialize(jsonrpc::error_response(id, jsonrpc::kInternalError,

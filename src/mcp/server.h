@@ -95,7 +95,9 @@ class CallContext {
 };
 
 // Thrown by a tool handler for arguments its schema could not rule out
-// (e.g. an inconsistent combination). Answered with -32602 and what().
+// (e.g. an inconsistent combination). Answered as arguments that break the
+// input schema are: a tool error (isError) saying what(), which the model
+// sees and can correct (MCP 2025-11-25, SEP-1303), not a JSON-RPC error.
 struct InvalidArguments : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -127,9 +129,17 @@ struct Tool {
   // client cancelled the call first: whatever the result hands over (an
   // admission) reached no one and can be taken back. Must not block.
   std::function<void(const ToolResult& result)> on_undelivered;
+  // The tool error for arguments it refuses (message says why), conforming
+  // to output_schema. Unset: a plain isError text result.
+  std::function<ToolResult(const std::string& message)> invalid_arguments;
 
   Json listing() const;  // the tools/list entry
 };
+
+// The response line for a call with arguments the tool refuses (why: what
+// is wrong with them): tool.invalid_arguments's tool error, else a plain
+// text one.
+std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::string& why);
 
 struct ServerInfo {
   std::string name;

@@ -187,21 +187,30 @@ TEST_CASE("a tool result's line is byte for byte the serialized response, with t
   }
 }
 
-TEST_CASE("bad tool calls are -32602 with a clear message, the server keeps serving", "[server]") {
+TEST_CASE("a malformed tools/call or an unknown tool is -32602, arguments a tool refuses are a tool error, "
+          "the server keeps serving",
+          "[server]") {
   Fixture f;
   Json unknown = f.call(1, "tools/call", {{"name", "nope"}});
   CHECK(unknown["error"]["code"] == jsonrpc::kInvalidParams);
   CHECK_THAT(unknown["error"]["message"].get<std::string>(), Catch::Contains("unknown tool") && Catch::Contains("echo"));
-  Json missing = f.call(2, "tools/call", {{"name", "echo"}, {"arguments", Json::object()}});
-  CHECK(missing["error"]["code"] == jsonrpc::kInvalidParams);
-  CHECK_THAT(missing["error"]["message"].get<std::string>(), Catch::Contains("/text"));
-  Json wrong_type = f.call(3, "tools/call", {{"name", "echo"}, {"arguments", {{"text", 5}}}});
-  CHECK(wrong_type["error"]["code"] == jsonrpc::kInvalidParams);
   CHECK(f.call(4, "tools/call", {{"arguments", Json::object()}})["error"]["code"] == jsonrpc::kInvalidParams);
   CHECK(f.call(5, "tools/call", {{"name", "echo"}, {"arguments", "x"}})["error"]["code"] == jsonrpc::kInvalidParams);
-  Json picky = f.call(6, "tools/call", {{"name", "picky"}});
-  CHECK(picky["error"]["code"] == jsonrpc::kInvalidParams);
-  CHECK_THAT(picky["error"]["message"].get<std::string>(), Catch::Contains("give a or b"));
+
+  // MCP 2025-11-25 (SEP-1303): the model sees these and can correct them.
+  // Text only: a structuredContent would have to match echo's outputSchema.
+  auto tool_error_text = [](const Json& response) {
+    INFO(response.dump());
+    CHECK_FALSE(response.contains("error"));
+    CHECK(response["result"]["isError"] == true);
+    CHECK_FALSE(response["result"].contains("structuredContent"));
+    return response["result"]["content"][0]["text"].get<std::string>();
+  };
+  CHECK_THAT(tool_error_text(f.call(2, "tools/call", {{"name", "echo"}, {"arguments", Json::object()}})),
+             Catch::Contains("invalid arguments for echo") && Catch::Contains("/text"));
+  CHECK_THAT(tool_error_text(f.call(3, "tools/call", {{"name", "echo"}, {"arguments", {{"text", 5}}}})),
+             Catch::Contains("/text"));
+  CHECK_THAT(tool_error_text(f.call(6, "tools/call", {{"name", "picky"}})), Catch::Contains("give a or b"));
   Json failing = f.call(7, "tools/call", {{"name", "failing"}});
   CHECK(failing["error"]["code"] == jsonrpc::kInternalError);
   CHECK_THAT(failing["error"]["message"].get<std::string>(), Catch::Contains("boom"));
@@ -414,8 +423,8 @@ TEST_CASE("an asynchronous tool answers later, from any thread, without holding 
   server.handle_line(jsonrpc::serialize(jsonrpc::request(4, "ping", Json::object())));
   // Answered while call 1 is still pending: an immediate answer, an error, a ping.
   CHECK(out.response(2)["result"]["structuredContent"]["now"] == 2);
-  CHECK(out.response(3)["error"]["code"] == jsonrpc::kInvalidParams);
-  CHECK_THAT(out.response(3)["error"]["message"].get<std::string>(), Catch::Contains("bad was given"));
+  CHECK(out.response(3)["result"]["isError"] == true);  // arguments the handler refused: a tool error
+  CHECK_THAT(out.response(3)["result"]["content"][0]["text"].get<std::string>(), Catch::Contains("bad was given"));
   CHECK(out.response(4)["result"] == Json::object());
   REQUIRE(deferred.wait_pending(1));
   CHECK(server.calls_in_flight() == 1);

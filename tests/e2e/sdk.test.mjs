@@ -113,16 +113,21 @@ test('heartbeat extends; abort fences the intent until it is cleared', async (t)
   assert.equal(again.sc.status, 'fresh');
 });
 
-test('bad arguments are JSON-RPC -32602 errors and the server keeps serving', async (t) => {
+test('bad arguments are refusals the model can read (an unknown tool is -32602), and the server keeps serving', async (t) => {
   const s = await connect(t, await freshLedger(t));
   const { intent, ...noIntent } = prepareArgs('x');
   assert.ok(intent);
-  await assert.rejects(s.client.callTool({ name: 'fence_prepare', arguments: noIntent }),
-    (e) => e instanceof McpError && e.code === -32602 && /intent/.test(e.message));
+  // MCP 2025-11-25: input validation errors are tool execution errors; the
+  // SDK checks each against the tool's outputSchema.
+  const missing = await s.client.callTool({ name: 'fence_prepare', arguments: noIntent });
+  assert.equal(missing.isError, true);
+  assert.equal(missing.structuredContent.reason, 'invalid_request');
+  assert.match(missing.structuredContent.explanation, /intent/);
+  const negative = await s.client.callTool({ name: 'fence_prepare', arguments: prepareArgs('x', { read_set: [{ domain: 'd', seq: -1 }] }) });
+  assert.equal(negative.isError, true);
+  assert.equal(negative.structuredContent.reason, 'invalid_request');
   await assert.rejects(s.client.callTool({ name: 'fence_nope', arguments: {} }),
     (e) => e instanceof McpError && e.code === -32602 && /unknown tool/.test(e.message));
-  await assert.rejects(s.client.callTool({ name: 'fence_prepare', arguments: prepareArgs('x', { read_set: [{ domain: 'd', seq: -1 }] }) }),
-    (e) => e instanceof McpError && e.code === -32602);
   const ok = await call(s, 'fence_prepare', prepareArgs('x'));
   assert.equal(ok.sc.status, 'fresh');
 });

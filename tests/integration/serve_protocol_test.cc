@@ -147,24 +147,35 @@ TEST_CASE("notifications get no response", "[serve]") {
   CHECK((*next)["id"] == "p");
 }
 
-TEST_CASE("bad tool calls are -32602 errors with a clear message", "[serve]") {
+TEST_CASE("an unknown tool is -32602, arguments a tool refuses are a refusal the model can read and correct",
+          "[serve]") {
   Session s;
   s.serve.initialize();
   Json unknown = s.serve.call_tool(1, "fence_nonsense", Json::object());
   CHECK(error_code(unknown) == -32602);
   CHECK_THAT(error_message(unknown), Catch::Contains("unknown tool") && Catch::Contains("fence_prepare"));
 
+  // MCP 2025-11-25: input validation errors are tool execution errors.
+  auto refused_for = [](const Json& response) {
+    INFO(response.dump());
+    CHECK(response["result"]["isError"] == true);
+    const Json& sc = response["result"]["structuredContent"];
+    CHECK(sc["status"] == "refused");
+    CHECK(sc["reason"] == "invalid_request");
+    CHECK(Json::parse(response["result"]["content"][0]["text"].get<std::string>()) == sc);
+    return sc.value("explanation", "");
+  };
   Json missing = prepare_args("o-1");
   missing.erase("intent");
-  Json missing_response = s.serve.call_tool(2, "fence_prepare", missing);
-  CHECK(error_code(missing_response) == -32602);
-  CHECK_THAT(error_message(missing_response), Catch::Contains("intent"));
+  CHECK_THAT(refused_for(s.serve.call_tool(2, "fence_prepare", missing)), Catch::Contains("intent"));
 
   Json wrong_type = prepare_args("o-1");
   wrong_type["args"] = "amount=5";
-  Json wrong_response = s.serve.call_tool(3, "fence_prepare", wrong_type);
-  CHECK(error_code(wrong_response) == -32602);
-  CHECK_THAT(error_message(wrong_response), Catch::Contains("/args"));
+  CHECK_THAT(refused_for(s.serve.call_tool(3, "fence_prepare", wrong_type)), Catch::Contains("/args"));
+  // And what only the handler can tell (a negative sequence number).
+  Json bad_read_set = prepare_args("o-1");
+  bad_read_set["read_set"] = Json::array({{{"domain", "d"}, {"seq", -1}}});
+  CHECK_THAT(refused_for(s.serve.call_tool(5, "fence_prepare", bad_read_set)), Catch::Contains("read_set"));
 
   Json fresh = s.serve.call_tool(4, "fence_prepare", prepare_args("o-1"));
   CHECK(fresh["result"]["structuredContent"]["status"] == "fresh");
