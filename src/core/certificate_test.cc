@@ -228,6 +228,11 @@ TEST_CASE("read set round-trip and refusals", "[read_set]") {
   CHECK_FALSE(read_set_from_json(Json::object()).has_value());
   CHECK_FALSE(read_set_from_json(Json::parse(R"([{"domain":"a","seq":-1}])")).has_value());
   CHECK_FALSE(read_set_from_json(Json::parse(R"([{"domain":"a","seq":1.5}])")).has_value());
+  // 3.0 is an integer to JSON Schema, which fence_prepare's inputSchema is.
+  const auto integral = read_set_from_json(Json::parse(R"([{"domain":"a","seq":3.0}])"));
+  REQUIRE(integral.has_value());
+  CHECK(integral->at(0).seq == 3);
+  CHECK_FALSE(read_set_from_json(Json::parse(R"([{"domain":"a","seq":-0.5}])")).has_value());
   CHECK_FALSE(read_set_from_json(Json::parse(R"([{"domain":"a","seq":"1"}])")).has_value());
   CHECK_FALSE(read_set_from_json(Json::parse(R"([{"domain":1,"seq":1}])")).has_value());
   CHECK_FALSE(read_set_from_json(Json::parse(R"([{"seq":1}])")).has_value());

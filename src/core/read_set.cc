@@ -1,5 +1,7 @@
 #include "effectfence/certificate.h"
 
+#include <cmath>
+
 namespace effectfence {
 namespace {
 
@@ -10,6 +12,13 @@ std::optional<int64_t> non_negative_integer(const Json& j) {
     return std::nullopt;
   }
   if (j.is_number_integer() && j.get<int64_t>() >= 0) return j.get<int64_t>();
+  // 3.0 is an integer to JSON Schema, which the tools' inputSchema is.
+  if (j.is_number_float()) {
+    const double value = j.get<double>();
+    if (value >= 0 && value <= static_cast<double>(kMaxSafeInteger) && std::floor(value) == value) {
+      return static_cast<int64_t>(value);
+    }
+  }
   return std::nullopt;
 }
 

@@ -1,5 +1,6 @@
 #include "effectfence/vector_clock.h"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "core/sha256.h"
@@ -20,6 +21,13 @@ std::optional<uint64_t> counter_from_json(const Json& j) {
   if (j.is_number_integer()) {
     const int64_t value = j.get<int64_t>();
     if (value >= 0 && value <= kMaxSafeInteger) return static_cast<uint64_t>(value);
+  }
+  // 3.0 is an integer to JSON Schema, which the tools' inputSchema is.
+  if (j.is_number_float()) {
+    const double value = j.get<double>();
+    if (value >= 0 && value <= static_cast<double>(kMaxCounter) && std::floor(value) == value) {
+      return static_cast<uint64_t>(value);
+    }
   }
   return std::nullopt;
 }

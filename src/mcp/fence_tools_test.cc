@@ -251,6 +251,14 @@ std::string invalid_request_explanation(const Json& response) {
 
 }  // namespace
 
+TEST_CASE("integers written as 3.0 are integers, as the inputSchema says (JSON Schema)", "[fence_tools]") {
+  FenceToolsFixture f;
+  Json args = charge_args("o-float");
+  args["read_set"] = Json::array({{{"domain", "order:o-float"}, {"seq", 0.0}}});
+  args["known_clock"] = {{"agent-a", 2.0}};
+  CHECK(f.structured("fence_prepare", args)["status"] == "fresh");
+}
+
 TEST_CASE("bad arguments are refused invalid_request, naming the field", "[fence_tools]") {
   FenceToolsFixture f;
   Json missing = charge_args("o-6");
