@@ -74,59 +74,51 @@ std::vector<FencedIntent> read_fenced(LedgerReader& db) {
   return out;
 }
 
-// In flight, lease run out, and kept (not taken over) because its holder
-// process is seen running on this host. Others settle at the next call:
-// a holder gone is fenced unknown, one on another host is taken over.
-struct PastLease {
+// An intent in flight that is listed with its holder: past its lease while
+// its holder runs on this host (kept, not taken over: the others settle at
+// the next call), or held by a process on this host that is gone (its
+// effect may or may not have happened; the next server to open the ledger,
+// or `effectfence clear`, fences it unknown, and until then, with no server
+// running, this is the only place it shows up as needing a person).
+struct HeldIntent {
   std::string intent, tool, args, domain, agent, holder;
-  int64_t lease_expired_ms = 0;
+  int64_t at_ms = 0;  // when its lease ran out, or when it was admitted
 };
 
-std::vector<PastLease> read_past_lease(LedgerReader& db, int64_t now) {
-  auto q = db.query(
-      "SELECT intent, tool, args, domain, agent, lease_expires_at, holder_host, holder_boot, holder_pid, "
-      "holder_started FROM intents WHERE state = 'in_flight' AND lease_expires_at <= ?1 "
-      "ORDER BY lease_expires_at, intent",
-      {now});
-  std::vector<PastLease> out;
+// Rows of sql (intent, tool, args, domain, agent, a time, then the holder's
+// host, boot, pid and start time) whose holder passes keep.
+std::vector<HeldIntent> read_held(LedgerReader& db, const std::string& sql, const std::vector<SqlValue>& params,
+                                  bool (*keep)(const Holder&)) {
+  auto q = db.query(sql, params);
+  std::vector<HeldIntent> out;
   while (q->next()) {
     Holder holder;
     holder.host = q->text(6);
     holder.boot = q->text(7);
     holder.pid = q->integer(8);
     holder.started = q->integer(9);
-    if (!holder_is_alive_here(holder)) continue;
+    if (!keep(holder)) continue;
     out.push_back(
-        PastLease{q->text(0), q->text(1), q->text(2), q->text(3), q->text(4), holder.describe(), q->integer(5)});
+        HeldIntent{q->text(0), q->text(1), q->text(2), q->text(3), q->text(4), holder.describe(), q->integer(5)});
   }
   return out;
 }
 
-// In flight, held by a process on this host that is gone: its effect may
-// or may not have happened. The next server to open the ledger (or
-// `effectfence clear`) fences it unknown; until then, with no server
-// running, this is the only place it shows up as needing a person.
-struct HolderGone {
-  std::string intent, tool, args, domain, agent, holder;
-  int64_t admitted_ms = 0;
-};
+constexpr const char* kHolderColumns = "holder_host, holder_boot, holder_pid, holder_started";
 
-std::vector<HolderGone> read_holder_gone(LedgerReader& db) {
-  auto q = db.query(
-      "SELECT intent, tool, args, domain, agent, admitted_at, holder_host, holder_boot, holder_pid, "
-      "holder_started FROM intents WHERE state = 'in_flight' ORDER BY admitted_at, intent");
-  std::vector<HolderGone> out;
-  while (q->next()) {
-    Holder holder;
-    holder.host = q->text(6);
-    holder.boot = q->text(7);
-    holder.pid = q->integer(8);
-    holder.started = q->integer(9);
-    if (!holder_is_dead(holder)) continue;
-    out.push_back(
-        HolderGone{q->text(0), q->text(1), q->text(2), q->text(3), q->text(4), holder.describe(), q->integer(5)});
-  }
-  return out;
+std::vector<HeldIntent> read_past_lease(LedgerReader& db, int64_t now) {
+  return read_held(db,
+                   std::string("SELECT intent, tool, args, domain, agent, lease_expires_at, ") + kHolderColumns +
+                       " FROM intents WHERE state = 'in_flight' AND lease_expires_at <= ?1 "
+                       "ORDER BY lease_expires_at, intent",
+                   {now}, holder_is_alive_here);
+}
+
+std::vector<HeldIntent> read_holder_gone(LedgerReader& db) {
+  return read_held(db,
+                   std::string("SELECT intent, tool, args, domain, agent, admitted_at, ") + kHolderColumns +
+                       " FROM intents WHERE state = 'in_flight' ORDER BY admitted_at, intent",
+                   {}, holder_is_dead);
 }
 
 // The clock leases are decided by: the database server's for PostgreSQL.
@@ -143,13 +135,28 @@ Json args_json(const std::string& text) {
 
 struct Report {
   std::vector<FencedIntent> fenced;
-  std::vector<HolderGone> holder_gone;
-  std::vector<PastLease> past_lease;
+  std::vector<HeldIntent> holder_gone;
+  std::vector<HeldIntent> past_lease;
 };
+
+// time_key names at_ms: "admitted" or "lease_expired" (and its _ms twin).
+Json held_json(const std::vector<HeldIntent>& held, const std::string& time_key) {
+  Json list = Json::array();
+  for (const auto& h : held) {
+    list.push_back({{"intent", h.intent},
+                    {"tool", h.tool},
+                    {"args", args_json(h.args)},
+                    {"domain", h.domain},
+                    {"agent", h.agent},
+                    {"holder", h.holder},
+                    {time_key, format_utc(h.at_ms)},
+                    {time_key + "_ms", h.at_ms}});
+  }
+  return list;
+}
 
 void print_json(const std::string& path, const Report& report) {
   const auto& fenced = report.fenced;
-  const auto& past_lease = report.past_lease;
   Json list = Json::array();
   for (const auto& f : fenced) {
     list.push_back({{"intent", f.intent},
@@ -164,61 +171,38 @@ void print_json(const std::string& path, const Report& report) {
                     {"generation", f.generation},
                     {"holder", f.holder}});
   }
-  Json held = Json::array();
-  for (const auto& p : past_lease) {
-    held.push_back({{"intent", p.intent},
-                    {"tool", p.tool},
-                    {"args", args_json(p.args)},
-                    {"domain", p.domain},
-                    {"agent", p.agent},
-                    {"holder", p.holder},
-                    {"lease_expired", format_utc(p.lease_expired_ms)},
-                    {"lease_expired_ms", p.lease_expired_ms}});
-  }
-  Json gone = Json::array();
-  for (const auto& g : report.holder_gone) {
-    gone.push_back({{"intent", g.intent},
-                    {"tool", g.tool},
-                    {"args", args_json(g.args)},
-                    {"domain", g.domain},
-                    {"agent", g.agent},
-                    {"holder", g.holder},
-                    {"admitted", format_utc(g.admitted_ms)},
-                    {"admitted_ms", g.admitted_ms}});
-  }
-  const Json out = {{"path", path},         {"count", fenced.size()}, {"fenced", list},
-                    {"holder_gone", gone}, {"past_lease", held}};
+  const Json out = {{"path", path},
+                    {"count", fenced.size()},
+                    {"fenced", list},
+                    {"holder_gone", held_json(report.holder_gone, "admitted")},
+                    {"past_lease", held_json(report.past_lease, "lease_expired")}};
   print_json_line(out);
 }
 
-void print_holder_gone(const std::string& path, const std::vector<HolderGone>& holder_gone) {
+// One entry of a held list; when names at_ms ("admitted ...", "lease ran out ...").
+void print_held(const HeldIntent& h, const std::string& when) {
+  std::printf("\n%s  [%s]\n", terminal_safe(h.intent).c_str(), when.c_str());
+  std::printf("  tool    %s %s\n", terminal_safe(h.tool).c_str(), terminal_safe(h.args).c_str());
+  std::printf("  domain  %s   agent %s   holder %s\n", terminal_safe(h.domain).c_str(),
+              terminal_safe(h.agent).c_str(), terminal_safe(h.holder).c_str());
+}
+
+void print_holder_gone(const std::string& path, const std::vector<HeldIntent>& holder_gone) {
   if (holder_gone.empty()) return;
   std::printf("\n%zu intent(s) in flight whose holder process on this host is gone: their effect may or\n"
               "may not have happened. Any server opening the ledger fences them as unknown; check each\n"
               "and clear it: effectfence clear --db %s INTENT --reason \"...\"\n",
               holder_gone.size(), path.c_str());
-  for (const auto& g : holder_gone) {
-    std::printf("\n%s  [admitted %s, holder gone]\n", terminal_safe(g.intent).c_str(),
-                format_utc(g.admitted_ms).c_str());
-    std::printf("  tool    %s %s\n", terminal_safe(g.tool).c_str(), terminal_safe(g.args).c_str());
-    std::printf("  domain  %s   agent %s   holder %s\n", terminal_safe(g.domain).c_str(),
-                terminal_safe(g.agent).c_str(), terminal_safe(g.holder).c_str());
-  }
+  for (const auto& h : holder_gone) print_held(h, "admitted " + format_utc(h.at_ms) + ", holder gone");
 }
 
-void print_past_lease(const std::vector<PastLease>& past_lease) {
+void print_past_lease(const std::vector<HeldIntent>& past_lease) {
   if (past_lease.empty()) return;
   std::printf("\n%zu intent(s) still in flight past their lease: identical calls are refused while the\n"
               "holder runs. If it will never finish them (its agent is gone), stop it (kill -TERM PID):\n"
               "it fences them as unknown, to check and clear as above.\n",
               past_lease.size());
-  for (const auto& p : past_lease) {
-    std::printf("\n%s  [lease ran out %s]\n", terminal_safe(p.intent).c_str(),
-                format_utc(p.lease_expired_ms).c_str());
-    std::printf("  tool    %s %s\n", terminal_safe(p.tool).c_str(), terminal_safe(p.args).c_str());
-    std::printf("  domain  %s   agent %s   holder %s\n", terminal_safe(p.domain).c_str(),
-                terminal_safe(p.agent).c_str(), terminal_safe(p.holder).c_str());
-  }
+  for (const auto& h : past_lease) print_held(h, "lease ran out " + format_utc(h.at_ms));
 }
 
 void print_text(const std::string& path, const Report& report) {
