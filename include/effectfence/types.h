@@ -50,6 +50,10 @@ struct Ticket {
   Json to_json() const;
   // Returns nullopt iff j lacks a field or has one of the wrong type.
   static std::optional<Ticket> from_json(const Json& j);
+  // True iff other is this very attempt: the same token and everything the
+  // ledger checks a ticket by (its lease is informational). An edited ticket
+  // around a real token is not.
+  bool same_attempt(const Ticket& other) const;
 };
 
 struct PrepareRequest {

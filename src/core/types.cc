@@ -71,6 +71,11 @@ Json Ticket::to_json() const {
   };
 }
 
+bool Ticket::same_attempt(const Ticket& other) const {
+  return token == other.token && intent == other.intent && domain == other.domain && seq == other.seq &&
+         generation == other.generation;
+}
+
 std::optional<Ticket> Ticket::from_json(const Json& j) {
   if (!j.is_object()) return std::nullopt;
   auto intent = string_member(j, "intent");

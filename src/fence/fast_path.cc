@@ -18,13 +18,6 @@ Refusal mismatch(const std::string& intent) {
                  {{"intent", intent}}};
 }
 
-// The same attempt: an edited ticket (right token, other seq) is refused as
-// ticket_invalid and must not be taken for the one this process holds.
-bool same_attempt(const Ticket& held, const Ticket& ticket) {
-  return held.token == ticket.token && held.domain == ticket.domain && held.seq == ticket.seq &&
-         held.generation == ticket.generation;
-}
-
 }  // namespace
 
 std::optional<PrepareOutcome> FastPath::answer_from_slot(IntentSlot& slot, const rules::Attempt& a,
@@ -88,7 +81,9 @@ void FastPath::committed(const Ticket& ticket, const Certificate& cert, int64_t 
   auto it = s.intents.find(ticket.intent);
   if (it == s.intents.end()) return;
   IntentSlot& slot = it->second;
-  if (slot.held && same_attempt(*slot.held, ticket)) {
+  // An edited ticket (right token, other seq) is refused as ticket_invalid
+  // and must not be taken for the one this process holds.
+  if (slot.held && slot.held->same_attempt(ticket)) {
     if (s.intents.size() < kMaxCachedPerShard) {
       slot.cert = cert;
       slot.cert_payload = slot.held_payload;
@@ -105,7 +100,7 @@ void FastPath::released(const Ticket& ticket) {
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.intents.find(ticket.intent);
   if (it == s.intents.end()) return;
-  if (it->second.held && same_attempt(*it->second.held, ticket)) it->second.held.reset();
+  if (it->second.held && it->second.held->same_attempt(ticket)) it->second.held.reset();
   if (it->second.empty()) s.intents.erase(it);
 }
 

@@ -3,15 +3,6 @@
 #include <vector>
 
 namespace effectfence::mcp {
-namespace {
-
-// Everything the ledger checks a ticket by (its lease is informational).
-bool same_admission(const Ticket& a, const Ticket& b) {
-  return a.token == b.token && a.intent == b.intent && a.domain == b.domain && a.seq == b.seq &&
-         a.generation == b.generation;
-}
-
-}  // namespace
 
 uint64_t AdmissionOwners::new_session() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -28,7 +19,7 @@ void AdmissionOwners::settled(const Ticket& ticket) {
   const auto it = by_token_.find(ticket.token);
   // Only the admission itself: a ticket edited around a real token (refused
   // lease_lost, which "settles") must not make its session forget it.
-  if (it == by_token_.end() || !same_admission(it->second.ticket, ticket)) return;
+  if (it == by_token_.end() || !it->second.ticket.same_attempt(ticket)) return;
   by_token_.erase(it);
 }
 
