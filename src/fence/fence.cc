@@ -304,14 +304,13 @@ void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::fu
   auto withdrawn = std::make_shared<bool>(false);
   write_async(
       [this, ticket, why, withdrawn](LedgerTxn& txn) {
+        // Abort would also take an intent already fenced unknown; only one
+        // still in flight may be taken back. Abort checks it is this ticket's.
         const auto row = txn.load_intent(ticket.intent);
-        if (!row || row->state != IntentState::in_flight || row->token != ticket.token ||
-            row->generation != ticket.generation) {
-          return;  // resolved, fenced or taken over meanwhile: not ours to take back
-        }
+        if (!row || row->state != IntentState::in_flight) return;
         bool recorded = false;
-        const AbortOutcome aborted = rules::abort(txn, ticket, why, context(txn), &recorded);
-        if (!recorded || std::holds_alternative<Refusal>(aborted)) return;
+        rules::abort(txn, ticket, why, context(txn), &recorded);
+        if (!recorded) return;  // taken over, or an edited ticket
         const ClearOutcome cleared = rules::clear(txn, ticket.intent, this_process().describe(), "withdrawn: " + why);
         // Both or neither: a withdrawal that cannot clear leaves the admission in flight.
         if (const auto* refusal = std::get_if<Refusal>(&cleared)) throw std::runtime_error(refusal->message);
