@@ -586,23 +586,27 @@ Json refusal_json(const Refusal& refusal, FenceStep step) {
   return out;
 }
 
+namespace {
+
+// Arguments the tool refuses are a refusal the model reads and can correct
+// (MCP 2025-11-25), in the shape every fence tool's outputSchema allows.
+Tool refusing_bad_arguments(Tool tool, FenceStep step) {
+  tool.invalid_arguments = [step](const std::string& message) {
+    return refused(Refusal{Reason::invalid_request, message, {}}, step);
+  };
+  return tool;
+}
+
+}  // namespace
+
 std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<SessionAdmissions> admissions) {
   std::vector<Tool> tools;
-  tools.push_back(prepare_tool(fence, log, admissions));
-  tools.push_back(commit_tool(fence, log, admissions));
-  tools.push_back(abort_tool(fence, log, admissions));
-  tools.push_back(heartbeat_tool(fence, log, admissions));
-  tools.push_back(status_tool(fence));
-  tools.push_back(stats_tool(fence));
-  // Arguments a tool refuses are a refusal the model reads and can correct
-  // (MCP 2025-11-25), in the shape every fence tool's outputSchema allows.
-  const FenceStep steps[] = {FenceStep::prepare,   FenceStep::commit, FenceStep::abort,
-                             FenceStep::heartbeat, FenceStep::read,   FenceStep::read};
-  for (size_t i = 0; i < tools.size(); ++i) {
-    tools[i].invalid_arguments = [step = steps[i]](const std::string& message) {
-      return refused(Refusal{Reason::invalid_request, message, {}}, step);
-    };
-  }
+  tools.push_back(refusing_bad_arguments(prepare_tool(fence, log, admissions), FenceStep::prepare));
+  tools.push_back(refusing_bad_arguments(commit_tool(fence, log, admissions), FenceStep::commit));
+  tools.push_back(refusing_bad_arguments(abort_tool(fence, log, admissions), FenceStep::abort));
+  tools.push_back(refusing_bad_arguments(heartbeat_tool(fence, log, admissions), FenceStep::heartbeat));
+  tools.push_back(refusing_bad_arguments(status_tool(fence), FenceStep::read));
+  tools.push_back(refusing_bad_arguments(stats_tool(fence), FenceStep::read));
   return tools;
 }
 
