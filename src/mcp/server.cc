@@ -391,7 +391,7 @@ void Server::dispatch(const Json& id, const std::string& method, const Json& par
       taken = calls_.count(id.dump()) > 0;
     }
     if (taken) {
-      send_error(id, jsonrpc::kInvalidRequest, "invalid request: id " + id.dump() + " is already used by a call in flight");
+      refuse_reused_id(id);
       return;
     }
   }
@@ -543,9 +543,12 @@ bool Server::register_call(const std::shared_ptr<Call>& call, const Json& params
     std::lock_guard<std::mutex> lock(calls_mutex_);
     if (calls_.emplace(call->key, call).second) return true;
   }
-  send_error(call->id, jsonrpc::kInvalidRequest,
-             "invalid request: id " + call->key + " is already used by a call in flight");
+  refuse_reused_id(call->id);
   return false;
+}
+
+void Server::refuse_reused_id(const Json& id) {
+  send_error(id, jsonrpc::kInvalidRequest, "invalid request: id " + id.dump() + " is already used by a call in flight");
 }
 
 void Server::start_other_request(const Json& id, const std::string& method, const Json& params) {

@@ -241,6 +241,8 @@ class Server {
   // Gives call its context (from params._meta) and enters it in calls_;
   // false (answered -32600) when its id is already in flight.
   bool register_call(const std::shared_ptr<Call>& call, const Json& params);
+  // -32600: the id names a call still in flight.
+  void refuse_reused_id(const Json& id);
   void run_tool_call(const std::shared_ptr<Call>& call);
   void start_async_tool_call(const std::shared_ptr<Call>& call);
   void async_call_finished();
