@@ -204,6 +204,7 @@ std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begi
     tally(*pending->entry.decided, /*decided_here=*/true);
     return std::move(*pending->entry.decided);
   }
+  pending->attempt.token = random_token_hex();
   return pending;
 }
 

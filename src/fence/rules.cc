@@ -2,8 +2,6 @@
 
 #include <stdexcept>
 
-#include "core/random_token.h"
-
 namespace effectfence::rules {
 namespace {
 
@@ -248,7 +246,7 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   row.agent = req.agent;
   row.seq = domain.seq + 1;
   row.generation = generation;
-  row.token = random_token_hex();
+  row.token = a.token;
   // Without randomness every ticket would share one token: refuse instead.
   if (row.token.empty()) throw std::runtime_error("the system random number generator failed; no ticket issued");
   row.read_set = req.read_set;

@@ -31,6 +31,9 @@ struct Attempt {
   PrepareRequest request;
   std::string canonical_args;
   std::string payload_hash;  // SHA-256 of canonical {"args":..,"tool":..}
+  // The ticket's token if this attempt is admitted, drawn before it is
+  // queued: the writer thread's time is what every decision waits for.
+  std::string token;
 };
 
 // Admitted actions on domain whose outcome is not known yet: their lease is

@@ -45,7 +45,18 @@ std::string upsert(Placeholders style) {
          ") ON CONFLICT (intent) DO UPDATE SET " + updates + "version=intents.version + 1";
 }
 
+std::string stored_read_set(const std::vector<ReadSetEntry>& read_set) {
+  return read_set.empty() ? "[]" : canonicalize(read_set_to_json(read_set));
+}
+
+std::string stored_clock(const VectorClock& clock) {
+  return clock.counters().empty() ? "{}" : canonicalize(clock.to_json());
+}
+
 Json parse_stored(const std::string& text, const char* column) {
+  // What most rows hold: no read-set, no clock.
+  if (text == "[]") return Json::array();
+  if (text == "{}") return Json::object();
   JsonError error;
   auto value = parse_strict(text, &error);
   if (!value) throw std::runtime_error(std::string("ledger holds malformed ") + column + ": " + error.message);

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "effectfence/certificate.h"
 #include "effectfence/json.h"
+#include "effectfence/vector_clock.h"
 
 namespace effectfence::intent_sql {
 
@@ -22,6 +25,10 @@ enum class Placeholders {
 // column and bumps version (the compare-and-swap counter). Parameters are
 // kColumns in order, with updated_at the decision's time.
 std::string upsert(Placeholders style);
+
+// The read_set and known_clock columns as written: canonical JSON.
+std::string stored_read_set(const std::vector<ReadSetEntry>& read_set);
+std::string stored_clock(const VectorClock& clock);
 
 // A JSON column as stored by the ledger. Throws std::runtime_error naming
 // the column if it does not parse (the file was edited by hand).

@@ -84,8 +84,8 @@ void PostgresTxn::save_intent(const IntentRow& r, int64_t now) {
       sql,
       {param(r.intent), param(std::string(state_name(r.state))), param(r.domain), param(r.tool), param(r.args),
        param(r.payload_hash), param(r.agent), param(r.seq), param(r.generation), param(r.token),
-       param(canonicalize(read_set_to_json(r.read_set))), text_or_null(r.parent),
-       param(canonicalize(r.known_clock.to_json())), param(r.holder.host), param(r.holder.boot),
+       param(intent_sql::stored_read_set(r.read_set)), text_or_null(r.parent),
+       param(intent_sql::stored_clock(r.known_clock)), param(r.holder.host), param(r.holder.boot),
        param(r.holder.pid), param(r.holder.started), param(r.lease_expires_at), param(r.admitted_at), param(now),
        text_or_null(r.cert_hash), text_or_null(r.reason)});
 }

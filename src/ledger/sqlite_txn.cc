@@ -82,9 +82,9 @@ void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
   q.bind(8, static_cast<int64_t>(r.seq));
   q.bind(9, static_cast<int64_t>(r.generation));
   q.bind(10, r.token);
-  q.bind(11, canonicalize(read_set_to_json(r.read_set)));
+  q.bind(11, intent_sql::stored_read_set(r.read_set));
   bind_text_or_null(q, 12, r.parent);
-  q.bind(13, canonicalize(r.known_clock.to_json()));
+  q.bind(13, intent_sql::stored_clock(r.known_clock));
   q.bind(14, r.holder.host);
   q.bind(15, r.holder.boot);
   q.bind(16, static_cast<int64_t>(r.holder.pid));
