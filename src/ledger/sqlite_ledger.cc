@@ -19,6 +19,7 @@
 #include "ledger/job_threads.h"
 #include "ledger/migrations.h"
 #include "ledger/sqlite_txn.h"
+#include "ledger/wal_write_batching.h"
 
 namespace effectfence {
 namespace {
@@ -417,10 +418,19 @@ class SqliteLedger final : public Ledger {
   std::thread writer_;
 };
 
-std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, int64_t busy_timeout_ms) {
+// writer: the connection that decides. Its log frames go to the kernel in
+// one write per commit (ledger/wal_write_batching.h), which is safe because
+// it runs with synchronous = FULL.
+std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, int64_t busy_timeout_ms,
+                                          bool writer) {
   const int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-  auto db = std::make_unique<SQLite::Database>(memory ? ":memory:" : path, flags,
-                                               static_cast<int>(busy_timeout_ms));
+  std::unique_ptr<SQLite::Database> db;
+  if (writer && !memory) {
+    BatchedLogVfs vfs;
+    db = std::make_unique<SQLite::Database>(path.c_str(), flags, static_cast<int>(busy_timeout_ms), vfs.name());
+  } else {
+    db = std::make_unique<SQLite::Database>(memory ? ":memory:" : path, flags, static_cast<int>(busy_timeout_ms));
+  }
   // An answer is given only after its decision is on disk.
   db->exec("PRAGMA synchronous = FULL");
   // Savepoint and statement journals stay in memory instead of spilling to a
@@ -462,7 +472,7 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
     if (auto error = check_existing_file(path)) return *error;
   }
   try {
-    auto db = connect(path, memory, busy_timeout_ms);
+    auto db = connect(path, memory, busy_timeout_ms, /*writer=*/true);
     if (auto error = check_identity(*db, path)) return *error;
     if (auto error = check_writable(*db, path)) return *error;
     if (!memory) use_wal(*db);
@@ -472,7 +482,7 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
     db->exec("COMMIT");
     const std::string description = (memory ? std::string("memory") : "sqlite:" + path) +
                                     " (schema " + std::to_string(latest_schema_version()) + ")";
-    auto reader = memory ? nullptr : connect(path, false, busy_timeout_ms);
+    auto reader = memory ? nullptr : connect(path, false, busy_timeout_ms, /*writer=*/false);
     return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(std::move(db), std::move(reader), description));
   } catch (const SQLite::Exception& e) {
     return classify_open_failure(path, e);

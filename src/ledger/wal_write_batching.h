@@ -1,0 +1,49 @@
+// A SQLite VFS that hands a commit's write-ahead log frames to the kernel in
+// one write.
+//
+// SQLite appends each frame of a commit to the log with two pwrite calls
+// (its 24-byte header, then the page), about forty per group commit, and
+// each system call costs the writer thread time every decision waits for.
+// This VFS wraps another (the default; in tests, a fault-injecting one). It
+// gathers contiguous writes to a `-wal` file in memory and writes them out
+// before anything could need them: before the log is synced, read,
+// truncated, sized or closed, before any file-control call, and whenever a
+// write does not follow the gathered ones (SQLite rewrites frames it already
+// wrote) or the buffer is full. Every other file passes straight through.
+//
+// REQUIRES: only connections that run with `PRAGMA synchronous = FULL` are
+// opened through it. Then every commit syncs the log before it makes its
+// frames visible to other connections, so no other connection can ever look
+// for a frame that is still in the buffer. A failed write surfaces as an
+// I/O error from the call that flushed it (the commit's sync at the latest),
+// so a transaction whose frames did not reach the file does not commit.
+#pragma once
+
+#include <mutex>
+
+struct sqlite3_vfs;
+
+namespace effectfence {
+
+// While it lives, a VFS that batches the log writes of the VFS that is
+// SQLite's default now is registered under name(), for opening connections
+// by name; the connections keep using it after this is gone. It is
+// registered only for that moment, and never as the default, so it can
+// never become the VFS that other code wraps or opens through by default.
+// Holds a process-wide lock: open the connection, then let this go.
+class BatchedLogVfs {
+ public:
+  BatchedLogVfs();
+  ~BatchedLogVfs();
+  BatchedLogVfs(const BatchedLogVfs&) = delete;
+  BatchedLogVfs& operator=(const BatchedLogVfs&) = delete;
+
+  // nullptr if SQLite refused to register it: open with the default then.
+  const char* name() const;
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+  sqlite3_vfs* registered_ = nullptr;
+};
+
+}  // namespace effectfence

@@ -1,0 +1,215 @@
+// The log-batching VFS: one write per commit, nothing lost, every commit
+// visible to other connections once it returns, and a failed write fails
+// the commit.
+#include <sqlite3.h>
+
+#include <atomic>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "ledger/wal_write_batching.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence;
+using namespace effectfence::testing;
+
+namespace {
+
+// Becomes SQLite's default VFS while it lives, so the batching VFS wraps
+// it: counts the writes that reach the log file, and fails them on request.
+class LogWriteCounter {
+ public:
+  LogWriteCounter() : real_(sqlite3_vfs_find(nullptr)) {
+    REQUIRE(real_ != nullptr);
+    vfs_ = *real_;
+    vfs_.szOsFile = static_cast<int>(sizeof(File)) + real_->szOsFile;
+    vfs_.zName = "effectfence-test-log-writes";
+    vfs_.pAppData = this;
+    vfs_.pNext = nullptr;
+    vfs_.xOpen = &LogWriteCounter::open;
+    REQUIRE(sqlite3_vfs_register(&vfs_, /*makeDflt=*/1) == SQLITE_OK);
+  }
+  ~LogWriteCounter() { sqlite3_vfs_unregister(&vfs_); }
+  LogWriteCounter(const LogWriteCounter&) = delete;
+  LogWriteCounter& operator=(const LogWriteCounter&) = delete;
+
+  int log_writes() const { return log_writes_.load(); }
+  void fail_log_writes(bool fail) { fail_ = fail; }
+
+ private:
+  struct File {
+    sqlite3_file base;
+    LogWriteCounter* owner;
+    bool is_log;
+  };
+  static sqlite3_file* real(sqlite3_file* f) { return reinterpret_cast<sqlite3_file*>(reinterpret_cast<File*>(f) + 1); }
+
+  static int open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int* out_flags) {
+    auto* self = static_cast<LogWriteCounter*>(vfs->pAppData);
+    auto* f = reinterpret_cast<File*>(file);
+    f->base.pMethods = nullptr;
+    f->owner = self;
+    f->is_log = (flags & SQLITE_OPEN_WAL) != 0;
+    const int rc = self->real_->xOpen(self->real_, name, real(file), flags, out_flags);
+    if (real(file)->pMethods) f->base.pMethods = &kMethods;
+    return rc;
+  }
+
+  static int write(sqlite3_file* file, const void* data, int n, sqlite3_int64 offset) {
+    auto* f = reinterpret_cast<File*>(file);
+    if (f->is_log) {
+      if (f->owner->fail_) return SQLITE_IOERR_WRITE;
+      ++f->owner->log_writes_;
+    }
+    return real(file)->pMethods->xWrite(real(file), data, n, offset);
+  }
+
+  static inline const sqlite3_io_methods kMethods = {
+      2,
+      [](sqlite3_file* f) { return real(f)->pMethods->xClose(real(f)); },
+      [](sqlite3_file* f, void* out, int n, sqlite3_int64 offset) { return real(f)->pMethods->xRead(real(f), out, n, offset); },
+      &LogWriteCounter::write,
+      [](sqlite3_file* f, sqlite3_int64 size) { return real(f)->pMethods->xTruncate(real(f), size); },
+      [](sqlite3_file* f, int flags) { return real(f)->pMethods->xSync(real(f), flags); },
+      [](sqlite3_file* f, sqlite3_int64* size) { return real(f)->pMethods->xFileSize(real(f), size); },
+      [](sqlite3_file* f, int level) { return real(f)->pMethods->xLock(real(f), level); },
+      [](sqlite3_file* f, int level) { return real(f)->pMethods->xUnlock(real(f), level); },
+      [](sqlite3_file* f, int* out) { return real(f)->pMethods->xCheckReservedLock(real(f), out); },
+      [](sqlite3_file* f, int op, void* arg) { return real(f)->pMethods->xFileControl(real(f), op, arg); },
+      [](sqlite3_file* f) { return real(f)->pMethods->xSectorSize(real(f)); },
+      [](sqlite3_file* f) { return real(f)->pMethods->xDeviceCharacteristics(real(f)); },
+      [](sqlite3_file* f, int page, int size, int extend, void volatile** out) {
+        return real(f)->pMethods->xShmMap(real(f), page, size, extend, out);
+      },
+      [](sqlite3_file* f, int offset, int n, int flags) { return real(f)->pMethods->xShmLock(real(f), offset, n, flags); },
+      [](sqlite3_file* f) { real(f)->pMethods->xShmBarrier(real(f)); },
+      [](sqlite3_file* f, int delete_flag) { return real(f)->pMethods->xShmUnmap(real(f), delete_flag); },
+      nullptr,
+      nullptr,
+  };
+
+  sqlite3_vfs* real_;
+  sqlite3_vfs vfs_{};
+  std::atomic<int> log_writes_{0};
+  std::atomic<bool> fail_{false};
+};
+
+sqlite3* open_db(const std::string& path, const char* vfs) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) == SQLITE_OK);
+  return db;
+}
+
+int exec(sqlite3* db, const std::string& sql) { return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr); }
+
+int64_t query(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &q, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+  const int64_t v = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  return v;
+}
+
+std::string integrity(sqlite3* db) {
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+  std::string v = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+  sqlite3_finalize(q);
+  return v;
+}
+
+// A writer as the ledger runs it: WAL, synchronous = FULL, through the VFS.
+sqlite3* open_writer(const std::string& path) {
+  sqlite3* db = nullptr;
+  {
+    BatchedLogVfs vfs;
+    REQUIRE(vfs.name() != nullptr);
+    db = open_db(path, vfs.name());
+  }
+  REQUIRE(exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL") == SQLITE_OK);
+  REQUIRE(exec(db, "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)") == SQLITE_OK);
+  return db;
+}
+
+// n rows of about 3 KiB each: about one page apiece.
+std::string insert_rows(int n) {
+  return "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < " + std::to_string(n) +
+         ") INSERT INTO t (body) SELECT hex(randomblob(1500)) FROM k";
+}
+
+}  // namespace
+
+TEST_CASE("a commit's log frames reach the file in one write, and other connections see the commit at once",
+          "[ledger][wal_batching]") {
+  LogWriteCounter counter;
+  TempDir dir;
+  const std::string path = dir.file("t.sqlite");
+  sqlite3* writer = open_writer(path);
+  sqlite3* other = open_db(path, nullptr);
+  REQUIRE(exec(writer, insert_rows(1)) == SQLITE_OK);  // the log and its header exist now
+  for (int commit = 0; commit < 20; ++commit) {
+    const int before = counter.log_writes();
+    REQUIRE(exec(writer, "BEGIN IMMEDIATE; " + insert_rows(10) + "; COMMIT") == SQLITE_OK);
+    // Ten pages and their index pages: more than twenty writes unbatched.
+    CHECK(counter.log_writes() - before == 1);
+    CHECK(query(other, "SELECT count(*) FROM t") == 1 + 10 * (commit + 1));
+  }
+  CHECK(integrity(other) == "ok");
+  sqlite3_close(other);
+  sqlite3_close(writer);
+}
+
+TEST_CASE("commits larger than one write of the wrapped VFS, and transactions that spill frames before they commit, "
+          "keep every row",
+          "[ledger][wal_batching]") {
+  LogWriteCounter counter;
+  TempDir dir;
+  const std::string path = dir.file("t.sqlite");
+  sqlite3* writer = open_writer(path);
+  // About 400 KiB of frames in one commit: the unix VFS takes under 128 KiB per write.
+  REQUIRE(exec(writer, "BEGIN IMMEDIATE; " + insert_rows(100) + "; COMMIT") == SQLITE_OK);
+  // A page cache of 16 pages: this transaction writes frames to the log
+  // before it commits, reads pages back from them, and rewrites some.
+  REQUIRE(exec(writer, "PRAGMA cache_size = 16") == SQLITE_OK);
+  REQUIRE(exec(writer, "BEGIN IMMEDIATE; " + insert_rows(300)) == SQLITE_OK);
+  CHECK(query(writer, "SELECT count(*) FROM t WHERE length(body) = 3000") == 400);
+  REQUIRE(exec(writer, "UPDATE t SET body = hex(randomblob(1500)) WHERE id % 7 = 0; COMMIT") == SQLITE_OK);
+  sqlite3* other = open_db(path, nullptr);
+  CHECK(query(other, "SELECT count(*) FROM t WHERE length(body) = 3000") == 400);
+  CHECK(integrity(other) == "ok");
+  sqlite3_close(other);
+  sqlite3_close(writer);
+  // Reopened from the files alone (the log replayed), every row is there.
+  sqlite3* reopened = open_db(path, nullptr);
+  CHECK(query(reopened, "SELECT count(*) FROM t") == 400);
+  CHECK(integrity(reopened) == "ok");
+  sqlite3_close(reopened);
+}
+
+TEST_CASE("a log write that fails fails the commit, and the transaction is not recorded", "[ledger][wal_batching]") {
+  LogWriteCounter counter;
+  TempDir dir;
+  const std::string path = dir.file("t.sqlite");
+  sqlite3* writer = open_writer(path);
+  REQUIRE(exec(writer, insert_rows(5)) == SQLITE_OK);
+  counter.fail_log_writes(true);
+  REQUIRE(exec(writer, "BEGIN IMMEDIATE") == SQLITE_OK);
+  REQUIRE(exec(writer, insert_rows(10)) == SQLITE_OK);  // gathered, not yet written
+  const int rc = exec(writer, "COMMIT");
+  CHECK((rc & 0xff) == SQLITE_IOERR);
+  if (sqlite3_get_autocommit(writer) == 0) exec(writer, "ROLLBACK");
+  counter.fail_log_writes(false);
+  sqlite3* other = open_db(path, nullptr);
+  CHECK(query(other, "SELECT count(*) FROM t") == 5);
+  sqlite3_close(other);
+  // The writer goes on, and what it commits now is kept.
+  REQUIRE(exec(writer, insert_rows(2)) == SQLITE_OK);
+  sqlite3_close(writer);
+  sqlite3* reopened = open_db(path, nullptr);
+  CHECK(query(reopened, "SELECT count(*) FROM t") == 7);
+  CHECK(integrity(reopened) == "ok");
+  sqlite3_close(reopened);
+}
