@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
-#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -20,31 +18,53 @@ constexpr size_t kMaxGathered = 8u << 20;
 // unix VFS relies on it: it masks a larger count to its low 17 bits. So the
 // gathered bytes go out in pieces below 128 KiB (a typical commit: one).
 constexpr size_t kMaxWrite = 0x1f000;
+// The shared-memory lock slot of the log's single writer, fixed by SQLite's
+// WAL format.
+constexpr int kWriteLockSlot = 0;
 
 // Writes to a log file not yet handed to the kernel: bytes, contiguous,
-// starting at offset.
+// starting at offset. failed: a write of gathered bytes failed once, so
+// the file no longer holds what SQLite believes it wrote.
 struct Gathered {
   std::vector<char> bytes;
   sqlite3_int64 offset = 0;
+  bool failed = false;
+};
+
+struct File;
+
+// One per connection opened through BatchedLogVfs, and never freed: the
+// connection keeps pointing at vfs. log: that connection's -wal file while
+// it is open.
+struct Connection {
+  std::string name;
+  sqlite3_vfs vfs{};
+  sqlite3_vfs* wrapped = nullptr;
+  File* log = nullptr;
 };
 
 // SQLite allocates szOsFile bytes for this and never runs constructors, so
 // it holds only plain pointers. real: the wrapped VFS's file, allocated in
-// open(). gathered: nullptr for every file but a log.
+// vfs_open(). gathered: nullptr for every file but the log.
 struct File {
   sqlite3_file base;
   sqlite3_file* real;
   Gathered* gathered;
+  Connection* owner;
 };
 
 File* self(sqlite3_file* f) { return reinterpret_cast<File*>(f); }
 sqlite3_file* real(sqlite3_file* f) { return self(f)->real; }
-// The VFS a batching VFS wraps: fixed when it is made (see BatchedLogVfs).
-sqlite3_vfs* base(sqlite3_vfs* v) { return static_cast<sqlite3_vfs*>(v->pAppData); }
+Connection* owner(sqlite3_vfs* v) { return static_cast<Connection*>(v->pAppData); }
+sqlite3_vfs* base(sqlite3_vfs* v) { return owner(v)->wrapped; }
 
+// Writes the gathered bytes. A failure is reported as an I/O error (never
+// as SQLITE_FULL, which SQLite treats as recoverable on a read) and is
+// final for the file: a transaction that lost frames must not commit.
 int flush(File* f) {
   Gathered* g = f->gathered;
-  if (!g || g->bytes.empty()) return SQLITE_OK;
+  if (!g) return SQLITE_OK;
+  if (g->failed) return SQLITE_IOERR_WRITE;
   int rc = SQLITE_OK;
   for (size_t done = 0; done < g->bytes.size() && rc == SQLITE_OK; done += kMaxWrite) {
     const size_t n = std::min(kMaxWrite, g->bytes.size() - done);
@@ -52,25 +72,36 @@ int flush(File* f) {
                                    g->offset + static_cast<sqlite3_int64>(done));
   }
   g->bytes.clear();
-  return rc;
+  if (rc == SQLITE_OK) return SQLITE_OK;
+  g->failed = true;
+  return SQLITE_IOERR_WRITE;
+}
+
+// Gathered bytes left when the connection gives up the write lock belong to
+// a transaction that rolled back (a commit flushed its own at its sync):
+// SQLite never reads them, and written later, without the lock, they could
+// land on frames another writer has committed since.
+void discard(File* f) {
+  if (f->gathered) f->gathered->bytes.clear();
 }
 
 int file_write(sqlite3_file* file, const void* data, int n, sqlite3_int64 offset) {
   File* f = self(file);
   Gathered* g = f->gathered;
   if (!g) return f->real->pMethods->xWrite(f->real, data, n, offset);
+  if (g->failed) return SQLITE_IOERR_WRITE;
   const size_t size = static_cast<size_t>(n);
   const bool follows = !g->bytes.empty() && offset == g->offset + static_cast<sqlite3_int64>(g->bytes.size());
   if (!follows || g->bytes.size() + size > kMaxGathered) {
     if (const int rc = flush(f); rc != SQLITE_OK) return rc;
     g->offset = offset;
   }
-  if (size > kMaxGathered) return f->real->pMethods->xWrite(f->real, data, n, offset);
   try {
     const char* bytes = static_cast<const char*>(data);
     g->bytes.insert(g->bytes.end(), bytes, bytes + size);
   } catch (const std::bad_alloc&) {
     g->bytes.clear();
+    g->failed = true;
     return SQLITE_IOERR_NOMEM;
   }
   return SQLITE_OK;
@@ -78,13 +109,22 @@ int file_write(sqlite3_file* file, const void* data, int n, sqlite3_int64 offset
 
 int file_close(sqlite3_file* file) {
   File* f = self(file);
-  const int flushed = flush(f);
+  if (f->gathered) {
+    discard(f);  // a commit flushed its own: these were never committed
+    if (f->owner->log == f) f->owner->log = nullptr;
+  }
   const int closed = f->real->pMethods ? f->real->pMethods->xClose(f->real) : SQLITE_OK;
   sqlite3_free(f->real);
   delete f->gathered;
   f->real = nullptr;
   f->gathered = nullptr;
-  return flushed != SQLITE_OK ? flushed : closed;
+  return closed;
+}
+
+int shm_lock(sqlite3_file* file, int offset, int n, int flags) {
+  File* f = self(file);
+  if ((flags & SQLITE_SHM_UNLOCK) && offset == kWriteLockSlot && f->owner->log) discard(f->owner->log);
+  return f->real->pMethods->xShmLock(f->real, offset, n, flags);
 }
 
 // Runs op on the wrapped file once every gathered byte is written.
@@ -121,7 +161,7 @@ const sqlite3_io_methods kMethods = {
     [](sqlite3_file* f, int page, int size, int extend, void volatile** out) {
       return real(f)->pMethods->xShmMap(real(f), page, size, extend, out);
     },
-    [](sqlite3_file* f, int offset, int n, int flags) { return real(f)->pMethods->xShmLock(real(f), offset, n, flags); },
+    &shm_lock,
     [](sqlite3_file* f) { real(f)->pMethods->xShmBarrier(real(f)); },
     [](sqlite3_file* f, int delete_flag) { return real(f)->pMethods->xShmUnmap(real(f), delete_flag); },
     nullptr,  // xFetch
@@ -133,6 +173,7 @@ int vfs_open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, 
   f->base.pMethods = nullptr;  // until the wrapped file is open: SQLite then calls no method
   f->real = nullptr;
   f->gathered = nullptr;
+  f->owner = owner(vfs);
   sqlite3_vfs* wrapped = base(vfs);
   auto* inner = static_cast<sqlite3_file*>(sqlite3_malloc(wrapped->szOsFile));
   if (!inner) return SQLITE_NOMEM;
@@ -143,27 +184,29 @@ int vfs_open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, 
     sqlite3_free(inner);
     return rc;
   }
-  if (flags & SQLITE_OPEN_WAL) {
+  // One log per connection; a second one (an attached database's) passes
+  // straight through.
+  if ((flags & SQLITE_OPEN_WAL) && !f->owner->log) {
     f->gathered = new (std::nothrow) Gathered;
     if (!f->gathered) {
       inner->pMethods->xClose(inner);
       sqlite3_free(inner);
       return SQLITE_NOMEM;
     }
+    f->owner->log = f;
   }
   f->real = inner;
   f->base.pMethods = &kMethods;
   return SQLITE_OK;
 }
 
-// A batching VFS around wrapped, named name (which must outlive it).
-sqlite3_vfs make_vfs(sqlite3_vfs* wrapped, const char* name) {
-  sqlite3_vfs v{};
+void make_vfs(Connection& c) {
+  sqlite3_vfs& v = c.vfs;
   v.iVersion = 2;
   v.szOsFile = static_cast<int>(sizeof(File));
-  v.mxPathname = wrapped->mxPathname;
-  v.zName = name;
-  v.pAppData = wrapped;
+  v.mxPathname = c.wrapped->mxPathname;
+  v.zName = c.name.c_str();
+  v.pAppData = &c;
   v.xOpen = &vfs_open;
   v.xDelete = [](sqlite3_vfs* v, const char* name, int sync_dir) { return base(v)->xDelete(base(v), name, sync_dir); };
   v.xAccess = [](sqlite3_vfs* v, const char* name, int flags, int* out) {
@@ -183,30 +226,18 @@ sqlite3_vfs make_vfs(sqlite3_vfs* wrapped, const char* name) {
   v.xCurrentTimeInt64 = [](sqlite3_vfs* v, sqlite3_int64* out) {
     return base(v)->xCurrentTimeInt64(base(v), out);
   };
-  return v;
 }
-
-// One batching VFS per VFS it wraps, made on first use and kept for the
-// life of the process: connections opened through it keep pointing at it.
-struct Batching {
-  std::string name;
-  sqlite3_vfs vfs;
-};
 
 std::mutex& registry_mutex() {
   static std::mutex mu;
   return mu;
 }
 
-sqlite3_vfs* batching_vfs_for(sqlite3_vfs* wrapped) {
-  static std::map<sqlite3_vfs*, std::unique_ptr<Batching>> made;
-  auto& slot = made[wrapped];
-  if (!slot) {
-    slot = std::make_unique<Batching>();
-    slot->name = "effectfence-wal-batching-" + std::to_string(made.size());
-    slot->vfs = make_vfs(wrapped, slot->name.c_str());
-  }
-  return &slot->vfs;
+// Every connection's VFS, reachable for the life of the process (a static
+// container would be destroyed at exit, before connections closed later).
+std::vector<Connection*>& connections() {
+  static auto* all = new std::vector<Connection*>;
+  return *all;
 }
 
 }  // namespace
@@ -214,8 +245,12 @@ sqlite3_vfs* batching_vfs_for(sqlite3_vfs* wrapped) {
 BatchedLogVfs::BatchedLogVfs() : lock_(registry_mutex()) {
   sqlite3_vfs* wrapped = sqlite3_vfs_find(nullptr);
   if (!wrapped) return;
-  sqlite3_vfs* vfs = batching_vfs_for(wrapped);
-  if (sqlite3_vfs_register(vfs, /*makeDflt=*/0) == SQLITE_OK) registered_ = vfs;
+  auto* c = new Connection;
+  connections().push_back(c);
+  c->wrapped = wrapped;
+  c->name = "effectfence-wal-batching-" + std::to_string(connections().size());
+  make_vfs(*c);
+  if (sqlite3_vfs_register(&c->vfs, /*makeDflt=*/0) == SQLITE_OK) registered_ = &c->vfs;
 }
 
 BatchedLogVfs::~BatchedLogVfs() {

@@ -7,16 +7,20 @@
 // This VFS wraps another (the default; in tests, a fault-injecting one). It
 // gathers contiguous writes to a `-wal` file in memory and writes them out
 // before anything could need them: before the log is synced, read,
-// truncated, sized or closed, before any file-control call, and whenever a
-// write does not follow the gathered ones (SQLite rewrites frames it already
+// truncated or sized, before any file-control call, and whenever a write
+// does not follow the gathered ones (SQLite rewrites frames it already
 // wrote) or the buffer is full. Every other file passes straight through.
+//
+// Bytes still gathered when the connection gives up the log's write lock
+// belong to a transaction that rolled back, and are dropped: written later,
+// without the lock, they could land on frames another writer committed. A
+// failed write of gathered bytes fails every later write, sync and read of
+// that log, so a transaction that lost frames cannot commit.
 //
 // REQUIRES: only connections that run with `PRAGMA synchronous = FULL` are
 // opened through it. Then every commit syncs the log before it makes its
 // frames visible to other connections, so no other connection can ever look
-// for a frame that is still in the buffer. A failed write surfaces as an
-// I/O error from the call that flushed it (the commit's sync at the latest),
-// so a transaction whose frames did not reach the file does not commit.
+// for a frame that is still in the buffer.
 #pragma once
 
 #include <mutex>
@@ -25,12 +29,14 @@ struct sqlite3_vfs;
 
 namespace effectfence {
 
-// While it lives, a VFS that batches the log writes of the VFS that is
-// SQLite's default now is registered under name(), for opening connections
-// by name; the connections keep using it after this is gone. It is
-// registered only for that moment, and never as the default, so it can
-// never become the VFS that other code wraps or opens through by default.
-// Holds a process-wide lock: open the connection, then let this go.
+// While it lives, a VFS for one connection, wrapping the VFS that is
+// SQLite's default now, is registered under name() so that the connection
+// can be opened by name; the connection keeps using it after this is gone.
+// It is registered only for that moment, and never as the default, so no
+// other code can open through it or wrap it. Statements that look the
+// connection's VFS up by name again (VACUUM, ATTACH) fail on such a
+// connection; the ledger's writer runs neither. Holds a process-wide lock:
+// open the connection, then let this go.
 class BatchedLogVfs {
  public:
   BatchedLogVfs();

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <filesystem>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -35,7 +36,8 @@ class LogWriteCounter {
   LogWriteCounter& operator=(const LogWriteCounter&) = delete;
 
   int log_writes() const { return log_writes_.load(); }
-  void fail_log_writes(bool fail) { fail_ = fail; }
+  // Writes to the log return error (SQLITE_OK: they succeed again).
+  void fail_log_writes(int error) { error_ = error; }
 
  private:
   struct File {
@@ -59,7 +61,7 @@ class LogWriteCounter {
   static int write(sqlite3_file* file, const void* data, int n, sqlite3_int64 offset) {
     auto* f = reinterpret_cast<File*>(file);
     if (f->is_log) {
-      if (f->owner->fail_) return SQLITE_IOERR_WRITE;
+      if (const int error = f->owner->error_.load(); error != SQLITE_OK) return error;
       ++f->owner->log_writes_;
     }
     return real(file)->pMethods->xWrite(real(file), data, n, offset);
@@ -92,13 +94,21 @@ class LogWriteCounter {
   sqlite3_vfs* real_;
   sqlite3_vfs vfs_{};
   std::atomic<int> log_writes_{0};
-  std::atomic<bool> fail_{false};
+  std::atomic<int> error_{SQLITE_OK};
 };
 
 sqlite3* open_db(const std::string& path, const char* vfs) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 2000);
   return db;
+}
+
+// What a power cut would leave now: every file synced, so a plain copy.
+void copy_files(const std::string& path, const TempDir& to) {
+  for (const char* suffix : {"", "-wal"}) {
+    std::filesystem::copy_file(path + suffix, to.file(std::string("t.sqlite") + suffix));
+  }
 }
 
 int exec(sqlite3* db, const std::string& sql) { return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr); }
@@ -189,27 +199,91 @@ TEST_CASE("commits larger than one write of the wrapped VFS, and transactions th
   sqlite3_close(reopened);
 }
 
-TEST_CASE("a log write that fails fails the commit, and the transaction is not recorded", "[ledger][wal_batching]") {
+TEST_CASE("a log write that fails fails the commit, records nothing, and ends that connection's writing", "[ledger][wal_batching]") {
   LogWriteCounter counter;
   TempDir dir;
   const std::string path = dir.file("t.sqlite");
   sqlite3* writer = open_writer(path);
   REQUIRE(exec(writer, insert_rows(5)) == SQLITE_OK);
-  counter.fail_log_writes(true);
+  counter.fail_log_writes(SQLITE_IOERR_WRITE);
   REQUIRE(exec(writer, "BEGIN IMMEDIATE") == SQLITE_OK);
   REQUIRE(exec(writer, insert_rows(10)) == SQLITE_OK);  // gathered, not yet written
   const int rc = exec(writer, "COMMIT");
   CHECK((rc & 0xff) == SQLITE_IOERR);
   if (sqlite3_get_autocommit(writer) == 0) exec(writer, "ROLLBACK");
-  counter.fail_log_writes(false);
+  counter.fail_log_writes(SQLITE_OK);
   sqlite3* other = open_db(path, nullptr);
   CHECK(query(other, "SELECT count(*) FROM t") == 5);
   sqlite3_close(other);
-  // The writer goes on, and what it commits now is kept.
-  REQUIRE(exec(writer, insert_rows(2)) == SQLITE_OK);
+  // That connection's log no longer holds what SQLite believes it wrote, so
+  // it writes nothing more (the ledger stops deciding until restarted); a
+  // new connection writes, and what it commits is kept.
+  CHECK(exec(writer, insert_rows(2)) != SQLITE_OK);
   sqlite3_close(writer);
+  sqlite3* restarted = open_writer(path);
+  REQUIRE(exec(restarted, insert_rows(2)) == SQLITE_OK);
+  sqlite3_close(restarted);
   sqlite3* reopened = open_db(path, nullptr);
   CHECK(query(reopened, "SELECT count(*) FROM t") == 7);
+  CHECK(integrity(reopened) == "ok");
+  sqlite3_close(reopened);
+}
+
+TEST_CASE("frames a rolled-back transaction left gathered are dropped, never written over another writer's commit",
+          "[ledger][wal_batching]") {
+  TempDir dir;
+  const std::string path = dir.file("t.sqlite");
+  sqlite3* writer = open_writer(path);
+  REQUIRE(exec(writer, insert_rows(100)) == SQLITE_OK);
+  sqlite3* other = open_db(path, nullptr);  // another process's writer, say
+  REQUIRE(exec(other, "PRAGMA synchronous = FULL") == SQLITE_OK);
+  // Fully checkpointed, so the next transaction starts the log over; with a
+  // 16-page cache it spills frames before it ends, and it rolls back.
+  REQUIRE(exec(writer, "PRAGMA wal_checkpoint") == SQLITE_OK);
+  REQUIRE(exec(writer, "PRAGMA cache_size = 16") == SQLITE_OK);
+  REQUIRE(exec(writer, "BEGIN IMMEDIATE; " + insert_rows(300)) == SQLITE_OK);
+  REQUIRE(exec(writer, "ROLLBACK") == SQLITE_OK);
+  // The other writer commits where those frames would have gone.
+  REQUIRE(exec(other, "BEGIN IMMEDIATE; " + insert_rows(600) + "; COMMIT") == SQLITE_OK);
+  // The first writer touches its log again: a read.
+  CHECK(query(writer, "SELECT count(*) FROM t") == 700);
+  TempDir crash;
+  copy_files(path, crash);
+  CHECK(query(other, "SELECT count(*) FROM t") == 700);
+  CHECK(integrity(other) == "ok");
+  sqlite3_close(other);
+  sqlite3_close(writer);
+  sqlite3* recovered = open_db(crash.file("t.sqlite"), nullptr);
+  CHECK(query(recovered, "SELECT count(*) FROM t") == 700);
+  CHECK(integrity(recovered) == "ok");
+  sqlite3_close(recovered);
+}
+
+TEST_CASE("a full disk met while writing gathered frames for a read keeps that transaction from committing",
+          "[ledger][wal_batching]") {
+  LogWriteCounter disk;
+  TempDir dir;
+  const std::string path = dir.file("t.sqlite");
+  sqlite3* writer = open_writer(path);
+  REQUIRE(exec(writer, insert_rows(100)) == SQLITE_OK);
+  REQUIRE(exec(writer, "PRAGMA cache_size = 16") == SQLITE_OK);
+  REQUIRE(exec(writer, "BEGIN IMMEDIATE; " + insert_rows(300)) == SQLITE_OK);  // spilled, the last frames gathered
+  disk.fail_log_writes(SQLITE_FULL);
+  // Reads pages back from the log: the gathered frames must be written
+  // first, and cannot be. SQLite fails only this statement.
+  CHECK(exec(writer, "UPDATE t SET body = body || '' WHERE id % 50 = 0") != SQLITE_OK);
+  disk.fail_log_writes(SQLITE_OK);  // space again
+  // The frames are lost, so the transaction must not commit.
+  const int commit = exec(writer, "COMMIT");
+  CHECK(commit != SQLITE_OK);
+  if (sqlite3_get_autocommit(writer) == 0) exec(writer, "ROLLBACK");
+  sqlite3* other = open_db(path, nullptr);
+  CHECK(query(other, "SELECT count(*) FROM t") == 100);
+  CHECK(integrity(other) == "ok");
+  sqlite3_close(other);
+  sqlite3_close(writer);
+  sqlite3* reopened = open_db(path, nullptr);
+  CHECK(query(reopened, "SELECT count(*) FROM t") == 100);
   CHECK(integrity(reopened) == "ok");
   sqlite3_close(reopened);
 }
