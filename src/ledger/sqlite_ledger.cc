@@ -420,7 +420,7 @@ class SqliteLedger final : public Ledger {
 
 // writer: the connection that decides. Its log frames go to the kernel in
 // one write per commit (ledger/wal_write_batching.h), which is safe because
-// it runs with synchronous = FULL.
+// it runs with synchronous = FULL and never leaves the normal locking mode.
 std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, int64_t busy_timeout_ms,
                                           bool writer) {
   const int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLITE_OPEN_NOMUTEX;

@@ -36,11 +36,16 @@ struct File;
 // One per connection opened through BatchedLogVfs, and never freed: the
 // connection keeps pointing at vfs. log: that connection's -wal file while
 // it is open.
+// powersafe_overwrite: what the database file reports. Without it SQLite
+// pads each commit to a sector boundary and writes the end of the padding
+// after the commit's sync, expecting it in the file at once; the log is then
+// not gathered at all.
 struct Connection {
   std::string name;
   sqlite3_vfs vfs{};
   sqlite3_vfs* wrapped = nullptr;
   File* log = nullptr;
+  bool powersafe_overwrite = false;
 };
 
 // SQLite allocates szOsFile bytes for this and never runs constructors, so
@@ -184,9 +189,13 @@ int vfs_open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, 
     sqlite3_free(inner);
     return rc;
   }
+  if (flags & SQLITE_OPEN_MAIN_DB) {
+    f->owner->powersafe_overwrite =
+        (inner->pMethods->xDeviceCharacteristics(inner) & SQLITE_IOCAP_POWERSAFE_OVERWRITE) != 0;
+  }
   // One log per connection; a second one (an attached database's) passes
   // straight through.
-  if ((flags & SQLITE_OPEN_WAL) && !f->owner->log) {
+  if ((flags & SQLITE_OPEN_WAL) && !f->owner->log && f->owner->powersafe_overwrite) {
     f->gathered = new (std::nothrow) Gathered;
     if (!f->gathered) {
       inner->pMethods->xClose(inner);

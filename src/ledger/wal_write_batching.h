@@ -17,10 +17,17 @@
 // failed write of gathered bytes fails every later write, sync and read of
 // that log, so a transaction that lost frames cannot commit.
 //
-// REQUIRES: only connections that run with `PRAGMA synchronous = FULL` are
-// opened through it. Then every commit syncs the log before it makes its
-// frames visible to other connections, so no other connection can ever look
-// for a frame that is still in the buffer.
+// SQLite writes to the log after a commit's sync only when it pads commits
+// to a sector boundary, for a database without powersafe overwrite: such a
+// database's log is not gathered at all.
+//
+// REQUIRES: only connections that run with `PRAGMA synchronous = FULL`, in
+// the normal locking mode, are opened through it. Then every commit syncs
+// the log before it makes its frames visible to other connections, so no
+// other connection can ever look for a frame that is still in the buffer,
+// and every transaction ends by releasing the write lock, which is when a
+// rolled-back one's bytes are dropped (`PRAGMA locking_mode = EXCLUSIVE`
+// keeps the lock in memory, so they would be kept).
 #pragma once
 
 #include <mutex>

@@ -287,3 +287,30 @@ TEST_CASE("a full disk met while writing gathered frames for a read keeps that t
   CHECK(integrity(reopened) == "ok");
   sqlite3_close(reopened);
 }
+
+TEST_CASE("a database SQLite pads commits for (no powersafe overwrite) keeps every commit", "[ledger][wal_batching]") {
+  TempDir dir;
+  const std::string path = dir.file("t.sqlite");
+  // SQLite then pads each commit to a sector boundary and writes the end of
+  // the padding after the commit's sync.
+  const std::string uri = "file:" + path + "?psow=0";
+  sqlite3* writer = nullptr;
+  {
+    BatchedLogVfs vfs;
+    REQUIRE(sqlite3_open_v2(uri.c_str(), &writer, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI,
+                            vfs.name()) == SQLITE_OK);
+  }
+  REQUIRE(exec(writer, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL") == SQLITE_OK);
+  REQUIRE(exec(writer, "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)") == SQLITE_OK);
+  for (int i = 0; i < 20; ++i) REQUIRE(exec(writer, insert_rows(1)) == SQLITE_OK);
+  sqlite3* other = open_db(path, nullptr);
+  CHECK(query(other, "SELECT count(*) FROM t") == 20);
+  sqlite3_close(other);
+  TempDir crash;
+  copy_files(path, crash);
+  sqlite3* recovered = open_db(crash.file("t.sqlite"), nullptr);
+  CHECK(query(recovered, "SELECT count(*) FROM t") == 20);
+  CHECK(integrity(recovered) == "ok");
+  sqlite3_close(recovered);
+  sqlite3_close(writer);
+}
