@@ -268,7 +268,7 @@ std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path,
     return nullptr;
   }
   try {
-    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY, kReadBusyTimeoutMs);
+    auto db = std::make_unique<SQLite::Database>(sqlite_file_name(path), SQLite::OPEN_READONLY, kReadBusyTimeoutMs);
     const int app_id = db->execAndGet("PRAGMA application_id").getInt();
     const int version = db->execAndGet("PRAGMA user_version").getInt();
     if (app_id != kApplicationId) {

@@ -65,6 +65,10 @@ std::vector<std::string> ledger_files(const std::string& path) {
   return files;
 }
 
+std::string sqlite_file_name(const std::string& path) {
+  return path.rfind("file:", 0) == 0 ? "./" + path : path;
+}
+
 bool is_sqlite_file(const std::string& path) {
   const std::string head = file_head(path, sizeof kDatabaseHeader);
   if (head == std::string(kDatabaseHeader, sizeof kDatabaseHeader)) return true;  // a database

@@ -19,6 +19,12 @@ bool same_file(const std::string& a, const std::string& b);
 // spelled and as resolved: main file, -wal, -shm, -journal.
 std::vector<std::string> ledger_files(const std::string& path);
 
+// path as SQLite must be given it to open exactly that file. A name that
+// starts with "file:" would otherwise be read as a URI, naming another file
+// and taking parameters (nolock, immutable, psow) that change how the ledger
+// is locked and written.
+std::string sqlite_file_name(const std::string& path);
+
 // Returns true iff path is a regular file that starts like one of SQLite's:
 // a database ("SQLite format 3\0") or a write-ahead log (magic 0x377f0682/3).
 bool is_sqlite_file(const std::string& path);

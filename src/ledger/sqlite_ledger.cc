@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "ledger/job_threads.h"
+#include "ledger/ledger_files.h"
 #include "ledger/migrations.h"
 #include "ledger/sqlite_txn.h"
 #include "ledger/wal_write_batching.h"
@@ -427,9 +428,11 @@ std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, 
   std::unique_ptr<SQLite::Database> db;
   if (writer && !memory) {
     BatchedLogVfs vfs;
-    db = std::make_unique<SQLite::Database>(path.c_str(), flags, static_cast<int>(busy_timeout_ms), vfs.name());
+    db = std::make_unique<SQLite::Database>(sqlite_file_name(path), flags, static_cast<int>(busy_timeout_ms),
+                                            vfs.name() ? vfs.name() : "");
   } else {
-    db = std::make_unique<SQLite::Database>(memory ? ":memory:" : path, flags, static_cast<int>(busy_timeout_ms));
+    db = std::make_unique<SQLite::Database>(memory ? ":memory:" : sqlite_file_name(path), flags,
+                                            static_cast<int>(busy_timeout_ms));
   }
   // An answer is given only after its decision is on disk.
   db->exec("PRAGMA synchronous = FULL");

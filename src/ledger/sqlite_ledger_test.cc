@@ -13,6 +13,7 @@
 
 #include "ledger/migrations.h"
 #include "ledger/sqlite_ledger.h"
+#include "support/scoped_cwd.h"
 #include "support/temp_dir.h"
 
 using namespace effectfence;
@@ -487,4 +488,18 @@ TEST_CASE("a ledger at schema version 4 keeps its results at least as long as it
     CHECK(rows(db, "SELECT name, value FROM retention") == "result_ttl_ms|0\n");
     sqlite3_close(db);
   }
+}
+
+TEST_CASE("a ledger path that reads like an SQLite URI names that file, not a URI", "[ledger][open]") {
+  TempDir dir;
+  ScopedCwd in_dir(dir.path().string());
+  // Read as a URI, this would open ledger.sqlite with file locking off.
+  const std::string path = "file:ledger.sqlite?nolock=1";
+  {
+    auto opened = open_sqlite_ledger(path, 1000);
+    REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(opened));
+  }
+  struct stat st {};
+  CHECK(::stat(path.c_str(), &st) == 0);
+  CHECK(::stat("ledger.sqlite", &st) != 0);
 }

@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "ledger/sqlite_ledger.h"
+#include "support/scoped_cwd.h"
 #include "support/temp_dir.h"
 
 namespace effectfence::cli {
@@ -115,6 +117,16 @@ TEST_CASE("open_ledger_read_only never creates a file, and names the ledgers bes
                      dir.file("wrap-0123456789abcdef.sqlite") + " (wrap keeps one per wrapped command; pass one "
                      "with --db)");
   CHECK_FALSE(ledger_file_exists(path));
+}
+
+TEST_CASE("open_ledger_read_only opens a file named like an SQLite URI as that file") {
+  effectfence::testing::TempDir dir;
+  effectfence::testing::ScopedCwd in_dir(dir.path().string());
+  const std::string path = "file:ledger.sqlite";  // as a URI: ledger.sqlite, which does not exist
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  std::string error;
+  CHECK(open_ledger_read_only(path, &error) != nullptr);
+  CHECK(error.empty());
 }
 
 TEST_CASE("terminal_safe escapes control characters and leaves other text as it is") {
