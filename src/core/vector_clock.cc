@@ -1,8 +1,8 @@
 #include "effectfence/vector_clock.h"
 
-#include <cmath>
 #include <stdexcept>
 
+#include "core/json_members.h"
 #include "core/sha256.h"
 
 namespace effectfence {
@@ -11,26 +11,6 @@ namespace {
 // Counters stop here so that every clock stays representable in canonical
 // JSON; no agent can tick 2^53 times in practice.
 constexpr uint64_t kMaxCounter = static_cast<uint64_t>(kMaxSafeInteger);
-
-std::optional<uint64_t> counter_from_json(const Json& j) {
-  if (j.is_number_unsigned()) {
-    const uint64_t value = j.get<uint64_t>();
-    if (value <= kMaxCounter) return value;
-    return std::nullopt;
-  }
-  if (j.is_number_integer()) {
-    const int64_t value = j.get<int64_t>();
-    if (value >= 0 && value <= kMaxSafeInteger) return static_cast<uint64_t>(value);
-  }
-  // 3.0 is an integer to JSON Schema, which the tools' inputSchema is.
-  if (j.is_number_float()) {
-    const double value = j.get<double>();
-    if (value >= 0 && value <= static_cast<double>(kMaxCounter) && std::floor(value) == value) {
-      return static_cast<uint64_t>(value);
-    }
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -77,7 +57,7 @@ std::optional<VectorClock> VectorClock::from_json(const Json& j) {
   if (!j.is_object()) return std::nullopt;
   VectorClock clock;
   for (auto member = j.begin(); member != j.end(); ++member) {
-    const std::optional<uint64_t> counter = counter_from_json(member.value());
+    const std::optional<uint64_t> counter = non_negative_integer(member.value(), kMaxCounter);
     if (!counter) return std::nullopt;
     // A zero is the same as absence; storing it would break operator==.
     if (*counter > 0) clock.counters_[member.key()] = *counter;
