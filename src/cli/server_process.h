@@ -3,7 +3,6 @@
 #pragma once
 
 #include <chrono>
-
 #include <condition_variable>
 #include <memory>
 #include <mutex>

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -425,15 +426,12 @@ class SqliteLedger final : public Ledger {
 std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, int64_t busy_timeout_ms,
                                           bool writer) {
   const int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-  std::unique_ptr<SQLite::Database> db;
-  if (writer && !memory) {
-    BatchedLogVfs vfs;
-    db = std::make_unique<SQLite::Database>(sqlite_file_name(path), flags, static_cast<int>(busy_timeout_ms),
-                                            vfs.name() ? vfs.name() : "");
-  } else {
-    db = std::make_unique<SQLite::Database>(memory ? ":memory:" : sqlite_file_name(path), flags,
-                                            static_cast<int>(busy_timeout_ms));
-  }
+  std::optional<BatchedLogVfs> vfs;  // registered only while the connection is opened
+  if (writer && !memory) vfs.emplace();
+  const std::string file = memory ? ":memory:" : sqlite_file_name(path);
+  auto db = std::make_unique<SQLite::Database>(file.c_str(), flags, static_cast<int>(busy_timeout_ms),
+                                               vfs ? vfs->name() : nullptr);
+  vfs.reset();
   // An answer is given only after its decision is on disk.
   db->exec("PRAGMA synchronous = FULL");
   // Savepoint and statement journals stay in memory instead of spilling to a

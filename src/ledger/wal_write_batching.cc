@@ -114,10 +114,9 @@ int file_write(sqlite3_file* file, const void* data, int n, sqlite3_int64 offset
 
 int file_close(sqlite3_file* file) {
   File* f = self(file);
-  if (f->gathered) {
-    discard(f);  // a commit flushed its own: these were never committed
-    if (f->owner->log == f) f->owner->log = nullptr;
-  }
+  // Whatever is still gathered was never committed (a commit flushed its
+  // own): it goes with the buffer.
+  if (f->gathered && f->owner->log == f) f->owner->log = nullptr;
   const int closed = f->real->pMethods ? f->real->pMethods->xClose(f->real) : SQLITE_OK;
   sqlite3_free(f->real);
   delete f->gathered;
