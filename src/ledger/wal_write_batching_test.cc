@@ -3,99 +3,19 @@
 // the commit.
 #include <sqlite3.h>
 
-#include <atomic>
 #include <filesystem>
 #include <string>
 
 #include <catch2/catch.hpp>
 
 #include "ledger/wal_write_batching.h"
+#include "support/power_loss_vfs.h"
 #include "support/temp_dir.h"
 
 using namespace effectfence;
 using namespace effectfence::testing;
 
 namespace {
-
-// Becomes SQLite's default VFS while it lives, so the batching VFS wraps
-// it: counts the writes that reach the log file, and fails them on request.
-class LogWriteCounter {
- public:
-  LogWriteCounter() : real_(sqlite3_vfs_find(nullptr)) {
-    REQUIRE(real_ != nullptr);
-    vfs_ = *real_;
-    vfs_.szOsFile = static_cast<int>(sizeof(File)) + real_->szOsFile;
-    vfs_.zName = "effectfence-test-log-writes";
-    vfs_.pAppData = this;
-    vfs_.pNext = nullptr;
-    vfs_.xOpen = &LogWriteCounter::open;
-    REQUIRE(sqlite3_vfs_register(&vfs_, /*makeDflt=*/1) == SQLITE_OK);
-  }
-  ~LogWriteCounter() { sqlite3_vfs_unregister(&vfs_); }
-  LogWriteCounter(const LogWriteCounter&) = delete;
-  LogWriteCounter& operator=(const LogWriteCounter&) = delete;
-
-  int log_writes() const { return log_writes_.load(); }
-  // Writes to the log return error (SQLITE_OK: they succeed again).
-  void fail_log_writes(int error) { error_ = error; }
-
- private:
-  struct File {
-    sqlite3_file base;
-    LogWriteCounter* owner;
-    bool is_log;
-  };
-  static sqlite3_file* real(sqlite3_file* f) { return reinterpret_cast<sqlite3_file*>(reinterpret_cast<File*>(f) + 1); }
-
-  static int open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int* out_flags) {
-    auto* self = static_cast<LogWriteCounter*>(vfs->pAppData);
-    auto* f = reinterpret_cast<File*>(file);
-    f->base.pMethods = nullptr;
-    f->owner = self;
-    f->is_log = (flags & SQLITE_OPEN_WAL) != 0;
-    const int rc = self->real_->xOpen(self->real_, name, real(file), flags, out_flags);
-    if (real(file)->pMethods) f->base.pMethods = &kMethods;
-    return rc;
-  }
-
-  static int write(sqlite3_file* file, const void* data, int n, sqlite3_int64 offset) {
-    auto* f = reinterpret_cast<File*>(file);
-    if (f->is_log) {
-      if (const int error = f->owner->error_.load(); error != SQLITE_OK) return error;
-      ++f->owner->log_writes_;
-    }
-    return real(file)->pMethods->xWrite(real(file), data, n, offset);
-  }
-
-  static inline const sqlite3_io_methods kMethods = {
-      2,
-      [](sqlite3_file* f) { return real(f)->pMethods->xClose(real(f)); },
-      [](sqlite3_file* f, void* out, int n, sqlite3_int64 offset) { return real(f)->pMethods->xRead(real(f), out, n, offset); },
-      &LogWriteCounter::write,
-      [](sqlite3_file* f, sqlite3_int64 size) { return real(f)->pMethods->xTruncate(real(f), size); },
-      [](sqlite3_file* f, int flags) { return real(f)->pMethods->xSync(real(f), flags); },
-      [](sqlite3_file* f, sqlite3_int64* size) { return real(f)->pMethods->xFileSize(real(f), size); },
-      [](sqlite3_file* f, int level) { return real(f)->pMethods->xLock(real(f), level); },
-      [](sqlite3_file* f, int level) { return real(f)->pMethods->xUnlock(real(f), level); },
-      [](sqlite3_file* f, int* out) { return real(f)->pMethods->xCheckReservedLock(real(f), out); },
-      [](sqlite3_file* f, int op, void* arg) { return real(f)->pMethods->xFileControl(real(f), op, arg); },
-      [](sqlite3_file* f) { return real(f)->pMethods->xSectorSize(real(f)); },
-      [](sqlite3_file* f) { return real(f)->pMethods->xDeviceCharacteristics(real(f)); },
-      [](sqlite3_file* f, int page, int size, int extend, void volatile** out) {
-        return real(f)->pMethods->xShmMap(real(f), page, size, extend, out);
-      },
-      [](sqlite3_file* f, int offset, int n, int flags) { return real(f)->pMethods->xShmLock(real(f), offset, n, flags); },
-      [](sqlite3_file* f) { real(f)->pMethods->xShmBarrier(real(f)); },
-      [](sqlite3_file* f, int delete_flag) { return real(f)->pMethods->xShmUnmap(real(f), delete_flag); },
-      nullptr,
-      nullptr,
-  };
-
-  sqlite3_vfs* real_;
-  sqlite3_vfs vfs_{};
-  std::atomic<int> log_writes_{0};
-  std::atomic<int> error_{SQLITE_OK};
-};
 
 sqlite3* open_db(const std::string& path, const char* vfs) {
   sqlite3* db = nullptr;
@@ -154,17 +74,17 @@ std::string insert_rows(int n) {
 
 TEST_CASE("a commit's log frames reach the file in one write, and other connections see the commit at once",
           "[ledger][wal_batching]") {
-  LogWriteCounter counter;
+  PowerLossVfs disk;  // the default VFS, so the batching VFS wraps it
   TempDir dir;
   const std::string path = dir.file("t.sqlite");
   sqlite3* writer = open_writer(path);
   sqlite3* other = open_db(path, nullptr);
   REQUIRE(exec(writer, insert_rows(1)) == SQLITE_OK);  // the log and its header exist now
   for (int commit = 0; commit < 20; ++commit) {
-    const int before = counter.log_writes();
+    const int before = disk.writes_of("-wal");
     REQUIRE(exec(writer, "BEGIN IMMEDIATE; " + insert_rows(10) + "; COMMIT") == SQLITE_OK);
     // Ten pages and their index pages: more than twenty writes unbatched.
-    CHECK(counter.log_writes() - before == 1);
+    CHECK(disk.writes_of("-wal") - before == 1);
     CHECK(query(other, "SELECT count(*) FROM t") == 1 + 10 * (commit + 1));
   }
   CHECK(integrity(other) == "ok");
@@ -175,7 +95,7 @@ TEST_CASE("a commit's log frames reach the file in one write, and other connecti
 TEST_CASE("commits larger than one write of the wrapped VFS, and transactions that spill frames before they commit, "
           "keep every row",
           "[ledger][wal_batching]") {
-  LogWriteCounter counter;
+  PowerLossVfs disk;  // the default VFS, so the batching VFS wraps it
   TempDir dir;
   const std::string path = dir.file("t.sqlite");
   sqlite3* writer = open_writer(path);
@@ -200,18 +120,18 @@ TEST_CASE("commits larger than one write of the wrapped VFS, and transactions th
 }
 
 TEST_CASE("a log write that fails fails the commit, records nothing, and ends that connection's writing", "[ledger][wal_batching]") {
-  LogWriteCounter counter;
+  PowerLossVfs disk;  // the default VFS, so the batching VFS wraps it
   TempDir dir;
   const std::string path = dir.file("t.sqlite");
   sqlite3* writer = open_writer(path);
   REQUIRE(exec(writer, insert_rows(5)) == SQLITE_OK);
-  counter.fail_log_writes(SQLITE_IOERR_WRITE);
+  disk.fail_writes_of("-wal", SQLITE_IOERR_WRITE);
   REQUIRE(exec(writer, "BEGIN IMMEDIATE") == SQLITE_OK);
   REQUIRE(exec(writer, insert_rows(10)) == SQLITE_OK);  // gathered, not yet written
   const int rc = exec(writer, "COMMIT");
   CHECK((rc & 0xff) == SQLITE_IOERR);
   if (sqlite3_get_autocommit(writer) == 0) exec(writer, "ROLLBACK");
-  counter.fail_log_writes(SQLITE_OK);
+  disk.fail_writes_of("", SQLITE_OK);
   sqlite3* other = open_db(path, nullptr);
   CHECK(query(other, "SELECT count(*) FROM t") == 5);
   sqlite3_close(other);
@@ -261,18 +181,18 @@ TEST_CASE("frames a rolled-back transaction left gathered are dropped, never wri
 
 TEST_CASE("a full disk met while writing gathered frames for a read keeps that transaction from committing",
           "[ledger][wal_batching]") {
-  LogWriteCounter disk;
+  PowerLossVfs disk;  // the default VFS, so the batching VFS wraps it
   TempDir dir;
   const std::string path = dir.file("t.sqlite");
   sqlite3* writer = open_writer(path);
   REQUIRE(exec(writer, insert_rows(100)) == SQLITE_OK);
   REQUIRE(exec(writer, "PRAGMA cache_size = 16") == SQLITE_OK);
   REQUIRE(exec(writer, "BEGIN IMMEDIATE; " + insert_rows(300)) == SQLITE_OK);  // spilled, the last frames gathered
-  disk.fail_log_writes(SQLITE_FULL);
+  disk.fail_writes_of("-wal", SQLITE_FULL);
   // Reads pages back from the log: the gathered frames must be written
   // first, and cannot be. SQLite fails only this statement.
   CHECK(exec(writer, "UPDATE t SET body = body || '' WHERE id % 50 = 0") != SQLITE_OK);
-  disk.fail_log_writes(SQLITE_OK);  // space again
+  disk.fail_writes_of("", SQLITE_OK);  // space again
   // The frames are lost, so the transaction must not commit.
   const int commit = exec(writer, "COMMIT");
   CHECK(commit != SQLITE_OK);

@@ -1,4 +1,5 @@
-// A SQLite VFS for tests that loses power on request.
+// A SQLite VFS for tests that loses power on request, and fails syncs or
+// writes of chosen files on request.
 //
 // It passes every call to the real VFS and remembers, for each file, its
 // bytes as of its last successful xSync. crash_copy() writes those images,
@@ -89,6 +90,24 @@ class PowerLossVfs {
     return syncs_;
   }
 
+  // From now on, writes to files whose name ends with suffix fail with error
+  // (an SQLite error code) and change nothing ("" stops failing them).
+  void fail_writes_of(const std::string& suffix, int error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failing_writes_suffix_ = suffix;
+    write_error_ = error;
+  }
+
+  // Successful writes so far to files whose name ends with suffix.
+  int writes_of(const std::string& suffix) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int n = 0;
+    for (const auto& [path, count] : writes_) {
+      if (ends_with(path, suffix)) n += count;
+    }
+    return n;
+  }
+
  private:
   // SQLite hands xOpen szOsFile bytes; ours come first, the real file's after.
   struct File {
@@ -136,9 +155,19 @@ class PowerLossVfs {
     return rc;
   }
 
+  static bool ends_with(const std::string& path, const std::string& suffix) {
+    return !suffix.empty() && path.size() >= suffix.size() &&
+           path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  }
+
   static int write(sqlite3_file* f, const void* data, int n, sqlite3_int64 offset) {
-    std::lock_guard<std::mutex> lock(file(f)->vfs->mutex_);
-    return real(f)->pMethods->xWrite(real(f), data, n, offset);
+    File* shim = file(f);
+    PowerLossVfs* me = shim->vfs;
+    std::lock_guard<std::mutex> lock(me->mutex_);
+    if (ends_with(shim->path, me->failing_writes_suffix_)) return me->write_error_;
+    const int rc = real(f)->pMethods->xWrite(real(f), data, n, offset);
+    if (rc == SQLITE_OK && !shim->path.empty()) ++me->writes_[shim->path];
+    return rc;
   }
 
   static int truncate(sqlite3_file* f, sqlite3_int64 size) {
@@ -151,11 +180,7 @@ class PowerLossVfs {
     File* shim = file(f);
     PowerLossVfs* me = shim->vfs;
     std::lock_guard<std::mutex> lock(me->mutex_);
-    const std::string& fail = me->failing_suffix_;
-    if (!fail.empty() && shim->path.size() >= fail.size() &&
-        shim->path.compare(shim->path.size() - fail.size(), fail.size(), fail) == 0) {
-      return SQLITE_IOERR_FSYNC;
-    }
+    if (ends_with(shim->path, me->failing_suffix_)) return SQLITE_IOERR_FSYNC;
     const int rc = real(f)->pMethods->xSync(real(f), flags);
     if (rc != SQLITE_OK || shim->path.empty()) return rc;
     sqlite3_int64 size = 0;
@@ -199,6 +224,9 @@ class PowerLossVfs {
   std::map<std::string, std::vector<char>> synced_;
   int syncs_ = 0;
   std::string failing_suffix_;
+  std::string failing_writes_suffix_;
+  int write_error_ = SQLITE_OK;
+  std::map<std::string, int> writes_;
 };
 
 }  // namespace effectfence::testing
