@@ -164,7 +164,18 @@ class Ledger {
 // Why a ledger could not be opened. Never "created a new one instead".
 // invalid_settings: the Settings themselves (a lease under 1 ms is over when
 // granted, so every duplicate would be admitted); no file was touched.
-enum class OpenErrorCode { not_a_ledger, corrupt, newer_schema, unwritable, busy, io, unreachable, auth, invalid_settings };
+enum class OpenErrorCode {
+  not_a_ledger,
+  corrupt,
+  newer_schema,
+  unwritable,
+  busy,
+  io,
+  unreachable,
+  auth,
+  invalid_settings,
+  linked,  // one file under several names (hard links): the names would not fence each other
+};
 struct OpenError {
   OpenErrorCode code;
   std::string message;  // names the file and what to do

@@ -312,6 +312,10 @@ std::optional<std::string> refuse_output(const std::string& out, const std::stri
       }
     }
   }
+  if (const std::string database = database_beside(out); !database.empty()) {
+    return "--out " + out + " is where SQLite keeps the log or lock of the database " + database +
+           "; refusing to write there (give the dump another name)";
+  }
   if (is_sqlite_file(out)) {
     return "--out " + out + " is an SQLite file; refusing to replace it with a dump (give the dump another name)";
   }

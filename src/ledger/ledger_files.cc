@@ -65,6 +65,20 @@ std::vector<std::string> ledger_files(const std::string& path) {
   return files;
 }
 
+std::string database_beside(const std::string& path) {
+  for (const std::string& name : {path, resolved_path(path)}) {
+    for (const std::string suffix : {"-wal", "-shm", "-journal"}) {
+      if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      const std::string database = name.substr(0, name.size() - suffix.size());
+      struct stat st {};
+      if (::stat(database.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return database;
+    }
+  }
+  return "";
+}
+
 std::string sqlite_file_name(const std::string& path) {
   return path.rfind("file:", 0) == 0 ? "./" + path : path;
 }

@@ -19,6 +19,12 @@ bool same_file(const std::string& a, const std::string& b);
 // spelled and as resolved: main file, -wal, -shm, -journal.
 std::vector<std::string> ledger_files(const std::string& path);
 
+// The database whose -wal, -shm or -journal path names (as spelled, or
+// with links followed), if that database exists; "" otherwise. Such a path
+// is that database's log or lock: a ledger or a dump written there would
+// take the place of another database's committed transactions.
+std::string database_beside(const std::string& path);
+
 // path as SQLite must be given it to open exactly that file. A name that
 // starts with "file:" would otherwise be read as a URI, naming another file
 // and taking parameters (nolock, immutable, psow) that change how the ledger

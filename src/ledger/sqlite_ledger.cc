@@ -35,9 +35,24 @@ OpenError open_error(OpenErrorCode code, const std::string& path, const std::str
 // Looks at the bytes before SQLite does, so a file that is not a database
 // is refused instead of being treated as one.
 std::optional<OpenError> check_existing_file(const std::string& path) {
+  if (const std::string database = database_beside(path); !database.empty()) {
+    return open_error(OpenErrorCode::not_a_ledger, path,
+                      "is where SQLite keeps the log or lock of the database " + database +
+                          "; a ledger there would take the place of that database's transactions. Point --db "
+                          "at " + database + " itself, or at a new path");
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // created below
   if (S_ISDIR(st.st_mode)) return open_error(OpenErrorCode::io, path, "is a directory, not a ledger file");
+  // SQLite keeps the write lock and the log beside the name it was given, so
+  // processes opening one file under two names would not fence each other.
+  if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+    return open_error(OpenErrorCode::linked, path,
+                      "has " + std::to_string(st.st_nlink) +
+                          " names (hard links). SQLite keeps a ledger's lock and log beside the name it is "
+                          "opened by, so servers opening it under different names would not fence each other. "
+                          "Remove the other links (find / -samefile " + path + ") and give every server one name");
+  }
   if (st.st_size == 0) return std::nullopt;  // a creator died before writing: initialise it
   std::ifstream in(path, std::ios::binary);
   char header[16] = {0};
@@ -460,6 +475,7 @@ const char* open_error_name(OpenErrorCode code) {
     case OpenErrorCode::unreachable: return "unreachable";
     case OpenErrorCode::auth: return "auth";
     case OpenErrorCode::invalid_settings: return "invalid_settings";
+    case OpenErrorCode::linked: return "linked";
   }
   return "io";
 }

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -144,6 +145,20 @@ TEST_CASE("files that are not ledgers are refused and left untouched", "[ledger]
   }
   SECTION("a directory") {
     CHECK(expect_refused(dir.path().string()).code == OpenErrorCode::io);
+  }
+  SECTION("the log, lock or journal of another database, empty or not there yet") {
+    const std::string other = dir.file("other.sqlite");
+    REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(other, 1000)));
+    const std::string empty_log = other + "-wal";  // what a TRUNCATE checkpoint leaves
+    std::ofstream(empty_log).close();
+    const OpenError refused = expect_refused(empty_log);
+    CHECK(refused.code == OpenErrorCode::not_a_ledger);
+    CHECK_THAT(refused.message, Catch::Contains("the database " + other));
+    CHECK(read_file(empty_log).empty());
+    for (const char* suffix : {"-shm", "-journal"}) {
+      CHECK(expect_refused(other + suffix).code == OpenErrorCode::not_a_ledger);
+      CHECK_FALSE(std::filesystem::exists(other + suffix));
+    }
   }
   SECTION("a path that cannot be created") {
     CHECK(expect_refused("/proc/effectfence-cannot-exist.sqlite").code == OpenErrorCode::unwritable);
@@ -502,4 +517,24 @@ TEST_CASE("a ledger path that reads like an SQLite URI names that file, not a UR
   struct stat st {};
   CHECK(::stat(path.c_str(), &st) == 0);
   CHECK(::stat("ledger.sqlite", &st) != 0);
+}
+
+TEST_CASE("a ledger file with a second name (a hard link) is refused under either name until one is left",
+          "[ledger][open]") {
+  // Each name gets its own -wal and -shm, which hold the write lock: two
+  // servers opening the file under two names would both admit every intent.
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  const std::string alias = dir.file("alias.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  REQUIRE(::link(path.c_str(), alias.c_str()) == 0);
+  for (const std::string& name : {path, alias}) {
+    const OpenError refused = expect_refused(name);
+    CHECK(refused.code == OpenErrorCode::linked);
+    CHECK(std::string(open_error_name(refused.code)) == "linked");
+    CHECK_THAT(refused.message, Catch::Contains("2 names (hard links)"));
+    CHECK_FALSE(std::filesystem::exists(name + "-wal"));
+  }
+  REQUIRE(::unlink(alias.c_str()) == 0);
+  CHECK(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
 }

@@ -341,6 +341,16 @@ printf '\x37\x7f\x06\x82rest of a write-ahead log' >"$WORK/some.sqlite-wal"
 run "$EF" export --db "$LEDGER" --out "$WORK/some.sqlite-wal"
 expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out $WORK/some.sqlite-wal is an SQLite file" \
   "export refuses to replace another database's write-ahead log"
+: >"$WORK/other.sqlite-wal"
+run "$EF" export --db "$LEDGER" --out "$WORK/other.sqlite-wal"
+expect_eq "$RC $ERR" "2 effectfence export: opening the output: --out $WORK/other.sqlite-wal is where SQLite keeps the log or lock of the database $WORK/other.sqlite; refusing to write there (give the dump another name)" \
+  "export refuses another database's empty write-ahead log (what a checkpoint leaves)"
+ln -s "$WORK/other.sqlite-wal" "$WORK/wal-link.jsonl"
+run "$EF" export --db "$LEDGER" --out "$WORK/wal-link.jsonl"
+expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out $WORK/wal-link.jsonl is where SQLite keeps the log or lock of the database .*other.sqlite;" \
+  "export refuses a symlink to another database's empty write-ahead log"
+expect_eq "$(stat -c %s "$WORK/other.sqlite-wal")" 0 "which is left as it was"
+rm -f "$WORK/wal-link.jsonl" "$WORK/other.sqlite-wal"
 run "$EF" export --db "$LEDGER" --out audit.jsonl
 expect_eq "$RC" 0 "export replaces an earlier dump"
 
