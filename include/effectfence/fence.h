@@ -116,8 +116,11 @@ class Fence {
   // unknown. Returns how many.
   int64_t reap_dead_holders();
   // Moves every intent this process admitted and has not seen resolved to
-  // unknown (used on shutdown: nobody is left to commit through us).
-  int64_t fence_own_in_flight(const std::string& why);
+  // unknown (used on shutdown: nobody is left to commit through us). Returns
+  // how many. Intents the ledger would not let it fence (locked past the busy
+  // timeout, failing) stay held, so a later call tries them again, and are
+  // listed in left_in_flight if given.
+  int64_t fence_own_in_flight(const std::string& why, std::vector<std::string>* left_in_flight = nullptr);
   // Moves the ticket's intent to unknown iff the ticket still holds it in
   // flight: the effect may or may not have happened (a cancelled call, an
   // unreadable answer). Returns true iff it did. The holder can still

@@ -200,11 +200,24 @@ int run_serve(const Args& args) {
   {
     Maintenance maintenance(*fence, log);
     mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
-    auto server = fence_server(*fence, [&out](const std::string& line) { out.write_line(line); }, log);
+    // A client that closed our stdout can be told nothing: what would have
+    // been admitted for it is withdrawn (OutputClosed), and intake stops.
+    auto server = fence_server(
+        *fence,
+        [&out](const std::string& line) {
+          bool nothing_written = false;
+          if (!out.write_line(line, &nothing_written) && nothing_written) {
+            throw mcp::OutputClosed("stdout is closed: the client stopped reading");
+          }
+        },
+        log);
     mcp::FdLineReader reader(0, stop.fd());
-    stopped_by = server->pump(reader);
+    stopped_by = server->pump(reader, [&out] { return !out.broken(); });
     unfinished = server->calls_in_flight();
-    if (stopped_by == mcp::ReadEvent::stopped) {
+    if (out.broken()) {
+      log.error("stdout is closed (the client stopped reading answers): stopping; finishing " +
+                std::to_string(unfinished) + " call(s) in flight, whose admissions are withdrawn");
+    } else if (stopped_by == mcp::ReadEvent::stopped) {
       log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": stopping; finishing " +
                std::to_string(unfinished) + " call(s) in flight");
     } else {
@@ -213,11 +226,11 @@ int run_serve(const Args& args) {
     server->drain();
   }
 
-  fence_what_is_left(*fence, "effectfence serve", log);
+  const bool all_fenced = fence_what_is_left(*fence, "effectfence serve", log);
   log_group_commit(*fence, log);
   fence.reset();
   log.info("ledger closed; bye");
-  return 0;
+  return all_fenced ? 0 : 1;  // 1: stopped, but admissions were left in flight (logged)
 }
 
 }  // namespace effectfence::cli

@@ -343,11 +343,11 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     http.stop();
   }  // every session's calls finish here
 
-  fence_what_is_left(*fence, "the shared effectfence server", log);
+  const bool all_fenced = fence_what_is_left(*fence, "the shared effectfence server", log);
   log_group_commit(*fence, log);
   fence.reset();
   log.info("ledger closed; bye");
-  return 0;
+  return all_fenced ? 0 : 1;  // 1: stopped, but admissions were left in flight (logged)
 }
 
 }  // namespace effectfence::cli

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cli/version.h"
 #include "mcp/fence_tools.h"
@@ -84,14 +86,31 @@ std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, 
       mcp::fence_tools(fence, log, std::move(admissions)), std::move(sink), log);
 }
 
-void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {
-  const int64_t fenced = fence.fence_own_in_flight(
-      who + " (pid " + std::to_string(::getpid()) +
-      ") exited before the admission was committed or aborted; nobody can commit it any more");
+bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {
+  const std::string why = who + " (pid " + std::to_string(::getpid()) +
+                          ") exited before the admission was committed or aborted; nobody can commit it any more";
+  std::vector<std::string> left;
+  int64_t fenced = fence.fence_own_in_flight(why, &left);
+  if (!left.empty()) {
+    log.warn("could not fence " + std::to_string(left.size()) + " admission(s) as unknown (the ledger refused the "
+             "write); trying once more");
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    left.clear();
+    fenced += fence.fence_own_in_flight(why, &left);
+  }
   if (fenced > 0) {
     log.warn("fenced " + std::to_string(fenced) +
              " admission(s) of this process as unknown: their clients can no longer commit through it");
   }
+  if (left.empty()) return true;
+  std::string names;
+  for (size_t i = 0; i < left.size() && i < 10; ++i) names += (i ? ", " : "") + left[i];
+  if (left.size() > 10) names += ", ...";
+  log.error("left " + std::to_string(left.size()) + " admission(s) in flight that this process could not fence " +
+            "(the ledger refused the write): " + names + ". Nobody can commit them any more: another process on "
+            "this host fences them as unknown once this one is gone, and one on another host may take one over "
+            "when its lease runs out. Check what their tools did before anyone runs them again");
+  return false;
 }
 
 void log_group_commit(const Fence& fence, mcp::Logger& log) {

@@ -37,7 +37,9 @@ std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, 
 // On the way out of serve: admissions nobody can commit through this
 // process any more become unknown (fenced), and the log says how many.
 // who names the process in the recorded reason, e.g. "effectfence serve".
-void fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log);
+// Returns false, after an error naming them, iff some stayed in flight
+// because the ledger refused the write even when tried again.
+bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log);
 
 // Logs how many decisions each of this process's ledger transactions
 // carried: how well group commit worked, for whoever tunes the load.

@@ -426,10 +426,16 @@ int64_t Fence::reap_dead_holders() {
   return failure ? 0 : reaped;
 }
 
-int64_t Fence::fence_own_in_flight(const std::string& why) {
+int64_t Fence::fence_own_in_flight(const std::string& why, std::vector<std::string>* left_in_flight) {
   int64_t fenced = 0;
   for (const Ticket& ticket : fast_->held_tickets()) {
-    if (fence_unknown(ticket, why)) ++fenced;
+    bool done = false;
+    auto failure = write([&](LedgerTxn& txn) { done = rules::fence_held(txn, ticket, why, context(txn)); });
+    if (failure) {
+      if (left_in_flight) left_in_flight->push_back(ticket.intent);
+      continue;  // still held: the next call tries again
+    }
+    if (done) ++fenced;
     fast_->released(ticket);
   }
   return fenced;

@@ -462,3 +462,23 @@ TEST_CASE("reads are answered while a write waits for another process's lock", "
   blocked.join();
   CHECK(prepare_done);
 }
+
+TEST_CASE("admissions the ledger would not let a stopping process fence stay held, are named, and are fenced "
+          "when tried again",
+          "[busy]") {
+  TestLedger ledger;
+  Settings s = file_settings(ledger.where());
+  s.busy_timeout_ms = 200;
+  auto fence = open_fence(s);
+  admitted_ticket(fence->prepare(charge("left")));
+  ledger.lock_for("left");
+  std::vector<std::string> left;
+  CHECK(fence->fence_own_in_flight("stopping", &left) == 0);
+  CHECK(left == std::vector<std::string>{"left"});
+  ledger.unlock();
+  CHECK(std::get<IntentStatus>(fence->intent_status("left")).state == IntentState::in_flight);
+  left.clear();
+  CHECK(fence->fence_own_in_flight("stopping", &left) == 1);
+  CHECK(left.empty());
+  CHECK(std::get<IntentStatus>(fence->intent_status("left")).state == IntentState::unknown);
+}

@@ -275,12 +275,15 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
     if (result.structured.value("status", "") != "fresh") return;
     const std::optional<Ticket> ticket = Ticket::from_json(result.structured.at("prepared"));
     if (!ticket) return;
-    fence.withdraw_async(*ticket, "the client cancelled fence_prepare before its ticket was sent; nothing ran",
+    fence.withdraw_async(*ticket,
+                         "fence_prepare's ticket never reached the client (the call was cancelled, or the "
+                         "client stopped reading); nothing ran",
                          [&log, admissions, ticket = *ticket](bool withdrawn) {
                            if (!withdrawn) return;
                            if (admissions) admissions->settled(ticket);
                            log.info("withdrew the admission of " + ticket.intent +
-                                    ": its fence_prepare was cancelled before the ticket was sent; a retry is fresh");
+                                    ": its ticket never reached the client (the call was cancelled, or the client "
+                                    "stopped reading); a retry is fresh");
                          });
   };
   return tool;

@@ -119,16 +119,27 @@ bool FdLineReader::read_more() {
 LineWriter::LineWriter(int fd, int stop_fd, std::chrono::milliseconds stop_grace)
     : fd_(fd), stop_fd_(stop_fd), stop_grace_(stop_grace) {}
 
-bool LineWriter::write_line(std::string_view line) {
+bool LineWriter::broken() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return broken_;
+}
+
+bool LineWriter::write_line(std::string_view line, bool* nothing_written) {
   std::string framed;
   framed.reserve(line.size() + 1);
   framed.append(line);
   framed += '\n';
 
   std::lock_guard<std::mutex> lock(mutex_);
-  if (broken_) return false;
   const char* p = framed.data();
   size_t left = framed.size();
+  const auto fail = [&] {
+    broken_ = true;  // a line stopped halfway: nothing after it can be framed
+    if (nothing_written) *nothing_written = left == framed.size();
+    return false;
+  };
+  if (nothing_written) *nothing_written = false;
+  if (broken_) return fail();
   while (left > 0) {
     const ssize_t n = ::write(fd_, p, left);
     if (n < 0 && errno == EINTR) continue;
@@ -139,15 +150,11 @@ bool LineWriter::write_line(std::string_view line) {
         // A reader still reading gets the rest; one that does not, stop_grace.
         pollfd room = {fd_, POLLOUT, 0};
         if (stop_grace_.count() > 0 && ::poll(&room, 1, static_cast<int>(stop_grace_.count())) == 1) continue;
-        broken_ = true;  // stopped halfway through a line: nothing after it can be framed
-        return false;
+        return fail();
       }
       continue;
     }
-    if (n <= 0) {
-      broken_ = true;
-      return false;
-    }
+    if (n <= 0) return fail();
     p += n;
     left -= static_cast<size_t>(n);
   }

@@ -90,14 +90,18 @@ class LineWriter {
                       std::chrono::milliseconds stop_grace = std::chrono::milliseconds(0));
 
   // Writes line and "\n". Returns false iff the output is broken; from then
-  // on every write is dropped.
-  bool write_line(std::string_view line);
+  // on every write is dropped. nothing_written (if given) is set to whether
+  // a failed line left no byte at all: a reader may still get a line that
+  // went out in part.
+  bool write_line(std::string_view line, bool* nothing_written = nullptr);
+  // True once a write failed: nothing written from then on reaches the reader.
+  bool broken() const;
 
  private:
   const int fd_;
   const int stop_fd_;
   const std::chrono::milliseconds stop_grace_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   bool broken_ = false;
 };
 

@@ -201,7 +201,20 @@ void Server::set_info(ServerInfo info, Json capabilities) {
   capabilities_ = std::move(capabilities);
 }
 
-void Server::send(const Json& message) { sink_(jsonrpc::serialize(message)); }
+void Server::send(const Json& message) { deliver(jsonrpc::serialize(message), "a message"); }
+
+bool Server::deliver(const std::string& line, const char* what) {
+  try {
+    sink_(line);
+  } catch (const OutputClosed& e) {
+    log_.warn(std::string("could not send ") + what + ": " + e.what());
+    return false;
+  } catch (const std::exception& e) {
+    // It may have gone out in part: as far as anyone can tell, it was sent.
+    log_.error(std::string("could not send ") + what + ": " + e.what());
+  }
+  return true;
+}
 
 Json Server::request(const std::string& method, const Json& params, ReplyHandler on_reply) {
   if (!on_reply) on_reply = [](Reply) {};
@@ -233,11 +246,7 @@ Json Server::request(const std::string& method, const Json& params, ReplyHandler
     log_.debug("holding " + method + " until the client is initialized");
     return sent_id;
   }
-  try {
-    sink_(line);
-  } catch (const std::exception& e) {
-    log_.error("could not send request " + method + ": " + e.what());
-  }
+  deliver(line, ("request " + method).c_str());
   return sent_id;
 }
 
@@ -267,13 +276,7 @@ void Server::client_ready() {
   std::lock_guard<std::mutex> lock(requests_mutex_);
   if (client_ready_) return;
   client_ready_ = true;
-  for (const auto& queued : queued_) {
-    try {
-      sink_(queued.second);
-    } catch (const std::exception& e) {
-      log_.error(std::string("could not send a queued request: ") + e.what());
-    }
-  }
+  for (const auto& queued : queued_) deliver(queued.second, "a queued request");
   queued_.clear();
 }
 
@@ -505,7 +508,7 @@ void Server::start_tool_call(const Json& id, const Json& params) {
   }
   if (tool.check_arguments) {
     if (std::string why = schema_violation(tool.input_schema, arguments); !why.empty()) {
-      sink_(invalid_arguments_line(id, tool, why));  // a line already: not to be serialized again
+      deliver(invalid_arguments_line(id, tool, why), "a refusal");  // a line already: not serialized again
       return;
     }
   }
@@ -660,13 +663,7 @@ bool Server::finish_call(const std::shared_ptr<Call>& call, const std::string& r
               shorten(response));
     return false;
   }
-  try {
-    sink_(response);
-  } catch (const std::exception& e) {
-    // It may have gone out in part: as far as anyone can tell, it was sent.
-    log_.error(std::string("could not send a response: ") + e.what());
-  }
-  return true;
+  return deliver(response, ("the result of call " + call->key + " (" + call->label + ")").c_str());
 }
 
 void Server::drain() {

@@ -166,9 +166,17 @@ struct ServerExtensions {
   std::function<void(const std::string& method, const Json& params)> on_notification;
 };
 
+// Thrown by a Sink that could not deliver a line at all: the client's end of
+// the output is closed. The line is then treated as never sent, so an
+// admission it carried is withdrawn instead of left for nobody to commit.
+struct OutputClosed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Server {
  public:
   // Receives every outgoing message as one line; called from any thread.
+  // Throws OutputClosed when the client can no longer receive anything.
   using Sink = std::function<void(const std::string& line)>;
   static constexpr size_t kDefaultMaxConcurrentCalls = 128;
   // Beyond max_concurrent_calls running, this many per running call may
@@ -248,9 +256,13 @@ class Server {
   void async_call_finished();
   void start_other_request(const Json& id, const std::string& method, const Json& params);
   std::shared_ptr<const ToolSet> tool_set() const;
-  // Sends a call's response line, unless the call was cancelled.
-  // Returns false iff the response was not sent because the call was cancelled.
+  // Sends a call's response line, unless the call was cancelled. Returns
+  // false iff the response was not sent: the call was cancelled, or the
+  // client's end of the output is closed.
   bool finish_call(const std::shared_ptr<Call>& call, const std::string& response);
+  // Hands line to the sink. Returns false iff it could not be delivered at
+  // all (OutputClosed); a line that may have gone out in part counts as sent.
+  bool deliver(const std::string& line, const char* what);
   void send(const Json& message);
   void send_error(const Json& id, int code, std::string message);
 

@@ -89,6 +89,51 @@ TEST_CASE("stdin EOF: finish, fence the admission nobody can commit, close the l
   CHECK(intent_state(db, "o-eof") == "unknown");
 }
 
+TEST_CASE("a client that stops reading: the admission its answer carried is withdrawn, and serve stops",
+          "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string db = dir.file("l.sqlite");
+  ServeProcess serve({"serve", "--db", db});
+  serve.initialize();
+  serve.close_stdout();
+  serve.send(Json{{"jsonrpc", "2.0"},
+                  {"id", 1},
+                  {"method", "tools/call"},
+                  {"params", {{"name", "fence_prepare"}, {"arguments", prepare_args("o-unread")}}}});
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (serve.stderr_text().find("withdrew the admission of o-unread") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  serve.send(Json{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}});  // intake stops at the next line
+  CHECK(serve.wait_exit() == 0);
+  CHECK_THAT(serve.stderr_text(), Catch::Contains("withdrew the admission of o-unread") &&
+                                      Catch::Contains("stdout is closed") && !Catch::Contains("fenced 1 admission"));
+  CHECK(intent_state(db, "o-unread") == "cleared");  // not in flight, not fenced: a retry is fresh
+}
+
+TEST_CASE("an admission serve could not fence on its way out is named in an error, and serve exits 1",
+          "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string db = dir.file("l.sqlite");
+  ServeProcess serve({"serve", "--db", db});
+  serve.initialize();
+  CHECK(serve.call_tool(1, "fence_prepare", prepare_args("o-stuck"))["result"]["structuredContent"]["status"] ==
+        "fresh");
+  sqlite3* lock = nullptr;  // another process holds the write lock through both tries (10 s busy timeout each)
+  REQUIRE(sqlite3_open(db.c_str(), &lock) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(lock, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  serve.close_stdin();
+  CHECK(serve.wait_exit(60s) == 1);
+  REQUIRE(sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(lock);
+  CHECK_THAT(serve.stderr_text(), Catch::Contains("trying once more") &&
+                                      Catch::Contains("left 1 admission(s) in flight that this process could not "
+                                                      "fence") &&
+                                      Catch::Contains("o-stuck") && Catch::Contains("ledger closed"));
+  CHECK(query_int64(db, "SELECT count(*) FROM intents WHERE intent = 'o-stuck' AND state = 'in_flight'") == 1);
+}
+
 TEST_CASE("SIGTERM, SIGINT and SIGHUP stop the server cleanly with exit 0", "[serve][lifecycle]") {
   TempDir dir;
   for (auto [sig, name] : {std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGINT, "SIGINT"}, std::pair{SIGHUP, "SIGHUP"}}) {

@@ -192,6 +192,11 @@ void ServeProcess::close_stdin() {
   stdin_fd_ = -1;
 }
 
+void ServeProcess::close_stdout() {
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  stdout_fd_ = -1;
+}
+
 void ServeProcess::signal(int sig) { REQUIRE(::kill(pid_, sig) == 0); }
 
 std::optional<int> ServeProcess::wait_exit(std::chrono::milliseconds timeout) {

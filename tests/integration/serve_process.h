@@ -49,6 +49,8 @@ class ServeProcess {
   Json initialize(const std::string& protocol_version = "2025-11-25");
 
   void close_stdin();
+  // Closes our end of the child's stdout, as a client that stops reading.
+  void close_stdout();
   void signal(int sig);
   // Exit code (128 + signal when killed), or nullopt if still running after timeout.
   std::optional<int> wait_exit(std::chrono::milliseconds timeout = 20s);
