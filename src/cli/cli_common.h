@@ -14,6 +14,8 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include "core/terminal_safe.h"
+
 #include "cli/commands.h"
 #include "effectfence/json.h"
 
@@ -87,11 +89,6 @@ void print_json_line(const Json& json);
 // comma, a quote, CR or LF.
 std::string csv_field(std::string_view value);
 
-// value as a terminal shows it safely: control characters (C0, DEL, the C1
-// controls, e.g. ESC or a newline) become \xNN or \u00NN, bidirectional
-// controls \uNNNN, and a backslash \\, so text an agent supplied cannot
-// move the cursor, hide itself, reorder a line or forge another line of a
-// report.
-std::string terminal_safe(std::string_view value);
+using effectfence::terminal_safe;  // reports print agents' text through it
 
 }  // namespace effectfence::cli

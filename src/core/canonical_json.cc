@@ -536,6 +536,13 @@ const char* json_error_name(JsonErrorCode code) {
 }
 
 std::optional<Json> parse_strict(std::string_view text, JsonError* error, WideIntegers wide) {
+  // The lexer takes a NUL for the end of input and would ignore what follows.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    report(error, make_error(JsonErrorCode::syntax, "a NUL byte (offset " + std::to_string(nul) +
+                                                        ") is not allowed in JSON text; inside a string write "
+                                                        "it as \\u0000"));
+    return std::nullopt;
+  }
   StrictBuilder builder(wide);
   const bool ok = Json::sax_parse(text.data(), text.data() + text.size(), &builder,
                                   Json::input_format_t::json, /*strict=*/true);

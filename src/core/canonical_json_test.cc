@@ -258,6 +258,8 @@ TEST_CASE("integers beyond +/-2^53 are refused, 2^53 itself is not", "[canonical
     CHECK(jcs("-9007199254740992") == "-9007199254740992");
     CHECK(jcs("1e30") == "1e+30");
     CHECK(jcs("18446744073709551616.0") == "18446744073709552000");
+    // With an exponent it is a double, as the README says: one action with 2^53.
+    CHECK(jcs("9007199254740993e0") == "9007199254740992");
   }
 }
 
@@ -298,6 +300,14 @@ TEST_CASE("syntax errors, trailing garbage included, are refused", "[canonical_j
     INFO(text);
     CHECK(refusal(text).code == JsonErrorCode::syntax);
   }
+}
+
+TEST_CASE("a NUL byte is refused, never taken for the end of the text", "[canonical_json]") {
+  const JsonError e = refusal(std::string("{\"a\":1}\0 trailing", 17));
+  CHECK(e.code == JsonErrorCode::syntax);
+  CHECK(e.message.find("NUL byte (offset 7)") != std::string::npos);
+  CHECK(refusal(std::string("{\"a\":\"x\0y\"}", 11)).code == JsonErrorCode::syntax);
+  CHECK(jcs(R"({"a":"x\u0000y"})") == R"({"a":"x\u0000y"})");  // escaped, it is a character like any other
 }
 
 TEST_CASE("parse_strict accepts a null error pointer", "[canonical_json]") {

@@ -48,6 +48,14 @@ TEST_CASE("malformed JSON is a parse error with a null id", "[jsonrpc]") {
   CHECK(bad.id.is_null());
 }
 
+TEST_CASE("a NUL byte makes the whole line a parse error, whatever follows it", "[jsonrpc]") {
+  // A lexer that stops at the NUL would answer the ping and drop the rest.
+  Invalid bad = invalid_of(std::string("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0 ]]] not JSON", 54));
+  CHECK(bad.code == kParseError);
+  CHECK(bad.id.is_null());
+  CHECK_THAT(bad.message, Catch::Contains("NUL byte"));
+}
+
 TEST_CASE("invalid UTF-8 is a parse error that says so", "[jsonrpc]") {
   Invalid bad = invalid_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xff\"}");
   CHECK(bad.code == kParseError);

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include "core/terminal_safe.h"
+
 namespace effectfence::mcp {
 
 const char* log_level_name(LogLevel level) {
@@ -34,7 +36,7 @@ void Logger::log(LogLevel level, std::string_view message) {
   line += ": ";
   line += log_level_name(level);
   line += ": ";
-  for (char c : message) line += (c == '\n' || c == '\r') ? ' ' : c;
+  line += terminal_safe(message);  // one line, and no control sequences from clients' text
   line += '\n';
 
   std::lock_guard<std::mutex> lock(write_mutex_);

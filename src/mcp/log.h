@@ -22,7 +22,9 @@ class Logger {
   explicit Logger(std::string program, LogLevel level = LogLevel::info, int fd = 2);
 
   bool enabled(LogLevel level) const { return level <= level_; }
-  // Newlines in message become spaces: one event, one line.
+  // Control characters in message (newlines, ESC, ...) are escaped, as by
+  // terminal_safe: one event, one line, and nothing a client wrote can
+  // steer the terminal that shows it.
   void log(LogLevel level, std::string_view message);
   void error(std::string_view message) { log(LogLevel::error, message); }
   void warn(std::string_view message) { log(LogLevel::warn, message); }
