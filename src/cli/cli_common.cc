@@ -1,10 +1,12 @@
 #include "cli/cli_common.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -331,5 +333,31 @@ std::string csv_field(std::string_view value) {
   return quoted;
 }
 
+
+namespace {
+bool closed_at_start[3] = {false, false, false};
+}  // namespace
+
+void hold_closed_standard_streams() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // open() returns the lowest free number: this one, the lower ones being open.
+    const int held = ::open("/dev/null", O_RDWR);
+    closed_at_start[fd] = held == fd;
+    if (held >= 0 && held != fd) ::close(held);
+  }
+}
+
+bool standard_stream_was_closed(int fd) { return fd >= 0 && fd <= 2 && closed_at_start[fd]; }
+
+std::optional<int> refuse_closed_protocol_streams(const char* command) {
+  if (!standard_stream_was_closed(0) && !standard_stream_was_closed(1)) return std::nullopt;
+  std::fprintf(stderr,
+               "effectfence %s: %s closed: it speaks MCP, reading requests on stdin and answering on stdout. "
+               "Start it from an MCP client, which connects both\n",
+               command, standard_stream_was_closed(0) ? (standard_stream_was_closed(1) ? "stdin and stdout are" : "stdin is")
+                                                      : "stdout is");
+  return kExitFailure;
+}
 
 }  // namespace effectfence::cli

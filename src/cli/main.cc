@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/version.h"
 #include "ledger/sqlite_ledger.h"
@@ -45,6 +46,7 @@ void print_usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  effectfence::cli::hold_closed_standard_streams();  // before anything opens a file
   effectfence::configure_sqlite_for_process();
   if (argc < 2) {
     print_usage(stderr);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <variant>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/serve_shared.h"
 #include "cli/server_process.h"
@@ -166,6 +167,7 @@ std::optional<int> parse_options(const Args& args, ServeOptions* options) {
 int run_serve(const Args& args) {
   ServeOptions options;
   if (auto done = parse_options(args, &options)) return *done;
+  if (auto refused = refuse_closed_protocol_streams("serve")) return *refused;
 
   mcp::Logger log("effectfence serve", options.log_level);
   std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a write error, not our death

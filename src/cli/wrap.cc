@@ -24,6 +24,7 @@
 #include <thread>
 #include <variant>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/server_process.h"
 #include "cli/version.h"
@@ -326,6 +327,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
 int run_wrap(const Args& args) {
   WrapOptions options;
   if (auto done = parse_options(args, &options)) return *done;
+  if (auto refused = refuse_closed_protocol_streams("wrap")) return *refused;
   if (!options.proxy.policy.only.empty() && !options.proxy.policy.except.empty()) {
     return usage_error("--only and --except cannot be combined");
   }

@@ -302,6 +302,19 @@ run "$EF" export --db "$LEDGER" --out "$WORK/link.jsonl"
 expect_eq "$(stat -c %F "$WORK/link.jsonl") $(tail -n +2 "$WORK/link-target.jsonl" | wc -l)" "symbolic link $((CERTS + EVENTS + 1))" \
   "export writes through a symlink given as --out and keeps the link"
 
+echo "--- serve and wrap refuse a closed stdin or stdout"
+# A closed stream's number would go to the next pipe or file opened (the stop
+# pipe, the ledger) and be read or written as the protocol stream.
+"$EF" serve --db "$WORK/closed.sqlite" <&- >"$WORK/out" 2>"$WORK/err"
+expect_eq "$? $(cat "$WORK/err")" "2 effectfence serve: stdin is closed: it speaks MCP, reading requests on stdin and answering on stdout. Start it from an MCP client, which connects both" \
+  "serve started with stdin closed names it and exits 2"
+"$EF" serve --db "$WORK/closed.sqlite" >&- 2>"$WORK/err" </dev/null
+expect_eq "$? $(cat "$WORK/err")" "2 effectfence serve: stdout is closed: it speaks MCP, reading requests on stdin and answering on stdout. Start it from an MCP client, which connects both" \
+  "serve started with stdout closed names it and exits 2"
+"$EF" wrap --db "$WORK/closed.sqlite" -- true >&- 2>"$WORK/err" </dev/null
+expect_match "$? $(cat "$WORK/err")" "^2 effectfence wrap: stdout is closed" "wrap started with stdout closed names it and exits 2"
+expect_eq "$(ls "$WORK" | grep -c closed.sqlite)" 0 "and neither created a ledger"
+
 echo "--- export --out never replaces the ledger or another database"
 BEFORE=$(fingerprint "$LEDGER")
 BEFORE_BYTES=$(sha256sum <"$LEDGER")
