@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 5), for people.
+-- effectfence ledger: the full current schema (version 6), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -17,7 +17,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 5;             -- schema version
+PRAGMA user_version = 6;             -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -165,8 +165,12 @@ BEGIN
    WHERE (SELECT state FROM intents WHERE intent = NEW.intent) NOT IN ('failed', 'unknown');
 END;
 
+-- 'now' is the same for a whole statement, so the column's default always
+-- equals it here; any other value was given by hand.
 CREATE TRIGGER clears_apply AFTER INSERT ON clears
 BEGIN
+  SELECT RAISE(ABORT, 'effectfence: cannot clear: requested_at is the time the ledger records the clear; leave it out')
+   WHERE NEW.requested_at IS NOT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
   UPDATE clears SET previous_state = (SELECT state FROM intents WHERE intent = NEW.intent)
    WHERE id = NEW.id;
   INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
@@ -178,7 +182,10 @@ BEGIN
    WHERE intent = NEW.intent;
 END;
 
-CREATE TRIGGER clears_append_only_update BEFORE UPDATE OF intent, operator, reason, requested_at ON clears
+-- previous_state is filled in once, by clears_apply.
+CREATE TRIGGER clears_append_only_update BEFORE UPDATE ON clears
+WHEN OLD.previous_state IS NOT NULL OR NEW.intent IS NOT OLD.intent OR NEW.operator IS NOT OLD.operator OR
+     NEW.reason IS NOT OLD.reason OR NEW.requested_at IS NOT OLD.requested_at
 BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be changed'); END;
 CREATE TRIGGER clears_append_only_delete BEFORE DELETE ON clears
 BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be deleted'); END;

@@ -365,6 +365,36 @@ TEST_CASE("REPLACE and upserts cannot rewrite or remove a certificate, an event 
   sqlite3_close(db);
 }
 
+TEST_CASE("a clear's record is whole: its previous state cannot be changed, and only the ledger dates it",
+          "[ledger][audit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  exec_sql(path, kAuditRows);  // two clears of 'f', which is failed again
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const std::string before = audit_trail(db);
+  const std::string changed = "effectfence: clears are an audit record and cannot be changed";
+  expect_trigger_refuses(db, "UPDATE clears SET previous_state = 'done'", changed);
+  expect_trigger_refuses(db, "UPDATE clears SET previous_state = NULL", changed);
+  // Dated by hand, a clear would slip past `export --since` and queries by time.
+  const std::string dated = "effectfence: cannot clear: requested_at is the time the ledger records the clear";
+  expect_trigger_refuses(db, "INSERT INTO clears(intent, operator, reason, requested_at) VALUES ('f', 'mallory', 'ok', 0)",
+                         dated);
+  expect_trigger_refuses(db,
+                         "INSERT INTO clears(intent, operator, reason, requested_at) VALUES ('f', 'mallory', 'ok', "
+                         "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 3600000)",
+                         dated);
+  CHECK(audit_trail(db) == before);
+  expect_ok(db, "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'carol', 'checked the provider')");
+  CHECK(rows(db, "SELECT previous_state FROM clears WHERE operator = 'carol'") == "failed\n");
+  CHECK(rows(db,
+             "SELECT count(*) FROM events e JOIN clears c ON e.kind = 'cleared' AND e.actor = 'carol' "
+             "AND e.at = c.requested_at AND abs(e.at - CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) "
+             "< 60000") == "1\n");
+  sqlite3_close(db);
+}
+
 TEST_CASE("a ledger at schema version 1 is migrated on open: its rows kept, REPLACE refused", "[ledger][schema]") {
   TempDir dir;
   const std::string path = dir.file("v1.sqlite");

@@ -141,6 +141,25 @@ TEST_CASE("certificates, events and clears cannot be changed through SQL", "[pos
   }
   CHECK(ledger.count("SELECT count(*) FROM certificates") == 1);
   CHECK(ledger.count("SELECT count(*) FROM clears WHERE previous_state = 'failed'") == 1);
+
+  // Only the ledger dates a clear: dated by hand it would slip past queries by time.
+  fence->abort(admitted_ticket(fence->prepare(charge("to-backdate"))), "unclear");
+  for (const char* sql : {"INSERT INTO clears(intent, operator, reason, requested_at) "
+                          "VALUES ('to-backdate', 'mallory', 'ok', 0)",
+                          "INSERT INTO clears(intent, operator, reason, requested_at) "
+                          "VALUES ('to-backdate', 'mallory', 'ok', effectfence_now_ms() + 3600000)"}) {
+    INFO(sql);
+    try {
+      ledger.exec(sql);
+      FAIL("the ledger accepted: " << sql);
+    } catch (const pg::Error& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains("requested_at is the time the ledger records the clear"));
+    }
+  }
+  CHECK(ledger.count("SELECT count(*) FROM clears WHERE intent = 'to-backdate'") == 0);
+  ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('to-backdate', 'carol', 'checked')");
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'cleared' AND intent = 'to-backdate' "
+                     "AND abs(at - effectfence_now_ms()) < 60000") == 1);
 }
 
 TEST_CASE("the operator's SQL clear refuses done, in-flight and nonexistent intents", "[postgres][clear]") {
