@@ -255,9 +255,15 @@ TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") 
   auto r1 = fence->commit(wrong_seq, {{"x", 1}});
   REQUIRE(std::holds_alternative<Refusal>(r1));
   CHECK(std::get<Refusal>(r1).reason == Reason::ticket_invalid);
+  // The generation the ledger holds, with another token: edited, not taken over.
   auto r2 = fence->commit(wrong_token, {{"x", 1}});
   REQUIRE(std::holds_alternative<Refusal>(r2));
-  CHECK(std::get<Refusal>(r2).reason == Reason::lease_lost);
+  CHECK(std::get<Refusal>(r2).reason == Reason::ticket_invalid);
+  auto heartbeat = fence->heartbeat(wrong_token);
+  REQUIRE(std::holds_alternative<Refusal>(heartbeat));
+  CHECK(std::get<Refusal>(heartbeat).reason == Reason::ticket_invalid);
+  // Only a real holder's refused result goes to the audit log.
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'o-5'") == 0);
   auto r3 = fence->commit(other_intent, {{"x", 1}});
   REQUIRE(std::holds_alternative<Refusal>(r3));
   CHECK(std::get<Refusal>(r3).reason == Reason::lease_lost);

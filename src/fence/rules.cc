@@ -113,7 +113,10 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
                        " was not recorded as an outcome; a certificate recorded before the sweep is kept.",
                    {{"intent", ticket.intent}}};
   }
-  if (!same_token(row->token, ticket.token)) {
+  // Each admission draws a new token and a new generation: the generation the
+  // ledger holds with another token is a ticket edited, not a lease lost.
+  const bool edited = row->generation == ticket.generation && !same_token(row->token, ticket.token);
+  if (!edited && !same_token(row->token, ticket.token)) {
     return Refusal{Reason::lease_lost,
                    action + " refused: your lease on intent '" + ticket.intent + "' was lost; generation " +
                        std::to_string(row->generation) + " (agent " + row->agent + ") now holds it, state " +
@@ -122,7 +125,7 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
                     {"current_generation", row->generation},
                     {"state", state_name(row->state)}}};
   }
-  if (row->domain != ticket.domain || row->seq != ticket.seq || row->generation != ticket.generation) {
+  if (edited || row->domain != ticket.domain || row->seq != ticket.seq || row->generation != ticket.generation) {
     return Refusal{Reason::ticket_invalid,
                    action + " refused: the ticket for intent '" + ticket.intent +
                        "' does not match what the ledger issued (edited ticket?). Send the ticket exactly "

@@ -559,6 +559,11 @@ std::string refusal_advice(Reason reason, FenceStep step) {
       return "this ticket no longer holds the intent (its lease lapsed and another attempt took over, or it was "
              "fenced); nothing was recorded; check fence_status before doing anything else";
     case Reason::ticket_invalid:
+      if (step == FenceStep::commit) {
+        return "the ledger did not take this commit (see explanation): the ticket differs from what fence_prepare "
+               "issued (pass the \"prepared\" object back unchanged), or the intent was already committed with "
+               "another result, which stands; do not run the tool again";
+      }
       return "the prepared ticket does not match what the ledger issued; pass the \"prepared\" object from "
              "fence_prepare unchanged";
     case Reason::invalid_request:

@@ -163,7 +163,9 @@ TEST_CASE("edited, forged and malformed tickets are refused", "[fence_tools]") {
 
   Json forged_token = ticket;
   forged_token["token"] = std::string(32, '0');
-  CHECK(f.structured("fence_commit", {{"prepared", forged_token}, {"result", 1}})["status"] == "refused");
+  const Json forged = f.structured("fence_commit", {{"prepared", forged_token}, {"result", 1}});
+  CHECK(forged["status"] == "refused");
+  CHECK(forged["reason"] == "ticket_invalid");
 
   Json edited_seq = ticket;
   edited_seq["seq"] = ticket["seq"].get<int64_t>() + 1;
