@@ -2,6 +2,8 @@
 // people who prefer not to write SQL. It is the same INSERT INTO clears the
 // runbook shows, so the ledger's triggers refuse the same nonsense and write
 // the same audit event; running servers see the clear at their next prepare.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -12,6 +14,8 @@
 #include "cli/commands.h"
 #include "cli/ledger_reader.h"
 #include "effectfence/fence.h"
+#include "ledger/ledger_files.h"
+#include "ledger/open_ledger.h"
 
 namespace effectfence::cli {
 namespace {
@@ -90,6 +94,16 @@ int clear(const Args& args) {
   const std::string intent = parsed->positionals[0];
   const std::string operator_name = parsed->value("operator").value_or(default_operator());
   const std::string path = resolve_ledger_path(*parsed);
+  // Clearing writes: a user who may only read gets the owner's way out, not
+  // the reader's (a cleared copy would change nothing).
+  if (!is_postgres_ledger(path) && ::access(path.c_str(), F_OK) == 0 &&
+      (::access(path.c_str(), W_OK) != 0 || ::access(directory_of(path).c_str(), W_OK) != 0)) {
+    print_error(kCommand, "opening the ledger",
+                path + " cannot be written by this user (uid " + std::to_string(::geteuid()) +
+                    "): clearing writes to the ledger, and to the -wal and -shm files SQLite keeps beside it in " +
+                    directory_of(path) + ". Run effectfence clear as the user the servers run as");
+    return kExitFailure;
+  }
   // Clearing in a ledger that does not exist is a mistake in the path, not a
   // reason to create one.
   if (!open_ledger_reader(path, &error)) {

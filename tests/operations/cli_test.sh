@@ -118,6 +118,11 @@ for cmd in stats verify; do
   expect_match "$ERR" "cannot read $RO/ledger.sqlite as this user: no process has it open, so SQLite must create $RO/ledger.sqlite-shm to read it, and $RO is not writable\\. .*read a copy .*: cp $RO/ledger.sqlite " \
     "$cmd says why, and how to read it anyway"
 done
+# Clearing writes: such a user is told to clear as the owner, not to clear a copy.
+run "${AS_READER[@]}" "$EF" clear --db "$RO/ledger.sqlite" payout:batch-9 --reason "checked"
+expect_match "$RC $ERR" "^2 effectfence clear: opening the ledger: $RO/ledger.sqlite cannot be written by this user \\(uid [0-9]+\\): clearing writes .*Run effectfence clear as the user the servers run as" \
+  "clear tells a user who may not write the ledger's directory to clear as its owner"
+expect_eq "$(echo "$ERR" | grep -c 'cp ')" 0 "and not to clear a copy"
 # A file that is not a database, in the same place, is named as such, not as a WAL reading problem.
 head -c 8192 /dev/urandom >"$WORK/garbage.sqlite" && chmod 644 "$WORK/garbage.sqlite"
 chmod 755 "$RO" && mv "$WORK/garbage.sqlite" "$RO/" && chmod 555 "$RO"
