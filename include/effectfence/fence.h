@@ -11,6 +11,7 @@
 // back as Refusal{ledger_error|ledger_busy}, i.e. closed, never open.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -121,6 +122,11 @@ class Fence {
   // timeout, failing) stay held, so a later call tries them again, and are
   // listed in left_in_flight if given.
   int64_t fence_own_in_flight(const std::string& why, std::vector<std::string>* left_in_flight = nullptr);
+  // From now on a prepare that would admit is refused (ledger_error, nothing
+  // recorded); replays and other refusals go on. For a process on its way
+  // out: whatever it admitted now, nobody could commit through it, and it
+  // would have to fence it for an operator.
+  void stop_admitting() { admitting_.store(false); }
   // Moves the ticket's intent to unknown iff the ticket still holds it in
   // flight: the effect may or may not have happened (a cancelled call, an
   // unreadable answer). Returns true iff it did. The holder can still
@@ -161,6 +167,7 @@ class Fence {
   mutable std::mutex counters_mu_;
   Counters process_;  // every outcome of this Fence
   Counters pending_;  // fast-path outcomes not yet added to the ledger's counters
+  std::atomic<bool> admitting_{true};
 };
 
 }  // namespace effectfence

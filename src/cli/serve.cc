@@ -215,6 +215,7 @@ int run_serve(const Args& args) {
         log);
     mcp::FdLineReader reader(0, stop.fd());
     stopped_by = server->pump(reader, [&out] { return !out.broken(); });
+    fence->stop_admitting();  // nobody could commit what it admitted now: it would be fenced at once
     unfinished = server->calls_in_flight();
     if (out.broken()) {
       log.error("stdout is closed (the client stopped reading answers): stopping; finishing " +

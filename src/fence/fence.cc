@@ -119,6 +119,7 @@ rules::Context Fence::context(LedgerTxn& txn) const {
   ctx.me = this_process();
   ctx.is_dead = holder_is_dead;
   ctx.is_alive = holder_is_alive_here;
+  ctx.admitting = admitting_.load();
   return ctx;
 }
 

@@ -294,6 +294,22 @@ TEST_CASE("an edited ticket's refusal does not make the process forget the admis
   CHECK(std::get<IntentStatus>(fence->intent_status("o-held")).state == IntentState::unknown);
 }
 
+TEST_CASE("a fence that stops admitting refuses new admissions, records nothing, and still replays", "[fence]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  const Certificate cert = committed(*fence, admitted_ticket(fence->prepare(charge("o-was-done"))), {{"ok", true}});
+  const Ticket held = admitted_ticket(fence->prepare(charge("o-still-held")));
+  fence->stop_admitting();
+  const PrepareOutcome refused = fence->prepare(charge("o-too-late"));
+  REQUIRE(refusal_reason(refused) == Reason::ledger_error);
+  CHECK_THAT(std::get<Refusal>(refused).message, Catch::Contains("stopping"));
+  CHECK(std::get<IntentStatus>(fence->intent_status("o-too-late")).state == IntentState::none);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'o-too-late'") == 0);
+  CHECK(std::get<Replayed>(fence->prepare(charge("o-was-done"))).cert.hash == cert.hash);
+  CHECK(refusal_reason(fence->prepare(charge("o-still-held"))) == Reason::in_flight);
+  committed(*fence, held, {{"ok", true}});  // what it admitted before can still finish
+}
+
 TEST_CASE("a retried commit gets the same certificate, a different result is refused", "[fence]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());

@@ -216,6 +216,12 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
     generation = row.generation + 1;
   }
 
+  if (!ctx.admitting) {
+    return Refusal{Reason::ledger_error,
+                   "this server is stopping and admits nothing more: nothing was decided. Do not run the tool; "
+                   "retry fence_prepare once your client is connected to a running server.",
+                   {{"intent", req.intent}}};
+  }
   if (auto refusal = check_read_set(txn, req.read_set, ctx, /*check_in_flight=*/true)) {
     count_refusal(txn, refusal->reason);
     return *refusal;

@@ -24,6 +24,7 @@ struct Context {
   Holder me;         // recorded as the holder of what this process admits
   IsDead is_dead;    // known gone: its in-flight intents are fenced unknown
   IsAlive is_alive;  // known running on this host: its lease running out ends nothing
+  bool admitting = true;  // false: the process is stopping, and admits nothing more
 };
 
 // A prepare whose args are already validated and canonical.

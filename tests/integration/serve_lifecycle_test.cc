@@ -188,11 +188,14 @@ TEST_CASE("a stop signal stops serve even while its client reads none of its out
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("SIGTERM finishes the call in flight, then fences the admission nobody can commit", "[serve][lifecycle]") {
+TEST_CASE("SIGTERM finishes the call in flight without admitting it, then fences the admission nobody can commit",
+          "[serve][lifecycle]") {
   TempDir dir;
   const std::string db = dir.file("l.sqlite");
   ServeProcess serve({"serve", "--db", db});
   serve.initialize();
+  CHECK(serve.call_tool("held", "fence_prepare", prepare_args("o-held"))["result"]["structuredContent"]["status"] ==
+        "fresh");
 
   sqlite3* lock = nullptr;
   REQUIRE(sqlite3_open(db.c_str(), &lock) == SQLITE_OK);
@@ -208,11 +211,16 @@ TEST_CASE("SIGTERM finishes the call in flight, then fences the admission nobody
   REQUIRE(sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(lock);
 
-  Json prepared = serve.response_to("prep");
-  CHECK(prepared["result"]["structuredContent"]["status"] == "fresh");
+  // Admitted now, it could never be committed (serve reads no more) and would
+  // be fenced for an operator at once: it is refused, and nothing runs.
+  const Json prepared = serve.response_to("prep")["result"]["structuredContent"];
+  CHECK(prepared["status"] == "refused");
+  CHECK(prepared["reason"] == "ledger_error");
+  CHECK_THAT(prepared["explanation"].get<std::string>(), Catch::Contains("this server is stopping"));
   CHECK(serve.wait_exit() == 0);
   CHECK_THAT(serve.stderr_text(), Catch::Contains("received SIGTERM") && Catch::Contains("fenced 1 admission"));
-  CHECK(intent_state(db, "o-term") == "unknown");
+  CHECK(intent_state(db, "o-held") == "unknown");  // answered before the signal: its tool may be running
+  CHECK(intent_state(db, "o-term") == "none");
 }
 
 TEST_CASE("an empty ledger file (creator died before the schema) is initialised", "[serve][lifecycle]") {
