@@ -44,6 +44,10 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // created below
   if (S_ISDIR(st.st_mode)) return open_error(OpenErrorCode::io, path, "is a directory, not a ledger file");
+  if (!S_ISREG(st.st_mode)) {
+    return open_error(OpenErrorCode::not_a_ledger, path,
+                      "is not a regular file (a pipe, socket or device); point --db at a ledger file");
+  }
   // SQLite keeps the write lock and the log beside the name it was given, so
   // processes opening one file under two names would not fence each other.
   if (S_ISREG(st.st_mode) && st.st_nlink > 1) {

@@ -146,6 +146,14 @@ TEST_CASE("files that are not ledgers are refused and left untouched", "[ledger]
   SECTION("a directory") {
     CHECK(expect_refused(dir.path().string()).code == OpenErrorCode::io);
   }
+  SECTION("a pipe or a device") {
+    const std::string fifo = dir.file("ledger.fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const OpenError refused = expect_refused(fifo);
+    CHECK(refused.code == OpenErrorCode::not_a_ledger);
+    CHECK_THAT(refused.message, Catch::Contains("not a regular file"));
+    CHECK(expect_refused("/dev/null").code == OpenErrorCode::not_a_ledger);
+  }
   SECTION("the log, lock or journal of another database, empty or not there yet") {
     const std::string other = dir.file("other.sqlite");
     REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(other, 1000)));

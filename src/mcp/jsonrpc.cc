@@ -143,8 +143,11 @@ Message classify(std::string_view line, WideIntegers wide) {
     return Invalid{Json(), kParseError, "parse error: " + error.message};
   }
   // Well-formed but ambiguous (duplicate keys, integers a double cannot
-  // keep apart, ...): refused, and told to the request that sent it.
-  std::string message = "ambiguous JSON refused: " + error.message + " (" + json_error_name(error.code) + ")";
+  // keep apart, ...) or beyond what is accepted (nesting, infinity):
+  // refused, and told to the request that sent it.
+  const bool ambiguous = error.code != JsonErrorCode::too_deep && error.code != JsonErrorCode::non_finite;
+  std::string message = std::string(ambiguous ? "ambiguous JSON refused: " : "JSON refused: ") + error.message +
+                        " (" + json_error_name(error.code) + ")";
   Json id = recover_id(line);
   if (id.is_null()) return Invalid{Json(), kParseError, std::move(message)};
   return Invalid{std::move(id), kInvalidParams, std::move(message)};

@@ -112,6 +112,18 @@ TEST_CASE("ambiguous JSON is refused and answered to the request that sent it", 
   Invalid two_ids = invalid_of(R"({"jsonrpc":"2.0","id":1,"id":2,"method":"ping"})");
   CHECK(two_ids.id.is_null());
   CHECK(two_ids.code == kParseError);
+  CHECK_THAT(duplicate.message, Catch::StartsWith("ambiguous JSON refused: "));
+}
+
+TEST_CASE("JSON too deep or too large to hold is refused as such, not called ambiguous", "[jsonrpc]") {
+  std::string deep = R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"a":)";
+  deep += std::string(200, '[') + std::string(200, ']') + "}}}";
+  Invalid too_deep = invalid_of(deep);
+  CHECK(too_deep.id == 7);
+  CHECK_THAT(too_deep.message, Catch::StartsWith("JSON refused: nesting") && Catch::Contains("(too_deep)"));
+  Invalid infinite = invalid_of(R"({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"arguments":{"n":1e400}}})");
+  CHECK(infinite.id == 8);
+  CHECK_THAT(infinite.message, Catch::StartsWith("JSON refused: ") && Catch::Contains("(non_finite)"));
 }
 
 TEST_CASE("recover_id finds the top-level id only", "[jsonrpc]") {
