@@ -626,22 +626,33 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
   const Tool& tool = *call->tool;
   // Whichever comes first answers: respond, or an exception before it.
   auto answered = std::make_shared<std::atomic<bool>>(false);
-  // Returns whether the response was sent.
-  auto answer = [this, call, answered](const std::function<std::string()>& response) {
+  // Returns whether the response was sent. unsent runs when it was not, and
+  // before the call counts as finished: drain() must not return, and the
+  // process go on to fence what it holds, before a withdrawal is queued.
+  auto answer = [this, call, answered](const std::function<std::string()>& response,
+                                       const std::function<void()>& unsent) {
     if (answered->exchange(true)) return false;
     const bool sent = finish_call(call, guarded_response(call->id, *call->tool, log_, response));
+    if (!sent && unsent) {
+      try {
+        unsent();
+      } catch (const std::exception& e) {
+        log_.error("call " + call->key + " (" + call->label + ") was not delivered, and undoing it failed: " + e.what());
+      }
+    }
     async_call_finished();
     return sent;
   };
   const std::string failure = guarded_response(call->id, tool, log_, [&] {
     tool.async_handler(call->arguments, [call, answer](ToolResult result) {
-      if (!answer([&] { return tool_result_line(call->id, result); }) && call->tool->on_undelivered) {
-        call->tool->on_undelivered(result);
-      }
+      answer([&] { return tool_result_line(call->id, result); },
+             [&] {
+               if (call->tool->on_undelivered) call->tool->on_undelivered(result);
+             });
     });
     return std::string();
   });
-  if (!failure.empty()) answer([&] { return failure; });
+  if (!failure.empty()) answer([&] { return failure; }, nullptr);
 }
 
 void Server::async_call_finished() {

@@ -484,6 +484,29 @@ TEST_CASE("asynchronous calls beyond what the server takes are refused busy at o
   }
 }
 
+TEST_CASE("an answer the client cannot receive is undone before drain returns", "[server][async]") {
+  // A serve whose client closed stdout withdraws the admission the answer
+  // carried; it must be queued before serve goes on to fence what it holds.
+  Deferred deferred;
+  Logger log{"test", LogLevel::error};
+  Server server{ServerInfo{"t", "", "1.0", ""}, {}, [](const std::string&) { throw OutputClosed("gone"); }, log};
+  Tool tool = deferred.tool("later");
+  std::atomic<bool> undone{false};
+  tool.on_undelivered = [&undone](const ToolResult& result) {
+    CHECK(result.structured["echo"]["n"] == 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a slow undo: drain must wait for it
+    undone = true;
+  };
+  server.set_tools({tool});
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(1, "tools/call", {{"name", "later"}, {"arguments", {{"n", 1}}}})));
+  REQUIRE(deferred.wait_pending(1));
+  std::thread answering([&] { deferred.answer_oldest(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the answer is being undone
+  server.drain();
+  CHECK(undone);
+  answering.join();
+}
+
 TEST_CASE("a call beyond the worker pool's room is refused busy at once, so the reader is never held",
           "[server]") {
   Gate gate;
