@@ -341,9 +341,11 @@ bool closed_at_start[3] = {false, false, false};
 void hold_closed_standard_streams() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    // open() returns the lowest free number: this one, the lower ones being open.
-    const int held = ::open("/dev/null", O_RDWR);
-    closed_at_start[fd] = held == fd;
+    closed_at_start[fd] = true;
+    // open() returns the lowest free number: this one, the lower ones being
+    // open. Without /dev/null (a bare container) the root directory holds it.
+    int held = ::open("/dev/null", O_RDWR);
+    if (held < 0) held = ::open("/", O_RDONLY | O_DIRECTORY);
     if (held >= 0 && held != fd) ::close(held);
   }
 }
