@@ -262,8 +262,10 @@ TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") 
   auto heartbeat = fence->heartbeat(wrong_token);
   REQUIRE(std::holds_alternative<Refusal>(heartbeat));
   CHECK(std::get<Refusal>(heartbeat).reason == Reason::ticket_invalid);
-  // Only a real holder's refused result goes to the audit log.
-  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'o-5'") == 0);
+  // Its result is kept all the same: a holder whose intent was swept and
+  // admitted again under the same generation looks just like this.
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'o-5' AND " +
+                     ledger.json_member("detail", "reason") + " = 'token_mismatch'") == 1);
   auto r3 = fence->commit(other_intent, {{"x", 1}});
   REQUIRE(std::holds_alternative<Refusal>(r3));
   CHECK(std::get<Refusal>(r3).reason == Reason::lease_lost);
@@ -369,8 +371,21 @@ TEST_CASE("a refused commit keeps its result in the audit log: cleared, swept or
   CHECK(std::get<Refusal>(swept).reason == Reason::lease_lost);
   CHECK(kept("o-swept", "ch_zombie") == 1);
 
+  // Swept after its result lifetime and admitted afresh: generations start
+  // over, so a holder retrying its commit names the new attempt's generation.
+  const Ticket first = admitted_ticket(fence->prepare(charge("o-again")));
+  committed(*fence, first, {{"charge_id", "ch_first"}});
+  clock.advance(5000);
+  REQUIRE(fence->sweep() >= 1);
+  const Ticket again = admitted_ticket(fence->prepare(charge("o-again")));
+  REQUIRE(again.generation == first.generation);
+  auto old_holder = fence->commit(first, {{"charge_id", "ch_first_retried"}});
+  REQUIRE(std::holds_alternative<Refusal>(old_holder));
+  CHECK(std::get<Refusal>(old_holder).reason == Reason::ticket_invalid);
+  CHECK(refused_commits(ledger, "o-again", "token_mismatch", {{"charge_id", "ch_first_retried"}}) == 1);
+
   // A refused commit is never counted as one.
-  CHECK(std::get<Stats>(fence->stats()).process.committed == 1);
+  CHECK(std::get<Stats>(fence->stats()).process.committed == 2);
 }
 
 TEST_CASE("a process holding an intent sees it resolved through another process at once", "[fence][fast_path]") {

@@ -113,10 +113,20 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
                        " was not recorded as an outcome; a certificate recorded before the sweep is kept.",
                    {{"intent", ticket.intent}}};
   }
-  // Each admission draws a new token and a new generation: the generation the
-  // ledger holds with another token is a ticket edited, not a lease lost.
-  const bool edited = row->generation == ticket.generation && !same_token(row->token, ticket.token);
-  if (!edited && !same_token(row->token, ticket.token)) {
+  // Each admission draws a new token and a new generation, so the generation
+  // the ledger holds with another token is an edited ticket, not a lease
+  // lost; or, rarely, a holder whose intent was swept and admitted afresh
+  // since (generations start over), so its result is still kept.
+  const bool token_mismatch = row->generation == ticket.generation && !same_token(row->token, ticket.token);
+  if (token_mismatch) {
+    return Refusal{Reason::ticket_invalid,
+                   action + " refused: the ticket's token for intent '" + ticket.intent +
+                       "' is not the one the ledger issued for its generation " + std::to_string(row->generation) +
+                       " (an edited ticket, or an attempt whose intent was swept and admitted again since). Send "
+                       "the ticket exactly as fence_prepare returned it.",
+                   {{"intent", ticket.intent}, {"token_mismatch", true}}};
+  }
+  if (!same_token(row->token, ticket.token)) {
     return Refusal{Reason::lease_lost,
                    action + " refused: your lease on intent '" + ticket.intent + "' was lost; generation " +
                        std::to_string(row->generation) + " (agent " + row->agent + ") now holds it, state " +
@@ -125,7 +135,7 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
                     {"current_generation", row->generation},
                     {"state", state_name(row->state)}}};
   }
-  if (edited || row->domain != ticket.domain || row->seq != ticket.seq || row->generation != ticket.generation) {
+  if (row->domain != ticket.domain || row->seq != ticket.seq || row->generation != ticket.generation) {
     return Refusal{Reason::ticket_invalid,
                    action + " refused: the ticket for intent '" + ticket.intent +
                        "' does not match what the ledger issued (edited ticket?). Send the ticket exactly "
@@ -300,9 +310,13 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   if (recorded) *recorded = false;
   auto held = row_held_by(txn, ticket, "fence_commit");
   if (auto* refusal = std::get_if<Refusal>(&held)) {
-    // A zombie, or a holder whose intent was swept: only an edited ticket is
-    // not worth keeping.
+    // A zombie, or a holder whose intent was swept (and perhaps admitted again
+    // under the same generation): only a ticket edited in its seq, domain or
+    // generation is not worth keeping.
     if (refusal->reason == Reason::lease_lost) keep_refused_result(txn, ticket, result, "lease_lost", ctx);
+    if (refusal->detail.value("token_mismatch", false)) {
+      keep_refused_result(txn, ticket, result, "token_mismatch", ctx);
+    }
     return *refusal;
   }
   IntentRow row = std::get<IntentRow>(held);
