@@ -5,8 +5,9 @@
 -- afterwards. And requested_at, the time a clear is recorded and dated in
 -- the event log, could be given in the INSERT, so a clear could be dated
 -- years before or after it happened and slip past `export --since` and the
--- runbook's queries by time. Now previous_state is filled in once, and the
--- ledger dates every clear itself.
+-- runbook's queries by time. Now previous_state is filled in once, by the
+-- ledger, and the ledger dates every clear itself (a clear becomes visible
+-- when its transaction commits: keep the transaction short).
 DROP TRIGGER clears_append_only_update;
 CREATE TRIGGER clears_append_only_update BEFORE UPDATE ON clears
 WHEN OLD.previous_state IS NOT NULL OR NEW.intent IS NOT OLD.intent OR NEW.operator IS NOT OLD.operator OR
@@ -20,6 +21,8 @@ CREATE TRIGGER clears_apply AFTER INSERT ON clears
 BEGIN
   SELECT RAISE(ABORT, 'effectfence: cannot clear: requested_at is the time the ledger records the clear; leave it out')
    WHERE NEW.requested_at IS NOT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
+  SELECT RAISE(ABORT, 'effectfence: cannot clear: previous_state is filled in by the ledger; leave it out')
+   WHERE NEW.previous_state IS NOT NULL;
   UPDATE clears SET previous_state = (SELECT state FROM intents WHERE intent = NEW.intent)
    WHERE id = NEW.id;
   INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)

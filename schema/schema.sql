@@ -171,6 +171,8 @@ CREATE TRIGGER clears_apply AFTER INSERT ON clears
 BEGIN
   SELECT RAISE(ABORT, 'effectfence: cannot clear: requested_at is the time the ledger records the clear; leave it out')
    WHERE NEW.requested_at IS NOT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
+  SELECT RAISE(ABORT, 'effectfence: cannot clear: previous_state is filled in by the ledger; leave it out')
+   WHERE NEW.previous_state IS NOT NULL;
   UPDATE clears SET previous_state = (SELECT state FROM intents WHERE intent = NEW.intent)
    WHERE id = NEW.id;
   INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)

@@ -393,6 +393,10 @@ TEST_CASE("a clear's record is whole: its previous state cannot be changed, and 
                          "INSERT INTO clears(intent, operator, reason, requested_at) VALUES ('f', 'mallory', 'ok', "
                          "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 3600000)",
                          dated);
+  expect_trigger_refuses(db,
+                         "INSERT INTO clears(intent, operator, reason, previous_state) VALUES ('f', 'mallory', 'ok', "
+                         "'unknown')",
+                         "effectfence: cannot clear: previous_state is filled in by the ledger; leave it out");
   CHECK(audit_trail(db) == before);
   expect_ok(db, "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'carol', 'checked the provider')");
   CHECK(rows(db, "SELECT previous_state FROM clears WHERE operator = 'carol'") == "failed\n");

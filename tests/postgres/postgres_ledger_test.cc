@@ -156,10 +156,24 @@ TEST_CASE("certificates, events and clears cannot be changed through SQL", "[pos
       CHECK_THAT(std::string(e.what()), Catch::Contains("requested_at is the time the ledger records the clear"));
     }
   }
+  try {
+    ledger.exec("INSERT INTO clears(intent, operator, reason, previous_state) VALUES ('to-backdate', 'mallory', 'ok', "
+                "'unknown')");
+    FAIL("the ledger accepted a clear with its own previous_state");
+  } catch (const pg::Error& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("previous_state is filled in by the ledger"));
+  }
   CHECK(ledger.count("SELECT count(*) FROM clears WHERE intent = 'to-backdate'") == 0);
-  ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('to-backdate', 'carol', 'checked')");
-  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'cleared' AND intent = 'to-backdate' "
-                     "AND abs(at - effectfence_now_ms()) < 60000") == 1);
+  // Dated when it is inserted, not when its transaction began: one statement
+  // at a time, as at the psql prompt (one message shares one statement time).
+  for (const char* sql : {"BEGIN", "CREATE TABLE clear_began AS SELECT effectfence_now_ms() AS ms",
+                          "SELECT pg_sleep(1.2)",
+                          "INSERT INTO clears(intent, operator, reason) VALUES ('to-backdate', 'carol', 'checked')",
+                          "COMMIT"}) {
+    ledger.exec(sql);
+  }
+  CHECK(ledger.count("SELECT count(*) FROM events, clear_began WHERE kind = 'cleared' AND intent = 'to-backdate' "
+                     "AND at >= ms + 1000 AND abs(at - effectfence_now_ms()) < 60000") == 1);
 }
 
 TEST_CASE("the operator's SQL clear refuses done, in-flight and nonexistent intents", "[postgres][clear]") {
