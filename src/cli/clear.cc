@@ -2,11 +2,14 @@
 // people who prefer not to write SQL. It is the same INSERT INTO clears the
 // runbook shows, so the ledger's triggers refuse the same nonsense and write
 // the same audit event; running servers see the clear at their next prepare.
+#include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -19,6 +22,25 @@
 
 namespace effectfence::cli {
 namespace {
+
+bool writable_by_me(const std::string& path) { return ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0; }
+
+// Why this user cannot write the SQLite ledger at path, if it cannot: the
+// file, and the -wal and -shm beside it (or the directory, to create them).
+std::optional<std::string> cannot_write_ledger(const std::string& path) {
+  if (is_postgres_ledger(path) || ::access(path.c_str(), F_OK) != 0) return std::nullopt;
+  const std::string directory = directory_of(path);
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY)) {
+    return path + " is on a read-only filesystem: a clear must be written to the ledger the servers use, "
+                  "on a writable filesystem";
+  }
+  const bool side_files_writable = writable_by_me(path + "-wal") && writable_by_me(path + "-shm");
+  if (writable_by_me(path) && (side_files_writable || writable_by_me(directory))) return std::nullopt;
+  return path + " cannot be written by this user (uid " + std::to_string(::geteuid()) +
+         "): clearing writes to the ledger, and to the -wal and -shm files SQLite keeps beside it in " + directory +
+         ". Run effectfence clear as the user the servers run as";
+}
 
 constexpr const char* kCommand = "clear";
 
@@ -96,12 +118,8 @@ int clear(const Args& args) {
   const std::string path = resolve_ledger_path(*parsed);
   // Clearing writes: a user who may only read gets the owner's way out, not
   // the reader's (a cleared copy would change nothing).
-  if (!is_postgres_ledger(path) && ::access(path.c_str(), F_OK) == 0 &&
-      (::access(path.c_str(), W_OK) != 0 || ::access(directory_of(path).c_str(), W_OK) != 0)) {
-    print_error(kCommand, "opening the ledger",
-                path + " cannot be written by this user (uid " + std::to_string(::geteuid()) +
-                    "): clearing writes to the ledger, and to the -wal and -shm files SQLite keeps beside it in " +
-                    directory_of(path) + ". Run effectfence clear as the user the servers run as");
+  if (auto why = cannot_write_ledger(path)) {
+    print_error(kCommand, "opening the ledger", *why);
     return kExitFailure;
   }
   // Clearing in a ledger that does not exist is a mistake in the path, not a

@@ -55,7 +55,9 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
                       "has " + std::to_string(st.st_nlink) +
                           " names (hard links). SQLite keeps a ledger's lock and log beside the name it is "
                           "opened by, so servers opening it under different names would not fence each other. "
-                          "Remove the other links (find / -samefile " + path + ") and give every server one name");
+                          "Find the others with find \"$(stat -c %m " + path + ")\" -xdev -samefile " + path +
+                          ", remove them, and give every server one name. A hard link is not a backup: it is the "
+                          "same file (make copies with sqlite3 " + path + " \".backup copy.sqlite\")");
   }
   if (st.st_size == 0) return std::nullopt;  // a creator died before writing: initialise it
   std::ifstream in(path, std::ios::binary);
