@@ -73,6 +73,16 @@ std::string intent_state(const std::string& db, const std::string& intent) {
   return r["result"]["structuredContent"]["intent"]["state"];
 }
 
+// Waits up to 15 s for serve's log to show text; returns whether it did.
+bool stderr_shows(ServeProcess& serve, const std::string& text) {
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (serve.stderr_text().find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE("stdin EOF: finish, fence the admission nobody can commit, close the ledger and exit 0",
@@ -100,11 +110,7 @@ TEST_CASE("a client that stops reading: the admission its answer carried is with
                   {"id", 1},
                   {"method", "tools/call"},
                   {"params", {{"name", "fence_prepare"}, {"arguments", prepare_args("o-unread")}}}});
-  const auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (serve.stderr_text().find("withdrew the admission of o-unread") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
+  CHECK(stderr_shows(serve, "withdrew the admission of o-unread"));
   serve.send(Json{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}});  // intake stops at the next line
   CHECK(serve.wait_exit() == 0);
   CHECK_THAT(serve.stderr_text(), Catch::Contains("withdrew the admission of o-unread") &&
@@ -209,11 +215,7 @@ TEST_CASE("SIGTERM finishes the call in flight without admitting it, then fences
   CHECK(serve.request("ping", "ping")["result"] == Json::object());
   serve.signal(SIGTERM);
   // serve stops admitting before it logs the signal; only then may the prepare reach the ledger.
-  const auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (serve.stderr_text().find("received SIGTERM") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
+  CHECK(stderr_shows(serve, "received SIGTERM"));
   REQUIRE(sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(lock);
 
