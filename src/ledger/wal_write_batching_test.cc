@@ -51,6 +51,14 @@ std::string integrity(sqlite3* db) {
   return v;
 }
 
+// A connection of its own opened on path sees `rows` rows in t, in a sound file.
+void expect_file_holds(const std::string& path, int64_t rows) {
+  sqlite3* db = open_db(path, nullptr);
+  CHECK(query(db, "SELECT count(*) FROM t") == rows);
+  CHECK(integrity(db) == "ok");
+  sqlite3_close(db);
+}
+
 // A writer as the ledger runs it: WAL, synchronous = FULL, through the VFS.
 sqlite3* open_writer(const std::string& path) {
   sqlite3* db = nullptr;
@@ -113,10 +121,7 @@ TEST_CASE("commits larger than one write of the wrapped VFS, and transactions th
   sqlite3_close(other);
   sqlite3_close(writer);
   // Reopened from the files alone (the log replayed), every row is there.
-  sqlite3* reopened = open_db(path, nullptr);
-  CHECK(query(reopened, "SELECT count(*) FROM t") == 400);
-  CHECK(integrity(reopened) == "ok");
-  sqlite3_close(reopened);
+  expect_file_holds(path, 400);
 }
 
 TEST_CASE("a log write that fails fails the commit, records nothing, and ends that connection's writing", "[ledger][wal_batching]") {
@@ -143,10 +148,7 @@ TEST_CASE("a log write that fails fails the commit, records nothing, and ends th
   sqlite3* restarted = open_writer(path);
   REQUIRE(exec(restarted, insert_rows(2)) == SQLITE_OK);
   sqlite3_close(restarted);
-  sqlite3* reopened = open_db(path, nullptr);
-  CHECK(query(reopened, "SELECT count(*) FROM t") == 7);
-  CHECK(integrity(reopened) == "ok");
-  sqlite3_close(reopened);
+  expect_file_holds(path, 7);
 }
 
 TEST_CASE("frames a rolled-back transaction left gathered are dropped, never written over another writer's commit",
@@ -173,10 +175,7 @@ TEST_CASE("frames a rolled-back transaction left gathered are dropped, never wri
   CHECK(integrity(other) == "ok");
   sqlite3_close(other);
   sqlite3_close(writer);
-  sqlite3* recovered = open_db(crash.file("t.sqlite"), nullptr);
-  CHECK(query(recovered, "SELECT count(*) FROM t") == 700);
-  CHECK(integrity(recovered) == "ok");
-  sqlite3_close(recovered);
+  expect_file_holds(crash.file("t.sqlite"), 700);
 }
 
 TEST_CASE("a full disk met while writing gathered frames for a read keeps that transaction from committing",
@@ -197,15 +196,9 @@ TEST_CASE("a full disk met while writing gathered frames for a read keeps that t
   const int commit = exec(writer, "COMMIT");
   CHECK(commit != SQLITE_OK);
   if (sqlite3_get_autocommit(writer) == 0) exec(writer, "ROLLBACK");
-  sqlite3* other = open_db(path, nullptr);
-  CHECK(query(other, "SELECT count(*) FROM t") == 100);
-  CHECK(integrity(other) == "ok");
-  sqlite3_close(other);
+  expect_file_holds(path, 100);
   sqlite3_close(writer);
-  sqlite3* reopened = open_db(path, nullptr);
-  CHECK(query(reopened, "SELECT count(*) FROM t") == 100);
-  CHECK(integrity(reopened) == "ok");
-  sqlite3_close(reopened);
+  expect_file_holds(path, 100);
 }
 
 TEST_CASE("a database SQLite pads commits for (no powersafe overwrite) keeps every commit", "[ledger][wal_batching]") {
@@ -228,9 +221,6 @@ TEST_CASE("a database SQLite pads commits for (no powersafe overwrite) keeps eve
   sqlite3_close(other);
   TempDir crash;
   copy_files(path, crash);
-  sqlite3* recovered = open_db(crash.file("t.sqlite"), nullptr);
-  CHECK(query(recovered, "SELECT count(*) FROM t") == 20);
-  CHECK(integrity(recovered) == "ok");
-  sqlite3_close(recovered);
+  expect_file_holds(crash.file("t.sqlite"), 20);
   sqlite3_close(writer);
 }
