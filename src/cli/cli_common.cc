@@ -335,7 +335,7 @@ std::string csv_field(std::string_view value) {
 
 
 namespace {
-bool closed_at_start[3] = {false, false, false};
+bool closed_at_start[3] = {false, false, false};  // stdin, stdout, stderr
 }  // namespace
 
 void hold_closed_standard_streams() {
@@ -350,15 +350,13 @@ void hold_closed_standard_streams() {
   }
 }
 
-bool standard_stream_was_closed(int fd) { return fd >= 0 && fd <= 2 && closed_at_start[fd]; }
-
 std::optional<int> refuse_closed_protocol_streams(const char* command) {
-  if (!standard_stream_was_closed(0) && !standard_stream_was_closed(1)) return std::nullopt;
+  const bool in = closed_at_start[0], out = closed_at_start[1];
+  if (!in && !out) return std::nullopt;
   std::fprintf(stderr,
                "effectfence %s: %s closed: it speaks MCP, reading requests on stdin and answering on stdout. "
                "Start it from an MCP client, which connects both\n",
-               command, standard_stream_was_closed(0) ? (standard_stream_was_closed(1) ? "stdin and stdout are" : "stdin is")
-                                                      : "stdout is");
+               command, in ? (out ? "stdin and stdout are" : "stdin is") : "stdout is");
   return kExitFailure;
 }
 

@@ -95,8 +95,6 @@ using effectfence::terminal_safe;  // reports print agents' text through it
 // /dev/null, so that no file or pipe opened later takes its number and is
 // read or written as if it were that stream. Remembers which were closed.
 void hold_closed_standard_streams();
-// True iff fd (0, 1 or 2) was closed when the process started.
-bool standard_stream_was_closed(int fd);
 // For the commands that speak MCP on stdin and stdout: a named error and
 // exit 2 if either was closed (an MCP client starts them with both open).
 std::optional<int> refuse_closed_protocol_streams(const char* command);

@@ -433,13 +433,10 @@ int64_t Fence::fence_own_in_flight(const std::string& why, std::vector<std::stri
   for (const Ticket& ticket : fast_->held_tickets()) {
     // After one refused write the others would each wait out the same busy
     // timeout: a stopping process must not outlast its supervisor's patience.
-    auto failure = refused ? std::optional<Refusal>(Refusal{Reason::ledger_busy, "not tried", {}}) : std::nullopt;
     bool done = false;
-    if (!failure) {
-      failure = write([&](LedgerTxn& txn) { done = rules::fence_held(txn, ticket, why, context(txn)); });
-    }
-    if (failure) {
-      refused = true;
+    refused = refused ||
+              write([&](LedgerTxn& txn) { done = rules::fence_held(txn, ticket, why, context(txn)); }).has_value();
+    if (refused) {
       if (left_in_flight) left_in_flight->push_back(ticket.intent);
       continue;  // still held: the next call tries again
     }

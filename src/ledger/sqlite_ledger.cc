@@ -50,7 +50,7 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
   }
   // SQLite keeps the write lock and the log beside the name it was given, so
   // processes opening one file under two names would not fence each other.
-  if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+  if (st.st_nlink > 1) {
     return open_error(OpenErrorCode::linked, path,
                       "has " + std::to_string(st.st_nlink) +
                           " names (hard links). SQLite keeps a ledger's lock and log beside the name it is "
