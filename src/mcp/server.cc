@@ -626,12 +626,12 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
   const Tool& tool = *call->tool;
   // Whichever comes first answers: respond, or an exception before it.
   auto answered = std::make_shared<std::atomic<bool>>(false);
-  // Returns whether the response was sent. unsent runs when it was not, and
-  // before the call counts as finished: drain() must not return, and the
-  // process go on to fence what it holds, before a withdrawal is queued.
+  // unsent runs when the response was not sent, and before the call counts
+  // as finished: drain() must not return, and the process go on to fence
+  // what it holds, before a withdrawal is queued.
   auto answer = [this, call, answered](const std::function<std::string()>& response,
                                        const std::function<void()>& unsent) {
-    if (answered->exchange(true)) return false;
+    if (answered->exchange(true)) return;
     const bool sent = finish_call(call, guarded_response(call->id, *call->tool, log_, response));
     if (!sent && unsent) {
       try {
@@ -641,7 +641,6 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
       }
     }
     async_call_finished();
-    return sent;
   };
   const std::string failure = guarded_response(call->id, tool, log_, [&] {
     tool.async_handler(call->arguments, [call, answer](ToolResult result) {
