@@ -228,7 +228,7 @@ TEST_CASE("a log that cannot be synced: nothing is answered as decided, and the 
     const auto failed = record_event(*ledger, "unsynced");
     REQUIRE(failed);
     CHECK(failed->reason == Reason::ledger_error);
-    CHECK(failed->message.find("could not be written to disk") != std::string::npos);
+    CHECK(failed->message.find("the disk failed") != std::string::npos);
     CHECK(failed->message.find("do not run the tool") != std::string::npos);
 
     // The disk recovers; this process still trusts nothing it would write.
@@ -240,4 +240,44 @@ TEST_CASE("a log that cannot be synced: nothing is answered as decided, and the 
   auto reopened = open_file_ledger(path);  // a restart, once the disk is healthy
   CHECK_FALSE(record_event(*reopened, "after restart"));
   CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'later'") == 0);
+}
+
+TEST_CASE("a log write that fails inside a batch, or a full disk: the ledger says to restart, never to retry",
+          "[ledger][power_loss]") {
+  const int error = GENERATE(SQLITE_IOERR_WRITE, SQLITE_FULL);
+  CAPTURE(error);
+  PowerLossVfs vfs;
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  {
+    auto ledger = open_file_ledger(path);
+    REQUIRE_FALSE(record_event(*ledger, "before"));
+
+    // A decision larger than SQLite's page cache writes pages to the log
+    // before its commit: the write fails in the middle of the batch.
+    vfs.fail_writes_of("-wal", error);
+    const auto failed = ledger->write([&](LedgerTxn& txn) {
+      for (int i = 0; i < 5000; ++i) {
+        EventRecord e;
+        e.kind = "admitted";
+        e.intent = "spill-" + std::to_string(i) + std::string(500, 'x');
+        e.actor = "test";
+        txn.append_event(e, 0);
+      }
+    });
+    REQUIRE(failed);
+    CHECK(failed->reason == Reason::ledger_error);
+    CHECK_THAT(failed->message, Catch::Contains("the disk failed") && Catch::Contains("do not run the tool") &&
+                                    Catch::Contains("restart") && !Catch::Contains("retry"));
+
+    // The disk recovers; this process still refuses, and says why.
+    vfs.fail_writes_of("", 0);
+    const auto later = record_event(*ledger, "later");
+    REQUIRE(later);
+    CHECK_THAT(later->message, Catch::Contains("refuses every decision") && !Catch::Contains("retry"));
+  }
+  auto reopened = open_file_ledger(path);  // a restart, once the disk is healthy
+  CHECK_FALSE(record_event(*reopened, "after restart"));
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent LIKE 'spill-%' OR intent = 'later'") == 0);
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent IN ('before', 'after restart')") == 2);
 }

@@ -274,16 +274,22 @@ class SqliteLedger final : public Ledger {
     try {
       run(read_only ? *begin_deferred_ : *begin_immediate_);
     } catch (const SQLite::Exception& e) {
-      answer_all(batch, storage_refusal(e, "could not start a transaction"));
+      answer_all(batch, stop_if_disk_failed(e, "could not start a transaction"));
       return;
     }
     note_external_changes();
     for (size_t i = 0; i < batch.size(); ++i) {
       results[i] = run_job(*batch[i]);
+      if (failed_) {
+        txn_.discard_batch();
+        if (!transaction_lost()) rollback_quietly();
+        answer_all(batch, *failed_);
+        return;
+      }
       if (transaction_lost()) {
-        // SQLite rolled back the whole transaction (a full disk, an I/O error,
-        // a trigger's RAISE(ROLLBACK)): the decisions before this one are gone,
-        // and each one after it would commit on its own.
+        // SQLite rolled back the whole transaction (a trigger's
+        // RAISE(ROLLBACK), an interrupt): the decisions before this one are
+        // gone, and each one after it would commit on its own.
         txn_.discard_batch();
         answer_all(batch, rolled_back(results[i]));
         return;
@@ -295,12 +301,7 @@ class SqliteLedger final : public Ledger {
     } catch (const SQLite::Exception& e) {
       txn_.discard_batch();
       rollback_quietly();
-      if (e.getErrorCode() == SQLITE_IOERR) {
-        failed_ = disk_failure(e);
-        answer_all(batch, *failed_);
-      } else {
-        answer_all(batch, storage_refusal(e, "could not commit"));
-      }
+      answer_all(batch, stop_if_disk_failed(e, "could not commit"));
       return;
     }
     transactions_.fetch_add(1);
@@ -324,6 +325,7 @@ class SqliteLedger final : public Ledger {
       txn_.keep_decision();
       return std::nullopt;
     } catch (const SQLite::Exception& e) {
+      if (disk_failed(e)) return stop_if_disk_failed(e, "decision failed");  // the caller ends the batch
       undo_job();
       return storage_refusal(e, "decision failed");
     } catch (const std::exception& e) {
@@ -397,16 +399,26 @@ class SqliteLedger final : public Ledger {
                                              "; nothing was decided, do not run the tool"};
   }
 
+  static bool disk_failed(const SQLite::Exception& e) {
+    const int primary = e.getErrorCode() & 0xff;
+    return primary == SQLITE_IOERR || primary == SQLITE_FULL;
+  }
+
   // After a failed write or fsync the kernel may have dropped pages it could
   // not write, and a later sync that succeeds does not bring them back (the
-  // log would have a hole, and recovery drops everything after it). So one
-  // I/O error at commit stops this process deciding until it is restarted.
-  static Refusal disk_failure(const SQLite::Exception& e) {
-    return Refusal{Reason::ledger_error,
-                   std::string("ledger: the commit could not be written to disk (") + e.what() +
-                       "); whether it was recorded is unknown, so do not run the tool. This process refuses "
-                       "every decision from now on, since what it writes after a failed sync cannot be trusted "
-                       "to survive: restart it once the disk is healthy"};
+  // log would have a hole, and recovery drops everything after it). SQLite's
+  // connection does not recover from a failed write either: every later
+  // transaction fails the same way. So one I/O error or full disk stops this
+  // process deciding until it is restarted, with a message that says so.
+  Refusal stop_if_disk_failed(const SQLite::Exception& e, const std::string& step) {
+    if (!disk_failed(e)) return storage_refusal(e, step);
+    failed_ = Refusal{Reason::ledger_error,
+                      "ledger: " + step + ": the disk failed (" + e.what() +
+                          "); whether the decisions in flight were recorded is unknown, so do not run the tool. "
+                          "This process refuses every decision from now on, since what it writes after a failed "
+                          "write or sync cannot be trusted to survive: free space or repair the disk, then restart "
+                          "it"};
+    return *failed_;
   }
 
   void answer_all(std::vector<Job*>& batch, const Refusal& refusal) {
@@ -427,7 +439,7 @@ class SqliteLedger final : public Ledger {
   std::atomic<uint64_t> external_changes_{0};
   std::atomic<uint64_t> transactions_{0};
   std::atomic<uint64_t> decisions_{0};
-  std::optional<Refusal> failed_;  // writer thread only: set by an I/O error at commit, kept
+  std::optional<Refusal> failed_;  // writer thread only: set by an I/O error or a full disk, kept
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
