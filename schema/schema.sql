@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 6), for people.
+-- effectfence ledger: the full current schema (version 7), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -17,7 +17,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 6;             -- schema version
+PRAGMA user_version = 7;             -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -50,6 +50,21 @@ CREATE TABLE intents (
   version          INTEGER NOT NULL DEFAULT 1
 ) STRICT;
 CREATE INDEX intents_by_state ON intents(state, domain);
+
+-- Clearing is an INSERT INTO clears (below), whose trigger sets the state:
+-- a hand UPDATE to 'cleared' would leave no audit. clears_apply sets
+-- updated_at to the clear's requested_at, and the clear's row holds the
+-- state it replaces: no hand UPDATE matches both.
+CREATE TRIGGER intents_cleared_through_clears BEFORE UPDATE OF state ON intents
+WHEN NEW.state = 'cleared' AND OLD.state IS NOT 'cleared' AND NOT EXISTS (
+  SELECT 1 FROM clears
+   WHERE intent = NEW.intent AND requested_at = NEW.updated_at AND previous_state = OLD.state)
+BEGIN SELECT RAISE(ABORT, 'effectfence: clear an intent with INSERT INTO clears(intent, operator, reason), which records who cleared it and why; a hand UPDATE of its state would not be audited'); END;
+-- Deleting an unfinished intent would make its next prepare fresh. Finished
+-- ones (done, cleared) are deleted by the sweep once they stop replaying.
+CREATE TRIGGER intents_unfinished_kept BEFORE DELETE ON intents
+WHEN OLD.state IS NOT 'done' AND OLD.state IS NOT 'cleared'
+BEGIN SELECT RAISE(ABORT, 'effectfence: an in-flight, failed or unknown intent cannot be deleted: its next prepare would be fresh and its effect could run again; reconcile it, then INSERT INTO clears(intent, operator, reason)'); END;
 
 -- Contention scopes. seq is the version column read-sets are checked
 -- against; it only ever goes up, so a sequence number is never reused.

@@ -407,6 +407,49 @@ TEST_CASE("a clear's record is whole: its previous state cannot be changed, and 
   sqlite3_close(db);
 }
 
+TEST_CASE("an intent is cleared only through clears, and only finished intents can be deleted", "[ledger][audit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  const std::string columns =
+      "INSERT INTO intents(intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, "
+      "holder_host, holder_boot, holder_pid, holder_started, lease_expires_at, admitted_at, updated_at) VALUES ";
+  exec_sql(path, columns +
+                     "('failed', 'failed', 'd', 'charge', '{}', 'p', 'a', 1, 1, 't', 'h', 'b', 1, 1, 1, 1, 1),"
+                     "('unknown', 'unknown', 'd', 'charge', '{}', 'p', 'a', 2, 1, 't', 'h', 'b', 1, 1, 1, 1, 1),"
+                     "('in-flight', 'in_flight', 'd', 'charge', '{}', 'p', 'a', 3, 1, 't', 'h', 'b', 1, 1, 1, 1, 1),"
+                     "('done', 'done', 'd', 'charge', '{}', 'p', 'a', 4, 1, 't', 'h', 'b', 1, 1, 1, 1, 1)");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const std::string before = audit_trail(db);
+
+  const std::string by_hand = "effectfence: clear an intent with INSERT INTO clears(intent, operator, reason)";
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'cleared' WHERE intent = 'failed'", by_hand);
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'cleared', updated_at = 2, reason = 'x' WHERE intent = 'unknown'",
+                         by_hand);
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'cleared' WHERE intent = 'in-flight'", by_hand);
+  const std::string unfinished = "effectfence: an in-flight, failed or unknown intent cannot be deleted";
+  for (const char* intent : {"failed", "unknown", "in-flight"}) {
+    expect_trigger_refuses(db, std::string("DELETE FROM intents WHERE intent = '") + intent + "'", unfinished);
+  }
+  expect_trigger_refuses(db, "DELETE FROM intents", unfinished);  // no truncation shortcut past the trigger
+  CHECK(audit_trail(db) == before);
+
+  // The audited way still works, for several intents in one statement too.
+  expect_ok(db, "INSERT INTO clears(intent, operator, reason) SELECT intent, 'carol', 'checked' FROM fenced");
+  CHECK(rows(db, "SELECT intent, state FROM intents WHERE state = 'cleared' ORDER BY intent") ==
+        "failed|cleared\nunknown|cleared\n");
+  CHECK(rows(db, "SELECT count(*) FROM events WHERE kind = 'cleared' AND actor = 'carol'") == "2\n");
+  // Fenced again later (a new attempt failed), a hand UPDATE is refused again:
+  // the earlier clear does not stand for this one.
+  expect_ok(db, "UPDATE intents SET state = 'failed', generation = 2, updated_at = updated_at + 5 WHERE intent = 'failed'");
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'cleared' WHERE intent = 'failed'", by_hand);
+  // Finished intents can go, as the sweep removes them.
+  expect_ok(db, "DELETE FROM intents WHERE state IN ('done', 'cleared')");
+  CHECK(rows(db, "SELECT intent FROM intents ORDER BY intent") == "failed\nin-flight\n");
+  sqlite3_close(db);
+}
+
 TEST_CASE("a ledger at schema version 1 is migrated on open: its rows kept, REPLACE refused", "[ledger][schema]") {
   TempDir dir;
   const std::string path = dir.file("v1.sqlite");

@@ -122,6 +122,13 @@ check_clear_refused_unknown() {
   expect_refused "clear-refused-unknown" "effectfence: cannot clear: no such intent"
 }
 
+check_clear_by_hand_refused() {
+  expect_refused "clear-by-hand-refused" "effectfence: clear an intent with INSERT INTO clears\\(intent, operator, reason\\)"
+  expect_match "$ERR" "effectfence: an in-flight, failed or unknown intent cannot be deleted" \
+    "clear-by-hand-refused: deleting a fenced intent is refused"
+  expect_eq "$(state_of charge:order-126)" "failed" "a fenced intent stays fenced after hand edits"
+}
+
 check_domain_sequences() {
   expect_success "domain-sequences"
   expect_match "$OUT" "^order:123\|2\|$(cert_of receipt:order-123)\|0\|" "domain-sequences: order:123 at seq 2, latest the receipt"

@@ -102,7 +102,7 @@ check_audit_is_append_only() {
 check_triggers() {
   expect_success "triggers"
   expect_eq "$(tr '\n' ' ' <<<"$OUT")" \
-    "certificates_immutable|certificates certificates_immutable_truncate|certificates clears_append_only_delete|clears clears_append_only_truncate|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only|events events_append_only_truncate|events " \
+    "certificates_immutable|certificates certificates_immutable_truncate|certificates clears_append_only_delete|clears clears_append_only_truncate|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only|events events_append_only_truncate|events intents_cleared_through_clears|intents intents_not_truncated|intents intents_unfinished_kept|intents " \
     "triggers lists every protection"
 }
 
@@ -155,7 +155,7 @@ check_export_verify() {
 }
 
 EXPECTED="what-is-fenced.psql in-flight.psql intent-history.psql order-123.psql clear.psql clear-confirm.psql \
-clear-refused-done.psql clear-refused-in-flight.psql clear-refused-unknown.psql cli-clear.sh \
+clear-refused-done.psql clear-refused-in-flight.psql clear-refused-unknown.psql clear-by-hand-refused.psql cli-clear.sh \
 audit-is-append-only.psql triggers.psql last-hour.psql domain-sequences.psql counters.psql size.psql sweep.psql \
 export-verify.sh"
 

@@ -116,7 +116,7 @@ check_audit_is_append_only() {
 check_triggers() {
   expect_success "triggers"
   expect_eq "$(tr '\n' ' ' <<<"$OUT")" \
-    "certificates_immutable_delete|certificates certificates_immutable_replace|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_renumber|clears clears_append_only_replace|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only_delete|events events_append_only_replace|events events_append_only_update|events " \
+    "certificates_immutable_delete|certificates certificates_immutable_replace|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_renumber|clears clears_append_only_replace|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only_delete|events events_append_only_replace|events events_append_only_update|events intents_cleared_through_clears|intents intents_unfinished_kept|intents " \
     "triggers lists every protection"
 }
 
@@ -208,7 +208,7 @@ check_export_verify() {
 # --- run ------------------------------------------------------------------------
 
 EXPECTED="session-settings.sql what-is-fenced.sql in-flight.sql intent-history.sql order-123.sql clear.sql \
-clear-confirm.sql clear-refused-done.sql clear-refused-in-flight.sql clear-refused-unknown.sql cli-clear.sh \
+clear-confirm.sql clear-refused-done.sql clear-refused-in-flight.sql clear-refused-unknown.sql cli-clear.sh clear-by-hand-refused.sql \
 audit-is-append-only.sql triggers.sql last-hour.sql domain-sequences.sql counters.sql size.sql retention.sql sweep.sql \
 compact.sql backup.sh export-verify.sh"
 

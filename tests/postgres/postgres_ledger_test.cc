@@ -176,6 +176,32 @@ TEST_CASE("certificates, events and clears cannot be changed through SQL", "[pos
                      "AND at >= ms + 1000 AND abs(at - effectfence_now_ms()) < 60000") == 1);
 }
 
+TEST_CASE("an intent is cleared only through clears, and only finished intents can be deleted or truncated",
+          "[postgres][audit]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  REQUIRE(std::holds_alternative<Certificate>(fence->commit(admitted_ticket(fence->prepare(charge("done"))), {{"ok", 1}})));
+  fence->abort(admitted_ticket(fence->prepare(charge("failed"))), "unclear");
+  admitted_ticket(fence->prepare(charge("in-flight")));
+
+  const std::string by_hand = "effectfence: clear an intent with INSERT INTO clears(intent, operator, reason)";
+  expect_refused_sql(ledger, "UPDATE intents SET state = 'cleared' WHERE intent = 'failed'", by_hand);
+  expect_refused_sql(ledger, "UPDATE intents SET state = 'cleared', updated_at = effectfence_now_ms() WHERE intent = 'in-flight'",
+                     by_hand);
+  const std::string unfinished = "effectfence: an in-flight, failed or unknown intent cannot be deleted";
+  expect_refused_sql(ledger, "DELETE FROM intents WHERE intent = 'failed'", unfinished);
+  expect_refused_sql(ledger, "DELETE FROM intents WHERE intent = 'in-flight'", unfinished);
+  expect_refused_sql(ledger, "TRUNCATE intents", "effectfence: intents cannot be truncated");
+  CHECK(ledger.count("SELECT count(*) FROM intents WHERE state IN ('failed', 'in_flight')") == 2);
+  CHECK(ledger.count("SELECT count(*) FROM clears") == 0);
+
+  ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('failed', 'carol', 'checked')");
+  CHECK(ledger.count("SELECT count(*) FROM intents WHERE intent = 'failed' AND state = 'cleared'") == 1);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'cleared' AND actor = 'carol'") == 1);
+  ledger.exec("DELETE FROM intents WHERE state IN ('done', 'cleared')");
+  CHECK(ledger.count("SELECT count(*) FROM intents") == 1);
+}
+
 TEST_CASE("the operator's SQL clear refuses done, in-flight and nonexistent intents", "[postgres][clear]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
