@@ -54,7 +54,8 @@ CREATE INDEX intents_by_state ON intents(state, domain);
 -- Clearing is an INSERT INTO clears (below), whose trigger sets the state:
 -- a hand UPDATE to 'cleared' would leave no audit. clears_apply sets
 -- updated_at to the clear's requested_at, and the clear's row holds the
--- state it replaces: no hand UPDATE matches both.
+-- state it replaces: a hand UPDATE matches both only if the intent was set
+-- back by hand since its last clear.
 CREATE TRIGGER intents_cleared_through_clears BEFORE UPDATE OF state ON intents
 WHEN NEW.state = 'cleared' AND OLD.state IS NOT 'cleared' AND NOT EXISTS (
   SELECT 1 FROM clears
@@ -65,6 +66,10 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: clear an intent with INSERT INTO clears(
 CREATE TRIGGER intents_unfinished_kept BEFORE DELETE ON intents
 WHEN OLD.state IS NOT 'done' AND OLD.state IS NOT 'cleared'
 BEGIN SELECT RAISE(ABORT, 'effectfence: an in-flight, failed or unknown intent cannot be deleted: its next prepare would be fresh and its effect could run again; reconcile it, then INSERT INTO clears(intent, operator, reason)'); END;
+-- Nor renamed, which would free its name just the same.
+CREATE TRIGGER intents_renamed_never BEFORE UPDATE OF intent ON intents
+WHEN NEW.intent IS NOT OLD.intent
+BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be renamed: its next prepare would be fresh and its effect could run again'); END;
 
 -- Contention scopes. seq is the version column read-sets are checked
 -- against; it only ever goes up, so a sequence number is never reused.

@@ -244,6 +244,7 @@ TEST_CASE("a log that cannot be synced: nothing is answered as decided, and the 
 
 TEST_CASE("a log write that fails inside a batch, or a full disk: the ledger says to restart, never to retry",
           "[ledger][power_loss]") {
+  // What the file system's layer reports: an I/O error, or a full disk (ENOSPC).
   const int error = GENERATE(SQLITE_IOERR_WRITE, SQLITE_FULL);
   CAPTURE(error);
   PowerLossVfs vfs;

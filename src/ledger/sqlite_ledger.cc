@@ -399,16 +399,15 @@ class SqliteLedger final : public Ledger {
                                              "; nothing was decided, do not run the tool"};
   }
 
-  static bool disk_failed(const SQLite::Exception& e) {
-    const int primary = e.getErrorCode() & 0xff;
-    return primary == SQLITE_IOERR || primary == SQLITE_FULL;
-  }
+  // A full disk is one of these too: the log's writes go through
+  // wal_write_batching, which reports every failed write as SQLITE_IOERR_WRITE.
+  static bool disk_failed(const SQLite::Exception& e) { return (e.getErrorCode() & 0xff) == SQLITE_IOERR; }
 
   // After a failed write or fsync the kernel may have dropped pages it could
   // not write, and a later sync that succeeds does not bring them back (the
   // log would have a hole, and recovery drops everything after it). SQLite's
   // connection does not recover from a failed write either: every later
-  // transaction fails the same way. So one I/O error or full disk stops this
+  // transaction fails the same way. So one I/O error (a full disk included) stops this
   // process deciding until it is restarted, with a message that says so.
   Refusal stop_if_disk_failed(const SQLite::Exception& e, const std::string& step) {
     if (!disk_failed(e)) return storage_refusal(e, step);
@@ -439,7 +438,7 @@ class SqliteLedger final : public Ledger {
   std::atomic<uint64_t> external_changes_{0};
   std::atomic<uint64_t> transactions_{0};
   std::atomic<uint64_t> decisions_{0};
-  std::optional<Refusal> failed_;  // writer thread only: set by an I/O error or a full disk, kept
+  std::optional<Refusal> failed_;  // writer thread only: set by an I/O error (a full disk included), kept
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -407,7 +407,8 @@ TEST_CASE("a clear's record is whole: its previous state cannot be changed, and 
   sqlite3_close(db);
 }
 
-TEST_CASE("an intent is cleared only through clears, and only finished intents can be deleted", "[ledger][audit]") {
+TEST_CASE("an intent is cleared only through clears, keeps its name, and only finished intents can be deleted",
+          "[ledger][audit]") {
   TempDir dir;
   const std::string path = dir.file("l.sqlite");
   REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
@@ -433,6 +434,9 @@ TEST_CASE("an intent is cleared only through clears, and only finished intents c
     expect_trigger_refuses(db, std::string("DELETE FROM intents WHERE intent = '") + intent + "'", unfinished);
   }
   expect_trigger_refuses(db, "DELETE FROM intents", unfinished);  // no truncation shortcut past the trigger
+  const std::string renamed = "effectfence: an intent cannot be renamed";
+  expect_trigger_refuses(db, "UPDATE intents SET intent = 'failed-old' WHERE intent = 'failed'", renamed);
+  expect_trigger_refuses(db, "UPDATE OR REPLACE intents SET intent = 'unknown' WHERE intent = 'done'", renamed);
   CHECK(audit_trail(db) == before);
 
   // The audited way still works, for several intents in one statement too.

@@ -176,7 +176,7 @@ TEST_CASE("certificates, events and clears cannot be changed through SQL", "[pos
                      "AND at >= ms + 1000 AND abs(at - effectfence_now_ms()) < 60000") == 1);
 }
 
-TEST_CASE("an intent is cleared only through clears, and only finished intents can be deleted or truncated",
+TEST_CASE("an intent is cleared only through clears, keeps its name, and only finished intents can be deleted or truncated",
           "[postgres][audit]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
@@ -192,6 +192,8 @@ TEST_CASE("an intent is cleared only through clears, and only finished intents c
   expect_refused_sql(ledger, "DELETE FROM intents WHERE intent = 'failed'", unfinished);
   expect_refused_sql(ledger, "DELETE FROM intents WHERE intent = 'in-flight'", unfinished);
   expect_refused_sql(ledger, "TRUNCATE intents", "effectfence: intents cannot be truncated");
+  expect_refused_sql(ledger, "UPDATE intents SET intent = 'failed-old' WHERE intent = 'failed'",
+                     "effectfence: an intent cannot be renamed");
   CHECK(ledger.count("SELECT count(*) FROM intents WHERE state IN ('failed', 'in_flight')") == 2);
   CHECK(ledger.count("SELECT count(*) FROM clears") == 0);
 
