@@ -43,6 +43,7 @@ class SqliteReader final : public LedgerReader {
   }
   const std::string& name() const override { return name_; }
   const char* certificate_tiebreak() const override { return "rowid"; }
+  bool is_sqlite() const override { return true; }
 
  private:
   std::unique_ptr<SQLite::Database> db_;
@@ -111,6 +112,7 @@ class PostgresReader final : public LedgerReader {
   }
   const std::string& name() const override { return name_; }
   const char* certificate_tiebreak() const override { return "hash"; }
+  bool is_sqlite() const override { return false; }
 
  private:
   std::unique_ptr<pg::Connection> db_;

@@ -36,6 +36,8 @@ class LedgerReader {
   // A column that orders certificates committed in the same millisecond
   // the same way every time ("rowid" in SQLite, "hash" in PostgreSQL).
   virtual const char* certificate_tiebreak() const = 0;
+  // Whether the ledger is an SQLite file (its schema is then in sqlite_master).
+  virtual bool is_sqlite() const = 0;
 };
 
 // Opens the ledger --db / EFFECTFENCE_LEDGER names, read-only: an SQLite

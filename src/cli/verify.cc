@@ -11,6 +11,7 @@
 // certificate of its intent. In a ledger, a done intent must name one of its
 // own certificates, a domain head the certificate of its domain at head_seq,
 // and no certificate may carry a seq its domain has not handed out yet.
+// An SQLite ledger must still hold the triggers that protect it, as built.
 // An export must start with its header record and end with its end record,
 // whose counts must match, and hold no two certificates for one (domain, seq).
 //
@@ -28,6 +29,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/ledger_protections.h"
 #include "cli/ledger_reader.h"
 #include "ledger/open_ledger.h"
 #include "core/sha256.h"
@@ -50,10 +52,12 @@ void print_usage(std::FILE* out) {
                "event of its intent naming it and every such event names a certificate. On a\n"
                "ledger (opened read-only) it also checks that the columns agree with the hashed\n"
                "bodies, that done intents and domain heads name their own certificates, and that\n"
-               "no certificate's seq is beyond its domain's. An export must begin with its header\n"
-               "record and end with its end record (counts matching), and hold one certificate\n"
-               "per (domain, seq). On an export of part of a ledger (export --since), parents\n"
-               "older than the export are counted, not reported.\n\n"
+               "no certificate's seq is beyond its domain's; on an SQLite ledger, that every\n"
+               "trigger effectfence built at its schema version is still there, unchanged. An\n"
+               "export must begin with its header record and end with its end record (counts\n"
+               "matching), and hold one certificate per (domain, seq). On an export of part of a\n"
+               "ledger (export --since), parents older than the export are counted, not\n"
+               "reported.\n\n"
                "options:\n"
                "  --db PATH      ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --export FILE  check a JSONL file written by effectfence export instead (also --dump FILE)\n"
@@ -224,6 +228,7 @@ class LedgerVerifier {
   LedgerVerifier(LedgerReader& db, Problems& problems) : db_(db), problems_(problems) {}
 
   void run(Report& report) {
+    check_protections();
     check_certificates(report);
     check_certificates_issued();
     check_committed_events();
@@ -233,6 +238,24 @@ class LedgerVerifier {
   }
 
  private:
+  // Rows are only as trustworthy as the triggers that kept them.
+  void check_protections() {
+    for (const ProtectionGap& gap : protection_gaps(db_)) {
+      const std::string what = "trigger " + gap.trigger + " on " + gap.table;
+      if (gap.changed) {
+        problems_.add({"", "protection_changed",
+                       what + " is not the one effectfence created: what it guards may have been changed through "
+                              "SQL; compare it with schema/schema.sql",
+                       0});
+      } else {
+        problems_.add({"", "protection_missing",
+                       what + " was dropped: what it guards may have been changed through SQL since; recreate it "
+                              "from schema/schema.sql",
+                       0});
+      }
+    }
+  }
+
   // An evicted domain has no row (its numbers live on in its domain_evicted
   // event), so the domain's seq is only compared when the row exists.
   void check_certificates(Report& report) {

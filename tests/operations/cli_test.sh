@@ -10,6 +10,7 @@ EF=$(realpath "$1")
 FIXTURE=$(realpath "$2")
 SQLITE3=$(realpath "$3")
 source "$(dirname "$0")/lib.sh"
+MIGRATIONS_DIR=$(cd "$(dirname "$0")/../../migrations" && pwd)
 command -v jq >/dev/null || { echo "FAIL: jq is needed to read effectfence's JSON output" >&2; exit 1; }
 
 LEDGER=$WORK/ledger.sqlite
@@ -32,8 +33,19 @@ tampered_copy() {
   local copy=$WORK/$1
   rm -f "$copy"
   "$SQLITE3" -batch "$LEDGER" ".timeout 5000" ".backup $copy"
-  q "$copy" "DROP TRIGGER certificates_immutable_update; DROP TRIGGER certificates_immutable_delete;"
   echo "$copy"
+}
+
+# tamper COPY SQL TRIGGER...: runs SQL on COPY past the named triggers, then
+# puts them back as effectfence built them, so verify judges the rows alone.
+CERTIFICATE_TRIGGERS="certificates_immutable_update certificates_immutable_delete"
+tamper() {
+  local copy=$1 sql=$2 names restore
+  shift 2
+  names=$(printf "'%s'," "$@")
+  restore=$(q "$LEDGER" "SELECT group_concat(sql, ';' || char(10)) || ';' FROM sqlite_master
+                         WHERE type = 'trigger' AND name IN (${names%,})")
+  q "$copy" "$(printf 'DROP TRIGGER %s; ' "$@") $sql; $restore"
 }
 
 "$FIXTURE" populate "$LEDGER" || { fail "could not write the ledger"; finish; exit 1; }
@@ -384,7 +396,7 @@ CHARGE=$(cert_of charge:order-123)
 RECEIPT=$(cert_of receipt:order-123)
 
 copy=$(tampered_copy body.sqlite)
-q "$copy" "UPDATE certificates SET body = replace(body, '\"amount_cents\":4900', '\"amount_cents\":4901') WHERE intent = 'charge:order-123'"
+tamper "$copy" "UPDATE certificates SET body = replace(body, '\"amount_cents\":4900', '\"amount_cents\":4901') WHERE intent = 'charge:order-123'" $CERTIFICATE_TRIGGERS
 run "$EF" verify --db "$copy"
 expect_eq "$RC" 1 "verify fails a ledger with an altered certificate body"
 expect_match "$OUT" "^  $CHARGE: hash_mismatch: " "verify names the altered certificate"
@@ -393,7 +405,7 @@ expect_eq "$(jq -c '[.ok, .problems_total, .problems[0].certificate, .problems[0
   "verify --json names the altered certificate"
 
 copy=$(tampered_copy parent.sqlite)
-q "$copy" "DELETE FROM certificates WHERE intent = 'charge:order-123'"
+tamper "$copy" "DELETE FROM certificates WHERE intent = 'charge:order-123'" $CERTIFICATE_TRIGGERS
 run "$EF" verify --db "$copy" --json
 expect_eq "$RC" 1 "verify fails a ledger with a deleted certificate"
 expect_eq "$(jq -c '[.problems[] | [.certificate, .kind]] | sort' <<<"$OUT")" \
@@ -405,20 +417,20 @@ body=$(q "$copy" "SELECT body FROM certificates WHERE intent = 'receipt:order-12
 forged=$(sed -E 's/"vector_clock":\{[^}]*\}/"vector_clock":{}/' <<<"$body")
 forged_hash=$(printf '%s' "$forged" | sha256sum | cut -c1-64)
 expect_match "$body" '"vector_clock":\{"[^}]+\}' "the receipt has a vector clock to forge"
-q "$copy" "UPDATE certificates SET body = '$forged', hash = '$forged_hash' WHERE intent = 'receipt:order-123'"
+tamper "$copy" "UPDATE certificates SET body = '$forged', hash = '$forged_hash' WHERE intent = 'receipt:order-123'" $CERTIFICATE_TRIGGERS
 run "$EF" verify --db "$copy" --json
 expect_eq "$RC" 1 "verify fails a resealed certificate whose clock goes backwards"
 expect_eq "$(jq -c --arg h "$forged_hash" '[.problems[] | select(.certificate == $h) | .kind] | sort' <<<"$OUT")" \
   '["clock_not_dominating","missing_event"]' "verify names the certificate whose clock does not dominate its parent's"
 
 copy=$(tampered_copy columns.sqlite)
-q "$copy" "UPDATE certificates SET tool = 'refund' WHERE intent = 'charge:order-123'"
+tamper "$copy" "UPDATE certificates SET tool = 'refund' WHERE intent = 'charge:order-123'" $CERTIFICATE_TRIGGERS
 run "$EF" verify --db "$copy" --json
 expect_eq "$(jq -c '[.problems_total, .problems[0].certificate, .problems[0].kind]' <<<"$OUT")" "[1,\"$CHARGE\",\"column_mismatch\"]" \
   "verify catches a column that disagrees with the hashed body"
 
 copy=$(tampered_copy many.sqlite)
-q "$copy" "UPDATE certificates SET body = body || ' '"
+tamper "$copy" "UPDATE certificates SET body = body || ' '" $CERTIFICATE_TRIGGERS
 run "$EF" verify --db "$copy" --limit 2 --json
 expect_eq "$(jq -c '[(.problems | length), .problems_total > 2]' <<<"$OUT")" "[2,true]" "--limit shows the first N problems and counts all"
 run "$EF" verify --db "$copy" --limit 2
@@ -454,9 +466,9 @@ copy=$(tampered_copy resealed.sqlite)
 body=$(q "$copy" "SELECT body FROM certificates WHERE hash = '$RECEIPT'")
 resealed=$(sed 's/"sent":true/"sent":false/' <<<"$body")
 resealed_hash=$(printf '%s' "$resealed" | sha256sum | cut -c1-64)
-q "$copy" "UPDATE certificates SET body = '$resealed', hash = '$resealed_hash' WHERE hash = '$RECEIPT';
-           UPDATE domains SET head = '$resealed_hash' WHERE head = '$RECEIPT';
-           UPDATE intents SET cert_hash = '$resealed_hash' WHERE cert_hash = '$RECEIPT'"
+tamper "$copy" "UPDATE certificates SET body = '$resealed', hash = '$resealed_hash' WHERE hash = '$RECEIPT';
+                UPDATE domains SET head = '$resealed_hash' WHERE head = '$RECEIPT';
+                UPDATE intents SET cert_hash = '$resealed_hash' WHERE cert_hash = '$RECEIPT'" $CERTIFICATE_TRIGGERS
 problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$resealed_hash" missing_event "$RECEIPT" missing_certificate)" \
   "verify fails a resealed certificate: no commit issued it, and its committed event names the original"
@@ -464,14 +476,14 @@ expect_eq "$RC $PROBLEMS" "1 $(pairs "$resealed_hash" missing_event "$RECEIPT" m
 # Deleting the newest certificate and everything that pointed at it but the
 # append-only event log.
 copy=$(tampered_copy removed.sqlite)
-q "$copy" "DELETE FROM certificates WHERE hash = '$RECEIPT';
-           UPDATE domains SET head = '$CHARGE', head_seq = 1 WHERE domain = 'order:123';
-           DELETE FROM intents WHERE intent = 'receipt:order-123'"
+tamper "$copy" "DELETE FROM certificates WHERE hash = '$RECEIPT';
+                UPDATE domains SET head = '$CHARGE', head_seq = 1 WHERE domain = 'order:123';
+                DELETE FROM intents WHERE intent = 'receipt:order-123'" $CERTIFICATE_TRIGGERS
 problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$RECEIPT" missing_certificate)" \
   "verify fails a deleted certificate whose committed event is still in the log"
 
-# Crossed references, with plain UPDATEs (intents and domains have no triggers).
+# Crossed references, with plain UPDATEs (these edits of intents and domains are not refused).
 copy=$WORK/crossed.sqlite
 q "$LEDGER" ".backup '$copy'"
 PAYOUT=$(cert_of payout:batch-8 "$copy")
@@ -507,12 +519,36 @@ for edit in "upper(detail)" "detail || ' trailing'" "'{\"certificate\":\"$CHARGE
   copy=$WORK/near-miss.sqlite
   rm -f "$copy"
   q "$LEDGER" ".backup '$copy'"
-  q "$copy" "DROP TRIGGER events_append_only_update;
-             UPDATE events SET detail = $edit WHERE kind = 'committed' AND intent = 'charge:order-123'"
+  tamper "$copy" "UPDATE events SET detail = $edit WHERE kind = 'committed' AND intent = 'charge:order-123'" \
+    events_append_only_update
   problems "$copy"
   expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_event "$CHARGE" missing_event)" \
     "verify fails a committed event whose detail only nearly names its certificate ($edit)"
 done
+
+# Protections dropped or rewritten: the rows may have been changed since.
+copy=$(tampered_copy unprotected.sqlite)
+q "$copy" "DROP TRIGGER events_append_only_delete; DROP TRIGGER intents_cleared_through_clears;
+           CREATE TRIGGER intents_cleared_through_clears BEFORE UPDATE OF state ON intents WHEN 0 BEGIN SELECT 1; END"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" protection_changed "" protection_missing)" \
+  "verify fails a ledger whose protections were dropped or rewritten"
+run "$EF" verify --db "$copy"
+expect_match "$OUT" "protection_missing: trigger events_append_only_delete on events was dropped" \
+  "verify names the dropped trigger"
+expect_match "$OUT" "protection_changed: trigger intents_cleared_through_clears on intents is not the one effectfence created" \
+  "verify names the rewritten trigger"
+
+# A ledger at an older schema is held to the protections of its own version.
+copy=$WORK/schema3.sqlite
+for migration in "$MIGRATIONS_DIR"/000[123]_*.sql; do cat "$migration"; done | "$SQLITE3" -batch "$copy"
+q "$copy" "PRAGMA application_id = 1162235459; PRAGMA user_version = 3" >/dev/null
+run "$EF" verify --db "$copy" --json
+expect_eq "$RC $(jq -c '[.ok, .problems_total]' <<<"$OUT")" "0 [true,0]" \
+  "verify holds a schema 3 ledger to schema 3's protections, not to later ones"
+q "$copy" "DROP TRIGGER events_append_only_replace"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" protection_missing)" "verify fails a schema 3 ledger missing one of them"
 
 # What a ledger legitimately loses: swept intents and evicted domains.
 copy=$WORK/swept.sqlite
