@@ -275,6 +275,27 @@ TEST_CASE("files that are not a usable ledger are refused with a named error", "
     run_sql(db, "PRAGMA user_version = 999");
     CHECK_THAT(expect_refused_ledger({"serve", "--db", db}), Catch::Contains("cannot open ledger: newer_schema"));
   }
+  SECTION("a ledger whose pages are damaged behind an intact header") {
+    const std::string db = dir.file("damaged.sqlite");
+    create_ledger(db);
+    REQUIRE_FALSE(std::filesystem::exists(db + "-wal"));  // all of it is in the file
+    {
+      std::fstream file(db, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(3 * 4096);
+      const std::string zeros(5 * 4096, '\0');
+      file.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+      REQUIRE(file.good());
+    }
+    CHECK_THAT(expect_refused_ledger({"serve", "--db", db}),
+               Catch::Contains("cannot open ledger: corrupt") && Catch::Contains("quick_check"));
+  }
+  SECTION("a ledger whose schema version was reset") {
+    const std::string db = dir.file("reset.sqlite");
+    create_ledger(db);
+    run_sql(db, "PRAGMA user_version = 0");
+    CHECK_THAT(expect_refused_ledger({"serve", "--db", db}),
+               Catch::Contains("cannot open ledger: corrupt") && Catch::Contains("schema version was set to 0"));
+  }
   SECTION("a path that cannot be written") {
     CHECK_THAT(expect_refused_ledger({"serve", "--db", dir.file("no/such/dir/l.sqlite")}),
                Catch::Contains("cannot open ledger: unwritable"));
