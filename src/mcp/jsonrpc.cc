@@ -186,6 +186,11 @@ Message classify_document(const Json& document) {
     return response;
   }
   if (method_it == document.end()) {
+    if (document.contains("result") || document.contains("error")) {
+      // Answering it would send the peer a response to its own request id.
+      return Invalid{id, kInvalidRequest,
+                     "invalid response: it must hold exactly one of \"result\" and \"error\", and an id", false};
+    }
     return Invalid{id, kInvalidRequest, "invalid request: no \"method\" (and not a response either)"};
   }
   if (!method_it->is_string()) {

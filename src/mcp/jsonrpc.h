@@ -45,6 +45,7 @@ struct Invalid {
   Json id;  // the request's id when it can be told unambiguously, else null
   int code;
   std::string message;
+  bool answer = true;  // false for a malformed response: a response is never answered
 };
 
 using Message = std::variant<Request, Notification, Response, Invalid>;

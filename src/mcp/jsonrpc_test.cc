@@ -81,6 +81,10 @@ TEST_CASE("envelope errors", "[jsonrpc]") {
   CHECK(invalid_of(R"({"jsonrpc":"2.0","id":true,"method":"ping"})").code == kInvalidRequest);
   CHECK(invalid_of(R"({"jsonrpc":"2.0","id":null,"method":"ping"})").code == kInvalidRequest);
   CHECK(invalid_of(R"({"jsonrpc":"2.0","id":1})").code == kInvalidRequest);
+  CHECK(invalid_of(R"({"jsonrpc":"2.0","id":1})").answer);
+  Invalid both = invalid_of(R"({"jsonrpc":"2.0","id":5,"result":{},"error":{"code":1,"message":"x"}})");
+  CHECK_FALSE(both.answer);  // a malformed response is still a response: never answered
+  CHECK_THAT(both.message, Catch::Contains("invalid response"));
   Invalid array_params = invalid_of(R"({"jsonrpc":"2.0","id":"q","method":"ping","params":[1]})");
   CHECK(array_params.code == kInvalidParams);
   CHECK(array_params.id == "q");

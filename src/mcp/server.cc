@@ -345,8 +345,8 @@ void Server::handle_line(std::string_view line) {
     } else if (auto* note = std::get_if<jsonrpc::Notification>(&message)) {
       on_notification(note->method, note->params);
     } else if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
-      log_.warn("refused a message: " + invalid->message);
-      send_error(invalid->id, invalid->code, invalid->message);
+      log_.warn("refused a message: " + invalid->message + (invalid->answer ? "" : " (not answered)"));
+      if (invalid->answer) send_error(invalid->id, invalid->code, invalid->message);
     } else {
       const auto& response = std::get<jsonrpc::Response>(message);
       on_response(response.id, response.result, response.error);

@@ -217,11 +217,14 @@ TEST_CASE("a malformed tools/call or an unknown tool is -32602, arguments a tool
   CHECK(f.call(8, "ping")["result"] == Json::object());
 }
 
-TEST_CASE("malformed lines are answered and blank lines and notifications are not", "[server]") {
+TEST_CASE("malformed lines are answered and blank lines, notifications and malformed responses are not", "[server]") {
   Fixture f;
   f.server.handle_line("   ");
   f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
   f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/whatever"})");
+  // Response-shaped: answering would send the client a response to its own id 5.
+  f.server.handle_line(R"({"jsonrpc":"2.0","id":5,"result":{},"error":{"code":1,"message":"x"}})");
+  f.server.handle_line(R"({"jsonrpc":"2.0","id":6,"result":{},"error":null})");
   f.server.handle_line("{nope");
   f.server.handle_oversized(R"({"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"x":"aaa)");
   CHECK(f.out.response("big")["error"]["code"] == jsonrpc::kInvalidRequest);
