@@ -81,6 +81,22 @@ TEST_CASE("the same intent with a different payload is payload_mismatch, never a
   CHECK(std::holds_alternative<Replayed>(other->prepare(same)));
 }
 
+TEST_CASE("a payload mismatch says what differs: the tool, or only its arguments", "[fence]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  committed(*fence, admitted_ticket(fence->prepare(charge("o-4"))), {{"ok", true}});
+  auto other = open_fence(ledger.settings());  // nothing cached: the ledger decides
+  PrepareRequest refund = charge("o-4");
+  refund.tool = "refund";
+  auto by_tool = other->prepare(refund);
+  REQUIRE(refusal_reason(by_tool) == Reason::payload_mismatch);
+  CHECK_THAT(std::get<Refusal>(by_tool).message,
+             Catch::Contains("tool 'charge', not 'refund'") && !Catch::Contains("other arguments"));
+  auto by_args = other->prepare(charge("o-4", 9900));
+  REQUIRE(refusal_reason(by_args) == Reason::payload_mismatch);
+  CHECK_THAT(std::get<Refusal>(by_args).message, Catch::Contains("tool 'charge' with other arguments"));
+}
+
 TEST_CASE("a concurrent duplicate is refused in_flight with a clear message", "[fence]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
@@ -113,6 +129,40 @@ TEST_CASE("a stale read-set is refused at prepare, naming domain, expected and a
   // Having re-read the domain, the decision is admitted.
   rollback.read_set = {{"cluster:prod", 1}};
   CHECK(admitted_ticket(fence->prepare(rollback)).seq == 2);
+}
+
+TEST_CASE("a read-set seq its domain never reached is an invalid request, and nothing is recorded",
+          "[fence][read_set]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  PrepareRequest ahead = charge("ahead");
+  ahead.read_set = {{"cluster:new", 3}};
+  auto out = fence->prepare(ahead);
+  REQUIRE(refusal_reason(out) == Reason::invalid_request);
+  CHECK_THAT(std::get<Refusal>(out).message, Catch::Contains("only at seq 0") && Catch::Contains("fence_status"));
+  CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
+  ahead.read_set = {{"cluster:new", 0}};
+  CHECK(admitted_ticket(fence->prepare(ahead)).seq == 1);
+}
+
+TEST_CASE("a commit whose own domain moved after its admission says so, not that the agent read another seq",
+          "[fence][read_set]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  PrepareRequest decide = charge("scale-to-5");
+  decide.domain = "cluster:b";
+  decide.read_set = {{"cluster:b", 0}};
+  const Ticket t = admitted_ticket(fence->prepare(decide));
+  PrepareRequest blind = charge("scale-to-9");
+  blind.domain = "cluster:b";
+  admitted_ticket(fence->prepare(blind));  // no read-set: admitted beside it, taking seq 2
+
+  auto out = fence->commit(t, {{"replicas", 5}});
+  REQUIRE(std::holds_alternative<Refusal>(out));
+  const Refusal& r = std::get<Refusal>(out);
+  CHECK(r.reason == Reason::stale_read_set);
+  CHECK_THAT(r.message, Catch::Contains("this attempt's admission took seq 1, it is now at 2") &&
+                            !Catch::Contains("you decided at seq"));
 }
 
 TEST_CASE("a read-set on a domain with an action in flight is a domain_race", "[fence][read_set]") {

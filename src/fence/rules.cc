@@ -72,11 +72,23 @@ std::optional<Refusal> check_read_set(LedgerTxn& txn, const std::vector<ReadSetE
     const int64_t expected = entry.domain == own_domain ? own_seq : entry.seq;
     const int64_t actual = txn.load_domain(entry.domain).seq;
     const Json detail = {{"domain", entry.domain}, {"expected", expected}, {"actual", actual}};
+    if (entry.domain != own_domain && entry.seq > actual) {
+      // A seq the domain never reached was not read anywhere: a wrong argument, not a stale read.
+      return Refusal{Reason::invalid_request,
+                     "read_set names seq " + std::to_string(entry.seq) + " of domain '" + entry.domain +
+                         "', which is only at seq " + std::to_string(actual) +
+                         ", so nobody read it there. Do not run the tool: read the domain with fence_status "
+                         "and put the seq it reports in read_set.",
+                     detail};
+    }
     if (actual != expected) {
+      const std::string decided = entry.domain == own_domain
+                                      ? "this attempt's admission took seq " + std::to_string(expected)
+                                      : "you decided at seq " + std::to_string(expected);
       return Refusal{Reason::stale_read_set,
-                    "domain '" + entry.domain + "' has moved since you read it (you decided at seq " +
-                        std::to_string(expected) + ", it is now at " + std::to_string(actual) +
-                        "). Do not run the tool: re-read the domain (fence_status) and decide again.",
+                    "domain '" + entry.domain + "' has moved since you read it (" + decided + ", it is now at " +
+                        std::to_string(actual) + "). Do not run the tool: re-read the domain (fence_status) and "
+                        "decide again.",
                      detail};
     }
     if (check_in_flight && unsettled_actions(txn, entry.domain, ctx) > 0) {
@@ -165,10 +177,12 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   if (existing) {
     IntentRow& row = *existing;
     if (row.state != IntentState::cleared && row.payload_hash != a.payload_hash) {
+      const std::string recorded = row.tool != req.tool ? "tool '" + row.tool + "', not '" + req.tool + "'"
+                                                          : "tool '" + row.tool + "' with other arguments";
       return refuse(txn, Reason::payload_mismatch,
-                    "intent '" + req.intent + "' was recorded for a different action (tool '" + row.tool +
-                        "' with other arguments). Do not run the tool: one intent id names one action; "
-                        "use a new intent id for a different action.",
+                    "intent '" + req.intent + "' was recorded for a different action (" + recorded +
+                        "). Do not run the tool: one intent id names one action; use a new intent id for a "
+                        "different action.",
                     {{"intent", req.intent}, {"recorded_tool", row.tool}, {"requested_tool", req.tool}});
     }
     switch (row.state) {
