@@ -106,7 +106,7 @@ class PostgresLedger final : public Ledger {
                                                                                        std::move(done));
     if (!writers_.post([this, job] { job->second(write(job->first)); })) {
       job->second(Refusal{Reason::ledger_error,
-                          "ledger " + description_ + ": closing; nothing was decided, do not run the tool"});
+                          "ledger " + description_ + ": closing; nothing was decided"});
     }
   }
   void close() override { writers_.stop(); }
@@ -257,7 +257,7 @@ class PostgresLedger final : public Ledger {
     if (e.sqlstate() == "55P03" || e.is_retryable()) {
       return Refusal{Reason::ledger_busy,
                      "the PostgreSQL ledger stayed locked by another decision beyond the busy timeout; "
-                     "nothing was decided, do not run the tool; retry in a few seconds"};
+                     "nothing was decided; retry in a few seconds"};
     }
     if (e.sqlstate() == kResolutionUnknown) {
       return Refusal{Reason::ledger_error,
@@ -269,7 +269,7 @@ class PostgresLedger final : public Ledger {
     }
     return Refusal{Reason::ledger_error, "ledger " + description_ + ": " + step + ": " +
                                              pg::scrub_url(e.what()) +
-                                             "; nothing was decided, do not run the tool"};
+                                             "; nothing was decided"};
   }
 
   std::string url_;

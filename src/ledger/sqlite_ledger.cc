@@ -269,7 +269,7 @@ class SqliteLedger final : public Ledger {
   }
 
   static Refusal closing_refusal() {
-    return Refusal{Reason::ledger_error, "ledger: closing; nothing was decided, do not run the tool"};
+    return Refusal{Reason::ledger_error, "ledger: closing; nothing was decided"};
   }
 
   // Answers a job. Asynchronous answers are collected and posted as one batch.
@@ -378,7 +378,7 @@ class SqliteLedger final : public Ledger {
     return Refusal{Reason::ledger_error,
                    "ledger: SQLite rolled back the shared transaction" +
                        (cause ? " (" + cause->message + ")" : std::string()) +
-                       "; nothing was decided, do not run the tool; retry in a few seconds"};
+                       "; nothing was decided; retry in a few seconds"};
   }
 
   void undo_job() {
@@ -431,10 +431,10 @@ class SqliteLedger final : public Ledger {
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
       return Refusal{Reason::ledger_busy,
                      "the ledger stayed locked by another process beyond the busy timeout; nothing was "
-                     "decided, do not run the tool; retry in a few seconds"};
+                     "decided; retry in a few seconds"};
     }
     return Refusal{Reason::ledger_error, "ledger: " + step + ": " + e.what() +
-                                             "; nothing was decided, do not run the tool"};
+                                             "; nothing was decided"};
   }
 
   // A full disk is one of these too: the log's writes go through
@@ -451,7 +451,7 @@ class SqliteLedger final : public Ledger {
     if (!disk_failed(e)) return storage_refusal(e, step);
     failed_ = Refusal{Reason::ledger_error,
                       "ledger: " + step + ": the disk failed (" + e.what() +
-                          "); whether the decisions in flight were recorded is unknown, so do not run the tool. "
+                          "); whether the decisions in flight were recorded is unknown. "
                           "This process refuses every decision from now on, since what it writes after a failed "
                           "write or sync cannot be trusted to survive: free space or repair the disk, then restart "
                           "it"};

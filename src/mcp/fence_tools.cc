@@ -580,7 +580,9 @@ std::string refusal_advice(Reason reason, FenceStep step) {
                "keeps failing tell an operator the tool ran";
       }
       // Not "nothing was decided": a connection lost while committing leaves that open.
-      return "the ledger could not be read or written, so you hold nothing: do not run the tool; tell an operator";
+      return "the fence could not decide (see explanation: the ledger failed, or this server is stopping), so you "
+             "hold nothing: do not run the tool; retry fence_prepare later, and tell an operator if it keeps "
+             "failing";
   }
   return "refused; do not run the tool";
 }

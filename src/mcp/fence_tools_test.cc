@@ -6,11 +6,14 @@
 #include <thread>
 #include <vector>
 
+#include <sqlite3.h>
+
 #include <catch2/catch.hpp>
 
 #include "mcp/jsonrpc.h"
 #include "mcp/schema_check.h"
 #include "support/fence_helpers.h"
+#include "support/temp_dir.h"
 
 using namespace effectfence;
 using namespace effectfence::mcp;
@@ -204,6 +207,26 @@ TEST_CASE("abort fences the intent until it is cleared", "[fence_tools]") {
   // Once an operator clears it, the next prepare is a fresh attempt.
   REQUIRE(std::holds_alternative<Cleared>(f.fence().clear("o-5", "alice", "gateway shows no charge")));
   CHECK(f.structured("fence_prepare", charge_args("o-5"))["status"] == "fresh");
+}
+
+TEST_CASE("a commit refused because the ledger stayed locked says to retry it, not to hold back the tool",
+          "[fence_tools]") {
+  effectfence::testing::TempDir dir;
+  Settings settings;
+  settings.ledger_path = dir.file("l.sqlite");
+  settings.busy_timeout_ms = 100;
+  FenceToolsFixture f(settings);
+  Json ticket = f.structured("fence_prepare", charge_args("o-busy"))["prepared"];
+  sqlite3* blocker = nullptr;
+  REQUIRE(sqlite3_open(settings.ledger_path.c_str(), &blocker) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  Json refused = f.structured("fence_commit", {{"prepared", ticket}, {"result", {{"ok", true}}}});
+  sqlite3_exec(blocker, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(blocker);
+  CHECK(refused["reason"] == "ledger_busy");
+  CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("retry fence_commit with the same ticket"));
+  CHECK_THAT(refused["explanation"].get<std::string>(), Catch::Contains("locked") && !Catch::Contains("do not run"));
+  CHECK(f.structured("fence_commit", {{"prepared", ticket}, {"result", {{"ok", true}}}})["status"] == "committed");
 }
 
 TEST_CASE("a stale read-set is refused before the effect, with its detail", "[fence_tools]") {
