@@ -3,6 +3,9 @@
 #include <cstdlib>
 #include <string>
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include "effectfence/fence.h"
 
 namespace effectfence {
@@ -25,15 +28,27 @@ int64_t seconds_from_env(const char* name, int64_t default_ms) {
 
 }  // namespace
 
-std::string Settings::default_ledger_path(const std::string& name) {
-  const char* xdg = std::getenv("XDG_STATE_HOME");
-  std::string dir;
-  if (xdg && *xdg) {
-    dir = std::string(xdg) + "/effectfence";
-  } else {
-    const char* home = std::getenv("HOME");
-    dir = std::string(home && *home ? home : ".") + "/.local/state/effectfence";
+namespace {
+
+// $HOME if it is an absolute path, else the user database's home directory:
+// a relative or missing HOME must not put the ledger wherever the process
+// happens to start. "." only if neither exists.
+std::string home_directory() {
+  const char* home = std::getenv("HOME");
+  if (home && home[0] == '/') return home;
+  if (const passwd* user = ::getpwuid(::geteuid()); user && user->pw_dir && user->pw_dir[0] == '/') {
+    return user->pw_dir;
   }
+  return ".";
+}
+
+}  // namespace
+
+std::string Settings::default_ledger_path(const std::string& name) {
+  // The XDG base directory spec: a relative XDG_STATE_HOME is invalid and ignored.
+  const char* xdg = std::getenv("XDG_STATE_HOME");
+  const std::string dir =
+      xdg && xdg[0] == '/' ? std::string(xdg) + "/effectfence" : home_directory() + "/.local/state/effectfence";
   return dir + "/" + name + ".sqlite";
 }
 

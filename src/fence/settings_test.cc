@@ -1,5 +1,10 @@
 // Settings from the environment: the README's configuration table.
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include <catch2/catch.hpp>
 
@@ -51,6 +56,17 @@ TEST_CASE("EFFECTFENCE_LEDGER names the ledger, otherwise the XDG state director
   {
     ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", ""}, {"XDG_STATE_HOME", std::nullopt}, {"HOME", "/home/ann"}});
     CHECK(Settings::from_environment().ledger_path == "/home/ann/.local/state/effectfence/server.sqlite");
+  }
+  {  // Relative values are ignored (the XDG spec), never resolved against the working directory.
+    ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", std::nullopt}, {"XDG_STATE_HOME", "relative"}, {"HOME", "/home/ann"}});
+    CHECK(Settings::from_environment().ledger_path == "/home/ann/.local/state/effectfence/server.sqlite");
+  }
+  for (const std::optional<std::string>& home : {std::optional<std::string>(), std::optional<std::string>("here")}) {
+    ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", std::nullopt}, {"XDG_STATE_HOME", std::nullopt}, {"HOME", home}});
+    const passwd* user = ::getpwuid(::geteuid());
+    REQUIRE(user);
+    CHECK(Settings::from_environment().ledger_path ==
+          std::string(user->pw_dir) + "/.local/state/effectfence/server.sqlite");
   }
 }
 
