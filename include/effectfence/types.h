@@ -56,6 +56,10 @@ struct Ticket {
   bool same_attempt(const Ticket& other) const;
 };
 
+// intent, domain, tool, agent and read_set domains: 1 to this many Unicode
+// characters (code points), as in the fence tools' inputSchema (maxLength).
+constexpr size_t kMaxNameCharacters = 1024;
+
 struct PrepareRequest {
   std::string intent;  // stable id of the logical action, e.g. "charge:order-123"
   std::string domain;  // contention scope, e.g. "order:123"

@@ -7,6 +7,7 @@
 
 #include "core/random_token.h"
 #include "core/sha256.h"
+#include "core/utf8_length.h"
 #include "fence/fast_path.h"
 #include "fence/rules.h"
 #include "ledger/holder.h"
@@ -15,14 +16,12 @@
 namespace effectfence {
 namespace {
 
-constexpr size_t kMaxNameBytes = 1024;
-
 Refusal invalid(std::string message) { return Refusal{Reason::invalid_request, std::move(message), Json::object()}; }
 
 std::optional<Refusal> check_name(const char* field, const std::string& value) {
   if (value.empty()) return invalid(std::string(field) + " must be a non-empty string");
-  if (value.size() > kMaxNameBytes) {
-    return invalid(std::string(field) + " is longer than " + std::to_string(kMaxNameBytes) + " bytes");
+  if (utf8_length(value) > kMaxNameCharacters) {
+    return invalid(std::string(field) + " is longer than " + std::to_string(kMaxNameCharacters) + " characters");
   }
   JsonError error;
   if (!validate_canonicalizable(Json(value), &error)) return invalid(std::string(field) + ": " + error.message);

@@ -97,6 +97,20 @@ TEST_CASE("a payload mismatch says what differs: the tool, or only its arguments
   CHECK_THAT(std::get<Refusal>(by_args).message, Catch::Contains("tool 'charge' with other arguments"));
 }
 
+TEST_CASE("names are 1 to 1024 characters, however many bytes they take", "[fence]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  std::string accented;
+  for (size_t i = 0; i < kMaxNameCharacters; ++i) accented += "\u00e9";  // 2 bytes each
+  PrepareRequest named = charge("short");
+  named.intent = accented;
+  CHECK(std::holds_alternative<Admitted>(fence->prepare(named)));
+  named.intent += "e";
+  auto too_long = fence->prepare(named);
+  REQUIRE(refusal_reason(too_long) == Reason::invalid_request);
+  CHECK_THAT(std::get<Refusal>(too_long).message, Catch::Contains("longer than 1024 characters"));
+}
+
 TEST_CASE("a concurrent duplicate is refused in_flight with a clear message", "[fence]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());

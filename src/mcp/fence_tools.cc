@@ -27,6 +27,13 @@ Json string_schema(const char* description) {
   return Json{{"type", "string"}, {"minLength", 1}, {"description", description}};
 }
 
+// The names an action is known by (effectfence::kMaxNameCharacters).
+Json name_schema(const char* description) {
+  Json schema = string_schema(description);
+  schema["maxLength"] = kMaxNameCharacters;
+  return schema;
+}
+
 Json reason_schema() {
   Json names = Json::array();
   for (Reason r : kAllReasons) names.push_back(reason_name(r));
@@ -231,20 +238,20 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
       "do NOT run the tool again and use cert.result. A refusal (isError, status \"refused\") means do NOT run "
       "the tool; its message says whether to retry later, decide again, or ask an operator.";
   tool.input_schema = input_schema(
-      {{"intent", string_schema("Stable id of the logical action, the same on every retry and for every agent "
+      {{"intent", name_schema("Stable id of the logical action, the same on every retry and for every agent "
                                 "that might attempt it, e.g. \"charge:order-123\"")},
-       {"domain", string_schema("Contention scope the action changes, e.g. \"order:123\"; read_set entries and "
+       {"domain", name_schema("Contention scope the action changes, e.g. \"order:123\"; read_set entries and "
                                 "fence_status refer to it")},
-       {"tool", string_schema("Name of the side-effecting tool you are about to run")},
+       {"tool", name_schema("Name of the side-effecting tool you are about to run")},
        {"args", {{"type", "object"},
                  {"description", "The exact arguments you will pass to that tool. The same intent with a different "
                                  "tool or args is refused (payload_mismatch)"}}},
-       {"agent", string_schema("Your agent id; recorded in the certificate and its vector clock")},
+       {"agent", name_schema("Your agent id; recorded in the certificate and its vector clock")},
        {"read_set", {{"type", "array"},
                      {"description", "What your decision was based on: for each domain you read, the seq that "
                                      "fence_status reported. If any moved since, the attempt is refused "
                                      "(stale_read_set)"},
-                     {"items", input_schema({{"domain", {{"type", "string"}, {"minLength", 1}}},
+                     {"items", input_schema({{"domain", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxNameCharacters}}},
                                              {"seq", {{"type", "integer"}, {"minimum", 0}}}},
                                             {"domain", "seq"})}}},
        {"parent", {{"type", "string"},

@@ -118,6 +118,13 @@ TEST_CASE("every fence tool declares object input and output schemas", "[fence_t
     CHECK(tool.output_schema["type"] == "object");
     CHECK_FALSE(tool.description.empty());
     CHECK(tool.annotations.contains("readOnlyHint"));
+    if (tool.name == "fence_prepare") {
+      for (const char* name : {"intent", "domain", "tool", "agent"}) {
+        CHECK(tool.input_schema["properties"][name]["maxLength"] == kMaxNameCharacters);
+      }
+      CHECK(tool.input_schema["properties"]["read_set"]["items"]["properties"]["domain"]["maxLength"] ==
+            kMaxNameCharacters);
+    }
   }
   CHECK(names == std::vector<std::string>{"fence_prepare", "fence_commit", "fence_abort", "fence_heartbeat",
                                           "fence_status", "fence_stats"});
@@ -301,6 +308,15 @@ TEST_CASE("bad arguments are refused invalid_request, naming the field", "[fence
   Json bad_clock = charge_args("o-6");
   bad_clock["known_clock"] = {{"agent-a", "three"}};
   CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", bad_clock)), Catch::Contains("known_clock"));
+
+  // Names are at most 1024 characters, as the inputSchema declares (maxLength), however many bytes.
+  Json long_intent = charge_args("o-6");
+  long_intent["intent"] = std::string(1025, 'i');
+  CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", long_intent)),
+             Catch::Contains("/intent") && Catch::Contains("at most 1024 characters"));
+  Json long_domain = charge_args("o-6");
+  long_domain["read_set"] = {{{"domain", std::string(1025, 'd')}, {"seq", 0}}};
+  CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", long_domain)), Catch::Contains("/read_set/0/domain"));
 
   invalid_request_explanation(f.call("fence_commit", {{"prepared", "ticket"}, {"result", 1}}));
   invalid_request_explanation(f.call("fence_stats", {{"x", 1}}));

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/utf8_length.h"
+
 namespace effectfence::mcp {
 namespace {
 
@@ -96,9 +98,14 @@ std::string check(const Json& schema, const Json& value, const std::string& path
     if (!listed) return where(path) + ": must be one of " + e->dump();
   }
   if (auto m = schema.find("minLength"); m != schema.end() && value.is_string()) {
-    if (value.get<std::string>().size() < m->get<size_t>()) {
+    if (utf8_length(value.get<std::string>()) < m->get<size_t>()) {
       return where(path) + (m->get<size_t>() == 1 ? ": must not be empty"
                                                    : ": must be at least " + m->dump() + " characters");
+    }
+  }
+  if (auto m = schema.find("maxLength"); m != schema.end() && value.is_string()) {
+    if (utf8_length(value.get<std::string>()) > m->get<size_t>()) {
+      return where(path) + ": must be at most " + m->dump() + " characters";
     }
   }
   if (auto m = schema.find("minimum"); m != schema.end() && value.is_number()) {

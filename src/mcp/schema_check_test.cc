@@ -30,6 +30,15 @@ TEST_CASE("schema_violation checks types, required and unknown fields", "[schema
   CHECK(schema_violation(schema, Json::array()) == "/: must be of type object");
 }
 
+TEST_CASE("minLength and maxLength count characters, not bytes, as JSON Schema does", "[schema]") {
+  const Json schema = Json::parse(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  CHECK(schema_violation(schema, Json("\u00e9\u00e9")) == "");        // 2 characters, 4 bytes
+  CHECK(schema_violation(schema, Json("\u00e9\u00e9\u00e9")) == "");  // 3 characters, 6 bytes
+  CHECK(schema_violation(schema, Json("\u00e9")) == "/: must be at least 2 characters");
+  CHECK(schema_violation(schema, Json("abcd")) == "/: must be at most 3 characters");
+  CHECK(schema_violation(schema, Json("\U0001F600\U0001F600\U0001F600\U0001F600")) == "/: must be at most 3 characters");
+}
+
 TEST_CASE("schema_violation handles const, enum, oneOf and type lists", "[schema]") {
   const Json schema = Json::parse(R"({
     "type": "object",
