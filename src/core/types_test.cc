@@ -98,6 +98,16 @@ TEST_CASE("Ticket::from_json refuses missing fields and wrong types", "[types]")
   Json fractional = good;
   fractional["seq"] = 41.5;
   CHECK_FALSE(Ticket::from_json(fractional).has_value());
+  Json negative = good;
+  negative["seq"] = -1;
+  CHECK_FALSE(Ticket::from_json(negative).has_value());
+  // 3.0 is the integer 3, as in the inputSchema: a client that re-encodes numbers passes the same ticket.
+  Json reencoded = good;
+  reencoded["generation"] = 3.0;
+  reencoded["seq"] = 41.0;
+  const auto same = Ticket::from_json(reencoded);
+  REQUIRE(same.has_value());
+  CHECK(same->same_attempt(sample_ticket()));
   Json too_big = good;
   too_big["generation"] = uint64_t{1} << 63;
   CHECK_FALSE(Ticket::from_json(too_big).has_value());
