@@ -48,6 +48,16 @@ inline std::optional<uint64_t> non_negative_integer(const Json& j, uint64_t max)
   return std::nullopt;
 }
 
+// The member as a count or sequence number: an integer from 0 to INT64_MAX
+// (3.0 included, as above), or nullopt.
+inline std::optional<int64_t> non_negative_member(const Json& j, const char* key) {
+  const auto found = j.find(key);
+  if (found == j.end()) return std::nullopt;
+  const auto value = non_negative_integer(*found, static_cast<uint64_t>(INT64_MAX));
+  if (!value) return std::nullopt;
+  return static_cast<int64_t>(*value);
+}
+
 // The member as a string, or nullopt if it is missing or not a string.
 inline std::optional<std::string> string_member(const Json& j, const char* key) {
   const auto found = j.find(key);

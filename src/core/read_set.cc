@@ -1,6 +1,7 @@
 #include "effectfence/certificate.h"
 
 #include <cstdint>
+#include <utility>
 
 #include "core/json_members.h"
 
@@ -9,12 +10,10 @@ namespace {
 
 std::optional<ReadSetEntry> entry_from_json(const Json& j) {
   if (!j.is_object()) return std::nullopt;
-  const auto domain = j.find("domain");
-  const auto seq = j.find("seq");
-  if (domain == j.end() || seq == j.end() || !domain->is_string()) return std::nullopt;
-  const std::optional<uint64_t> seq_value = non_negative_integer(*seq, INT64_MAX);
-  if (!seq_value) return std::nullopt;
-  return ReadSetEntry{domain->get<std::string>(), static_cast<int64_t>(*seq_value)};
+  auto domain = string_member(j, "domain");
+  const auto seq = non_negative_member(j, "seq");
+  if (!domain || !seq) return std::nullopt;
+  return ReadSetEntry{std::move(*domain), *seq};
 }
 
 }  // namespace

@@ -80,19 +80,12 @@ std::optional<Ticket> Ticket::from_json(const Json& j) {
   if (!j.is_object()) return std::nullopt;
   // Numbers as the inputSchema declares them (integers >= 0, 3.0 included):
   // a client that re-encodes 1 as 1.0 passes back the same ticket.
-  const auto counter = [&j](const char* key) -> std::optional<int64_t> {
-    const auto found = j.find(key);
-    if (found == j.end()) return std::nullopt;
-    const auto value = non_negative_integer(*found, static_cast<uint64_t>(INT64_MAX));
-    if (!value) return std::nullopt;
-    return static_cast<int64_t>(*value);
-  };
   auto intent = string_member(j, "intent");
   auto domain = string_member(j, "domain");
-  const auto seq = counter("seq");
-  const auto generation = counter("generation");
+  const auto seq = non_negative_member(j, "seq");
+  const auto generation = non_negative_member(j, "generation");
   auto token = string_member(j, "token");
-  const auto lease_expires_at_ms = counter("lease_expires_at_ms");
+  const auto lease_expires_at_ms = non_negative_member(j, "lease_expires_at_ms");
   if (!intent || !domain || !seq || !generation || !token || !lease_expires_at_ms) return std::nullopt;
   Ticket ticket;
   ticket.intent = std::move(*intent);
