@@ -239,9 +239,9 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
       "the tool; its message says whether to retry later, decide again, or ask an operator.";
   tool.input_schema = input_schema(
       {{"intent", name_schema("Stable id of the logical action, the same on every retry and for every agent "
-                                "that might attempt it, e.g. \"charge:order-123\"")},
+                              "that might attempt it, e.g. \"charge:order-123\"")},
        {"domain", name_schema("Contention scope the action changes, e.g. \"order:123\"; read_set entries and "
-                                "fence_status refer to it")},
+                              "fence_status refer to it")},
        {"tool", name_schema("Name of the side-effecting tool you are about to run")},
        {"args", {{"type", "object"},
                  {"description", "The exact arguments you will pass to that tool. The same intent with a different "
@@ -251,7 +251,7 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
                      {"description", "What your decision was based on: for each domain you read, the seq that "
                                      "fence_status reported. If any moved since, the attempt is refused "
                                      "(stale_read_set)"},
-                     {"items", input_schema({{"domain", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxNameCharacters}}},
+                     {"items", input_schema({{"domain", name_schema("A domain you read")},
                                              {"seq", {{"type", "integer"}, {"minimum", 0}}}},
                                             {"domain", "seq"})}}},
        {"parent", {{"type", "string"},
