@@ -26,10 +26,6 @@ int64_t seconds_from_env(const char* name, int64_t default_ms) {
   return static_cast<int64_t>(secs * 1000.0);
 }
 
-}  // namespace
-
-namespace {
-
 // $HOME if it is an absolute path, else the user database's home directory:
 // a relative or missing HOME must not put the ledger wherever the process
 // happens to start. "." only if neither exists.
