@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 7), for people.
+-- effectfence ledger: the full current schema (version 8), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -17,7 +17,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 7;             -- schema version
+PRAGMA user_version = 8;             -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -70,6 +70,12 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: an in-flight, failed or unknown intent c
 CREATE TRIGGER intents_renamed_never BEFORE UPDATE OF intent ON intents
 WHEN NEW.intent IS NOT OLD.intent
 BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be renamed: its next prepare would be fresh and its effect could run again'); END;
+-- Nor replaced: REPLACE (INSERT OR REPLACE, REPLACE INTO, an upsert) deletes
+-- the row in its way without firing DELETE triggers. effectfence inserts an
+-- intent only when no row has its name, and changes one with UPDATE.
+CREATE TRIGGER intents_replaced_never BEFORE INSERT ON intents
+WHEN EXISTS (SELECT 1 FROM intents WHERE intent = NEW.intent)
+BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be replaced: REPLACE deletes its row without the checks on deletes, and its next prepare would be fresh; change it with UPDATE, clear it with INSERT INTO clears(intent, operator, reason)'); END;
 
 -- Contention scopes. seq is the version column read-sets are checked
 -- against; it only ever goes up, so a sequence number is never reused.

@@ -31,18 +31,31 @@ const char* const kColumns =
     "parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, "
     "lease_expires_at, admitted_at, updated_at, cert_hash, reason";
 
-std::string upsert(Placeholders style) {
+std::string upsert() {
   const auto& names = column_names();
   std::string values;
   std::string updates;
   for (size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) values += ",";
-    values += style == Placeholders::numbered ? "$" + std::to_string(i + 1) : "?";
+    values += (i > 0 ? ",$" : "$") + std::to_string(i + 1);
     if (names[i] == "intent") continue;  // the conflict key
     updates += names[i] + "=excluded." + names[i] + ", ";
   }
   return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + values +
          ") ON CONFLICT (intent) DO UPDATE SET " + updates + "version=intents.version + 1";
+}
+
+std::string update_row() {
+  const auto& names = column_names();
+  std::string sets;
+  for (size_t i = 1; i < names.size(); ++i) sets += names[i] + "=?" + std::to_string(i + 1) + ", ";
+  return "UPDATE intents SET " + sets + "version=version + 1 WHERE intent=?1";
+}
+
+std::string insert_row() {
+  const auto& names = column_names();
+  std::string values;
+  for (size_t i = 0; i < names.size(); ++i) values += (i > 0 ? ",?" : "?") + std::to_string(i + 1);
+  return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + values + ")";
 }
 
 std::string stored_read_set(const std::vector<ReadSetEntry>& read_set) {

@@ -1,7 +1,6 @@
 // What the SQLite and PostgreSQL ledgers say the same way about the intents
-// table: its columns, the upsert that writes a whole row, and how stored
-// JSON columns are read back. The two dialects differ only in how a
-// statement's parameters are written.
+// table: its columns, the statements that write a whole row, and how stored
+// JSON columns are read back.
 #pragma once
 
 #include <string>
@@ -16,15 +15,19 @@ namespace effectfence::intent_sql {
 // Every column IntentRow maps, in the order rows are read and bound.
 extern const char* const kColumns;
 
-enum class Placeholders {
-  question_marks,  // SQLite: ?, ?, ...
-  numbered,        // PostgreSQL: $1, $2, ...
-};
+// PostgreSQL: an INSERT of a whole row that, on an existing intent,
+// overwrites every column and bumps version (the compare-and-swap counter).
+// Parameters $1..$N are kColumns in order, with updated_at the decision's
+// time. (A hand upsert there is an UPDATE to the ledger's triggers.)
+std::string upsert();
 
-// INSERT of a whole row that, on an existing intent, overwrites every
-// column and bumps version (the compare-and-swap counter). Parameters are
-// kColumns in order, with updated_at the decision's time.
-std::string upsert(Placeholders style);
+// SQLite: the same whole-row write as two statements, because its ledger
+// refuses an INSERT that meets an existing intent (a REPLACE would delete
+// the row past the checks on deletes): an UPDATE of every column but the
+// key that bumps version, then, if it changed no row, a plain INSERT. Both
+// number their parameters ?1..?N in kColumns order, so one binding serves.
+std::string update_row();
+std::string insert_row();
 
 // The read_set and known_clock columns as written: canonical JSON.
 std::string stored_read_set(const std::vector<ReadSetEntry>& read_set);

@@ -79,7 +79,7 @@ std::optional<IntentRow> PostgresTxn::load_intent(const std::string& intent) {
 }
 
 void PostgresTxn::save_intent(const IntentRow& r, int64_t now) {
-  static const std::string sql = intent_sql::upsert(intent_sql::Placeholders::numbered);
+  static const std::string sql = intent_sql::upsert();
   db_.exec(
       sql,
       {param(r.intent), param(std::string(state_name(r.state))), param(r.domain), param(r.tool), param(r.args),

@@ -407,7 +407,7 @@ TEST_CASE("a clear's record is whole: its previous state cannot be changed, and 
   sqlite3_close(db);
 }
 
-TEST_CASE("an intent is cleared only through clears, keeps its name, and only finished intents can be deleted",
+TEST_CASE("an intent is cleared only through clears, keeps its name and its row, and only finished intents can be deleted",
           "[ledger][audit]") {
   TempDir dir;
   const std::string path = dir.file("l.sqlite");
@@ -437,7 +437,16 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, and only fi
   const std::string renamed = "effectfence: an intent cannot be renamed";
   expect_trigger_refuses(db, "UPDATE intents SET intent = 'failed-old' WHERE intent = 'failed'", renamed);
   expect_trigger_refuses(db, "UPDATE OR REPLACE intents SET intent = 'unknown' WHERE intent = 'done'", renamed);
+  // REPLACE deletes the row in its way without firing DELETE triggers.
+  const std::string replaced = "effectfence: an intent cannot be replaced";
+  const std::string fresh_unknown = "('unknown', 'cleared', 'd', 'charge', '{}', 'p', 'a', 2, 1, 't', 'h', 'b', 1, 1, 1, 1, 1)";
+  expect_trigger_refuses(db, "REPLACE" + columns.substr(6) + fresh_unknown, replaced);
+  expect_trigger_refuses(db, "INSERT OR REPLACE" + columns.substr(6) + fresh_unknown, replaced);
+  expect_trigger_refuses(db, "REPLACE INTO intents SELECT * FROM intents WHERE intent = 'in-flight'", replaced);
+  expect_trigger_refuses(db, columns + fresh_unknown + " ON CONFLICT (intent) DO UPDATE SET generation = 9", replaced);
   CHECK(audit_trail(db) == before);
+  CHECK(rows(db, "SELECT rowid, intent, state, generation FROM intents ORDER BY rowid") ==
+        "1|failed|failed|1\n2|unknown|unknown|1\n3|in-flight|in_flight|1\n4|done|done|1\n");
 
   // The audited way still works, for several intents in one statement too.
   expect_ok(db, "INSERT INTO clears(intent, operator, reason) SELECT intent, 'carol', 'checked' FROM fenced");

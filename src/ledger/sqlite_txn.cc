@@ -46,6 +46,32 @@ void bind_text_or_null(SQLite::Statement& q, int index, const std::string& value
   }
 }
 
+// Parameters ?1..?22 in intent_sql::kColumns order.
+void bind_intent(SQLite::Statement& q, const IntentRow& r, int64_t now) {
+  q.bind(1, r.intent);
+  q.bind(2, state_name(r.state));
+  q.bind(3, r.domain);
+  q.bind(4, r.tool);
+  q.bind(5, r.args);
+  q.bind(6, r.payload_hash);
+  q.bind(7, r.agent);
+  q.bind(8, static_cast<int64_t>(r.seq));
+  q.bind(9, static_cast<int64_t>(r.generation));
+  q.bind(10, r.token);
+  q.bind(11, intent_sql::stored_read_set(r.read_set));
+  bind_text_or_null(q, 12, r.parent);
+  q.bind(13, intent_sql::stored_clock(r.known_clock));
+  q.bind(14, r.holder.host);
+  q.bind(15, r.holder.boot);
+  q.bind(16, static_cast<int64_t>(r.holder.pid));
+  q.bind(17, static_cast<int64_t>(r.holder.started));
+  q.bind(18, static_cast<int64_t>(r.lease_expires_at));
+  q.bind(19, static_cast<int64_t>(r.admitted_at));
+  q.bind(20, static_cast<int64_t>(now));
+  bind_text_or_null(q, 21, r.cert_hash);
+  bind_text_or_null(q, 22, r.reason);
+}
+
 }  // namespace
 
 SQLite::Statement& SqliteTxn::statement(const char* sql) {
@@ -70,31 +96,14 @@ std::optional<IntentRow> SqliteTxn::load_intent(const std::string& intent) {
 }
 
 void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
-  static const std::string sql = intent_sql::upsert(intent_sql::Placeholders::question_marks);
-  auto& q = statement(sql.c_str());
-  q.bind(1, r.intent);
-  q.bind(2, state_name(r.state));
-  q.bind(3, r.domain);
-  q.bind(4, r.tool);
-  q.bind(5, r.args);
-  q.bind(6, r.payload_hash);
-  q.bind(7, r.agent);
-  q.bind(8, static_cast<int64_t>(r.seq));
-  q.bind(9, static_cast<int64_t>(r.generation));
-  q.bind(10, r.token);
-  q.bind(11, intent_sql::stored_read_set(r.read_set));
-  bind_text_or_null(q, 12, r.parent);
-  q.bind(13, intent_sql::stored_clock(r.known_clock));
-  q.bind(14, r.holder.host);
-  q.bind(15, r.holder.boot);
-  q.bind(16, static_cast<int64_t>(r.holder.pid));
-  q.bind(17, static_cast<int64_t>(r.holder.started));
-  q.bind(18, static_cast<int64_t>(r.lease_expires_at));
-  q.bind(19, static_cast<int64_t>(r.admitted_at));
-  q.bind(20, static_cast<int64_t>(now));
-  bind_text_or_null(q, 21, r.cert_hash);
-  bind_text_or_null(q, 22, r.reason);
-  q.exec();
+  static const std::string update_sql = intent_sql::update_row();
+  static const std::string insert_sql = intent_sql::insert_row();
+  auto& update = statement(update_sql.c_str());
+  bind_intent(update, r, now);
+  if (update.exec() == 1) return;
+  auto& insert = statement(insert_sql.c_str());
+  bind_intent(insert, r, now);
+  insert.exec();
 }
 
 std::vector<IntentRow> SqliteTxn::in_flight_on_host(const std::string& host) {

@@ -126,6 +126,7 @@ check_clear_by_hand_refused() {
   expect_refused "clear-by-hand-refused" "effectfence: clear an intent with INSERT INTO clears\\(intent, operator, reason\\)"
   expect_match "$ERR" "effectfence: an in-flight, failed or unknown intent cannot be deleted" \
     "clear-by-hand-refused: deleting a fenced intent is refused"
+  if declare -F check_clear_by_hand_refused_in_dialect >/dev/null; then check_clear_by_hand_refused_in_dialect; fi
   expect_eq "$(state_of charge:order-126)" "failed" "a fenced intent stays fenced after hand edits"
 }
 

@@ -113,10 +113,15 @@ check_audit_is_append_only() {
   expect_eq "$(fingerprint)" "$BEFORE" "audit-is-append-only changes nothing"
 }
 
+# SQLite's page adds a REPLACE, which PostgreSQL does not have.
+check_clear_by_hand_refused_in_dialect() {
+  expect_match "$ERR" "effectfence: an intent cannot be replaced" "clear-by-hand-refused: replacing a fenced intent's row is refused"
+}
+
 check_triggers() {
   expect_success "triggers"
   expect_eq "$(tr '\n' ' ' <<<"$OUT")" \
-    "certificates_immutable_delete|certificates certificates_immutable_replace|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_renumber|clears clears_append_only_replace|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only_delete|events events_append_only_replace|events events_append_only_update|events intents_cleared_through_clears|intents intents_renamed_never|intents intents_unfinished_kept|intents " \
+    "certificates_immutable_delete|certificates certificates_immutable_replace|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_renumber|clears clears_append_only_replace|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only_delete|events events_append_only_replace|events events_append_only_update|events intents_cleared_through_clears|intents intents_renamed_never|intents intents_replaced_never|intents intents_unfinished_kept|intents " \
     "triggers lists every protection"
 }
 
