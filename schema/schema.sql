@@ -53,13 +53,16 @@ CREATE INDEX intents_by_state ON intents(state, domain);
 
 -- Clearing is an INSERT INTO clears (below), whose trigger sets the state:
 -- a hand UPDATE to 'cleared' would leave no audit. clears_apply sets
--- updated_at to the clear's requested_at, and the clear's row holds the
--- state it replaces: a hand UPDATE matches both only if the intent was set
--- back by hand since its last clear.
+-- updated_at to the clear's requested_at, the clear's row holds the state
+-- it replaces and its event the generation it cleared: a hand UPDATE
+-- matches all three only if the intent was set back by hand since its last
+-- clear (to where that clear had already put it).
 CREATE TRIGGER intents_cleared_through_clears BEFORE UPDATE OF state ON intents
-WHEN NEW.state = 'cleared' AND OLD.state IS NOT 'cleared' AND NOT EXISTS (
+WHEN NEW.state = 'cleared' AND OLD.state IS NOT 'cleared' AND (NOT EXISTS (
   SELECT 1 FROM clears
-   WHERE intent = NEW.intent AND requested_at = NEW.updated_at AND previous_state = OLD.state)
+   WHERE intent = NEW.intent AND requested_at = NEW.updated_at AND previous_state = OLD.state) OR NOT EXISTS (
+  SELECT 1 FROM events
+   WHERE intent = NEW.intent AND kind = 'cleared' AND at = NEW.updated_at AND generation = OLD.generation))
 BEGIN SELECT RAISE(ABORT, 'effectfence: clear an intent with INSERT INTO clears(intent, operator, reason), which records who cleared it and why; a hand UPDATE of its state would not be audited'); END;
 -- Deleting an unfinished intent would make its next prepare fresh. Finished
 -- ones (done, cleared) are deleted by the sweep once they stop replaying.
@@ -70,12 +73,30 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: an in-flight, failed or unknown intent c
 CREATE TRIGGER intents_renamed_never BEFORE UPDATE OF intent ON intents
 WHEN NEW.intent IS NOT OLD.intent
 BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be renamed: its next prepare would be fresh and its effect could run again'); END;
--- Nor replaced: REPLACE (INSERT OR REPLACE, REPLACE INTO, an upsert) deletes
--- the row in its way without firing DELETE triggers. effectfence inserts an
--- intent only when no row has its name, and changes one with UPDATE.
+-- Nor replaced: REPLACE (INSERT OR REPLACE, REPLACE INTO, an upsert, an
+-- UPDATE OR REPLACE of rowid) deletes the row in its way, met by name or by
+-- rowid, without firing DELETE triggers. effectfence inserts an intent only
+-- when no row has its name, and changes one with UPDATE.
 CREATE TRIGGER intents_replaced_never BEFORE INSERT ON intents
 WHEN EXISTS (SELECT 1 FROM intents WHERE intent = NEW.intent)
-BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be replaced: REPLACE deletes its row without the checks on deletes, and its next prepare would be fresh; change it with UPDATE, clear it with INSERT INTO clears(intent, operator, reason)'); END;
+  OR EXISTS (SELECT 1 FROM intents WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be replaced: REPLACE deletes its row without the checks on deletes, and its next prepare would be fresh; change it with UPDATE, clear it with INSERT INTO clears(intent, operator, reason). (An effectfence server older than this ledger''s schema 8 writes this way: stop it and restart it at the new version)'); END;
+CREATE TRIGGER intents_renumbered_never BEFORE UPDATE OF rowid ON intents
+WHEN NEW.rowid IS NOT OLD.rowid
+BEGIN SELECT RAISE(ABORT, 'effectfence: an intent''s rowid cannot be changed: an UPDATE OR REPLACE would delete the row it meets without the checks on deletes'); END;
+-- A failed intent leaves that state only through a clear; an unknown one
+-- also when its holder's late commit or abort arrives (done, failed).
+CREATE TRIGGER intents_fenced_kept BEFORE UPDATE OF state ON intents
+WHEN (OLD.state = 'failed' OR OLD.state = 'unknown') AND NEW.state IS NOT OLD.state AND
+     NEW.state IS NOT 'cleared' AND
+     NOT (OLD.state = 'unknown' AND (NEW.state = 'failed' OR NEW.state = 'done'))
+BEGIN SELECT RAISE(ABORT, 'effectfence: a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason)'); END;
+-- Done only with the certificate of its effect (inserted first, in the same
+-- transaction).
+CREATE TRIGGER intents_done_with_certificate BEFORE UPDATE OF state ON intents
+WHEN NEW.state = 'done' AND OLD.state IS NOT 'done' AND NOT EXISTS (
+  SELECT 1 FROM certificates WHERE hash = NEW.cert_hash AND intent = NEW.intent AND generation = NEW.generation)
+BEGIN SELECT RAISE(ABORT, 'effectfence: an intent is done only with the certificate of its effect, which fence_commit records'); END;
 
 -- Contention scopes. seq is the version column read-sets are checked
 -- against; it only ever goes up, so a sequence number is never reused.
@@ -111,12 +132,14 @@ CREATE TRIGGER certificates_immutable_update BEFORE UPDATE ON certificates
 BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable'); END;
 CREATE TRIGGER certificates_immutable_delete BEFORE DELETE ON certificates
 BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable'); END;
--- REPLACE (INSERT OR REPLACE, REPLACE INTO) deletes the row in its way without
--- firing DELETE triggers, so an INSERT may not take an existing row's place.
+-- REPLACE (INSERT OR REPLACE, REPLACE INTO) deletes the row in its way, met
+-- by hash, by (domain, seq) or by rowid, without firing DELETE triggers, so
+-- an INSERT may not take an existing row's place.
 CREATE TRIGGER certificates_immutable_replace BEFORE INSERT ON certificates
 WHEN EXISTS (SELECT 1 FROM certificates WHERE hash = NEW.hash)
   OR EXISTS (SELECT 1 FROM certificates WHERE domain = NEW.domain AND seq = NEW.seq)
-BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable: this hash or (domain, seq) is already recorded'); END;
+  OR EXISTS (SELECT 1 FROM certificates WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable: this hash, (domain, seq) or rowid is already recorded'); END;
 
 -- Append-only audit log: admissions, takeovers, outcomes, fencing, clears.
 CREATE TABLE events (

@@ -328,6 +328,11 @@ TEST_CASE("REPLACE and upserts cannot rewrite or remove a certificate, an event 
                          "INSERT OR REPLACE INTO certificates SELECT 'forged', intent, domain, seq, generation, "
                          "parent, agent, tool, replace(body, '4900', '490'), committed_at FROM certificates",
                          certificates);
+  expect_trigger_refuses(db,  // a new hash and (domain, seq) that take the old one's rowid
+                         "INSERT OR REPLACE INTO certificates(rowid, hash, intent, domain, seq, generation, agent, "
+                         "tool, body, committed_at) SELECT rowid, 'forged', intent, domain, seq + 9, generation, "
+                         "agent, tool, body, committed_at FROM certificates",
+                         certificates);
   expect_trigger_refuses(db,
                          "INSERT OR REPLACE INTO events(id, at, kind, intent, domain, seq, generation, actor, detail) "
                          "SELECT id, at, kind, intent, domain, seq, generation, 'mallory', '{}' FROM events "
@@ -444,6 +449,29 @@ TEST_CASE("an intent is cleared only through clears, keeps its name and its row,
   expect_trigger_refuses(db, "INSERT OR REPLACE" + columns.substr(6) + fresh_unknown, replaced);
   expect_trigger_refuses(db, "REPLACE INTO intents SELECT * FROM intents WHERE intent = 'in-flight'", replaced);
   expect_trigger_refuses(db, columns + fresh_unknown + " ON CONFLICT (intent) DO UPDATE SET generation = 9", replaced);
+  // ... or by rowid, with a new name.
+  expect_trigger_refuses(db, "REPLACE INTO intents SELECT * FROM intents WHERE intent = 'failed'", replaced);
+  expect_trigger_refuses(db,
+                         "REPLACE INTO intents(rowid, intent, state, domain, tool, args, payload_hash, agent, seq, "
+                         "generation, token, holder_host, holder_boot, holder_pid, holder_started, lease_expires_at, "
+                         "admitted_at, updated_at) SELECT rowid, 'junk', 'done', domain, tool, args, payload_hash, "
+                         "agent, seq, generation, token, holder_host, holder_boot, holder_pid, holder_started, "
+                         "lease_expires_at, admitted_at, updated_at FROM intents WHERE intent = 'failed'",
+                         replaced);
+  expect_trigger_refuses(db,
+                         "UPDATE OR REPLACE intents SET rowid = (SELECT rowid FROM intents WHERE intent = 'failed') "
+                         "WHERE intent = 'done'",
+                         "effectfence: an intent's rowid cannot be changed");
+  // A fenced intent cannot be put back in flight (to be taken over) or made
+  // done (to be deleted) by hand; nor any intent done without its certificate.
+  const std::string fenced = "effectfence: a failed or unknown intent stays fenced until it is cleared";
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'in_flight', lease_expires_at = 0 WHERE intent = 'failed'",
+                         fenced);
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'in_flight', holder_host = 'elsewhere' WHERE intent = 'unknown'",
+                         fenced);
+  const std::string no_certificate = "effectfence: an intent is done only with the certificate of its effect";
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'done' WHERE intent = 'in-flight'", no_certificate);
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'done' WHERE intent = 'unknown'", no_certificate);
   CHECK(audit_trail(db) == before);
   CHECK(rows(db, "SELECT rowid, intent, state, generation FROM intents ORDER BY rowid") ==
         "1|failed|failed|1\n2|unknown|unknown|1\n3|in-flight|in_flight|1\n4|done|done|1\n");
@@ -457,6 +485,11 @@ TEST_CASE("an intent is cleared only through clears, keeps its name and its row,
   // the earlier clear does not stand for this one.
   expect_ok(db, "UPDATE intents SET state = 'failed', generation = 2, updated_at = updated_at + 5 WHERE intent = 'failed'");
   expect_trigger_refuses(db, "UPDATE intents SET state = 'cleared' WHERE intent = 'failed'", by_hand);
+  // Not even dated like that clear, from the same state: it cleared generation 1.
+  expect_trigger_refuses(db,
+                         "UPDATE intents SET state = 'cleared', updated_at = (SELECT requested_at FROM clears "
+                         "WHERE intent = 'failed') WHERE intent = 'failed'",
+                         by_hand);
   // Finished intents can go, as the sweep removes them.
   expect_ok(db, "DELETE FROM intents WHERE state IN ('done', 'cleared')");
   CHECK(rows(db, "SELECT intent FROM intents ORDER BY intent") == "failed\nin-flight\n");
