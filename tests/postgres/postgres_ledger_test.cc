@@ -194,12 +194,26 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, and only fi
   expect_refused_sql(ledger, "TRUNCATE intents", "effectfence: intents cannot be truncated");
   expect_refused_sql(ledger, "UPDATE intents SET intent = 'failed-old' WHERE intent = 'failed'",
                      "effectfence: an intent cannot be renamed");
+  // A fenced intent cannot be put back in flight (to be taken over) or made
+  // done (to be deleted) by hand; nor any intent done without its certificate.
+  expect_refused_sql(ledger, "UPDATE intents SET state = 'in_flight', lease_expires_at = 0 WHERE intent = 'failed'",
+                     "effectfence: a failed or unknown intent stays fenced until it is cleared");
+  expect_refused_sql(ledger, "UPDATE intents SET state = 'done' WHERE intent = 'in-flight'",
+                     "effectfence: an intent is done only with the certificate of its effect");
   CHECK(ledger.count("SELECT count(*) FROM intents WHERE state IN ('failed', 'in_flight')") == 2);
   CHECK(ledger.count("SELECT count(*) FROM clears") == 0);
 
   ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('failed', 'carol', 'checked')");
   CHECK(ledger.count("SELECT count(*) FROM intents WHERE intent = 'failed' AND state = 'cleared'") == 1);
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'cleared' AND actor = 'carol'") == 1);
+  // Re-admitted and fenced again, it is not cleared by a hand UPDATE dated
+  // like that clear: the clear was of the attempt before.
+  fence->abort(admitted_ticket(fence->prepare(charge("failed"))), "unclear again");
+  expect_refused_sql(ledger,
+                     "UPDATE intents SET state = 'cleared', updated_at = (SELECT requested_at FROM clears "
+                     "WHERE intent = 'failed') WHERE intent = 'failed'",
+                     by_hand);
+  ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('failed', 'carol', 'checked again')");
   ledger.exec("DELETE FROM intents WHERE state IN ('done', 'cleared')");
   CHECK(ledger.count("SELECT count(*) FROM intents") == 1);
 }
