@@ -121,7 +121,7 @@ bool McpClient::post(const Json& message) {
   Outgoing out{jsonrpc::serialize(message), nullptr};
   {
     std::lock_guard<std::mutex> lock(outbox_mutex_);
-    if (outbox_stopping_) return false;
+    if (outbox_stopping_ || outbox_failed_) return false;
     outbox_.push_back(std::move(out));
   }
   outbox_ready_.notify_one();
@@ -133,7 +133,7 @@ bool McpClient::write(const Json& message) {
   std::future<bool> written = out.written->get_future();
   {
     std::lock_guard<std::mutex> lock(outbox_mutex_);
-    if (outbox_stopping_) return false;
+    if (outbox_stopping_ || outbox_failed_) return false;
     outbox_.push_back(std::move(out));
   }
   outbox_ready_.notify_one();
@@ -153,9 +153,17 @@ void McpClient::write_queued() {
     const bool ok = writer_.write_line(out.line);
     if (out.written) out.written->set_value(ok);
     if (!ok) {
+      // What was queued behind it was never sent, and nothing queued from
+      // now on will be: their senders learn so now, not never.
+      std::deque<Outgoing> unsent;
       {
         std::lock_guard<std::mutex> lock(outbox_mutex_);
-        if (outbox_stopping_) return;  // we broke it, to stop
+        if (outbox_stopping_) return;  // we broke it, to stop; the destructor fails the rest
+        outbox_failed_ = true;
+        unsent.swap(outbox_);
+      }
+      for (Outgoing& dropped : unsent) {
+        if (dropped.written) dropped.written->set_value(false);
       }
       // It reads no more requests, whatever it still writes: as good as gone.
       log_.debug("could not write to the server: its input is closed");

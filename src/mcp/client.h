@@ -172,6 +172,7 @@ class McpClient {
   std::condition_variable outbox_ready_;
   std::deque<Outgoing> outbox_;
   bool outbox_stopping_ = false;
+  bool outbox_failed_ = false;  // a write failed: nothing more is queued
   std::thread writer_thread_;
 
   mutable std::mutex mutex_;

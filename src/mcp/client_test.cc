@@ -8,6 +8,7 @@
 #include <csignal>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -462,6 +463,45 @@ TEST_CASE("a server that closes its input but keeps running is closed as gone, a
     CHECK_THAT(reports.closes.front(), Catch::Contains("closed its input"));
     lock.unlock();
     CHECK(client.closed());
+  }
+  for (int fd : {to_server[1], from_server[0], from_server[1]}) ::close(fd);
+}
+
+TEST_CASE("a write that fails fails the requests queued behind it, which were never sent, instead of leaving "
+          "their senders waiting",
+          "[client]") {
+  ::signal(SIGPIPE, SIG_IGN);
+  int to_server[2], from_server[2];
+  REQUIRE(::pipe2(to_server, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(from_server, O_CLOEXEC) == 0);
+  Reports reports;
+  Logger log{"client-test", LogLevel::error};
+  {
+    McpClient client(from_server[0], to_server[1], log, reports.handlers(), 1 << 20);
+    // A request larger than the pipe holds: its write waits for a reader
+    // that never comes, and the next requests queue behind it.
+    std::vector<std::shared_ptr<McpClient::Request>> requests(4);
+    std::vector<std::thread> senders;
+    senders.emplace_back([&] { requests[0] = client.send("tools/call", Json{{"blob", std::string(512 << 10, 'x')}}); });
+    std::this_thread::sleep_for(100ms);
+    for (size_t i = 1; i < requests.size(); ++i) {
+      senders.emplace_back([&, i] { requests[i] = client.send("tools/call", Json{{"n", i}}); });
+    }
+    std::this_thread::sleep_for(100ms);
+    ::close(to_server[0]);  // the server dies without reading on
+    for (std::thread& sender : senders) sender.join();  // before the fix, these waited for ever
+    for (const auto& request : requests) {
+      REQUIRE(request);
+      auto reply = request->wait_for(10s);
+      REQUIRE(reply);
+      CHECK(reply->kind == ClientReply::Kind::closed);
+      CHECK_FALSE(request->delivered());
+    }
+    // And a request after the failure fails at once too.
+    auto later = client.send("tools/call", Json::object());
+    auto reply = later->wait_for(10s);
+    REQUIRE(reply);
+    CHECK(reply->kind == ClientReply::Kind::closed);
   }
   for (int fd : {to_server[1], from_server[0], from_server[1]}) ::close(fd);
 }
