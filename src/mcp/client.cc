@@ -232,7 +232,10 @@ void McpClient::handle_line(const Line& line) {
               "): " + shorten(line.text));
     // An answer we cannot parse unambiguously must not pass for a result,
     // nor leave its request waiting: the id is read from what is readable.
-    const Json id = jsonrpc::recover_response_id(line.text);
+    // A whole document (only its envelope is wrong) that is no request is
+    // taken for a broken answer; of damaged text, only what says so.
+    const bool whole = invalid.code == jsonrpc::kInvalidRequest;
+    const Json id = whole ? jsonrpc::recover_answer_id(line.text) : jsonrpc::recover_response_id(line.text);
     if (!id.is_null()) handle_response(id, unreadable_reply(invalid.message));
   }
 }

@@ -173,6 +173,17 @@ TEST_CASE("an answer that does not parse fails its request as unreadable instead
     REQUIRE(reply);
     CHECK(reply->kind == ClientReply::Kind::unreadable);
   }
+  // An answer with neither outcome, or with a method too, is a broken answer.
+  for (const std::string& broken : {std::string("}"), std::string(R"(,"method":"x","result":{"content":[]}})"),
+                                    std::string(R"(,"error":{"code":1,"message":"m"},"method":"x"})")}) {
+    auto request = f.client.send("tools/call", Json::object());
+    f.server.heard();
+    f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + request->id().dump() + broken);
+    auto reply = request->wait_for(10s);
+    INFO(broken);
+    REQUIRE(reply);
+    CHECK(reply->kind == ClientReply::Kind::unreadable);
+  }
   // A broken request of the server's own, under an id that happens to be
   // ours, is no answer: the real answer still finds its request.
   auto pending = f.client.send("tools/call", Json::object());
@@ -180,6 +191,7 @@ TEST_CASE("an answer that does not parse fails its request as unreadable instead
   f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + pending->id().dump() +
                    R"(,"method":"roots/list","params":{"text":"\xff"}})");
   f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + pending->id().dump() + R"(,"method":"x","params":[1]})");
+  f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + pending->id().dump() + R"(,"params":{"t":"\xff"},"method":"x"})");
   CHECK_FALSE(pending->wait_for(200ms));
   f.server.say(jsonrpc::result_response(pending->id(), Json{{"done", true}}));
   auto reply = pending->wait_for(10s);

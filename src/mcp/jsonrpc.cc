@@ -16,6 +16,9 @@ class IdFinder {
   // True iff a top-level "result" or "error" key was read, and no "method":
   // the text says it is a response.
   bool says_response() const { return saw_outcome_ && !saw_method_; }
+  // True iff a whole message from the other side, answering ours, can be
+  // meant: anything but a request (a "method" and no "result"/"error").
+  bool may_answer() const { return saw_outcome_ || !saw_method_; }
 
   bool null() { return scalar(Json()); }
   bool boolean(bool v) { return scalar(Json(v)); }
@@ -93,6 +96,12 @@ Json recover_response_id(std::string_view text) {
   IdFinder finder;
   Json::sax_parse(text.begin(), text.end(), &finder);
   return finder.says_response() ? finder.id() : Json();
+}
+
+Json recover_answer_id(std::string_view text) {
+  IdFinder finder;
+  Json::sax_parse(text.begin(), text.end(), &finder);
+  return finder.may_answer() ? finder.id() : Json();
 }
 
 std::optional<size_t> first_invalid_utf8(std::string_view text) {
@@ -195,6 +204,13 @@ Message classify_document(const Json& document) {
   }
   if (!method_it->is_string()) {
     return Invalid{id, kInvalidRequest, "invalid request: \"method\" must be a string"};
+  }
+  if (document.contains("result") || document.contains("error")) {
+    // Neither a request nor a response: served, it could stand in for the
+    // peer's answer to a request of ours with the same id, which would wait.
+    return Invalid{id, kInvalidRequest,
+                   "invalid message: it has a \"method\" and also a \"result\" or \"error\" (a request has no "
+                   "outcome, a response no method)"};
   }
   Json params = Json::object();
   if (auto p = document.find("params"); p != document.end() && !p->is_null()) {

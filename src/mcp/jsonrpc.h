@@ -69,6 +69,11 @@ Json recover_id(std::string_view text);
 // "result" or "error" key comes before the damage, and no "method" (a
 // broken request of the other side must not pass for an answer to ours).
 Json recover_response_id(std::string_view text);
+// For a whole line from the other side that is not a clean message: the id
+// of the answer to one of our requests it may be, which is everything but a
+// request (a "method" and no "result" or "error"): an answer with neither
+// outcome, or with a "method" too, must not leave our request waiting.
+Json recover_answer_id(std::string_view text);
 // Returns true iff id is a string or an integer that a double keeps exactly.
 bool is_valid_id(const Json& id);
 // Returns the offset of the first byte that breaks UTF-8, if any.

@@ -85,6 +85,12 @@ TEST_CASE("envelope errors", "[jsonrpc]") {
   Invalid both = invalid_of(R"({"jsonrpc":"2.0","id":5,"result":{},"error":{"code":1,"message":"x"}})");
   CHECK_FALSE(both.answer);  // a malformed response is still a response: never answered
   CHECK_THAT(both.message, Catch::Contains("invalid response"));
+  Invalid method_and_result = invalid_of(R"({"jsonrpc":"2.0","id":6,"method":"ping","result":{}})");
+  CHECK(method_and_result.code == kInvalidRequest);
+  CHECK(method_and_result.id == 6);
+  CHECK_THAT(method_and_result.message, Catch::Contains("a request has no outcome, a response no method"));
+  CHECK(invalid_of(R"({"jsonrpc":"2.0","id":6,"method":"ping","error":{"code":1,"message":"m"}})").code ==
+        kInvalidRequest);
   Invalid array_params = invalid_of(R"({"jsonrpc":"2.0","id":"q","method":"ping","params":[1]})");
   CHECK(array_params.code == kInvalidParams);
   CHECK(array_params.id == "q");
@@ -128,6 +134,14 @@ TEST_CASE("JSON too deep or too large to hold is refused as such, not called amb
   Invalid infinite = invalid_of(R"({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"arguments":{"n":1e400}}})");
   CHECK(infinite.id == 8);
   CHECK_THAT(infinite.message, Catch::StartsWith("JSON refused: ") && Catch::Contains("(non_finite)"));
+}
+
+TEST_CASE("recover_answer_id takes anything but a request for an answer", "[jsonrpc]") {
+  CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3})") == 3);
+  CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3,"method":"x","result":{}})") == 3);
+  CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3,"result":{},"error":{}})") == 3);
+  CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3,"method":"x","params":[1]})").is_null());
+  CHECK(recover_response_id(R"({"jsonrpc":"2.0","id":3})").is_null());
 }
 
 TEST_CASE("recover_id finds the top-level id only", "[jsonrpc]") {
