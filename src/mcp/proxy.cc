@@ -1,6 +1,7 @@
 #include "mcp/proxy.h"
 
 #include <algorithm>
+#include <set>
 #include <variant>
 
 #include "core/sha256.h"
@@ -97,24 +98,47 @@ bool is_fenced(const FencePolicy& policy, const Json& tool_entry) {
   return !(read_only != annotations->end() && read_only->is_boolean() && read_only->get<bool>());
 }
 
+std::string policy_names_not_offered(const FencePolicy& policy, const std::vector<Json>& tool_entries) {
+  std::set<std::string> offered;
+  for (const Json& entry : tool_entries) offered.insert(entry.value("name", ""));
+  std::string warning;
+  for (const auto& [option, names] : {std::pair<const char*, const std::set<std::string>&>{"--only", policy.only},
+                                     std::pair<const char*, const std::set<std::string>&>{"--except", policy.except}}) {
+    std::string missing;
+    for (const std::string& name : names) {
+      if (!offered.count(name)) missing += (missing.empty() ? "" : ", ") + name;
+    }
+    if (missing.empty()) continue;
+    warning += std::string(warning.empty() ? "" : "; ") + option + " names " + missing +
+               ", which the server does not offer";
+  }
+  if (warning.empty()) return "";
+  std::string tools;
+  for (const std::string& name : offered) tools += (tools.empty() ? "" : ", ") + name;
+  return warning + " (a misspelt name? its tools: " + (tools.empty() ? "none" : tools) + ")";
+}
+
 std::optional<CallIdentity> identify_call(const std::string& tool, const Json& arguments, const Json& meta,
                                           const std::string& key_arg, std::string* error) {
   CallIdentity identity;
   identity.domain = "tool:" + tool;
   std::optional<std::string> key;
-  if (auto given = meta.find("idempotencyKey"); given != meta.end()) {
-    if (!given->is_string() || given->get<std::string>().empty()) {
-      *error = "_meta.idempotencyKey must be a non-empty string";
-      return std::nullopt;
-    }
-    key = given->get<std::string>();
-  } else if (!key_arg.empty() && arguments.is_object() && arguments.contains(key_arg)) {
+  // The operator's key argument names the action before the agent's own
+  // key: a client that sends a new key on each retry of one order must not
+  // make it a new action.
+  if (!key_arg.empty() && arguments.is_object() && arguments.contains(key_arg)) {
     const Json& given_arg = arguments[key_arg];
     if (!given_arg.is_string() || given_arg.get<std::string>().empty()) {
       *error = "argument \"" + key_arg + "\" (the idempotency key) must be a non-empty string";
       return std::nullopt;
     }
     key = given_arg.get<std::string>();
+  } else if (auto given = meta.find("idempotencyKey"); given != meta.end()) {
+    if (!given->is_string() || given->get<std::string>().empty()) {
+      *error = "_meta.idempotencyKey must be a non-empty string";
+      return std::nullopt;
+    }
+    key = given->get<std::string>();
   }
   if (key) {
     identity.intent = "wrap:" + tool + ":" + *key;
@@ -291,6 +315,9 @@ void Proxy::install_mirror(const std::vector<Json>& entries) {
   }
   log_.info("mirroring " + std::to_string(entries.size()) + " tool(s); fenced: " + (fenced.empty() ? "none" : fenced) +
             "; passed through: " + (passed.empty() ? "none" : passed));
+  if (const std::string warning = policy_names_not_offered(options_.policy, entries); !warning.empty()) {
+    log_.warn(warning);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   mirror_ = std::move(mirror);
 }

@@ -37,6 +37,9 @@ struct FencePolicy {
 
 // Returns true iff calls of the tools/list entry go through the fence.
 bool is_fenced(const FencePolicy& policy, const Json& tool_entry);
+// A warning naming the tools --only or --except lists that none of the
+// entries is (a typo in --only fences nothing by that name), or "".
+std::string policy_names_not_offered(const FencePolicy& policy, const std::vector<Json>& tool_entries);
 
 // What to do when the child answers a fenced call with isError: true.
 enum class OnToolError {

@@ -168,6 +168,18 @@ TEST_CASE("is_fenced: read-only tools pass unless fence_all, only and except dec
   CHECK_FALSE(is_fenced(FencePolicy{true, {}, {"write"}}, writer));
 }
 
+TEST_CASE("--only and --except names the server does not offer are named in a warning", "[proxy]") {
+  const std::vector<Json> tools = {{{"name", "charge"}}, {{"name", "refund"}}};
+  FencePolicy policy;
+  CHECK(policy_names_not_offered(policy, tools).empty());
+  policy.only = {"chrage", "refund"};
+  CHECK(policy_names_not_offered(policy, tools) ==
+        "--only names chrage, which the server does not offer (a misspelt name? its tools: charge, refund)");
+  policy.only.clear();
+  policy.except = {"refund", "lsit"};
+  CHECK_THAT(policy_names_not_offered(policy, tools), Catch::StartsWith("--except names lsit, which"));
+}
+
 TEST_CASE("identify_call: the canonical arguments decide, or the agent's key", "[proxy]") {
   std::string error;
   auto a = identify_call("pay", Json::parse(R"({"to":"bob","cents":100})"), Json::object(), "", &error);
@@ -193,6 +205,13 @@ TEST_CASE("identify_call: the canonical arguments decide, or the agent's key", "
   auto by_arg = identify_call("pay", {{"to", "bob"}, {"key", "k-2"}}, Json::object(), "key", &error);
   REQUIRE(by_arg);
   CHECK(by_arg->intent == "wrap:pay:k-2");
+  // The operator's key argument wins over a key the agent varies per retry.
+  auto arg_first = identify_call("pay", {{"to", "bob"}, {"key", "k-2"}}, {{"idempotencyKey", "retry-7"}}, "key", &error);
+  REQUIRE(arg_first);
+  CHECK(arg_first->intent == by_arg->intent);
+  auto meta_without_arg = identify_call("pay", {{"to", "bob"}}, {{"idempotencyKey", "k-1"}}, "key", &error);
+  REQUIRE(meta_without_arg);
+  CHECK(meta_without_arg->intent == keyed->intent);
   auto ignored_arg = identify_call("pay", {{"key", "k-2"}}, Json::object(), "", &error);
   REQUIRE(ignored_arg);
   CHECK_FALSE(ignored_arg->keyed);
