@@ -10,21 +10,15 @@ Refusal same_instant_duplicate(const std::string& intent) {
                  {{"intent", intent}}};
 }
 
-Refusal mismatch(const std::string& intent) {
-  return Refusal{Reason::payload_mismatch,
-                 "intent '" + intent + "' was recorded for a different action (other tool or arguments). "
-                 "Do not run the tool: one intent id names one action; use a new intent id for a "
-                 "different action.",
-                 {{"intent", intent}}};
-}
-
 }  // namespace
 
 std::optional<PrepareOutcome> FastPath::answer_from_slot(IntentSlot& slot, const rules::Attempt& a,
                                                          int64_t now, uint64_t epoch) {
   if (slot.cert && (slot.cert_expires_at <= now || slot.cert_epoch != epoch)) slot.cert.reset();
   if (slot.cert) {
-    if (slot.cert_payload != a.payload_hash) return mismatch(a.request.intent);
+    if (slot.cert_payload != a.payload_hash) {
+      return rules::payload_mismatch(a.request.intent, slot.cert->tool, a.request.tool);
+    }
     return Replayed{*slot.cert};
   }
   // A held intent is not answered from memory: its ticket may have been

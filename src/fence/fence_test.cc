@@ -95,6 +95,12 @@ TEST_CASE("a payload mismatch says what differs: the tool, or only its arguments
   auto by_args = other->prepare(charge("o-4", 9900));
   REQUIRE(refusal_reason(by_args) == Reason::payload_mismatch);
   CHECK_THAT(std::get<Refusal>(by_args).message, Catch::Contains("tool 'charge' with other arguments"));
+  // The process that committed it answers from its cached certificate, and
+  // says the same.
+  auto cached = fence->prepare(refund);
+  REQUIRE(refusal_reason(cached) == Reason::payload_mismatch);
+  CHECK_THAT(std::get<Refusal>(cached).message, Catch::Contains("tool 'charge', not 'refund'"));
+  CHECK(std::get<Refusal>(cached).detail.value("recorded_tool", "") == "charge");
 }
 
 TEST_CASE("names are 1 to 1024 characters, however many bytes they take", "[fence]") {

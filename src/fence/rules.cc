@@ -159,6 +159,18 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
 
 }  // namespace
 
+Refusal payload_mismatch(const std::string& intent, const std::string& recorded_tool,
+                         const std::string& requested_tool) {
+  const std::string recorded = recorded_tool != requested_tool
+                                   ? "tool '" + recorded_tool + "', not '" + requested_tool + "'"
+                                   : "tool '" + recorded_tool + "' with other arguments";
+  return Refusal{Reason::payload_mismatch,
+                 "intent '" + intent + "' was recorded for a different action (" + recorded +
+                     "). Do not run the tool: one intent id names one action; use a new intent id for a "
+                     "different action.",
+                 {{"intent", intent}, {"recorded_tool", recorded_tool}, {"requested_tool", requested_tool}}};
+}
+
 int64_t unsettled_actions(LedgerTxn& txn, const std::string& domain, const Context& ctx) {
   int64_t n = txn.count_live_in_flight(domain, ctx.now);
   if (!ctx.is_alive) return n;
@@ -177,13 +189,8 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   if (existing) {
     IntentRow& row = *existing;
     if (row.state != IntentState::cleared && row.payload_hash != a.payload_hash) {
-      const std::string recorded = row.tool != req.tool ? "tool '" + row.tool + "', not '" + req.tool + "'"
-                                                          : "tool '" + row.tool + "' with other arguments";
-      return refuse(txn, Reason::payload_mismatch,
-                    "intent '" + req.intent + "' was recorded for a different action (" + recorded +
-                        "). Do not run the tool: one intent id names one action; use a new intent id for a "
-                        "different action.",
-                    {{"intent", req.intent}, {"recorded_tool", row.tool}, {"requested_tool", req.tool}});
+      Refusal mismatch = payload_mismatch(req.intent, row.tool, req.tool);
+      return refuse(txn, mismatch.reason, std::move(mismatch.message), std::move(mismatch.detail));
     }
     switch (row.state) {
       case IntentState::done: {

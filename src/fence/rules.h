@@ -37,6 +37,11 @@ struct Attempt {
   std::string token;
 };
 
+// The refusal of a prepare whose intent was recorded for another tool or
+// other arguments, naming the recorded tool (rules and the fast path alike).
+Refusal payload_mismatch(const std::string& intent, const std::string& recorded_tool,
+                         const std::string& requested_tool);
+
 // Admitted actions on domain whose outcome is not known yet: their lease is
 // live, or it ran out while their holder is still seen running on this host.
 int64_t unsettled_actions(LedgerTxn& txn, const std::string& domain, const Context& ctx);
