@@ -168,7 +168,7 @@ TEST_CASE("is_fenced: read-only tools pass unless fence_all, only and except dec
   CHECK_FALSE(is_fenced(FencePolicy{true, {}, {"write"}}, writer));
 }
 
-TEST_CASE("--only and --except names the server does not offer are named in a warning", "[proxy]") {
+TEST_CASE("tools named in --only or --except that the server does not offer are named in a warning", "[proxy]") {
   const std::vector<Json> tools = {{{"name", "charge"}}, {{"name", "refund"}}};
   FencePolicy policy;
   CHECK(policy_names_not_offered(policy, tools).empty());
