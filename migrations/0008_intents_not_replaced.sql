@@ -12,7 +12,7 @@
 CREATE TRIGGER intents_replaced_never BEFORE INSERT ON intents
 WHEN EXISTS (SELECT 1 FROM intents WHERE intent = NEW.intent)
   OR EXISTS (SELECT 1 FROM intents WHERE rowid = NEW.rowid)
-BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be replaced: REPLACE deletes its row without the checks on deletes, and its next prepare would be fresh; change it with UPDATE, clear it with INSERT INTO clears(intent, operator, reason). (An effectfence server older than this ledger''s schema 8 writes this way: stop it and restart it at the new version)'); END;
+BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be replaced: this name or rowid is already recorded, and an INSERT may only add a new intent (a REPLACE would delete the row without the checks on deletes, and its next prepare would be fresh); change it with UPDATE, clear it with INSERT INTO clears(intent, operator, reason). (An effectfence server older than this ledger''s schema 8 writes this way: stop it and restart it at the new version)'); END;
 CREATE TRIGGER intents_renumbered_never BEFORE UPDATE OF rowid ON intents
 WHEN NEW.rowid IS NOT OLD.rowid
 BEGIN SELECT RAISE(ABORT, 'effectfence: an intent''s rowid cannot be changed: an UPDATE OR REPLACE would delete the row it meets without the checks on deletes'); END;
