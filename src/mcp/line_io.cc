@@ -136,7 +136,9 @@ bool LineWriter::write_line(std::string_view line, bool* nothing_written) {
   const auto fail = [&] {
     broken_ = true;  // a line stopped halfway: nothing after it can be framed
     if (nothing_written) *nothing_written = left == framed.size();
-    return false;
+    // Only the newline missing: a reader that takes the end of its input
+    // for the end of a line has the whole message, so it is not unsent.
+    return left == 1;
   };
   if (nothing_written) *nothing_written = false;
   if (broken_) return fail();

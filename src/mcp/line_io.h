@@ -89,10 +89,12 @@ class LineWriter {
   explicit LineWriter(int fd, int stop_fd = -1,
                       std::chrono::milliseconds stop_grace = std::chrono::milliseconds(0));
 
-  // Writes line and "\n". Returns false iff the output is broken; from then
-  // on every write is dropped. nothing_written (if given) is set to whether
-  // a failed line left no byte at all: a reader may still get a line that
-  // went out in part.
+  // Writes line and "\n". Returns false iff the output is broken before all
+  // of line went out (a line whose newline alone was lost counts as
+  // written: a reader may take its end of input for the end of the line);
+  // from then on every write is dropped. nothing_written (if given) is set
+  // to whether a failed line left no byte at all: a reader may still get a
+  // line that went out in part.
   bool write_line(std::string_view line, bool* nothing_written = nullptr);
   // True once a write failed: nothing written from then on reaches the reader.
   bool broken() const;

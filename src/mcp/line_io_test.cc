@@ -1,6 +1,7 @@
 #include "mcp/line_io.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -184,6 +185,32 @@ TEST_CASE("LineWriter reports a vanished reader instead of dying", "[line_io]") 
   nothing_written = false;
   CHECK_FALSE(writer.write_line("still nobody", &nothing_written));
   CHECK(nothing_written);
+}
+
+TEST_CASE("LineWriter counts a line whose newline alone was lost as written: its reader may have it whole",
+          "[line_io]") {
+  ::signal(SIGPIPE, SIG_IGN);
+  Pipe pipe;
+  REQUIRE(::fcntl(pipe.write_fd, F_SETPIPE_SZ, 4096) == 4096);
+  REQUIRE(::fcntl(pipe.write_fd, F_SETFL, ::fcntl(pipe.write_fd, F_GETFL) | O_NONBLOCK) == 0);
+  LineWriter writer(pipe.write_fd);
+  const std::string message(4096, 'a');  // fills the pipe: its newline has to wait for room
+  bool written = false;
+  bool nothing_written = true;
+  std::thread writing([&] { written = writer.write_line(message, &nothing_written); });
+  // Once the message fills the pipe, the reader goes before its newline comes.
+  int queued = 0;
+  for (int i = 0; i < 1000 && queued < 4096; ++i) {
+    REQUIRE(::ioctl(pipe.read_fd, FIONREAD, &queued) == 0);
+    if (queued < 4096) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(queued == 4096);
+  pipe.close_read();
+  writing.join();
+  CHECK(written);
+  CHECK_FALSE(nothing_written);
+  CHECK(writer.broken());
+  CHECK_FALSE(writer.write_line("after it"));
 }
 
 TEST_CASE("LineWriter gives up a write nobody reads once its stop fd fires, and stays broken", "[line_io]") {
