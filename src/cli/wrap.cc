@@ -57,7 +57,7 @@ void print_wrap_usage(std::FILE* out) {
                "  --only TOOL,...        fence exactly these tools; pass the others through\n"
                "  --except TOOL,...      never fence these tools\n"
                "  --key-arg NAME         an argument whose string value is the agent's idempotency key\n"
-               "                         (it wins over _meta.idempotencyKey, honoured otherwise)\n"
+               "                         (_meta.idempotencyKey, when given, comes first)\n"
                "  --on-tool-error MODE   fence (default): a call the tool answers with isError is fenced\n"
                "                         as failed, since its effect may have partly happened;\n"
                "                         release: an identical retry runs again\n"

@@ -192,6 +192,7 @@ TEST_CASE("an answer that does not parse fails its request as unreadable instead
                    R"(,"method":"roots/list","params":{"text":"\xff"}})");
   f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + pending->id().dump() + R"(,"method":"x","params":[1]})");
   f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + pending->id().dump() + R"(,"params":{"t":"\xff"},"method":"x"})");
+  f.server.say_raw(R"({"jsonrpc":"2.0","id":)" + pending->id().dump() + R"(,"Method":"roots/list","params":{}})");
   CHECK_FALSE(pending->wait_for(200ms));
   f.server.say(jsonrpc::result_response(pending->id(), Json{{"done", true}}));
   auto reply = pending->wait_for(10s);

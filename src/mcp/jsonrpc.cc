@@ -16,9 +16,10 @@ class IdFinder {
   // True iff a top-level "result" or "error" key was read, and no "method":
   // the text says it is a response.
   bool says_response() const { return saw_outcome_ && !saw_method_; }
-  // True iff a whole message from the other side, answering ours, can be
-  // meant: anything but a request (a "method" and no "result"/"error").
-  bool may_answer() const { return saw_outcome_ || !saw_method_; }
+  // True iff a whole message from the other side can be meant to answer
+  // ours: it has a "result" or "error", or nothing but "jsonrpc" and "id"
+  // (anything else, "params" say, may be a broken request of its own).
+  bool may_answer() const { return saw_outcome_ || (!saw_method_ && !saw_other_); }
 
   bool null() { return scalar(Json()); }
   bool boolean(bool v) { return scalar(Json(v)); }
@@ -40,6 +41,7 @@ class IdFinder {
       if (at_id_ && found_) ambiguous_ = true;
       saw_outcome_ = saw_outcome_ || k == "result" || k == "error";
       saw_method_ = saw_method_ || k == "method";
+      saw_other_ = saw_other_ || !(k == "jsonrpc" || k == "id" || k == "result" || k == "error" || k == "method");
     }
     return !ambiguous_;
   }
@@ -71,6 +73,7 @@ class IdFinder {
   bool ambiguous_ = false;
   bool saw_outcome_ = false;
   bool saw_method_ = false;
+  bool saw_other_ = false;
   Json id_;
 };
 

@@ -70,9 +70,9 @@ Json recover_id(std::string_view text);
 // broken request of the other side must not pass for an answer to ours).
 Json recover_response_id(std::string_view text);
 // For a whole line from the other side that is not a clean message: the id
-// of the answer to one of our requests it may be, which is everything but a
-// request (a "method" and no "result" or "error"): an answer with neither
-// outcome, or with a "method" too, must not leave our request waiting.
+// of the answer to one of our requests it may be: one with a "result" or
+// "error" (a "method" too), or with nothing but "jsonrpc" and "id", must not
+// leave our request waiting; anything else may be a broken request.
 Json recover_answer_id(std::string_view text);
 // Returns true iff id is a string or an integer that a double keeps exactly.
 bool is_valid_id(const Json& id);

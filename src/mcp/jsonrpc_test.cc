@@ -136,11 +136,13 @@ TEST_CASE("JSON too deep or too large to hold is refused as such, not called amb
   CHECK_THAT(infinite.message, Catch::StartsWith("JSON refused: ") && Catch::Contains("(non_finite)"));
 }
 
-TEST_CASE("recover_answer_id takes anything but a request for an answer", "[jsonrpc]") {
+TEST_CASE("recover_answer_id takes an outcome, or an id alone, for an answer", "[jsonrpc]") {
   CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3})") == 3);
   CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3,"method":"x","result":{}})") == 3);
   CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3,"result":{},"error":{}})") == 3);
   CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3,"method":"x","params":[1]})").is_null());
+  // A request whose method key is misspelt is no answer either.
+  CHECK(recover_answer_id(R"({"jsonrpc":"2.0","id":3,"Method":"roots/list","params":{}})").is_null());
   CHECK(recover_response_id(R"({"jsonrpc":"2.0","id":3})").is_null());
 }
 

@@ -123,22 +123,21 @@ std::optional<CallIdentity> identify_call(const std::string& tool, const Json& a
   CallIdentity identity;
   identity.domain = "tool:" + tool;
   std::optional<std::string> key;
-  // The operator's key argument names the action before the agent's own
-  // key: a client that sends a new key on each retry of one order must not
-  // make it a new action.
-  if (!key_arg.empty() && arguments.is_object() && arguments.contains(key_arg)) {
+  // The agent's own key first, as always: intents recorded under it must
+  // keep replaying (a key argument put first would make them new actions).
+  if (auto given = meta.find("idempotencyKey"); given != meta.end()) {
+    if (!given->is_string() || given->get<std::string>().empty()) {
+      *error = "_meta.idempotencyKey must be a non-empty string";
+      return std::nullopt;
+    }
+    key = given->get<std::string>();
+  } else if (!key_arg.empty() && arguments.is_object() && arguments.contains(key_arg)) {
     const Json& given_arg = arguments[key_arg];
     if (!given_arg.is_string() || given_arg.get<std::string>().empty()) {
       *error = "argument \"" + key_arg + "\" (the idempotency key) must be a non-empty string";
       return std::nullopt;
     }
     key = given_arg.get<std::string>();
-  } else if (auto given = meta.find("idempotencyKey"); given != meta.end()) {
-    if (!given->is_string() || given->get<std::string>().empty()) {
-      *error = "_meta.idempotencyKey must be a non-empty string";
-      return std::nullopt;
-    }
-    key = given->get<std::string>();
   }
   if (key) {
     identity.intent = "wrap:" + tool + ":" + *key;
