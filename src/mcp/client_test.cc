@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -496,7 +497,15 @@ TEST_CASE("a write that fails fails the requests queued behind it, which were ne
     std::vector<std::shared_ptr<McpClient::Request>> requests(4);
     std::vector<std::thread> senders;
     senders.emplace_back([&] { requests[0] = client.send("tools/call", Json{{"blob", std::string(512 << 10, 'x')}}); });
-    std::this_thread::sleep_for(100ms);
+    // The others go only once it fills the pipe (a slow start, under a
+    // sanitizer, must not let them out first).
+    int queued = 0;
+    for (int i = 0; i < 2000 && queued < 4096; ++i) {
+      REQUIRE(::ioctl(to_server[0], FIONREAD, &queued) == 0);
+      if (queued < 4096) std::this_thread::sleep_for(5ms);
+    }
+    REQUIRE(queued >= 4096);
+    std::this_thread::sleep_for(50ms);  // and is waiting for room
     for (size_t i = 1; i < requests.size(); ++i) {
       senders.emplace_back([&, i] { requests[i] = client.send("tools/call", Json{{"n", i}}); });
     }
