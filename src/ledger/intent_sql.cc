@@ -24,6 +24,13 @@ const std::vector<std::string>& column_names() {
   return names;
 }
 
+// "$1,$2,..." or "?1,?2,...": one numbered parameter per column.
+std::string numbered_placeholders(char sigil) {
+  std::string out;
+  for (size_t i = 0; i < column_names().size(); ++i) out += (i > 0 ? "," : "") + (sigil + std::to_string(i + 1));
+  return out;
+}
+
 }  // namespace
 
 const char* const kColumns =
@@ -32,15 +39,12 @@ const char* const kColumns =
     "lease_expires_at, admitted_at, updated_at, cert_hash, reason";
 
 std::string upsert() {
-  const auto& names = column_names();
-  std::string values;
   std::string updates;
-  for (size_t i = 0; i < names.size(); ++i) {
-    values += (i > 0 ? ",$" : "$") + std::to_string(i + 1);
-    if (names[i] == "intent") continue;  // the conflict key
-    updates += names[i] + "=excluded." + names[i] + ", ";
+  for (const std::string& name : column_names()) {
+    if (name == "intent") continue;  // the conflict key
+    updates += name + "=excluded." + name + ", ";
   }
-  return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + values +
+  return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + numbered_placeholders('$') +
          ") ON CONFLICT (intent) DO UPDATE SET " + updates + "version=intents.version + 1";
 }
 
@@ -52,10 +56,7 @@ std::string update_row() {
 }
 
 std::string insert_row() {
-  const auto& names = column_names();
-  std::string values;
-  for (size_t i = 0; i < names.size(); ++i) values += (i > 0 ? ",?" : "?") + std::to_string(i + 1);
-  return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + values + ")";
+  return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + numbered_placeholders('?') + ")";
 }
 
 std::string stored_read_set(const std::vector<ReadSetEntry>& read_set) {
