@@ -46,8 +46,15 @@ void bind_text_or_null(SQLite::Statement& q, int index, const std::string& value
   }
 }
 
+// The JSON columns of a row, as stored: made once per write, bound to
+// both of save_intent's statements.
+struct StoredJson {
+  std::string read_set;
+  std::string known_clock;
+};
+
 // Parameters ?1..?22 in intent_sql::kColumns order.
-void bind_intent(SQLite::Statement& q, const IntentRow& r, int64_t now) {
+void bind_intent(SQLite::Statement& q, const IntentRow& r, const StoredJson& json, int64_t now) {
   q.bind(1, r.intent);
   q.bind(2, state_name(r.state));
   q.bind(3, r.domain);
@@ -58,9 +65,9 @@ void bind_intent(SQLite::Statement& q, const IntentRow& r, int64_t now) {
   q.bind(8, static_cast<int64_t>(r.seq));
   q.bind(9, static_cast<int64_t>(r.generation));
   q.bind(10, r.token);
-  q.bind(11, intent_sql::stored_read_set(r.read_set));
+  q.bind(11, json.read_set);
   bind_text_or_null(q, 12, r.parent);
-  q.bind(13, intent_sql::stored_clock(r.known_clock));
+  q.bind(13, json.known_clock);
   q.bind(14, r.holder.host);
   q.bind(15, r.holder.boot);
   q.bind(16, static_cast<int64_t>(r.holder.pid));
@@ -98,11 +105,12 @@ std::optional<IntentRow> SqliteTxn::load_intent(const std::string& intent) {
 void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
   static const std::string update_sql = intent_sql::update_row();
   static const std::string insert_sql = intent_sql::insert_row();
+  const StoredJson json{intent_sql::stored_read_set(r.read_set), intent_sql::stored_clock(r.known_clock)};
   auto& update = statement(update_sql.c_str());
-  bind_intent(update, r, now);
+  bind_intent(update, r, json, now);
   if (update.exec() == 1) return;
   auto& insert = statement(insert_sql.c_str());
-  bind_intent(insert, r, now);
+  bind_intent(insert, r, json, now);
   insert.exec();
 }
 
