@@ -189,8 +189,8 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   if (existing) {
     IntentRow& row = *existing;
     if (row.state != IntentState::cleared && row.payload_hash != a.payload_hash) {
-      Refusal mismatch = payload_mismatch(req.intent, row.tool, req.tool);
-      return refuse(txn, mismatch.reason, std::move(mismatch.message), std::move(mismatch.detail));
+      count_refusal(txn, Reason::payload_mismatch);
+      return payload_mismatch(req.intent, row.tool, req.tool);
     }
     switch (row.state) {
       case IntentState::done: {
