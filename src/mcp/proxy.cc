@@ -57,6 +57,9 @@ bool is_error_result(const Json& result) {
   return flag != result.end() && flag->is_boolean() && flag->get<bool>();
 }
 
+// Adds name to a list of names separated by ", ", for the log.
+void add_to_list(std::string* list, const std::string& name) { *list += (list->empty() ? "" : ", ") + name; }
+
 // Errors with which a server turns a request away before acting on it.
 bool refused_before_running(int code) {
   return code == jsonrpc::kParseError || code == jsonrpc::kInvalidRequest || code == jsonrpc::kMethodNotFound ||
@@ -102,19 +105,20 @@ std::string policy_names_not_offered(const FencePolicy& policy, const std::vecto
   std::set<std::string> offered;
   for (const Json& entry : tool_entries) offered.insert(entry.value("name", ""));
   std::string warning;
-  for (const auto& [option, names] : {std::pair<const char*, const std::set<std::string>&>{"--only", policy.only},
-                                     std::pair<const char*, const std::set<std::string>&>{"--except", policy.except}}) {
+  const auto name_missing = [&](const char* option, const std::set<std::string>& names) {
     std::string missing;
     for (const std::string& name : names) {
-      if (!offered.count(name)) missing += (missing.empty() ? "" : ", ") + name;
+      if (!offered.count(name)) add_to_list(&missing, name);
     }
-    if (missing.empty()) continue;
+    if (missing.empty()) return;
     warning += std::string(warning.empty() ? "" : "; ") + option + " names " + missing +
                ", which the server does not offer";
-  }
+  };
+  name_missing("--only", policy.only);
+  name_missing("--except", policy.except);
   if (warning.empty()) return "";
   std::string tools;
-  for (const std::string& name : offered) tools += (tools.empty() ? "" : ", ") + name;
+  for (const std::string& name : offered) add_to_list(&tools, name);
   return warning + " (a misspelt name? its tools: " + (tools.empty() ? "none" : tools) + ")";
 }
 
@@ -308,10 +312,7 @@ void Proxy::install_mirror(const std::vector<Json>& entries) {
   mirror.entries = entries;
   for (const Json& entry : entries) mirror.fenced[entry["name"].get<std::string>()] = is_fenced(options_.policy, entry);
   std::string fenced, passed;
-  for (const auto& [name, is_fenced_tool] : mirror.fenced) {
-    std::string& list = is_fenced_tool ? fenced : passed;
-    list += (list.empty() ? "" : ", ") + name;
-  }
+  for (const auto& [name, is_fenced_tool] : mirror.fenced) add_to_list(is_fenced_tool ? &fenced : &passed, name);
   log_.info("mirroring " + std::to_string(entries.size()) + " tool(s); fenced: " + (fenced.empty() ? "none" : fenced) +
             "; passed through: " + (passed.empty() ? "none" : passed));
   if (const std::string warning = policy_names_not_offered(options_.policy, entries); !warning.empty()) {
