@@ -97,15 +97,17 @@ std::string check(const Json& schema, const Json& value, const std::string& path
     for (const auto& option : *e) listed = listed || option == value;
     if (!listed) return where(path) + ": must be one of " + e->dump();
   }
-  if (auto m = schema.find("minLength"); m != schema.end() && value.is_string()) {
-    if (utf8_length(value.get<std::string>()) < m->get<size_t>()) {
-      return where(path) + (m->get<size_t>() == 1 ? ": must not be empty"
-                                                   : ": must be at least " + m->dump() + " characters");
+  const auto min_length = schema.find("minLength");
+  const auto max_length = schema.find("maxLength");
+  if (value.is_string() && (min_length != schema.end() || max_length != schema.end())) {
+    const size_t length = utf8_length(value.get_ref<const std::string&>());  // counted once, for both
+    if (min_length != schema.end() && length < min_length->get<size_t>()) {
+      return where(path) + (min_length->get<size_t>() == 1
+                                ? ": must not be empty"
+                                : ": must be at least " + min_length->dump() + " characters");
     }
-  }
-  if (auto m = schema.find("maxLength"); m != schema.end() && value.is_string()) {
-    if (utf8_length(value.get<std::string>()) > m->get<size_t>()) {
-      return where(path) + ": must be at most " + m->dump() + " characters";
+    if (max_length != schema.end() && length > max_length->get<size_t>()) {
+      return where(path) + ": must be at most " + max_length->dump() + " characters";
     }
   }
   if (auto m = schema.find("minimum"); m != schema.end() && value.is_number()) {
