@@ -16,6 +16,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/ledger_reader.h"
+#include "core/terminal_safe.h"
 #include "effectfence/fence.h"
 #include "ledger/ledger_files.h"
 #include "ledger/open_ledger.h"
@@ -66,6 +67,8 @@ std::string default_operator() {
   return user && *user ? user : "operator";
 }
 
+bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n\v\f") == std::string::npos; }
+
 void print_result(bool json, const std::string& intent, const std::string& operator_name,
                   const std::string& reason, const ClearOutcome& outcome) {
   if (const auto* cleared = std::get_if<Cleared>(&outcome)) {
@@ -77,8 +80,8 @@ void print_result(bool json, const std::string& intent, const std::string& opera
                         {"reason", reason}};
       print_json_line(out);
     } else {
-      std::printf("cleared %s (was %s) by %s: %s\n", intent.c_str(), cleared->previous_state.c_str(),
-                  operator_name.c_str(), reason.c_str());
+      std::printf("cleared %s (was %s) by %s: %s\n", terminal_safe(intent).c_str(), cleared->previous_state.c_str(),
+                  terminal_safe(operator_name).c_str(), terminal_safe(reason).c_str());
     }
     return;
   }
@@ -109,12 +112,16 @@ int clear(const Args& args) {
     return kExitFailure;
   }
   const auto reason = parsed->value("reason");
-  if (!reason) {
-    print_error(kCommand, "reading options", "--reason is required: it goes in the audit log");
+  if (!reason || blank(*reason)) {
+    print_error(kCommand, "reading options", "--reason is required, and not blank: it goes in the audit log");
     return kExitFailure;
   }
   const std::string intent = parsed->positionals[0];
   const std::string operator_name = parsed->value("operator").value_or(default_operator());
+  if (blank(operator_name)) {
+    print_error(kCommand, "reading options", "--operator may not be blank: it goes in the audit log");
+    return kExitFailure;
+  }
   const std::string path = resolve_ledger_path(*parsed);
   // Clearing writes: a user who may only read gets the owner's way out, not
   // the reader's (a cleared copy would change nothing).

@@ -282,6 +282,16 @@ std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path,
                std::to_string(latest_schema_version()) + "; upgrade effectfence";
       return nullptr;
     }
+    // Read at version 0, a ledger's tables would be held to no protections
+    // at all (verify builds the triggers it expects from the version).
+    if (version <= 0) {
+      *error = db->execAndGet("SELECT count(*) FROM sqlite_master").getInt() > 0
+                   ? path + " holds a ledger's tables but its schema version was set to " + std::to_string(version) +
+                         " (PRAGMA user_version); set it back to the version its tables are at (see migrations/) "
+                         "or restore it from a backup"
+                   : path + " is an effectfence ledger with no schema yet; serve or wrap initialises it";
+      return nullptr;
+    }
     return db;
   } catch (const SQLite::Exception& e) {
     *error = cannot_share_wal_index(path, e.getExtendedErrorCode()) ? wal_index_needed(path) : path + ": " + e.what();

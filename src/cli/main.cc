@@ -1,4 +1,5 @@
 // effectfence: entry point; dispatches to one function per subcommand.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -43,6 +44,15 @@ void print_usage(std::FILE* out) {
                "EFFECTFENCE_RESULT_TTL_SECS (86400)\n");
 }
 
+// A report that could not be written (a full disk behind `> report.txt`)
+// is a failure, whatever the command did: its caller would read nothing.
+int output_written(const char* command, int exit_code) {
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return exit_code;
+  std::fprintf(stderr, "effectfence %s: writing to standard output: %s%s\n", command, std::strerror(errno),
+               exit_code == 0 ? " (what the command did in the ledger is done regardless)" : "");
+  return exit_code == 0 ? 2 : exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +73,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& s : kSubcommands) {
-    if (name == s.name) return s.run(args);
+    if (name == s.name) return output_written(s.name, s.run(args));
   }
   std::fprintf(stderr, "effectfence: unknown command '%s'\n\n", name.c_str());
   print_usage(stderr);

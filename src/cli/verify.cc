@@ -234,6 +234,7 @@ class LedgerVerifier {
     check_committed_events();
     check_done_intents();
     check_domain_heads();
+    check_domains_kept();
     report.events = db_.integer("SELECT count(*) FROM events");
   }
 
@@ -392,6 +393,39 @@ class LedgerVerifier {
                            heads->text(4) + "' at seq " + std::to_string(heads->integer(5)),
                        0});
       }
+    }
+  }
+
+  // A domain's head is its newest certificate since it was last evicted
+  // (an evicted domain starts again with no head, past its old numbers),
+  // and a domain whose certificates have no row was evicted. Set back or
+  // deleted by hand, its next effect would fork the chain or reuse a number.
+  void check_domains_kept() {
+    const std::string floor =
+        "coalesce((SELECT max(e.seq) FROM events e WHERE e.kind = 'domain_evicted' AND e.domain = d.domain), 0)";
+    auto behind = db_.query(
+        "SELECT d.domain, d.head_seq, c.hash, c.seq FROM domains d JOIN certificates c ON c.domain = d.domain "
+        "WHERE c.seq = (SELECT max(seq) FROM certificates WHERE domain = d.domain) AND c.seq > d.head_seq AND "
+        "c.seq <= d.seq AND c.seq > " +
+        floor + " ORDER BY d.domain");
+    while (behind->next()) {
+      problems_.add({behind->text(2), "head_behind",
+                     "domain '" + behind->text(0) + "' names seq " + std::to_string(behind->integer(1)) +
+                         " as its latest certificate, but this one is at seq " + std::to_string(behind->integer(3)) +
+                         ": its head was set back, and its next effect would not chain to this one",
+                     0});
+    }
+    auto missing = db_.query(
+        "SELECT c.domain, max(c.seq) FROM certificates c GROUP BY c.domain "
+        "HAVING NOT EXISTS (SELECT 1 FROM domains d WHERE d.domain = c.domain) AND NOT EXISTS "
+        "(SELECT 1 FROM events e WHERE e.kind = 'domain_evicted' AND e.domain = c.domain) ORDER BY c.domain");
+    while (missing->next()) {
+      problems_.add({"", "domain_missing",
+                     "domain '" + missing->text(0) + "' has certificates up to seq " +
+                         std::to_string(missing->integer(1)) +
+                         " but no row and no domain_evicted event: it was deleted by hand, and its next effect "
+                         "would be given a sequence number one of them holds",
+                     0});
     }
   }
 

@@ -3,6 +3,17 @@
 #include <cstdio>
 
 namespace effectfence {
+namespace {
+
+// Bidirectional controls (U+200E/F, U+202A..E, U+2066..9) reorder the rest
+// of the line; zero-width characters (U+200B..D, U+2060..4, U+FEFF) make
+// two different names print alike.
+bool hidden_or_reordering(unsigned code) {
+  return (code >= 0x200B && code <= 0x200F) || (code >= 0x202A && code <= 0x202E) ||
+         (code >= 0x2060 && code <= 0x2064) || (code >= 0x2066 && code <= 0x2069) || code == 0xFEFF;
+}
+
+}  // namespace
 
 std::string terminal_safe(std::string_view value) {
   std::string out;
@@ -24,9 +35,11 @@ std::string terminal_safe(std::string_view value) {
     } else if (c == 0xD8 && next == 0x9C) {  // U+061C ARABIC LETTER MARK, a bidirectional control
       out += "\\u061c";
       ++i;
-    } else if (c == 0xE2 && ((next == 0x80 && (third == 0x8E || third == 0x8F || (third >= 0xAA && third <= 0xAE))) ||
-                             (next == 0x81 && third >= 0xA6 && third <= 0xA9))) {
-      // Bidirectional controls (U+200E/F, U+202A..E, U+2066..9) reorder the rest of the line.
+    } else if (c == 0xC2 && next == 0xAD) {  // U+00AD SOFT HYPHEN, invisible
+      out += "\\u00ad";
+      ++i;
+    } else if ((c == 0xE2 || c == 0xEF) && next >= 0x80 && third >= 0x80 &&
+               hidden_or_reordering(((c & 0x0Fu) << 12) | ((next & 0x3Fu) << 6) | (third & 0x3Fu))) {
       const unsigned code = ((c & 0x0Fu) << 12) | ((next & 0x3Fu) << 6) | (third & 0x3Fu);
       std::snprintf(escaped, sizeof escaped, "\\u%04x", code);
       out += escaped;

@@ -142,6 +142,11 @@ TEST_CASE("terminal_safe escapes control characters and leaves other text as it 
   CHECK(terminal_safe("\xe2\x81\xa6x\xe2\x80\x8f") == "\\u2066x\\u200f");
   CHECK(terminal_safe("a\xd8\x9c" "b") == "a\\u061c" "b");
   CHECK(terminal_safe("dash \xe2\x80\x94 ok") == "dash \xe2\x80\x94 ok");   // U+2014 is text
+  // Invisible characters, which would make two different names print alike.
+  CHECK(terminal_safe("order-7\xe2\x80\x8b") == "order-7\\u200b");  // ZERO WIDTH SPACE
+  CHECK(terminal_safe("order-7\xef\xbb\xbf") == "order-7\\ufeff");  // ZERO WIDTH NO-BREAK SPACE
+  CHECK(terminal_safe("a\xe2\x81\xa0" "b\xc2\xad" "c") == "a\\u2060" "b\\u00ad" "c");
+  CHECK(terminal_safe("\xef\xbc\xa1") == "\xef\xbc\xa1");  // U+FF21, a fullwidth letter, is text
 }
 
 }  // namespace

@@ -259,6 +259,12 @@ int bulk(const std::string& path, int64_t count) {
     insert_event.bind(6, ef::Json{{"certificate", c.hash}}.dump());
     insert_event.exec();
   }
+  // Each domain's row, at its newest certificate, as commits leave it.
+  SQLite::Statement insert_domain(db,
+                                  "INSERT INTO domains (domain, seq, head, head_seq, updated_at) "
+                                  "SELECT domain, seq, hash, seq, committed_at FROM certificates c "
+                                  "WHERE seq = (SELECT max(seq) FROM certificates WHERE domain = c.domain)");
+  insert_domain.exec();
   tx.commit();
   return 0;
 }
