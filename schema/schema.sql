@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 8), for people.
+-- effectfence ledger: the full current schema (version 9), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -17,7 +17,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 8;             -- schema version
+PRAGMA user_version = 9;             -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -98,6 +98,38 @@ WHEN NEW.state = 'done' AND OLD.state IS NOT 'done' AND NOT EXISTS (
   SELECT 1 FROM certificates WHERE hash = NEW.cert_hash AND intent = NEW.intent AND generation = NEW.generation)
 BEGIN SELECT RAISE(ABORT, 'effectfence: an intent is done only with the certificate of its effect, which fence_commit records'); END;
 
+-- A done intent stays done until a sweep deletes it: its effect ran, and
+-- moved to failed or unknown it could be cleared, then run again.
+CREATE TRIGGER intents_done_kept BEFORE UPDATE OF state ON intents
+WHEN OLD.state = 'done' AND NEW.state IS NOT 'done'
+BEGIN SELECT RAISE(ABORT, 'effectfence: a done intent stays done: its effect ran, and its result replays to late duplicates until a sweep deletes it'); END;
+
+-- A done intent replays its result to late duplicates for the result TTL;
+-- deleted sooner, its next prepare would be fresh. A sweep records a swept
+-- event first, whose cutoff (older_than_ms) lies at least the ledger's TTL
+-- before its time; a done intent is deleted only under the cutoff of the
+-- latest one. (Cleared intents are fresh anyway.)
+CREATE TRIGGER intents_results_kept BEFORE DELETE ON intents
+WHEN OLD.state = 'done' AND NOT EXISTS (
+  SELECT 1 FROM (SELECT at, json_extract(detail, '$.older_than_ms') AS cutoff
+                   FROM events WHERE kind = 'swept' ORDER BY at DESC LIMIT 1) AS sweep
+   WHERE sweep.cutoff > OLD.updated_at
+     AND sweep.cutoff + (SELECT value FROM retention WHERE name = 'result_ttl_ms') <= sweep.at)
+BEGIN SELECT RAISE(ABORT, 'effectfence: a done intent replays its result to late duplicates until the result TTL is over; deleted sooner, its next prepare would be fresh and its effect could run again. Sweep finished intents as docs/OPERATIONS.md shows: a swept event first, whose older_than_ms is at least the result TTL before its time'); END;
+
+-- An in-flight intent's holder, ticket token and lease change only with a
+-- new admission, which raises its generation: set by hand to an expired
+-- lease, or to a holder on another host, the attempt would be taken over
+-- while its tool may still be running. A heartbeat only ever lengthens the
+-- lease.
+CREATE TRIGGER intents_holder_kept BEFORE UPDATE OF
+  generation, token, holder_host, holder_boot, holder_pid, holder_started, lease_expires_at ON intents
+WHEN NEW.generation < OLD.generation OR (NEW.generation = OLD.generation AND (
+     NEW.token IS NOT OLD.token OR NEW.holder_host IS NOT OLD.holder_host OR
+     NEW.holder_boot IS NOT OLD.holder_boot OR NEW.holder_pid IS NOT OLD.holder_pid OR
+     NEW.holder_started IS NOT OLD.holder_started OR NEW.lease_expires_at < OLD.lease_expires_at))
+BEGIN SELECT RAISE(ABORT, 'effectfence: an attempt''s holder, token and lease change only when it is admitted again: taken over early, its tool could run twice. Wait for the lease to run out; if its holder is gone, the next prepare fences it for an operator'); END;
+
 -- Contention scopes. seq is the version column read-sets are checked
 -- against; it only ever goes up, so a sequence number is never reused.
 CREATE TABLE domains (
@@ -108,6 +140,18 @@ CREATE TABLE domains (
   head_seq   INTEGER NOT NULL DEFAULT 0,
   updated_at INTEGER NOT NULL
 ) STRICT;
+-- A domain's sequence and head only move forward, under the same name: set
+-- back, the next admission would reuse a sequence number its certificates
+-- hold, and the chain would fork. It is deleted only as effectfence evicts
+-- an idle domain, after the domain_evicted event that keeps its numbers
+-- from being handed out again.
+CREATE TRIGGER domains_sequence_kept BEFORE UPDATE ON domains
+WHEN NEW.domain IS NOT OLD.domain OR NEW.seq < OLD.seq OR NEW.head_seq < OLD.head_seq OR
+     (NEW.head IS NOT OLD.head AND NEW.head_seq = OLD.head_seq)
+BEGIN SELECT RAISE(ABORT, 'effectfence: a domain''s sequence number and head only move forward, under the same name: set back, its next effect would reuse a sequence number and fork the chain'); END;
+CREATE TRIGGER domains_evicted_with_event BEFORE DELETE ON domains
+WHEN NOT EXISTS (SELECT 1 FROM events WHERE kind = 'domain_evicted' AND domain = OLD.domain AND seq = OLD.seq)
+BEGIN SELECT RAISE(ABORT, 'effectfence: a domain is deleted only as effectfence evicts an idle one, after a domain_evicted event with its sequence number, which keeps its numbers from being handed out again'); END;
 
 -- Immutable records of effects that ran. hash = SHA-256(body); body is the
 -- canonical JSON of {intent, parent, domain, seq, generation, tool, args,
@@ -160,6 +204,8 @@ CREATE INDEX events_by_intent ON events(intent);
 CREATE INDEX events_by_time ON events(at);
 -- Only evictions are looked up by domain (to never reuse their numbers).
 CREATE INDEX events_evicted_domains ON events(domain) WHERE kind = 'domain_evicted';
+-- The latest sweep is looked up when a done intent is deleted.
+CREATE INDEX events_sweeps ON events(at) WHERE kind = 'swept';
 
 CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;

@@ -121,7 +121,10 @@ class LedgerTxn {
   // Records that this process replays results for ttl_ms, unless the ledger
   // already keeps them longer. Returns how long the ledger keeps them now.
   virtual int64_t raise_result_ttl(int64_t ttl_ms) = 0;
-  // Deletes done/cleared intents last changed before cutoff. Returns how many.
+  // How many done/cleared intents were last changed before cutoff.
+  virtual int64_t count_finished(int64_t cutoff) = 0;
+  // Deletes done/cleared intents last changed before cutoff (after the swept
+  // event that names the cutoff). Returns how many.
   virtual int64_t sweep_finished(int64_t cutoff) = 0;
   // Deletes the domain row iff no intent refers to it.
   virtual bool evict_domain(const std::string& domain, int64_t now) = 0;

@@ -402,14 +402,19 @@ int64_t Fence::sweep() {
     const int64_t now = lease_now(txn);
     // The ledger's TTL, not ours: another process may have promised longer.
     const int64_t ttl = txn.raise_result_ttl(settings_.result_ttl_ms);
-    swept = txn.sweep_finished(now - ttl);
-    if (swept > 0) {
-      EventRecord e;
-      e.kind = "swept";
-      e.actor = this_process().describe();
-      e.detail = {{"intents", swept}, {"older_than_ms", now - ttl}, {"result_ttl_ms", ttl}};
-      txn.append_event(e, now);
-    }
+    const int64_t cutoff = now - ttl;
+    const int64_t due = txn.count_finished(cutoff);
+    swept = 0;
+    if (due == 0) return;
+    // The event first: schema 9 deletes a done intent only under the cutoff
+    // of the latest swept event.
+    EventRecord e;
+    e.kind = "swept";
+    e.actor = this_process().describe();
+    e.detail = {{"intents", due}, {"older_than_ms", cutoff}, {"result_ttl_ms", ttl}};
+    txn.append_event(e, now);
+    swept = txn.sweep_finished(cutoff);
+    if (swept != due) throw std::runtime_error("the finished intents changed during the sweep; it runs again later");
   });
   return failure ? -1 : swept;
 }

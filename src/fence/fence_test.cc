@@ -311,6 +311,29 @@ TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fen
   committed(*fence, t, {{"ok", true}});
 }
 
+TEST_CASE("a heartbeat never brings a lease's expiry closer", "[fence][lease]") {
+  TestLedger ledger;
+  ManualClock clock;
+  const Settings s = one_second_lease(ledger, clock);
+  auto fence = open_fence(s);
+  const Ticket t = admitted_ticket(fence->prepare(charge("steady")));
+  const int64_t granted = t.lease_expires_at_ms;
+  clock.advance(-500);  // the clock stepped back
+  auto beat = fence->heartbeat(t);
+  REQUIRE(std::holds_alternative<Extended>(beat));
+  CHECK(std::get<Extended>(beat).lease_expires_at_ms == granted);
+  Settings short_lease = s;  // another server, with a shorter lease TTL, beats for it
+  short_lease.lease_ttl_ms = 100;
+  auto beat_elsewhere = open_fence(short_lease)->heartbeat(t);
+  REQUIRE(std::holds_alternative<Extended>(beat_elsewhere));
+  CHECK(std::get<Extended>(beat_elsewhere).lease_expires_at_ms == granted);
+  CHECK(ledger.count("SELECT lease_expires_at FROM intents WHERE intent = 'steady'") == granted);
+  clock.advance(1000);
+  beat = fence->heartbeat(t);
+  REQUIRE(std::holds_alternative<Extended>(beat));
+  CHECK(std::get<Extended>(beat).lease_expires_at_ms == clock.now->load() + 1000);
+}
+
 TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());

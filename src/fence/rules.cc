@@ -453,7 +453,9 @@ HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& 
                             : ""),
                    {{"intent", row.intent}, {"state", state_name(row.state)}}};
   }
-  row.lease_expires_at = ctx.now + ctx.lease_ttl_ms;
+  // Only ever longer: a clock stepped back, or a server with a shorter lease
+  // TTL, must not bring the expiry closer (schema 9 refuses that too).
+  row.lease_expires_at = std::max(row.lease_expires_at, ctx.now + ctx.lease_ttl_ms);
   txn.save_intent(row, ctx.now);
   return Extended{row.lease_expires_at};
 }

@@ -238,6 +238,11 @@ int64_t PostgresTxn::raise_result_ttl(int64_t ttl_ms) {
       .integer(0, 0);
 }
 
+int64_t PostgresTxn::count_finished(int64_t cutoff) {
+  return db_.exec("SELECT count(*) FROM intents WHERE state IN ('done', 'cleared') AND updated_at < $1", {param(cutoff)})
+      .integer(0, 0);
+}
+
 int64_t PostgresTxn::sweep_finished(int64_t cutoff) {
   return db_.exec("DELETE FROM intents WHERE state IN ('done', 'cleared') AND updated_at < $1", {param(cutoff)})
       .affected();
@@ -246,12 +251,15 @@ int64_t PostgresTxn::sweep_finished(int64_t cutoff) {
 bool PostgresTxn::evict_domain(const std::string& domain, int64_t now) {
   const DomainRow d = load_domain(domain);
   if (!d.exists) return false;
+  if (db_.exec("SELECT 1 FROM intents WHERE domain = $1 LIMIT 1", {param(domain)}).rows() > 0) return false;
+  // The event first: schema 7 deletes a domain only after it. An intent
+  // admitted on the domain meanwhile undoes both.
+  append_event(domain_evicted_event(domain, d.seq), now);
   if (db_.exec("DELETE FROM domains WHERE domain = $1 AND NOT EXISTS (SELECT 1 FROM intents WHERE domain = $1)",
                {param(domain)})
           .affected() != 1) {
-    return false;
+    throw std::runtime_error("domain " + domain + " came into use while it was being evicted");
   }
-  append_event(domain_evicted_event(domain, d.seq), now);
   return true;
 }
 

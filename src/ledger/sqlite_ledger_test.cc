@@ -412,7 +412,7 @@ TEST_CASE("a clear's record is whole: its previous state cannot be changed, and 
   sqlite3_close(db);
 }
 
-TEST_CASE("an intent is cleared only through clears, keeps its name and its row, and only finished intents can be deleted",
+TEST_CASE("an intent is cleared only through clears, keeps its name, row and holder, and is deleted only once finished and swept",
           "[ledger][audit]") {
   TempDir dir;
   const std::string path = dir.file("l.sqlite");
@@ -465,13 +465,27 @@ TEST_CASE("an intent is cleared only through clears, keeps its name and its row,
   // A fenced intent cannot be put back in flight (to be taken over) or made
   // done (to be deleted) by hand; nor any intent done without its certificate.
   const std::string fenced = "effectfence: a failed or unknown intent stays fenced until it is cleared";
-  expect_trigger_refuses(db, "UPDATE intents SET state = 'in_flight', lease_expires_at = 0 WHERE intent = 'failed'",
-                         fenced);
-  expect_trigger_refuses(db, "UPDATE intents SET state = 'in_flight', holder_host = 'elsewhere' WHERE intent = 'unknown'",
-                         fenced);
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'in_flight' WHERE intent = 'failed'", fenced);
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'in_flight', generation = 2 WHERE intent = 'unknown'", fenced);
   const std::string no_certificate = "effectfence: an intent is done only with the certificate of its effect";
   expect_trigger_refuses(db, "UPDATE intents SET state = 'done' WHERE intent = 'in-flight'", no_certificate);
   expect_trigger_refuses(db, "UPDATE intents SET state = 'done' WHERE intent = 'unknown'", no_certificate);
+  // An attempt's holder, token and lease change only with a new admission
+  // (a new generation); a lease is only ever lengthened.
+  const std::string holder = "effectfence: an attempt's holder, token and lease change only when it is admitted again";
+  expect_trigger_refuses(db, "UPDATE intents SET lease_expires_at = 0 WHERE intent = 'in-flight'", holder);
+  expect_trigger_refuses(db, "UPDATE intents SET holder_host = 'elsewhere' WHERE intent = 'in-flight'", holder);
+  expect_trigger_refuses(db, "UPDATE intents SET holder_boot = 'b2' WHERE intent = 'in-flight'", holder);
+  expect_trigger_refuses(db, "UPDATE intents SET holder_pid = 2 WHERE intent = 'in-flight'", holder);
+  expect_trigger_refuses(db, "UPDATE intents SET holder_started = 2 WHERE intent = 'in-flight'", holder);
+  expect_trigger_refuses(db, "UPDATE intents SET token = 'forged' WHERE intent = 'in-flight'", holder);
+  expect_trigger_refuses(db, "UPDATE intents SET generation = 0 WHERE intent = 'in-flight'", holder);
+  // A done intent stays done: moved to failed or unknown it could be cleared and run again.
+  const std::string stays_done = "effectfence: a done intent stays done";
+  for (const char* state : {"failed", "unknown", "in_flight", "cleared"}) {
+    expect_trigger_refuses(db, std::string("UPDATE intents SET state = '") + state + "' WHERE intent = 'done'",
+                           stays_done);
+  }
   CHECK(audit_trail(db) == before);
   CHECK(rows(db, "SELECT rowid, intent, state, generation FROM intents ORDER BY rowid") ==
         "1|failed|failed|1\n2|unknown|unknown|1\n3|in-flight|in_flight|1\n4|done|done|1\n");
@@ -490,9 +504,54 @@ TEST_CASE("an intent is cleared only through clears, keeps its name and its row,
                          "UPDATE intents SET state = 'cleared', updated_at = (SELECT requested_at FROM clears "
                          "WHERE intent = 'failed') WHERE intent = 'failed'",
                          by_hand);
-  // Finished intents can go, as the sweep removes them.
+  // A heartbeat lengthens the lease; a new admission takes a new holder.
+  expect_ok(db, "UPDATE intents SET lease_expires_at = 5 WHERE intent = 'in-flight'");
+  expect_ok(db,
+            "UPDATE intents SET generation = 2, token = 't2', holder_host = 'h2', holder_pid = 2, "
+            "lease_expires_at = 3 WHERE intent = 'in-flight'");
+  // A done intent replays its result for the ledger's TTL: it goes only under
+  // the cutoff of the latest swept event, at least the TTL before that sweep.
+  expect_ok(db, "UPDATE retention SET value = 1000 WHERE name = 'result_ttl_ms'");
+  const std::string results = "effectfence: a done intent replays its result to late duplicates";
+  expect_trigger_refuses(db, "DELETE FROM intents WHERE intent = 'done'", results);
+  auto swept = [&](int at, int older_than_ms) {
+    expect_ok(db, "INSERT INTO events(at, kind, actor, detail) VALUES (" + std::to_string(at) +
+                      ", 'swept', 'dave', json_object('older_than_ms', " + std::to_string(older_than_ms) + "))");
+  };
+  swept(500, 2);  // a cutoff less than the TTL before the sweep
+  expect_trigger_refuses(db, "DELETE FROM intents WHERE state IN ('done', 'cleared')", results);
+  swept(2000, 1);  // the intent was finished at 1, not before it
+  expect_trigger_refuses(db, "DELETE FROM intents WHERE intent = 'done'", results);
+  swept(3000, 2);
   expect_ok(db, "DELETE FROM intents WHERE state IN ('done', 'cleared')");
   CHECK(rows(db, "SELECT intent FROM intents ORDER BY intent") == "failed\nin-flight\n");
+  sqlite3_close(db);
+}
+
+TEST_CASE("a domain's sequence and head only move forward, and it is deleted only after its eviction event",
+          "[ledger][audit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  exec_sql(path, "INSERT INTO domains(domain, seq, head, head_seq, updated_at) VALUES ('acct', 5, 'h5', 5, 1)");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const std::string back = "effectfence: a domain's sequence number and head only move forward";
+  expect_trigger_refuses(db, "UPDATE domains SET seq = 4", back);
+  expect_trigger_refuses(db, "UPDATE domains SET head = 'h3', head_seq = 3", back);
+  expect_trigger_refuses(db, "UPDATE domains SET head = NULL", back);
+  expect_trigger_refuses(db, "UPDATE domains SET domain = 'acct-2'", back);
+  const std::string evicted = "effectfence: a domain is deleted only as effectfence evicts an idle one";
+  expect_trigger_refuses(db, "DELETE FROM domains", evicted);
+  expect_ok(db, "INSERT INTO events(at, kind, domain, seq, actor) VALUES (2, 'domain_evicted', 'acct', 4, 'op')");
+  expect_trigger_refuses(db, "DELETE FROM domains", evicted);  // an event of another sequence number
+  CHECK(rows(db, "SELECT domain, seq, head, head_seq FROM domains") == "acct|5|h5|5\n");
+  // Forward, as commits move it, and deleted after its event, as eviction does.
+  expect_ok(db, "UPDATE domains SET seq = 6, clock = '{\"a\":1}'");
+  expect_ok(db, "UPDATE domains SET head = 'h6', head_seq = 6");
+  expect_ok(db, "INSERT INTO events(at, kind, domain, seq, actor) VALUES (3, 'domain_evicted', 'acct', 6, 'op')");
+  expect_ok(db, "DELETE FROM domains");
+  CHECK(rows(db, "SELECT count(*) FROM domains") == "0\n");
   sqlite3_close(db);
 }
 

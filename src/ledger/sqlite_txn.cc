@@ -344,6 +344,15 @@ int64_t SqliteTxn::raise_result_ttl(int64_t ttl_ms) {
   return kept;
 }
 
+int64_t SqliteTxn::count_finished(int64_t cutoff) {
+  auto& q = statement("SELECT count(*) FROM intents WHERE state IN ('done', 'cleared') AND updated_at < ?");
+  q.bind(1, static_cast<int64_t>(cutoff));
+  q.executeStep();
+  const int64_t n = q.getColumn(0).getInt64();
+  q.reset();
+  return n;
+}
+
 int64_t SqliteTxn::sweep_finished(int64_t cutoff) {
   auto& q = statement("DELETE FROM intents WHERE state IN ('done', 'cleared') AND updated_at < ?");
   q.bind(1, static_cast<int64_t>(cutoff));
@@ -353,12 +362,17 @@ int64_t SqliteTxn::sweep_finished(int64_t cutoff) {
 bool SqliteTxn::evict_domain(const std::string& domain, int64_t now) {
   const DomainRow d = load_domain(domain);
   if (!d.exists) return false;
-  auto& q = statement(
-      "DELETE FROM domains WHERE domain = ? AND NOT EXISTS (SELECT 1 FROM intents WHERE domain = ?)");
-  q.bind(1, domain);
-  q.bind(2, domain);
-  if (q.exec() != 1) return false;
+  auto& in_use = statement("SELECT EXISTS (SELECT 1 FROM intents WHERE domain = ?)");
+  in_use.bind(1, domain);
+  in_use.executeStep();
+  const bool used = in_use.getColumn(0).getInt() != 0;
+  in_use.reset();
+  if (used) return false;
+  // The event first: schema 9 deletes a domain only after it.
   append_event(domain_evicted_event(domain, d.seq), now);
+  auto& q = statement("DELETE FROM domains WHERE domain = ?");
+  q.bind(1, domain);
+  if (q.exec() != 1) throw std::runtime_error("domain " + domain + " was not deleted");
   return true;
 }
 

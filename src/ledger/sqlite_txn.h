@@ -44,6 +44,7 @@ class SqliteTxn final : public LedgerTxn {
   std::string request_clear(const std::string& intent, const std::string& operator_name,
                             const std::string& reason) override;
   int64_t raise_result_ttl(int64_t ttl_ms) override;
+  int64_t count_finished(int64_t cutoff) override;
   int64_t sweep_finished(int64_t cutoff) override;
   bool evict_domain(const std::string& domain, int64_t now) override;
 

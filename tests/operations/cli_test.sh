@@ -82,7 +82,13 @@ expect_eq "$RC" 2 "verify refuses --limit 0"
 run "$EF" verify --db "$LEDGER" --export x.jsonl
 expect_eq "$RC" 2 "verify refuses --db with --export"
 run "$EF" clear --db "$LEDGER" charge:order-124
-expect_eq "$RC $ERR" "2 effectfence clear: reading options: --reason is required: it goes in the audit log" "clear needs a reason"
+expect_eq "$RC $ERR" "2 effectfence clear: reading options: --reason is required, and not blank: it goes in the audit log" "clear needs a reason"
+run "$EF" clear --db "$LEDGER" charge:order-124 --reason "  "
+expect_eq "$RC $ERR" "2 effectfence clear: reading options: --reason is required, and not blank: it goes in the audit log" \
+  "clear needs a reason that is not blank"
+run "$EF" clear --db "$LEDGER" charge:order-124 --reason "checked" --operator " "
+expect_eq "$RC $ERR" "2 effectfence clear: reading options: --operator may not be blank: it goes in the audit log" \
+  "clear needs an operator that is not blank"
 run "$EF" clear --db "$LEDGER" --reason "x"
 expect_eq "$RC" 2 "clear needs an intent"
 
@@ -107,6 +113,21 @@ expect_match "$RC $ERR" "^2 .*other.sqlite is not an effectfence ledger" "stats 
 echo "not a database at all, just some text that is long enough to look like a header" >"$WORK/text.sqlite"
 run "$EF" verify --db "$WORK/text.sqlite"
 expect_match "$RC $ERR" "^2 effectfence verify: opening the ledger: .*text.sqlite" "verify refuses a file that is not a database"
+# A report that cannot be written is a failure, not an empty success.
+for cmd in stats fenced verify; do
+  "$EF" "$cmd" --db "$LEDGER" >/dev/full 2>"$WORK/full.err"
+  expect_eq "$? $(cat "$WORK/full.err")" \
+    "2 effectfence $cmd: writing to standard output: No space left on device (what the command did in the ledger is done regardless)" \
+    "$cmd fails when its output cannot be written"
+done
+# Read at schema version 0, a ledger would be held to no protections at all.
+q "$LEDGER" ".backup '$WORK/reset.sqlite'" >/dev/null
+q "$WORK/reset.sqlite" "DROP TRIGGER events_append_only_delete; PRAGMA user_version = 0" >/dev/null
+for cmd in verify stats fenced export; do
+  run "$EF" "$cmd" --db "$WORK/reset.sqlite"
+  expect_match "$RC $ERR" "^2 .*reset.sqlite holds a ledger's tables but its schema version was set to 0" \
+    "$cmd refuses a ledger whose schema version was set to 0"
+done
 
 echo "--- auditing never writes"
 BEFORE=$(fingerprint "$LEDGER")
@@ -194,7 +215,7 @@ expect_eq "$(jq -r '.fenced[] | select(.intent == "charge:order-124") | .reason'
 q "$DAMAGED" "UPDATE intents SET lease_expires_at = 4102444800000 WHERE state = 'in_flight'" >/dev/null
 run "$EF" fenced --db "$DAMAGED" --json
 expect_eq "$(jq -c '.past_lease' <<<"$OUT")" "[]" "fenced --json lists no intent past its lease while leases are live"
-q "$DAMAGED" "UPDATE intents SET lease_expires_at = 1000 WHERE state = 'in_flight'" >/dev/null
+tamper "$DAMAGED" "UPDATE intents SET lease_expires_at = 1000 WHERE state = 'in_flight'" intents_holder_kept >/dev/null
 run "$EF" fenced --db "$DAMAGED" --json
 expect_eq "$(jq -c '.past_lease' <<<"$OUT")" "[]" \
   "an intent past its lease whose holder is gone is not listed (the next call fences it unknown)"
@@ -202,8 +223,8 @@ expect_eq "$(jq -c '.past_lease' <<<"$OUT")" "[]" \
 HOLDER_HOST=$(holder_host)
 HOLDER_BOOT=$(cat /proc/sys/kernel/random/boot_id)
 HOLDER_STARTED=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)
-q "$DAMAGED" "UPDATE intents SET holder_host = '$HOLDER_HOST', holder_boot = '$HOLDER_BOOT', holder_pid = $$,
-               holder_started = $HOLDER_STARTED WHERE state = 'in_flight'" >/dev/null
+tamper "$DAMAGED" "UPDATE intents SET holder_host = '$HOLDER_HOST', holder_boot = '$HOLDER_BOOT', holder_pid = $$,
+               holder_started = $HOLDER_STARTED WHERE state = 'in_flight'" intents_holder_kept >/dev/null
 run "$EF" fenced --db "$DAMAGED" --json
 expect_eq "$(jq -r '.past_lease[].intent' <<<"$OUT" | tr '\n' ' ')" \
   "$(q "$DAMAGED" "SELECT intent FROM intents WHERE state = 'in_flight' ORDER BY intent" | tr '\n' ' ')" \
@@ -221,6 +242,9 @@ expect_eq "$RC" 0 "fenced reads a reason with control characters"
 expect_eq "$(grep -c '^charge:forged' <<<"$OUT")" 0 "fenced text cannot be given a forged entry"
 expect_eq "$(grep -c $'\e' <<<"$OUT")" 0 "fenced text carries no escape character"
 expect_match "$OUT" 'why +timeout\\x1b\[8m hidden\\x0a\\x0acharge:forged' "fenced text shows the control characters escaped"
+run "$EF" clear --db "$DAMAGED" charge:order-124 --operator $'eve\e]0;owned\a' --reason $'checked\e[2J'
+expect_eq "$RC $OUT" '0 cleared charge:order-124 (was failed) by eve\x1b]0;owned\x07: checked\x1b[2J' \
+  "clear prints the operator and reason it recorded with their control characters escaped"
 
 echo "--- clear"
 run env USER=carol "$EF" clear --db "$LEDGER" charge:order-124 --reason "provider: no such charge"
@@ -468,7 +492,8 @@ resealed=$(sed 's/"sent":true/"sent":false/' <<<"$body")
 resealed_hash=$(printf '%s' "$resealed" | sha256sum | cut -c1-64)
 tamper "$copy" "UPDATE certificates SET body = '$resealed', hash = '$resealed_hash' WHERE hash = '$RECEIPT';
                 UPDATE domains SET head = '$resealed_hash' WHERE head = '$RECEIPT';
-                UPDATE intents SET cert_hash = '$resealed_hash' WHERE cert_hash = '$RECEIPT'" $CERTIFICATE_TRIGGERS
+                UPDATE intents SET cert_hash = '$resealed_hash' WHERE cert_hash = '$RECEIPT'" $CERTIFICATE_TRIGGERS \
+  domains_sequence_kept
 problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$resealed_hash" missing_event "$RECEIPT" missing_certificate)" \
   "verify fails a resealed certificate: no commit issued it, and its committed event names the original"
@@ -478,18 +503,20 @@ expect_eq "$RC $PROBLEMS" "1 $(pairs "$resealed_hash" missing_event "$RECEIPT" m
 copy=$(tampered_copy removed.sqlite)
 tamper "$copy" "DELETE FROM certificates WHERE hash = '$RECEIPT';
                 UPDATE domains SET head = '$CHARGE', head_seq = 1 WHERE domain = 'order:123';
-                DELETE FROM intents WHERE intent = 'receipt:order-123'" $CERTIFICATE_TRIGGERS
+                DELETE FROM intents WHERE intent = 'receipt:order-123'" $CERTIFICATE_TRIGGERS intents_results_kept \
+  domains_sequence_kept
 problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$RECEIPT" missing_certificate)" \
   "verify fails a deleted certificate whose committed event is still in the log"
 
-# Crossed references, with plain UPDATEs (these edits of intents and domains are not refused).
+# Crossed references (a done intent's certificate is not refused by hand; a
+# domain's head is, from schema 9, unless it moves forward).
 copy=$WORK/crossed.sqlite
 q "$LEDGER" ".backup '$copy'"
 PAYOUT=$(cert_of payout:batch-8 "$copy")
-q "$copy" "UPDATE intents SET cert_hash = '$CHARGE' WHERE intent = 'receipt:order-123';
-           UPDATE domains SET head = '$CHARGE' WHERE domain = 'payouts';
-           UPDATE domains SET head_seq = head_seq + 1 WHERE domain = 'order:123'"
+tamper "$copy" "UPDATE intents SET cert_hash = '$CHARGE' WHERE intent = 'receipt:order-123';
+                UPDATE domains SET head = '$CHARGE' WHERE domain = 'payouts';
+                UPDATE domains SET head_seq = head_seq + 1 WHERE domain = 'order:123'" domains_sequence_kept
 problems "$copy"
 expect_eq "$RC $PROBLEMS" \
   "1 $(pairs "$CHARGE" wrong_certificate "$CHARGE" wrong_certificate "$RECEIPT" wrong_certificate)" \
@@ -497,6 +524,19 @@ expect_eq "$RC $PROBLEMS" \
 run "$EF" verify --db "$copy"
 expect_match "$OUT" "intent 'receipt:order-123' is done with it, but it is a certificate of intent 'charge:order-123'" \
   "verify says whose certificate a done intent names"
+
+# A domain's head set back, and a domain deleted, past schema 9's triggers:
+# the next effect would not chain to the newest certificate, or would reuse
+# a sequence number.
+copy=$(tampered_copy rewound.sqlite)
+tamper "$copy" "UPDATE domains SET head = '$CHARGE', head_seq = 1 WHERE domain = 'order:123';
+                DELETE FROM domains WHERE domain = 'payouts'" domains_sequence_kept domains_evicted_with_event
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$RECEIPT" head_behind "" domain_missing)" \
+  "verify fails a domain whose head was set back, and one deleted without its eviction event"
+run "$EF" verify --db "$copy"
+expect_match "$OUT" "domain 'order:123' names seq 1 as its latest certificate, but this one is at seq 2" \
+  "verify says how far a domain's head was set back"
 
 # Events appended with plain INSERTs (the log is append-only, not closed).
 copy=$WORK/events.sqlite
@@ -553,8 +593,14 @@ expect_eq "$RC $PROBLEMS" "1 $(pairs "" protection_missing)" "verify fails a sch
 # What a ledger legitimately loses: swept intents and evicted domains.
 copy=$WORK/swept.sqlite
 q "$LEDGER" ".backup '$copy'"
-q "$copy" "DELETE FROM intents WHERE state IN ('done', 'cleared');
-           DELETE FROM domains WHERE NOT EXISTS (SELECT 1 FROM intents i WHERE i.domain = domains.domain)"
+# (The sweep goes past the trigger that keeps results for the TTL, as if a
+# day had passed; the eviction writes its event first, as effectfence does.)
+tamper "$copy" "DELETE FROM intents WHERE state IN ('done', 'cleared');
+                INSERT INTO events(at, kind, domain, seq, actor)
+                SELECT 1, 'domain_evicted', domain, seq, 'test' FROM domains
+                 WHERE NOT EXISTS (SELECT 1 FROM intents i WHERE i.domain = domains.domain);
+                DELETE FROM domains WHERE NOT EXISTS (SELECT 1 FROM intents i WHERE i.domain = domains.domain)" \
+  intents_results_kept
 expect_eq "$(q "$copy" "SELECT count(*) FROM intents WHERE state = 'done'") $(q "$copy" "SELECT count(*) FROM domains WHERE domain LIKE 'order:10%'")" \
   "0 0" "the copy has swept intents and evicted domains"
 run "$EF" verify --db "$copy" --json

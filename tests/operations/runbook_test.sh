@@ -121,7 +121,7 @@ check_clear_by_hand_refused_in_dialect() {
 check_triggers() {
   expect_success "triggers"
   expect_eq "$(tr '\n' ' ' <<<"$OUT")" \
-    "certificates_immutable_delete|certificates certificates_immutable_replace|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_renumber|clears clears_append_only_replace|clears clears_append_only_update|clears clears_apply|clears clears_check|clears events_append_only_delete|events events_append_only_replace|events events_append_only_update|events intents_cleared_through_clears|intents intents_done_with_certificate|intents intents_fenced_kept|intents intents_renamed_never|intents intents_renumbered_never|intents intents_replaced_never|intents intents_unfinished_kept|intents " \
+    "certificates_immutable_delete|certificates certificates_immutable_replace|certificates certificates_immutable_update|certificates clears_append_only_delete|clears clears_append_only_renumber|clears clears_append_only_replace|clears clears_append_only_update|clears clears_apply|clears clears_check|clears domains_evicted_with_event|domains domains_sequence_kept|domains events_append_only_delete|events events_append_only_replace|events events_append_only_update|events intents_cleared_through_clears|intents intents_done_kept|intents intents_done_with_certificate|intents intents_fenced_kept|intents intents_holder_kept|intents intents_renamed_never|intents intents_renumbered_never|intents intents_replaced_never|intents intents_results_kept|intents intents_unfinished_kept|intents " \
     "triggers lists every protection"
 }
 

@@ -176,7 +176,7 @@ TEST_CASE("certificates, events and clears cannot be changed through SQL", "[pos
                      "AND at >= ms + 1000 AND abs(at - effectfence_now_ms()) < 60000") == 1);
 }
 
-TEST_CASE("an intent is cleared only through clears, keeps its name, and only finished intents can be deleted or truncated",
+TEST_CASE("an intent is cleared only through clears, keeps its name and holder, and is deleted only once finished and swept",
           "[postgres][audit]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
@@ -200,7 +200,25 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, and only fi
                      "effectfence: a failed or unknown intent stays fenced until it is cleared");
   expect_refused_sql(ledger, "UPDATE intents SET state = 'done' WHERE intent = 'in-flight'",
                      "effectfence: an intent is done only with the certificate of its effect");
-  CHECK(ledger.count("SELECT count(*) FROM intents WHERE state IN ('failed', 'in_flight')") == 2);
+  // An attempt's holder, token and lease change only with a new admission.
+  const std::string holder = "effectfence: an attempt's holder, token and lease change only when it is admitted again";
+  expect_refused_sql(ledger, "UPDATE intents SET lease_expires_at = 0 WHERE intent = 'in-flight'", holder);
+  expect_refused_sql(ledger, "UPDATE intents SET holder_host = 'elsewhere' WHERE intent = 'in-flight'", holder);
+  expect_refused_sql(ledger, "UPDATE intents SET token = 'forged' WHERE intent = 'in-flight'", holder);
+  expect_refused_sql(ledger, "UPDATE intents SET generation = 0 WHERE intent = 'in-flight'", holder);
+  // A done intent replays its result until a sweep's cutoff passes it.
+  const std::string results = "effectfence: a done intent replays its result to late duplicates";
+  expect_refused_sql(ledger, "DELETE FROM intents WHERE intent = 'done'", results);
+  expect_refused_sql(ledger, "UPDATE intents SET state = 'failed' WHERE intent = 'done'",
+                     "effectfence: a done intent stays done");
+  // A domain's sequence and head only move forward; it goes only after its eviction event.
+  const std::string back = "effectfence: a domain's sequence number and head only move forward";
+  expect_refused_sql(ledger, "UPDATE domains SET seq = seq - 1", back);
+  expect_refused_sql(ledger, "UPDATE domains SET head = NULL", back);
+  expect_refused_sql(ledger, "UPDATE domains SET domain = domain || '-2'", back);
+  expect_refused_sql(ledger, "DELETE FROM domains", "effectfence: a domain is deleted only as effectfence evicts");
+  expect_refused_sql(ledger, "TRUNCATE domains", "effectfence: domains cannot be truncated");
+  CHECK(ledger.count("SELECT count(*) FROM intents WHERE state IN ('failed', 'in_flight', 'done')") == 3);
   CHECK(ledger.count("SELECT count(*) FROM clears") == 0);
 
   ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('failed', 'carol', 'checked')");
@@ -214,6 +232,13 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, and only fi
                      "WHERE intent = 'failed') WHERE intent = 'failed'",
                      by_hand);
   ledger.exec("INSERT INTO clears(intent, operator, reason) VALUES ('failed', 'carol', 'checked again')");
+  // Under a cutoff less than the result TTL before its sweep, still refused.
+  ledger.exec("UPDATE retention SET value = 1000 WHERE name = 'result_ttl_ms'");
+  ledger.exec("INSERT INTO events(at, kind, actor, detail) SELECT effectfence_now_ms() + 1500, 'swept', 'dave', "
+              "json_build_object('older_than_ms', effectfence_now_ms() + 1000)::text");
+  expect_refused_sql(ledger, "DELETE FROM intents WHERE state IN ('done', 'cleared')", results);
+  ledger.exec("INSERT INTO events(at, kind, actor, detail) SELECT effectfence_now_ms() + 3000, 'swept', 'dave', "
+              "json_build_object('older_than_ms', effectfence_now_ms() + 1000)::text");
   ledger.exec("DELETE FROM intents WHERE state IN ('done', 'cleared')");
   CHECK(ledger.count("SELECT count(*) FROM intents") == 1);
 }

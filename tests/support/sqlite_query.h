@@ -1,4 +1,4 @@
-// One integer from an SQL query on a database file, for tests that check
+// One value from an SQL query on a database file, for tests that check
 // what a ledger wrote with a connection of their own.
 #pragma once
 
@@ -21,6 +21,19 @@ inline int64_t query_int64(const std::string& path, const std::string& sql) {
   sqlite3_finalize(q);
   sqlite3_close(db);
   return n;
+}
+
+inline std::string query_text(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &q, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+  const unsigned char* text = sqlite3_column_text(q, 0);
+  std::string out = text ? reinterpret_cast<const char*>(text) : "";
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return out;
 }
 
 }  // namespace effectfence::testing

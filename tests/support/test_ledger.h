@@ -82,6 +82,20 @@ class TestLedger {
     REQUIRE(rc == SQLITE_OK);
   }
 
+  // Runs SQL on intents past one of its triggers, then puts the trigger back
+  // as effectfence built it: for a state an operator may not make by hand
+  // but the world can (a holder on another host).
+  void exec_past_trigger(const std::string& trigger, const std::string& sql) {
+    if (is_postgres()) {
+      exec("BEGIN; ALTER TABLE intents DISABLE TRIGGER " + trigger + "; " + sql +
+           "; ALTER TABLE intents ENABLE TRIGGER " + trigger + "; COMMIT");
+      return;
+    }
+    const std::string restore =
+        query_text(where_, "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = '" + trigger + "'");
+    exec("BEGIN IMMEDIATE; DROP TRIGGER " + trigger + "; " + sql + "; " + restore + "; COMMIT");
+  }
+
   // Holds, from a connection of its own, the lock a decision on intent
   // must take first: BEGIN IMMEDIATE on SQLite (the whole file), the
   // intent's advisory lock on PostgreSQL. Until unlock(), such a decision
