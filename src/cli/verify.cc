@@ -233,6 +233,7 @@ class LedgerVerifier {
     check_certificates_issued();
     check_committed_events();
     check_done_intents();
+    check_effects_stay_done();
     check_domain_heads();
     check_domains_kept();
     report.events = db_.integer("SELECT count(*) FROM events");
@@ -370,6 +371,36 @@ class LedgerVerifier {
                            done->text(3) + "'",
                        0});
       }
+    }
+  }
+
+  // An attempt whose effect ran (its certificate) stays done until swept: not
+  // moved to another state at that generation, never cleared. Either would
+  // let its next prepare be fresh, and the effect run a second time.
+  void check_effects_stay_done() {
+    auto undone = db_.query(
+        "SELECT c.hash, c.intent, c.generation, i.state FROM certificates c "
+        "JOIN intents i ON i.intent = c.intent AND i.generation = c.generation "
+        "WHERE i.state <> 'done' ORDER BY c.intent");
+    while (undone->next()) {
+      problems_.add({undone->text(0), "effect_undone",
+                     "intent '" + undone->text(1) + "' is " + undone->text(3) + " at generation " +
+                         std::to_string(undone->integer(2)) +
+                         ", whose effect this certificate records: it was moved out of done, so it could be "
+                         "cleared and run again",
+                     0});
+    }
+    auto cleared = db_.query(
+        "SELECT c.hash, c.intent, c.generation, e.actor FROM events e "
+        "JOIN certificates c ON c.intent = e.intent AND c.generation = e.generation "
+        "WHERE e.kind = 'cleared' ORDER BY e.id");
+    while (cleared->next()) {
+      problems_.add({cleared->text(0), "effect_cleared",
+                     "intent '" + cleared->text(1) + "' was cleared (by " + cleared->text(3) + ") at generation " +
+                         std::to_string(cleared->integer(2)) +
+                         ", whose effect this certificate records: its next prepare was fresh, and the effect "
+                         "may have run twice",
+                     0});
     }
   }
 

@@ -538,6 +538,21 @@ run "$EF" verify --db "$copy"
 expect_match "$OUT" "domain 'order:123' names seq 1 as its latest certificate, but this one is at seq 2" \
   "verify says how far a domain's head was set back"
 
+# A done intent moved out of done, past schema 9's trigger, and then cleared
+# (the audit's way to a second run of its effect).
+copy=$(tampered_copy undone.sqlite)
+tamper "$copy" "UPDATE intents SET state = 'failed', reason = 'aborted: timeout' WHERE intent = 'charge:order-123'" \
+  intents_done_kept
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" effect_undone)" "verify fails a done intent moved out of done"
+q "$copy" "INSERT INTO clears(intent, operator, reason) VALUES ('charge:order-123', 'mallory', 'looks unpaid')" >/dev/null
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" effect_cleared "$CHARGE" effect_undone)" \
+  "verify fails an intent cleared at the generation whose effect ran"
+run "$EF" verify --db "$copy"
+expect_match "$OUT" "intent 'charge:order-123' was cleared \\(by mallory\\) at generation 1, whose effect this certificate records" \
+  "verify names who cleared an effect that had run"
+
 # Events appended with plain INSERTs (the log is append-only, not closed).
 copy=$WORK/events.sqlite
 q "$LEDGER" ".backup '$copy'"
