@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -322,6 +323,28 @@ std::optional<std::string> refuse_output(const std::string& out, const std::stri
   return std::nullopt;
 }
 
+// A stop signal ends the export before any destructor runs, so its handler
+// removes the partial dump itself (unlink is async-signal-safe), then ends
+// the process by the same signal.
+char partial_dump[PATH_MAX];
+volatile std::sig_atomic_t partial_dump_exists = 0;
+
+extern "C" void remove_partial_dump_and_stop(int sig) {
+  if (partial_dump_exists) ::unlink(partial_dump);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void remove_partial_dump_on_stop(const std::string& path) {
+  if (path.size() >= sizeof partial_dump) return;  // left to the destructor alone
+  std::memcpy(partial_dump, path.c_str(), path.size() + 1);
+  partial_dump_exists = 1;
+  struct sigaction action {};
+  action.sa_handler = remove_partial_dump_and_stop;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
+}
+
 // The dump goes to a temporary file next to --out and is renamed over it
 // only when complete, so a failed export never leaves a truncated file that
 // looks like a whole audit trail. An --out that exists and is not a plain
@@ -337,10 +360,12 @@ class OutputFile {
   ~OutputFile() {
     if (file_) std::fclose(file_);
     if (!in_place_ && !committed_) std::remove(target_.c_str());
+    partial_dump_exists = 0;
   }
   std::FILE* open(std::string* error) {
     file_ = std::fopen(target_.c_str(), "wb");
     if (!file_) *error = "cannot create " + target_ + ": " + std::strerror(errno);
+    if (file_ && !in_place_) remove_partial_dump_on_stop(target_);
     return file_;
   }
   bool commit(std::string* error) {
@@ -358,6 +383,7 @@ class OutputFile {
       return false;
     }
     committed_ = true;
+    partial_dump_exists = 0;
     return true;
   }
 

@@ -45,6 +45,18 @@ else
   fail "export peak RSS grew by $((large_export - small_export)) KiB from $((2 * SMALL)) to $((2 * LARGE)) rows"
 fi
 
+# Stopped mid-dump, export --out leaves neither a dump nor its partial file.
+"$EF" export --db "$WORK/bulk-$LARGE.sqlite" --out "$WORK/stopped.jsonl" 2>"$WORK/stopped.err" &
+export_pid=$!
+for _ in $(seq 1 2000); do
+  compgen -G "$WORK/stopped.jsonl.partial-*" >/dev/null && break
+  sleep 0.005
+done
+kill -TERM "$export_pid"
+wait "$export_pid"
+expect_eq "$? $(compgen -G "$WORK/stopped.jsonl*" | wc -l)" "143 0" \
+  "export stopped by SIGTERM mid-dump ends by the signal and leaves no file behind"
+
 small_verify=$(peak_rss verify-small "$EF" verify --db "$WORK/bulk-$SMALL.sqlite" --json)
 large_verify=$(peak_rss verify-large "$EF" verify --db "$WORK/bulk-$LARGE.sqlite" --json)
 expect_eq "$(jq -c '[.ok, .certificates]' "$WORK/verify-large.out")" "[true,$LARGE]" "verify checks every certificate of the large ledger"
