@@ -507,6 +507,7 @@ struct EndRecord {
 
 // Export format 1 had no end record; format 2 ends with one.
 constexpr int64_t kFirstFormatWithEnd = 2;
+constexpr int64_t kNewestFormat = 2;
 
 class ExportVerifier {
  public:
@@ -524,7 +525,7 @@ class ExportVerifier {
     check_position(number, type);
     ++records_;
     if (type == "export") {
-      header(*record);
+      header(number, *record);
     } else if (type == "end") {
       end(number, *record);
     } else if (type == "event") {
@@ -561,9 +562,21 @@ class ExportVerifier {
                                                     std::to_string(end_->line) + ")", number});
   }
 
-  void header(const Json& record) {
+  void header(int64_t number, const Json& record) {
     partial_ = record.contains("since") && !record["since"].is_null();
-    if (record.contains("format") && record["format"].is_number_integer()) format_ = record["format"].get<int64_t>();
+    const auto format = record.find("format");
+    if (format == record.end()) return;  // the oldest dumps name none
+    if (!format->is_number_integer() || format->get<int64_t>() < 1) {
+      problems_.add({"", "bad_record", "the export header's format is not a version number: " + format->dump(), number});
+      return;
+    }
+    format_ = format->get<int64_t>();
+    if (*format_ > kNewestFormat) {
+      problems_.add({"", "bad_record",
+                     "the dump is in export format " + std::to_string(*format_) + ", newer than this effectfence (" +
+                         std::to_string(kNewestFormat) + ") reads: verify it with the effectfence that wrote it",
+                     number});
+    }
   }
 
   void end(int64_t number, const Json& record) {

@@ -690,6 +690,18 @@ export_problems format1.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "" truncated)" "verify fails a format 1 export: nothing shows it is whole"
 expect_match "$(jq -r '.problems[0].message' <<<"$OUT")" 'export format 1, written by an effectfence from before end records' \
   "and says it was written before end records"
+# A header whose format is newer than this effectfence, or not a version number.
+for format in 3 '"2"' 0; do
+  jq -c --argjson f "$format" 'if .type == "export" then .format = $f else . end' audit.jsonl >format-odd.jsonl
+  export_problems format-odd.jsonl
+  expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_record)" "verify fails an export whose header's format is $format"
+done
+expect_match "$(jq -r '.problems[0].message' <<<"$OUT")" "^the export header's format is not a version number: 0" \
+  "and says what is wrong with it"
+jq -c 'if .type == "export" then .format = 3 else . end' audit.jsonl >format3.jsonl
+export_problems format3.jsonl
+expect_match "$(jq -r '.problems[0].message' <<<"$OUT")" '^the dump is in export format 3, newer than this effectfence \(2\) reads' \
+  "a newer format is named as such"
 (cat audit.jsonl; head -2 audit.jsonl | tail -1) >after-end.jsonl
 export_problems after-end.jsonl
 expect_match "$(jq -r '.problems[] | select(.kind == "bad_record") | .message' <<<"$OUT")" \
