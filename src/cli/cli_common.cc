@@ -184,7 +184,11 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionS
       *error = "--" + name + " needs a non-empty value";
       return std::nullopt;
     }
-    parsed.values[name] = value;
+    // Which of two ledgers (or reasons) was meant is not ours to guess.
+    if (!parsed.values.emplace(name, value).second) {
+      *error = "--" + name + " is given twice";
+      return std::nullopt;
+    }
   }
   return parsed;
 }

@@ -28,7 +28,7 @@ TEST_CASE("parse_args takes values, switches and positionals in any order") {
   CHECK(parsed->positionals == std::vector<std::string>{"charge:1"});
 }
 
-TEST_CASE("parse_args refuses unknown options, missing values and valued switches") {
+TEST_CASE("parse_args refuses unknown options, missing values, valued switches and repeated values") {
   std::string error;
   CHECK_FALSE(parse_args({"--dbx", "x"}, kSpecs, &error));
   CHECK(error == "unknown option '--dbx'");
@@ -37,6 +37,8 @@ TEST_CASE("parse_args refuses unknown options, missing values and valued switche
   CHECK_FALSE(parse_args({"--db="}, kSpecs, &error));
   CHECK_FALSE(parse_args({"--json=yes"}, kSpecs, &error));
   CHECK_FALSE(parse_args({"-x"}, kSpecs, &error));
+  CHECK_FALSE(parse_args({"--db", "a.sqlite", "--db=b.sqlite"}, kSpecs, &error));  // which one was meant?
+  CHECK(error == "--db is given twice");
 }
 
 TEST_CASE("parse_args: -h and --help are help, after -- everything is positional") {
