@@ -98,37 +98,41 @@ WHEN NEW.state = 'done' AND OLD.state IS NOT 'done' AND NOT EXISTS (
   SELECT 1 FROM certificates WHERE hash = NEW.cert_hash AND intent = NEW.intent AND generation = NEW.generation)
 BEGIN SELECT RAISE(ABORT, 'effectfence: an intent is done only with the certificate of its effect, which fence_commit records'); END;
 
--- A done intent stays done until a sweep deletes it: its effect ran, and
--- moved to failed or unknown it could be cleared, then run again.
-CREATE TRIGGER intents_done_kept BEFORE UPDATE OF state ON intents
-WHEN OLD.state = 'done' AND NEW.state IS NOT 'done'
-BEGIN SELECT RAISE(ABORT, 'effectfence: a done intent stays done: its effect ran, and its result replays to late duplicates until a sweep deletes it'); END;
+-- A done intent is not changed until a sweep deletes it: its effect ran;
+-- moved to failed or unknown it could be cleared and run again, and dated
+-- back it could be swept while its result is still promised.
+CREATE TRIGGER intents_done_kept BEFORE UPDATE ON intents
+WHEN OLD.state = 'done'
+BEGIN SELECT RAISE(ABORT, 'effectfence: a done intent cannot be changed: its effect ran, and its result replays to late duplicates until a sweep deletes it'); END;
 
 -- A done intent replays its result to late duplicates for the result TTL;
 -- deleted sooner, its next prepare would be fresh. A sweep records a swept
 -- event first, whose cutoff (older_than_ms) lies at least the ledger's TTL
 -- before its time; a done intent is deleted only under the cutoff of the
--- latest one. (Cleared intents are fresh anyway.)
+-- last one written. (Cleared intents are fresh anyway.)
 CREATE TRIGGER intents_results_kept BEFORE DELETE ON intents
 WHEN OLD.state = 'done' AND NOT EXISTS (
   SELECT 1 FROM (SELECT at, json_extract(detail, '$.older_than_ms') AS cutoff
-                   FROM events WHERE kind = 'swept' ORDER BY at DESC LIMIT 1) AS sweep
+                   FROM events WHERE kind = 'swept' ORDER BY id DESC LIMIT 1) AS sweep
    WHERE sweep.cutoff > OLD.updated_at
      AND sweep.cutoff + (SELECT value FROM retention WHERE name = 'result_ttl_ms') <= sweep.at)
 BEGIN SELECT RAISE(ABORT, 'effectfence: a done intent replays its result to late duplicates until the result TTL is over; deleted sooner, its next prepare would be fresh and its effect could run again. Sweep finished intents as docs/OPERATIONS.md shows: a swept event first, whose older_than_ms is at least the result TTL before its time'); END;
 
--- An in-flight intent's holder, ticket token and lease change only with a
--- new admission, which raises its generation: set by hand to an expired
--- lease, or to a holder on another host, the attempt would be taken over
--- while its tool may still be running. A heartbeat only ever lengthens the
--- lease.
+-- An attempt's holder, ticket token and lease change only with a new
+-- admission, which raises its generation with a fresh token, in flight,
+-- admitted as of that write: set by hand to an expired lease, or to a holder
+-- on another host, or given a new generation alone (its holder's ticket then
+-- no longer commits), the attempt would be taken over while its tool may
+-- still be running. A heartbeat only ever lengthens the lease.
 CREATE TRIGGER intents_holder_kept BEFORE UPDATE OF
   generation, token, holder_host, holder_boot, holder_pid, holder_started, lease_expires_at ON intents
 WHEN NEW.generation < OLD.generation OR (NEW.generation = OLD.generation AND (
      NEW.token IS NOT OLD.token OR NEW.holder_host IS NOT OLD.holder_host OR
      NEW.holder_boot IS NOT OLD.holder_boot OR NEW.holder_pid IS NOT OLD.holder_pid OR
-     NEW.holder_started IS NOT OLD.holder_started OR NEW.lease_expires_at < OLD.lease_expires_at))
-BEGIN SELECT RAISE(ABORT, 'effectfence: an attempt''s holder, token and lease change only when it is admitted again: taken over early, its tool could run twice. Wait for the lease to run out; if its holder is gone, the next prepare fences it for an operator'); END;
+     NEW.holder_started IS NOT OLD.holder_started OR NEW.lease_expires_at < OLD.lease_expires_at)) OR
+     (NEW.generation > OLD.generation AND NOT (NEW.token IS NOT OLD.token AND NEW.state = 'in_flight' AND
+                                              NEW.admitted_at = NEW.updated_at))
+BEGIN SELECT RAISE(ABORT, 'effectfence: an attempt''s holder, token, generation and lease change only when it is admitted again: taken over early, its tool could run twice. Wait for the lease to run out; if its holder is gone, the next prepare fences it for an operator'); END;
 
 -- Contention scopes. seq is the version column read-sets are checked
 -- against; it only ever goes up, so a sequence number is never reused.
@@ -152,6 +156,17 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: a domain''s sequence number and head onl
 CREATE TRIGGER domains_evicted_with_event BEFORE DELETE ON domains
 WHEN NOT EXISTS (SELECT 1 FROM events WHERE kind = 'domain_evicted' AND domain = OLD.domain AND seq = OLD.seq)
 BEGIN SELECT RAISE(ABORT, 'effectfence: a domain is deleted only as effectfence evicts an idle one, after a domain_evicted event with its sequence number, which keeps its numbers from being handed out again'); END;
+-- Nor replaced: REPLACE deletes the row in its way, met by name or rowid,
+-- without firing DELETE triggers (a domain put back at seq 0 would hand out
+-- numbers its certificates hold). effectfence inserts a domain only when no
+-- row has its name.
+CREATE TRIGGER domains_replaced_never BEFORE INSERT ON domains
+WHEN EXISTS (SELECT 1 FROM domains WHERE domain = NEW.domain)
+  OR EXISTS (SELECT 1 FROM domains WHERE rowid = NEW.rowid)
+BEGIN SELECT RAISE(ABORT, 'effectfence: a domain cannot be replaced: this name or rowid is already recorded (a REPLACE would delete the row without the checks on deletes, and its next effect would reuse a sequence number)'); END;
+CREATE TRIGGER domains_renumbered_never BEFORE UPDATE OF rowid ON domains
+WHEN NEW.rowid IS NOT OLD.rowid
+BEGIN SELECT RAISE(ABORT, 'effectfence: a domain''s rowid cannot be changed: an UPDATE OR REPLACE would delete the row it meets without the checks on deletes'); END;
 
 -- Immutable records of effects that ran. hash = SHA-256(body); body is the
 -- canonical JSON of {intent, parent, domain, seq, generation, tool, args,
@@ -204,8 +219,8 @@ CREATE INDEX events_by_intent ON events(intent);
 CREATE INDEX events_by_time ON events(at);
 -- Only evictions are looked up by domain (to never reuse their numbers).
 CREATE INDEX events_evicted_domains ON events(domain) WHERE kind = 'domain_evicted';
--- The latest sweep is looked up when a done intent is deleted.
-CREATE INDEX events_sweeps ON events(at) WHERE kind = 'swept';
+-- The last sweep is looked up when a done intent is deleted.
+CREATE INDEX events_sweeps ON events(id) WHERE kind = 'swept';
 
 CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;

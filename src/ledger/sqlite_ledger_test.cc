@@ -441,7 +441,7 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, row and hol
   expect_trigger_refuses(db, "DELETE FROM intents", unfinished);  // no truncation shortcut past the trigger
   const std::string renamed = "effectfence: an intent cannot be renamed";
   expect_trigger_refuses(db, "UPDATE intents SET intent = 'failed-old' WHERE intent = 'failed'", renamed);
-  expect_trigger_refuses(db, "UPDATE OR REPLACE intents SET intent = 'unknown' WHERE intent = 'done'", renamed);
+  expect_trigger_refuses(db, "UPDATE OR REPLACE intents SET intent = 'unknown' WHERE intent = 'in-flight'", renamed);
   // REPLACE deletes the row in its way without firing DELETE triggers.
   const std::string replaced = "effectfence: an intent cannot be replaced";
   const std::string fresh_unknown = "('unknown', 'cleared', 'd', 'charge', '{}', 'p', 'a', 2, 1, 't', 'h', 'b', 1, 1, 1, 1, 1)";
@@ -460,19 +460,23 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, row and hol
                          replaced);
   expect_trigger_refuses(db,
                          "UPDATE OR REPLACE intents SET rowid = (SELECT rowid FROM intents WHERE intent = 'failed') "
-                         "WHERE intent = 'done'",
+                         "WHERE intent = 'in-flight'",
                          "effectfence: an intent's rowid cannot be changed");
   // A fenced intent cannot be put back in flight (to be taken over) or made
   // done (to be deleted) by hand; nor any intent done without its certificate.
   const std::string fenced = "effectfence: a failed or unknown intent stays fenced until it is cleared";
   expect_trigger_refuses(db, "UPDATE intents SET state = 'in_flight' WHERE intent = 'failed'", fenced);
-  expect_trigger_refuses(db, "UPDATE intents SET state = 'in_flight', generation = 2 WHERE intent = 'unknown'", fenced);
+  expect_trigger_refuses(db,  // shaped like an admission, which a fenced intent gets only after a clear
+                         "UPDATE intents SET state = 'in_flight', generation = 2, token = 'fresh', "
+                         "updated_at = admitted_at WHERE intent = 'unknown'",
+                         fenced);
   const std::string no_certificate = "effectfence: an intent is done only with the certificate of its effect";
   expect_trigger_refuses(db, "UPDATE intents SET state = 'done' WHERE intent = 'in-flight'", no_certificate);
   expect_trigger_refuses(db, "UPDATE intents SET state = 'done' WHERE intent = 'unknown'", no_certificate);
   // An attempt's holder, token and lease change only with a new admission
   // (a new generation); a lease is only ever lengthened.
-  const std::string holder = "effectfence: an attempt's holder, token and lease change only when it is admitted again";
+  const std::string holder =
+      "effectfence: an attempt's holder, token, generation and lease change only when it is admitted again";
   expect_trigger_refuses(db, "UPDATE intents SET lease_expires_at = 0 WHERE intent = 'in-flight'", holder);
   expect_trigger_refuses(db, "UPDATE intents SET holder_host = 'elsewhere' WHERE intent = 'in-flight'", holder);
   expect_trigger_refuses(db, "UPDATE intents SET holder_boot = 'b2' WHERE intent = 'in-flight'", holder);
@@ -480,12 +484,18 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, row and hol
   expect_trigger_refuses(db, "UPDATE intents SET holder_started = 2 WHERE intent = 'in-flight'", holder);
   expect_trigger_refuses(db, "UPDATE intents SET token = 'forged' WHERE intent = 'in-flight'", holder);
   expect_trigger_refuses(db, "UPDATE intents SET generation = 0 WHERE intent = 'in-flight'", holder);
-  // A done intent stays done: moved to failed or unknown it could be cleared and run again.
-  const std::string stays_done = "effectfence: a done intent stays done";
+  // A new generation alone would leave its holder's ticket unable to commit.
+  expect_trigger_refuses(db, "UPDATE intents SET generation = 2 WHERE intent = 'in-flight'", holder);
+  expect_trigger_refuses(db, "UPDATE intents SET generation = 2, token = 't2', admitted_at = 5 WHERE intent = 'in-flight'",
+                         holder);
+  // A done intent is not changed: moved to failed or unknown it could be
+  // cleared and run again; dated back, swept while its result is promised.
+  const std::string done_kept = "effectfence: a done intent cannot be changed";
   for (const char* state : {"failed", "unknown", "in_flight", "cleared"}) {
     expect_trigger_refuses(db, std::string("UPDATE intents SET state = '") + state + "' WHERE intent = 'done'",
-                           stays_done);
+                           done_kept);
   }
+  expect_trigger_refuses(db, "UPDATE intents SET updated_at = 0 WHERE intent = 'done'", done_kept);
   CHECK(audit_trail(db) == before);
   CHECK(rows(db, "SELECT rowid, intent, state, generation FROM intents ORDER BY rowid") ==
         "1|failed|failed|1\n2|unknown|unknown|1\n3|in-flight|in_flight|1\n4|done|done|1\n");
@@ -497,7 +507,10 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, row and hol
   CHECK(rows(db, "SELECT count(*) FROM events WHERE kind = 'cleared' AND actor = 'carol'") == "2\n");
   // Fenced again later (a new attempt failed), a hand UPDATE is refused again:
   // the earlier clear does not stand for this one.
-  expect_ok(db, "UPDATE intents SET state = 'failed', generation = 2, updated_at = updated_at + 5 WHERE intent = 'failed'");
+  expect_ok(db,  // admitted again, as effectfence does it, then aborted
+            "UPDATE intents SET state = 'in_flight', generation = 2, token = 't2', admitted_at = updated_at + 5, "
+            "updated_at = updated_at + 5 WHERE intent = 'failed'");
+  expect_ok(db, "UPDATE intents SET state = 'failed' WHERE intent = 'failed'");
   expect_trigger_refuses(db, "UPDATE intents SET state = 'cleared' WHERE intent = 'failed'", by_hand);
   // Not even dated like that clear, from the same state: it cleared generation 1.
   expect_trigger_refuses(db,
@@ -545,6 +558,18 @@ TEST_CASE("a domain's sequence and head only move forward, and it is deleted onl
   expect_trigger_refuses(db, "DELETE FROM domains", evicted);
   expect_ok(db, "INSERT INTO events(at, kind, domain, seq, actor) VALUES (2, 'domain_evicted', 'acct', 4, 'op')");
   expect_trigger_refuses(db, "DELETE FROM domains", evicted);  // an event of another sequence number
+  // Nor replaced, which deletes without firing DELETE triggers.
+  const std::string replaced = "effectfence: a domain cannot be replaced";
+  expect_trigger_refuses(db, "INSERT OR REPLACE INTO domains(domain, seq, updated_at) VALUES ('acct', 0, 2)", replaced);
+  expect_trigger_refuses(db, "REPLACE INTO domains(rowid, domain, seq, updated_at) SELECT rowid, 'new', 0, 2 FROM domains",
+                         replaced);
+  expect_ok(db, "INSERT INTO domains(domain, seq, updated_at) VALUES ('other', 2, 1)");
+  expect_trigger_refuses(db,
+                         "UPDATE OR REPLACE domains SET rowid = (SELECT rowid FROM domains WHERE domain = 'acct') "
+                         "WHERE domain = 'other'",
+                         "effectfence: a domain's rowid cannot be changed");
+  expect_ok(db, "INSERT INTO events(at, kind, domain, seq, actor) VALUES (2, 'domain_evicted', 'other', 2, 'op')");
+  expect_ok(db, "DELETE FROM domains WHERE domain = 'other'");
   CHECK(rows(db, "SELECT domain, seq, head, head_seq FROM domains") == "acct|5|h5|5\n");
   // Forward, as commits move it, and deleted after its event, as eviction does.
   expect_ok(db, "UPDATE domains SET seq = 6, clock = '{\"a\":1}'");

@@ -493,7 +493,7 @@ resealed_hash=$(printf '%s' "$resealed" | sha256sum | cut -c1-64)
 tamper "$copy" "UPDATE certificates SET body = '$resealed', hash = '$resealed_hash' WHERE hash = '$RECEIPT';
                 UPDATE domains SET head = '$resealed_hash' WHERE head = '$RECEIPT';
                 UPDATE intents SET cert_hash = '$resealed_hash' WHERE cert_hash = '$RECEIPT'" $CERTIFICATE_TRIGGERS \
-  domains_sequence_kept
+  domains_sequence_kept intents_done_kept
 problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$resealed_hash" missing_event "$RECEIPT" missing_certificate)" \
   "verify fails a resealed certificate: no commit issued it, and its committed event names the original"
@@ -509,14 +509,15 @@ problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$RECEIPT" missing_certificate)" \
   "verify fails a deleted certificate whose committed event is still in the log"
 
-# Crossed references (a done intent's certificate is not refused by hand; a
-# domain's head is, from schema 9, unless it moves forward).
+# Crossed references, past schema 9's triggers (a done intent is not
+# changed; a domain's head only moves forward).
 copy=$WORK/crossed.sqlite
 q "$LEDGER" ".backup '$copy'"
 PAYOUT=$(cert_of payout:batch-8 "$copy")
 tamper "$copy" "UPDATE intents SET cert_hash = '$CHARGE' WHERE intent = 'receipt:order-123';
                 UPDATE domains SET head = '$CHARGE' WHERE domain = 'payouts';
-                UPDATE domains SET head_seq = head_seq + 1 WHERE domain = 'order:123'" domains_sequence_kept
+                UPDATE domains SET head_seq = head_seq + 1 WHERE domain = 'order:123'" domains_sequence_kept \
+  intents_done_kept
 problems "$copy"
 expect_eq "$RC $PROBLEMS" \
   "1 $(pairs "$CHARGE" wrong_certificate "$CHARGE" wrong_certificate "$RECEIPT" wrong_certificate)" \

@@ -201,7 +201,8 @@ TEST_CASE("an intent is cleared only through clears, keeps its name and holder, 
   expect_refused_sql(ledger, "UPDATE intents SET state = 'done' WHERE intent = 'in-flight'",
                      "effectfence: an intent is done only with the certificate of its effect");
   // An attempt's holder, token and lease change only with a new admission.
-  const std::string holder = "effectfence: an attempt's holder, token and lease change only when it is admitted again";
+  const std::string holder =
+      "effectfence: an attempt's holder, token, generation and lease change only when it is admitted again";
   expect_refused_sql(ledger, "UPDATE intents SET lease_expires_at = 0 WHERE intent = 'in-flight'", holder);
   expect_refused_sql(ledger, "UPDATE intents SET holder_host = 'elsewhere' WHERE intent = 'in-flight'", holder);
   expect_refused_sql(ledger, "UPDATE intents SET token = 'forged' WHERE intent = 'in-flight'", holder);
@@ -210,7 +211,10 @@ TEST_CASE("an intent is cleared only through clears, keeps its name and holder, 
   const std::string results = "effectfence: a done intent replays its result to late duplicates";
   expect_refused_sql(ledger, "DELETE FROM intents WHERE intent = 'done'", results);
   expect_refused_sql(ledger, "UPDATE intents SET state = 'failed' WHERE intent = 'done'",
-                     "effectfence: a done intent stays done");
+                     "effectfence: a done intent cannot be changed");
+  expect_refused_sql(ledger, "UPDATE intents SET updated_at = 0 WHERE intent = 'done'",
+                     "effectfence: a done intent cannot be changed");
+  expect_refused_sql(ledger, "UPDATE intents SET generation = generation + 1 WHERE intent = 'in-flight'", holder);
   // A domain's sequence and head only move forward; it goes only after its eviction event.
   const std::string back = "effectfence: a domain's sequence number and head only move forward";
   expect_refused_sql(ledger, "UPDATE domains SET seq = seq - 1", back);
