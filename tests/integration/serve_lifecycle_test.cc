@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,9 +39,12 @@ void write_file(const std::string& path, const std::string& bytes) {
 
 // Runs a serve that must refuse its ledger: it exits non-zero, naming the
 // error on stderr, without answering the initialize already waiting on stdin.
+// The initialize is in the pipe before serve starts: sent afterwards, it
+// could find serve already gone (EPIPE) when the test is starved of CPU.
 std::string expect_refused_ledger(const std::vector<std::string>& args) {
-  ServeProcess serve(args);
-  serve.send(Json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", {{"protocolVersion", "2025-11-25"}}}});
+  const Json initialize{
+      {"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", {{"protocolVersion", "2025-11-25"}}}};
+  ServeProcess serve(args, {}, initialize.dump() + "\n");
   const auto code = serve.wait_exit();
   REQUIRE(code);
   CHECK(*code == 2);  // could not run (docs/OPERATIONS.md, "Exit codes and errors")
@@ -177,7 +181,13 @@ TEST_CASE("a stop signal stops serve even while its client reads none of its out
     requests += Json{{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/list"}}.dump() + "\n";
   }
   REQUIRE(::write(in[1], requests.data(), requests.size()) == static_cast<ssize_t>(requests.size()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its output is full by now
+  // Signalled once its output is full (and so its signal handling is long in
+  // place: a signal during start-up, slow under a sanitizer, would kill it).
+  int queued = 0;
+  for (int i = 0; i < 3000 && (::ioctl(out[0], FIONREAD, &queued) != 0 || queued < 60000); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(queued >= 60000);
   REQUIRE(::kill(pid, SIGTERM) == 0);
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include <catch2/catch.hpp>
@@ -38,12 +39,19 @@ int milliseconds_left(std::chrono::steady_clock::time_point deadline) {
 
 std::string effectfence_binary() { return EFFECTFENCE_BIN; }
 
-ServeProcess::ServeProcess(std::vector<std::string> args, const EnvChanges& env_changes) {
+ServeProcess::ServeProcess(std::vector<std::string> args, const EnvChanges& env_changes,
+                           const std::string& stdin_bytes) {
   ::signal(SIGPIPE, SIG_IGN);
   int in[2], out[2], err[2];
   REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
   REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
   REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+  // Written while we still hold the read end: a pipe always has room for
+  // PIPE_BUF bytes, so this neither blocks nor races the child's exit.
+  REQUIRE(stdin_bytes.size() <= PIPE_BUF);
+  if (!stdin_bytes.empty()) {
+    REQUIRE(::write(in[1], stdin_bytes.data(), stdin_bytes.size()) == static_cast<ssize_t>(stdin_bytes.size()));
+  }
 
   // Everything exec needs is built before fork: the child only calls
   // async-signal-safe functions.

@@ -25,7 +25,10 @@ using EnvChanges = std::map<std::string, std::optional<std::string>>;
 class ServeProcess {
  public:
   // Starts EFFECTFENCE_BIN with args (e.g. {"serve", "--db", path}).
-  explicit ServeProcess(std::vector<std::string> args, const EnvChanges& env = {});
+  // stdin_bytes (at most PIPE_BUF) are in the child's stdin before it starts:
+  // unlike send(), this cannot fail with EPIPE when the child exits at once.
+  explicit ServeProcess(std::vector<std::string> args, const EnvChanges& env = {},
+                        const std::string& stdin_bytes = "");
   // SIGKILLs the child if it is still running.
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;
