@@ -36,4 +36,18 @@ inline std::string query_text(const std::string& path, const std::string& sql) {
   return out;
 }
 
+// Runs SQL on a database file, for tests that change a ledger by hand as an
+// operator would.
+inline void exec_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string message = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  INFO(message);
+  REQUIRE(rc == SQLITE_OK);
+}
+
 }  // namespace effectfence::testing
