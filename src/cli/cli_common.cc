@@ -357,12 +357,17 @@ void hold_closed_standard_streams() {
     if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
     closed_at_start[fd] = true;
     // open() returns the lowest free number: this one, the lower ones being
-    // open. Without /dev/null (a bare container) the root directory holds it.
-    int held = ::open("/dev/null", O_RDWR);
+    // open. Stdout gets /dev/full, so a report printed to it fails instead
+    // of vanishing with exit 0. Without these devices (a bare container)
+    // the root directory holds the number, and writes to it fail too.
+    int held = fd == 1 ? ::open("/dev/full", O_WRONLY) : -1;
+    if (held < 0) held = ::open("/dev/null", O_RDWR);
     if (held < 0) held = ::open("/", O_RDONLY | O_DIRECTORY);
     if (held >= 0 && held != fd) ::close(held);
   }
 }
+
+bool stdout_closed_at_start() { return closed_at_start[1]; }
 
 std::optional<int> refuse_closed_protocol_streams(const char* command) {
   const bool in = closed_at_start[0], out = closed_at_start[1];

@@ -92,9 +92,14 @@ std::string csv_field(std::string_view value);
 using effectfence::terminal_safe;  // reports print agents' text through it
 
 // Run first in main: each of stdin, stdout and stderr that was closed gets
-// /dev/null, so that no file or pipe opened later takes its number and is
+// a device (stdout /dev/full, so writing a report to it fails; the others
+// /dev/null), so that no file or pipe opened later takes its number and is
 // read or written as if it were that stream. Remembers which were closed.
 void hold_closed_standard_streams();
+bool stdout_closed_at_start();
+// Why a report to stdout could not be written, when it was closed at start.
+inline constexpr const char* kStdoutClosed =
+    "it was closed when effectfence started (run it with stdout open, or give --out where the command has it)";
 // For the commands that speak MCP on stdin and stdout: a named error and
 // exit 2 if either was closed (an MCP client starts them with both open).
 std::optional<int> refuse_closed_protocol_streams(const char* command);

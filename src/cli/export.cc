@@ -423,6 +423,10 @@ int export_ledger(const Args& args) {
   }
   std::optional<OutputFile> file;
   std::FILE* out = stdout;
+  if (!options->out && stdout_closed_at_start()) {  // before reading a ledger for nobody
+    print_error(kCommand, "writing to standard output", kStdoutClosed);
+    return kExitFailure;
+  }
   if (options->out) {
     file.emplace(*options->out);
     out = file->open(&error);

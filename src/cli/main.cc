@@ -46,10 +46,11 @@ void print_usage(std::FILE* out) {
 
 // A report that could not be written (a full disk behind `> report.txt`)
 // is a failure, whatever the command did: its caller would read nothing.
-int output_written(const char* command, int exit_code) {
+int output_written(const char* command, int exit_code, bool opened_ledger = true) {
   if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return exit_code;
-  std::fprintf(stderr, "effectfence %s: writing to standard output: %s%s\n", command, std::strerror(errno),
-               exit_code == 0 ? " (what the command did in the ledger is done regardless)" : "");
+  const char* why = effectfence::cli::stdout_closed_at_start() ? effectfence::cli::kStdoutClosed : std::strerror(errno);
+  std::fprintf(stderr, "effectfence %s: writing to standard output: %s%s\n", command, why,
+               exit_code == 0 && opened_ledger ? " (what the command did in the ledger is done regardless)" : "");
   return exit_code == 0 ? 2 : exit_code;
 }
 
@@ -65,11 +66,11 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     print_usage(stdout);
-    return 0;
+    return output_written("--help", 0, false);
   }
   if (name == "--version" || name == "version") {
     std::printf("effectfence %s\n", effectfence::cli::kVersion);
-    return 0;
+    return output_written("--version", 0, false);
   }
   const std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& s : kSubcommands) {

@@ -120,6 +120,24 @@ for cmd in stats fenced verify; do
     "2 effectfence $cmd: writing to standard output: No space left on device (what the command did in the ledger is done regardless)" \
     "$cmd fails when its output cannot be written"
 done
+# Started with stdout closed, a report would go nowhere: the same failure,
+# named; export refuses before it reads the ledger, and --out still works.
+for cmd in stats fenced verify; do
+  "$EF" "$cmd" --db "$LEDGER" >&- 2>"$WORK/closed.err"
+  expect_eq "$? $(cat "$WORK/closed.err")" \
+    "2 effectfence $cmd: writing to standard output: it was closed when effectfence started (run it with stdout open, or give --out where the command has it) (what the command did in the ledger is done regardless)" \
+    "$cmd fails when stdout was closed"
+done
+"$EF" export --db "$LEDGER" >&- 2>"$WORK/closed.err"
+expect_eq "$? $(cat "$WORK/closed.err")" \
+  "2 effectfence export: writing to standard output: it was closed when effectfence started (run it with stdout open, or give --out where the command has it)" \
+  "export to a closed stdout fails"
+"$EF" export --db "$LEDGER" --out "$WORK/closed-out.jsonl" >&- 2>/dev/null
+expect_eq "$? $(tail -n +2 "$WORK/closed-out.jsonl" | wc -l)" \
+  "0 $(q "$LEDGER" "SELECT (SELECT count(*) FROM certificates) + (SELECT count(*) FROM events) + 1")" \
+  "export --out works with stdout closed"
+"$EF" --version >&- 2>"$WORK/closed.err"
+expect_match "$? $(cat "$WORK/closed.err")" "^2 effectfence --version: writing to standard output: it was closed" "--version too"
 # Read at schema version 0, a ledger would be held to no protections at all.
 q "$LEDGER" ".backup '$WORK/reset.sqlite'" >/dev/null
 q "$WORK/reset.sqlite" "DROP TRIGGER events_append_only_delete; PRAGMA user_version = 0" >/dev/null
