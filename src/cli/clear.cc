@@ -47,7 +47,7 @@ constexpr const char* kCommand = "clear";
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: effectfence clear [--db PATH] INTENT --reason TEXT [--operator NAME] [--json]\n\n"
+               "usage: effectfence clear [--db PATH] INTENT --reason TEXT [--operator NAME] [--exact] [--json]\n\n"
                "Clears a fenced intent (state failed or unknown) after you have checked the real\n"
                "outcome, e.g. with the payment provider. The intent becomes 'cleared' and its next\n"
                "prepare is admitted as a fresh attempt. Who, when and why go to the append-only\n"
@@ -56,6 +56,8 @@ void print_usage(std::FILE* out) {
                "  --db PATH        ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --reason TEXT    why it is safe to run again (required; recorded)\n"
                "  --operator NAME  who clears it (default: $USER, else \"operator\")\n"
+               "  --exact          take INTENT byte for byte (by default an intent may also be given\n"
+               "                   as fenced prints it, with \\xNN, \\uNNNN and \\\\ escapes)\n"
                "  --json           print {cleared, intent, previous_state, operator, reason}\n"
                "  --help           this text\n\n"
                "exit status: 0 cleared, 2 refused (unknown intent, wrong state) or could not run\n",
@@ -68,6 +70,26 @@ std::string default_operator() {
 }
 
 bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n\v\f") == std::string::npos; }
+
+bool exists(Fence& fence, const std::string& intent) {
+  const auto status = fence.intent_status(intent);
+  const auto* found = std::get_if<IntentStatus>(&status);
+  return !found || found->state != IntentState::none;  // a failed read: let the clear itself report it
+}
+
+// The intent meant by given: itself, or the intent that fenced printed as
+// given (escaped, since it holds control or invisible characters). Both
+// existing is refused: one's name is how the other prints.
+std::optional<std::string> intent_meant(Fence& fence, const std::string& given, bool exact, std::string* error) {
+  if (exact) return given;
+  const auto unescaped = terminal_unescape(given);
+  if (!unescaped || *unescaped == given || !exists(fence, *unescaped)) return given;
+  if (!exists(fence, given)) return *unescaped;
+  *error = "two intents match: \"" + terminal_safe(given) + "\" as given, and the one fenced prints that way. " +
+           "Give --exact to clear the one named by these exact bytes, or the other's raw bytes with --exact " +
+           "(e.g. $'...' in bash)";
+  return std::nullopt;
+}
 
 void print_result(bool json, const std::string& intent, const std::string& operator_name,
                   const std::string& reason, const ClearOutcome& outcome) {
@@ -93,12 +115,13 @@ void print_result(bool json, const std::string& intent, const std::string& opera
                       {"message", refusal.message}};
     print_json_line(out);
   }
-  print_error(kCommand, "clearing " + intent, refusal.message);
+  print_error(kCommand, "clearing " + terminal_safe(intent), terminal_safe(refusal.message));
 }
 
 int clear(const Args& args) {
   std::string error;
-  auto parsed = parse_args(args, {{"db", true}, {"reason", true}, {"operator", true}, {"json", false}}, &error);
+  auto parsed = parse_args(
+      args, {{"db", true}, {"reason", true}, {"operator", true}, {"exact", false}, {"json", false}}, &error);
   if (!parsed) {
     print_error(kCommand, "reading options", error);
     return kExitFailure;
@@ -116,7 +139,6 @@ int clear(const Args& args) {
     print_error(kCommand, "reading options", "--reason is required, and not blank: it goes in the audit log");
     return kExitFailure;
   }
-  const std::string intent = parsed->positionals[0];
   const std::string operator_name = parsed->value("operator").value_or(default_operator());
   if (blank(operator_name)) {
     print_error(kCommand, "reading options", "--operator may not be blank: it goes in the audit log");
@@ -144,8 +166,13 @@ int clear(const Args& args) {
     return kExitFailure;
   }
   Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
-  const ClearOutcome outcome = fence.clear(intent, operator_name, *reason);
-  print_result(parsed->has("json"), intent, operator_name, *reason, outcome);
+  const auto intent = intent_meant(fence, parsed->positionals[0], parsed->has("exact"), &error);
+  if (!intent) {
+    print_error(kCommand, "finding the intent", error);
+    return kExitFailure;
+  }
+  const ClearOutcome outcome = fence.clear(*intent, operator_name, *reason);
+  print_result(parsed->has("json"), *intent, operator_name, *reason, outcome);
   return std::holds_alternative<Cleared>(outcome) ? kExitOk : kExitFailure;
 }
 

@@ -13,7 +13,65 @@ bool hidden_or_reordering(unsigned code) {
          (code >= 0x2060 && code <= 0x2064) || (code >= 0x2066 && code <= 0x2069) || code == 0xFEFF;
 }
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The value of the count lowercase hex digits at text[at], or -1.
+long hex_value(std::string_view text, size_t at, size_t count) {
+  if (at + count > text.size()) return -1;
+  long value = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const int digit = hex_digit(text[at + i]);
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+void append_utf8(std::string* out, unsigned code) {  // code < 0x10000
+  if (code < 0x80) {
+    *out += static_cast<char>(code);
+  } else if (code < 0x800) {
+    *out += static_cast<char>(0xC0 | (code >> 6));
+    *out += static_cast<char>(0x80 | (code & 0x3F));
+  } else {
+    *out += static_cast<char>(0xE0 | (code >> 12));
+    *out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (code & 0x3F));
+  }
+}
+
 }  // namespace
+
+std::optional<std::string> terminal_unescape(std::string_view shown) {
+  std::string out;
+  out.reserve(shown.size());
+  for (size_t i = 0; i < shown.size(); ++i) {
+    if (shown[i] != '\\') {
+      out += shown[i];
+      continue;
+    }
+    const char kind = i + 1 < shown.size() ? shown[i + 1] : '\0';
+    if (kind == '\\') {
+      out += '\\';
+      i += 1;
+    } else if (const long byte = kind == 'x' ? hex_value(shown, i + 2, 2) : -1; byte >= 0) {
+      out += static_cast<char>(byte);
+      i += 3;
+    } else if (const long code = kind == 'u' ? hex_value(shown, i + 2, 4) : -1; code >= 0) {
+      append_utf8(&out, static_cast<unsigned>(code));
+      i += 5;
+    } else {
+      return std::nullopt;
+    }
+  }
+  // Only what terminal_safe writes: \x41 or \u0041 would name "A" twice.
+  if (terminal_safe(out) != shown) return std::nullopt;
+  return out;
+}
 
 std::string terminal_safe(std::string_view value) {
   std::string out;

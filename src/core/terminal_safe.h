@@ -2,6 +2,7 @@
 // as one line of a log.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,5 +14,11 @@ namespace effectfence {
 // move the cursor, hide itself, reorder a line or forge another line of a
 // report or a log.
 std::string terminal_safe(std::string_view value);
+
+// The text that terminal_safe showed as shown, so that a name copied from a
+// report can be given back; nullopt if shown is not exactly what
+// terminal_safe prints for some text (a stray backslash, an escape it
+// never writes).
+std::optional<std::string> terminal_unescape(std::string_view shown);
 
 }  // namespace effectfence

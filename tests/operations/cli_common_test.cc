@@ -151,5 +151,21 @@ TEST_CASE("terminal_safe escapes control characters and leaves other text as it 
   CHECK(terminal_safe("\xef\xbc\xa1") == "\xef\xbc\xa1");  // U+FF21, a fullwidth letter, is text
 }
 
+TEST_CASE("terminal_unescape gives back the text terminal_safe printed, and nothing else") {
+  for (const std::string& text : {std::string("plain"), std::string("a\x1b[2J\nb"), std::string("nul\0x", 5),
+                                 std::string("typed \\x0a"), std::string("csi\xc2\x9b" "2J"),
+                                 std::string("order-7\xe2\x80\x8b\xef\xbb\xbf"), std::string("a\xd8\x9c" "b\xc2\xad")}) {
+    INFO(terminal_safe(text));
+    CHECK(terminal_unescape(terminal_safe(text)) == text);
+  }
+  CHECK(terminal_unescape("evil\\x1b[2J") == std::string("evil\x1b[2J"));
+  CHECK_FALSE(terminal_unescape("C:\\tmp"));       // \t is no escape it writes
+  CHECK_FALSE(terminal_unescape("trailing\\"));    // a lone backslash
+  CHECK_FALSE(terminal_unescape("\\x41"));         // "A", which it prints as A
+  CHECK_FALSE(terminal_unescape("\\u0041"));
+  CHECK_FALSE(terminal_unescape("\\x1B"));         // it writes lowercase hex
+  CHECK_FALSE(terminal_unescape("\\x1"));
+}
+
 }  // namespace
 }  // namespace effectfence::cli

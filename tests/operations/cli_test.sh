@@ -265,6 +265,32 @@ expect_eq "$RC $OUT" '0 cleared charge:order-124 (was failed) by eve\x1b]0;owned
   "clear prints the operator and reason it recorded with their control characters escaped"
 
 echo "--- clear"
+# An intent whose name holds control characters is printed escaped; clear
+# takes that printed form back, and refuses when it names two intents.
+q "$LEDGER" ".backup '$WORK/escaped.sqlite'" >/dev/null
+copy_fenced() {  # copy_fenced NAME-SQL: another unknown intent like charge:order-125, named NAME-SQL
+  q "$WORK/escaped.sqlite" "CREATE TEMP TABLE t AS SELECT * FROM intents WHERE intent = 'charge:order-125';
+    UPDATE t SET intent = $1; INSERT INTO intents SELECT * FROM t" >/dev/null
+}
+escaped_state() { q "$WORK/escaped.sqlite" "SELECT state FROM intents WHERE intent = $1"; }
+copy_fenced "'evil' || char(27) || '[2J'"
+run "$EF" fenced --db "$WORK/escaped.sqlite"
+expect_match "$OUT" 'evil\\x1b\[2J' "fenced prints the intent escaped"
+run "$EF" clear --db "$WORK/escaped.sqlite" 'evil\x1b[2J' --reason "checked" --operator dana
+expect_eq "$RC $OUT" '0 cleared evil\x1b[2J (was unknown) by dana: checked' "clear takes the name as fenced printed it"
+expect_eq "$(escaped_state "'evil' || char(27) || '[2J'")" "cleared" "and cleared the intent with the escape character"
+copy_fenced "'twin' || char(27)"
+copy_fenced "'twin\\x1b'"
+run "$EF" clear --db "$WORK/escaped.sqlite" 'twin\x1b' --reason "checked"
+expect_match "$RC $ERR" '^2 effectfence clear: finding the intent: two intents match: "twin\\\\x1b"' \
+  "a name that is one intent's bytes and another's printed form is refused"
+expect_eq "$(escaped_state "'twin' || char(27)") $(escaped_state "'twin\\x1b'")" "unknown unknown" "and neither is cleared"
+run "$EF" clear --db "$WORK/escaped.sqlite" 'twin\x1b' --reason "checked" --exact
+expect_eq "$RC $(escaped_state "'twin' || char(27)") $(escaped_state "'twin\\x1b'")" "0 unknown cleared" \
+  "--exact clears the one named by those bytes"
+copy_fenced "'C:\\tmp\\x'"
+run "$EF" clear --db "$WORK/escaped.sqlite" 'C:\tmp\x' --reason "checked"
+expect_eq "$RC $(escaped_state "'C:\\tmp\\x'")" "0 cleared" "a name with backslashes that is no printed form is taken as it is"
 run env USER=carol "$EF" clear --db "$LEDGER" charge:order-124 --reason "provider: no such charge"
 expect_eq "$RC $OUT" "0 cleared charge:order-124 (was failed) by carol: provider: no such charge" "clear clears, as \$USER"
 expect_eq "$(q "$LEDGER" "SELECT actor || '|' || json_extract(detail, '\$.reason') FROM events WHERE kind = 'cleared' AND intent = 'charge:order-124'")" \
