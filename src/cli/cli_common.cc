@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -234,11 +235,80 @@ bool cannot_share_wal_index(const std::string& path, int sqlite_code) {
          ::access(directory_of(path).c_str(), W_OK) != 0;
 }
 
+bool on_read_only_filesystem(const std::string& path) {
+  struct statvfs fs {};
+  return ::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY);
+}
+
+// Commits still in the -wal, not yet copied into the database file.
+bool log_holds_commits(const std::string& path) {
+  struct stat st {};
+  return ::stat((path + "-wal").c_str(), &st) == 0 && st.st_size > 0;
+}
+
 std::string wal_index_needed(const std::string& path) {
+  const std::string copy = "cp " + path + (log_holds_commits(path) ? " " + path + "-wal" : "") + " /tmp/";
+  if (on_read_only_filesystem(path)) {
+    return "cannot read " + path + " in place: it is on a read-only filesystem, and its -wal holds commits that " +
+           "only a -shm file (which cannot be created there) lets SQLite read. Read a copy, with its -wal: " + copy;
+  }
   return "cannot read " + path + " as this user: no process has it open, so SQLite must create " + path +
          "-shm to read it, and " + directory_of(path) +
          " is not writable. Run this as the ledger's owner, or while a server has it open, or read a copy "
-         "(with its -wal, if there is one): cp " + path + " /tmp/ledger-copy.sqlite";
+         "(with its -wal, if there is one): " + copy;
+}
+
+// A file: URI naming path, for the query parameters only a URI takes.
+std::string file_uri(const std::string& path, const char* query) {
+  static const char* kHex = "0123456789abcdef";
+  std::string uri = "file:";
+  for (const char c : std::filesystem::absolute(path).string()) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
+      uri += c;
+    } else {
+      uri += '%';
+      uri += kHex[byte >> 4];
+      uri += kHex[byte & 0xF];
+    }
+  }
+  return uri + "?" + query;
+}
+
+// A WAL ledger on read-only media (a mounted snapshot or backup) whose log
+// is empty: nothing can write it, so SQLite may read the file as immutable,
+// without the -shm it could not create there.
+std::unique_ptr<SQLite::Database> open_on_read_only_media(const std::string& path) {
+  if (!on_read_only_filesystem(path) || log_holds_commits(path)) return nullptr;
+  return std::make_unique<SQLite::Database>(file_uri(path, "immutable=1"), SQLite::OPEN_READONLY | SQLite::OPEN_URI,
+                                            kReadBusyTimeoutMs);
+}
+
+// The checks every reader makes before trusting what a file says.
+std::unique_ptr<SQLite::Database> checked_ledger(std::unique_ptr<SQLite::Database> db, const std::string& path,
+                                                 std::string* error) {
+  const int app_id = db->execAndGet("PRAGMA application_id").getInt();
+  const int version = db->execAndGet("PRAGMA user_version").getInt();
+  if (app_id != kApplicationId) {
+    *error = path + " is not an effectfence ledger (application_id " + std::to_string(app_id) + ")";
+    return nullptr;
+  }
+  if (version > latest_schema_version()) {
+    *error = path + " has schema version " + std::to_string(version) + " but this effectfence knows " +
+             std::to_string(latest_schema_version()) + "; upgrade effectfence";
+    return nullptr;
+  }
+  // Read at version 0, a ledger's tables would be held to no protections
+  // at all (verify builds the triggers it expects from the version).
+  if (version <= 0) {
+    *error = db->execAndGet("SELECT count(*) FROM sqlite_master").getInt() > 0
+                 ? path + " holds a ledger's tables but its schema version was set to " + std::to_string(version) +
+                       " (PRAGMA user_version); set it back to the version its tables are at (see migrations/) "
+                       "or restore it from a backup"
+                 : path + " is an effectfence ledger with no schema yet; serve or wrap initialises it";
+    return nullptr;
+  }
+  return db;
 }
 
 }  // namespace
@@ -274,31 +344,18 @@ std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path,
     return nullptr;
   }
   try {
-    auto db = std::make_unique<SQLite::Database>(sqlite_file_name(path), SQLite::OPEN_READONLY, kReadBusyTimeoutMs);
-    const int app_id = db->execAndGet("PRAGMA application_id").getInt();
-    const int version = db->execAndGet("PRAGMA user_version").getInt();
-    if (app_id != kApplicationId) {
-      *error = path + " is not an effectfence ledger (application_id " + std::to_string(app_id) + ")";
+    try {
+      return checked_ledger(
+          std::make_unique<SQLite::Database>(sqlite_file_name(path), SQLite::OPEN_READONLY, kReadBusyTimeoutMs),
+          path, error);
+    } catch (const SQLite::Exception& e) {
+      if (!cannot_share_wal_index(path, e.getExtendedErrorCode())) throw;
+      if (auto db = open_on_read_only_media(path)) return checked_ledger(std::move(db), path, error);
+      *error = wal_index_needed(path);
       return nullptr;
     }
-    if (version > latest_schema_version()) {
-      *error = path + " has schema version " + std::to_string(version) + " but this effectfence knows " +
-               std::to_string(latest_schema_version()) + "; upgrade effectfence";
-      return nullptr;
-    }
-    // Read at version 0, a ledger's tables would be held to no protections
-    // at all (verify builds the triggers it expects from the version).
-    if (version <= 0) {
-      *error = db->execAndGet("SELECT count(*) FROM sqlite_master").getInt() > 0
-                   ? path + " holds a ledger's tables but its schema version was set to " + std::to_string(version) +
-                         " (PRAGMA user_version); set it back to the version its tables are at (see migrations/) "
-                         "or restore it from a backup"
-                   : path + " is an effectfence ledger with no schema yet; serve or wrap initialises it";
-      return nullptr;
-    }
-    return db;
   } catch (const SQLite::Exception& e) {
-    *error = cannot_share_wal_index(path, e.getExtendedErrorCode()) ? wal_index_needed(path) : path + ": " + e.what();
+    *error = path + ": " + e.what();
     return nullptr;
   }
 }

@@ -169,6 +169,35 @@ for cmd in stats verify; do
   expect_match "$ERR" "cannot read $RO/ledger.sqlite as this user: no process has it open, so SQLite must create $RO/ledger.sqlite-shm to read it, and $RO is not writable\\. .*read a copy .*: cp $RO/ledger.sqlite " \
     "$cmd says why, and how to read it anyway"
 done
+# A ledger on read-only media (a mounted snapshot) is read in place when its
+# log is empty; when it holds commits, the reader is told to read a copy,
+# not to run as the owner or beside a server, which cannot help there.
+ROFS=$WORK/rofs
+mkdir -p "$ROFS"
+if mount -t tmpfs -o size=8m tmpfs "$ROFS" 2>/dev/null; then
+  mkdir "$ROFS/snap shot" "$ROFS/logged"
+  q "$LEDGER" ".backup '$ROFS/snap shot/ledger.sqlite'" >/dev/null
+  q "$LEDGER" ".backup '$ROFS/logged/ledger.sqlite'" >/dev/null
+  # Copied while a connection still has commits in the log, as a snapshot of a live ledger would be.
+  mkdir "$WORK/logged"
+  "$SQLITE3" "$ROFS/logged/ledger.sqlite" "PRAGMA wal_autocheckpoint = 0" "CREATE TABLE scratch(x)" \
+    ".shell cp '$ROFS/logged/ledger.sqlite' '$ROFS/logged/ledger.sqlite-wal' '$WORK/logged/'" >/dev/null
+  cp "$WORK/logged/ledger.sqlite" "$WORK/logged/ledger.sqlite-wal" "$ROFS/logged/"
+  mount -o remount,ro "$ROFS"
+  for cmd in stats verify; do
+    run "$EF" "$cmd" --db "$ROFS/snap shot/ledger.sqlite"
+    expect_eq "$RC" 0 "$cmd reads a ledger on a read-only filesystem in place"
+  done
+  run "$EF" export --db "$ROFS/snap shot/ledger.sqlite"
+  expect_eq "$RC $(tail -n +2 <<<"$OUT" | wc -l)" \
+    "0 $(q "$LEDGER" "SELECT (SELECT count(*) FROM certificates) + (SELECT count(*) FROM events) + 1")" "export dumps it all"
+  run "$EF" stats --db "$ROFS/logged/ledger.sqlite"
+  expect_eq "$RC $ERR" "2 effectfence stats: opening the ledger: cannot read $ROFS/logged/ledger.sqlite in place: it is on a read-only filesystem, and its -wal holds commits that only a -shm file (which cannot be created there) lets SQLite read. Read a copy, with its -wal: cp $ROFS/logged/ledger.sqlite $ROFS/logged/ledger.sqlite-wal /tmp/" \
+    "with commits in its log, the reader is told to read a copy"
+  umount "$ROFS"
+else
+  echo "skipped: reading a ledger on a read-only filesystem (this user cannot mount a tmpfs)"
+fi
 # Clearing writes: such a user is told to clear as the owner, not to clear a copy.
 run "${AS_READER[@]}" "$EF" clear --db "$RO/ledger.sqlite" payout:batch-9 --reason "checked"
 expect_match "$RC $ERR" "^2 effectfence clear: opening the ledger: $RO/ledger.sqlite cannot be written by this user \\(uid [0-9]+\\): clearing writes .*Run effectfence clear as the user the servers run as" \
