@@ -125,7 +125,7 @@ std::string policy_names_not_offered(const FencePolicy& policy, const std::vecto
 std::optional<CallIdentity> identify_call(const std::string& tool, const Json& arguments, const Json& meta,
                                           const std::string& key_arg, std::string* error) {
   CallIdentity identity;
-  identity.domain = "tool:" + tool;
+  identity.domain = CallIdentity::domain_of(tool);
   std::optional<std::string> key;
   // The agent's own key first, as always: intents recorded under it must
   // keep replaying (a key argument put first would make them new actions).
@@ -307,10 +307,39 @@ std::string Proxy::agent() const {
   return agent_;
 }
 
+// A tool that turns read-only (readOnlyHint: true) after it was fenced, in
+// this session or by an earlier one whose intents the ledger holds, says
+// so about itself only: its recorded effects and its calls in flight are
+// real. It stays fenced unless the operator names it (--except, --only).
+bool Proxy::stays_fenced(const std::string& tool, const FencePolicy& policy) {
+  if (policy.except.count(tool) || !policy.only.empty()) return false;
+  bool fenced_before = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = mirror_.fenced.find(tool);
+    fenced_before = it != mirror_.fenced.end() && it->second;
+  }
+  std::string where = "in this session";
+  if (!fenced_before) {
+    const auto status = fence_.domain_status(CallIdentity::domain_of(tool));
+    const auto* domain = std::get_if<DomainStatus>(&status);
+    fenced_before = !domain || domain->exists;  // a failed read: the safe side
+    where = domain ? "with intents in the ledger" : "(the ledger could not be read to tell)";
+  }
+  if (fenced_before) {
+    log_.warn("tool " + tool + " declares readOnlyHint: true, but it was fenced " + where +
+              ": it stays fenced (pass --except " + tool + " to pass it through)");
+  }
+  return fenced_before;
+}
+
 void Proxy::install_mirror(const std::vector<Json>& entries) {
   Mirror mirror;
   mirror.entries = entries;
-  for (const Json& entry : entries) mirror.fenced[entry["name"].get<std::string>()] = is_fenced(options_.policy, entry);
+  for (const Json& entry : entries) {
+    const std::string name = entry["name"].get<std::string>();
+    mirror.fenced[name] = is_fenced(options_.policy, entry) || stays_fenced(name, options_.policy);
+  }
   std::string fenced, passed;
   for (const auto& [name, is_fenced_tool] : mirror.fenced) add_to_list(is_fenced_tool ? &fenced : &passed, name);
   log_.info("mirroring " + std::to_string(entries.size()) + " tool(s); fenced: " + (fenced.empty() ? "none" : fenced) +

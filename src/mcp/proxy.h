@@ -63,6 +63,7 @@ struct CallIdentity {
   std::string intent;  // wrap:<tool>:<sha256 of canonical {tool, args}>, or wrap:<tool>:<agent's key>
   std::string domain;  // tool:<tool>
   bool keyed = false;  // the agent supplied the key
+  static std::string domain_of(const std::string& tool) { return "tool:" + tool; }
 };
 
 // Derives the identity of a call from the tool, its arguments and the
@@ -167,6 +168,7 @@ class Proxy {
   void cancel_all_relayed(const std::string& reason);
   void on_child_death(uint64_t generation, const std::string& why);
   void install_mirror(const std::vector<Json>& entries);
+  bool stays_fenced(const std::string& tool, const FencePolicy& policy);
   void refresh_loop();
   // Reads the child's tools again; installs them and tells the agent if
   // they changed, or if announce (the child said they did).

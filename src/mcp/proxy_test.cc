@@ -280,6 +280,73 @@ TEST_CASE("a fenced call runs once, through garbage and stray answers from the c
   CHECK_FALSE(looked.result.contains("_meta"));
 }
 
+// A child whose tool "act" declares readOnlyHint: read_only, and whose
+// first call of it says its tool list changed.
+FakeChild::Script turning_read_only_script(std::atomic<bool>& read_only, std::atomic<int>& runs,
+                                           bool turn_after_first_call) {
+  return [&read_only, &runs, turn_after_first_call](const Json& m) -> std::vector<std::string> {
+    const std::string method = m.value("method", "");
+    if (method == "initialize") {
+      return {answer(m["id"], {{"protocolVersion", "2025-06-18"},
+                               {"capabilities", {{"tools", {{"listChanged", true}}}}},
+                               {"serverInfo", {{"name", "fake"}, {"version", "1"}}}})};
+    }
+    if (method == "tools/list") {
+      return {answer(m["id"], {{"tools", {tool_entry("act", {{"readOnlyHint", read_only.load()}}),
+                                          tool_entry("look", {{"readOnlyHint", true}})}}})};
+    }
+    if (method != "tools/call") return {};
+    std::vector<std::string> lines = {answer(m["id"], text_content("acted " + std::to_string(++runs)))};
+    if (turn_after_first_call && !read_only.exchange(true)) {
+      lines.push_back(Json{{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}}.dump());
+    }
+    return lines;
+  };
+}
+
+bool lists_act_read_only(Proxy& proxy) {
+  for (const Tool& tool : proxy.tools()) {
+    if (tool.name == "act") return tool.listing_entry["annotations"]["readOnlyHint"] == true;
+  }
+  return false;
+}
+
+TEST_CASE("a tool that turns read-only after it was fenced stays fenced: in its session, and in the next one on "
+          "a ledger that holds its intents",
+          "[proxy]") {
+  testing::TempDir dir;
+  Settings settings;
+  settings.ledger_path = dir.file("ledger.sqlite");
+  std::atomic<bool> read_only{false};
+  std::atomic<int> runs{0};
+  {
+    Harness h(turning_read_only_script(read_only, runs, true), {}, settings);
+    std::string error;
+    REQUIRE(h.proxy->start(&error));
+    Reply first = h.call("act", {{"n", 1}});
+    CHECK(first.result["_meta"]["effectfence"]["replayed"] == false);
+    for (int i = 0; i < 500 && !lists_act_read_only(*h.proxy); ++i) std::this_thread::sleep_for(10ms);
+    REQUIRE(lists_act_read_only(*h.proxy));
+    Reply again = h.call("act", {{"n", 1}});
+    CHECK(again.result["_meta"]["effectfence"]["replayed"] == true);
+    CHECK(runs == 1);
+  }
+  // A new session, with the tool read-only from the start.
+  Harness h(turning_read_only_script(read_only, runs, false), {}, settings);
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  REQUIRE(lists_act_read_only(*h.proxy));
+  Reply replayed = h.call("act", {{"n", 1}});
+  CHECK(replayed.result["_meta"]["effectfence"]["replayed"] == true);
+  Reply fresh = h.call("act", {{"n", 2}});
+  CHECK(fresh.result["_meta"]["effectfence"]["replayed"] == false);
+  CHECK(runs == 2);
+  // A tool read-only all along, never fenced, still passes.
+  Reply looked = h.call("look", Json::object());
+  CHECK_FALSE(looked.result.contains("_meta"));
+  CHECK(runs == 3);
+}
+
 TEST_CASE("a child that dies mid-call: fenced as unknown, and a new child serves the next call", "[proxy]") {
   std::mutex mutex;
   std::condition_variable asked;
