@@ -403,7 +403,18 @@ void Server::dispatch(const Json& id, const std::string& method, const Json& par
       send_error(id, jsonrpc::kInvalidParams, "invalid params: initialize needs \"protocolVersion\" (a string)");
       return;
     }
-    send(response_for(id, initialize(params)));
+    // A session is initialized once: a second handshake would change what
+    // was negotiated (and, in wrap, what the child was offered) under
+    // calls already made.
+    if (!negotiated_version_.empty()) {
+      send_error(id, jsonrpc::kInvalidRequest,
+                 "invalid request: this session is already initialized (protocol " + negotiated_version_ +
+                     "); initialize is sent once. For a new session, start a new server process");
+      return;
+    }
+    Reply reply = initialize(params);
+    if (!reply.error) negotiated_version_ = reply.result.value("protocolVersion", "");
+    send(response_for(id, std::move(reply)));
   } else if (method == "ping") {
     send(jsonrpc::result_response(id, Json::object()));
   } else if (method == "tools/list") {

@@ -125,19 +125,33 @@ struct Fixture {
 }  // namespace
 
 TEST_CASE("initialize echoes a supported protocol version, else answers the latest", "[server]") {
-  Fixture f;
   for (const char* version : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
+    Fixture f;
     Json r = f.call(version, "initialize", {{"protocolVersion", version}, {"capabilities", Json::object()}});
     CHECK(r["result"]["protocolVersion"] == version);
   }
-  Json r = f.call(1, "initialize", {{"protocolVersion", "1999-01-01"}});
+  Fixture f;
+  CHECK(f.call(2, "initialize", Json::object())["error"]["code"] == jsonrpc::kInvalidParams);
+  Json r = f.call(1, "initialize", {{"protocolVersion", "1999-01-01"}});  // the bad one above did not count
   CHECK(r["result"]["protocolVersion"] == "2025-11-25");
   CHECK(r["result"]["serverInfo"]["name"] == "t");
   CHECK(r["result"]["capabilities"]["tools"].is_object());
   CHECK(r["result"]["instructions"] == "use it");
-  CHECK(f.call(2, "initialize", Json::object())["error"]["code"] == jsonrpc::kInvalidParams);
-  Json odd_client = f.call(3, "initialize", {{"protocolVersion", "2025-06-18"}, {"clientInfo", {{"name", 7}}}});
+  Fixture odd;
+  Json odd_client = odd.call(3, "initialize", {{"protocolVersion", "2025-06-18"}, {"clientInfo", {{"name", 7}}}});
   CHECK(odd_client["result"]["protocolVersion"] == "2025-06-18");
+}
+
+TEST_CASE("a session is initialized once: a second initialize is refused, and the session keeps serving",
+          "[server]") {
+  Fixture f;
+  CHECK(f.call(1, "initialize", {{"protocolVersion", "2025-06-18"}})["result"]["protocolVersion"] == "2025-06-18");
+  Json again = f.call(2, "initialize", {{"protocolVersion", "2025-11-25"}});
+  CHECK(again["error"]["code"] == jsonrpc::kInvalidRequest);
+  CHECK_THAT(again["error"]["message"].get<std::string>(),
+             Catch::Contains("already initialized (protocol 2025-06-18)") &&
+                 Catch::Contains("start a new server process"));
+  CHECK(f.call(3, "ping")["result"] == Json::object());
 }
 
 TEST_CASE("ping, tools/list and unknown methods", "[server]") {

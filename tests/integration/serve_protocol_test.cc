@@ -36,15 +36,22 @@ std::string error_message(const Json& response) { return response.at("error").at
 }  // namespace
 
 TEST_CASE("initialize echoes a supported protocol version and answers the latest otherwise", "[serve]") {
-  Session s;
   for (const char* version : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
+    Session s;
     Json r = s.serve.request(version, "initialize", {{"protocolVersion", version}, {"capabilities", Json::object()}});
     CHECK(r["result"]["protocolVersion"] == version);
   }
+  Session s;
   Json r = s.serve.initialize("2023-01-01");
   CHECK(r["result"]["protocolVersion"] == "2025-11-25");
   CHECK(r["result"]["serverInfo"]["name"] == "effectfence");
   CHECK(r["result"]["capabilities"].contains("tools"));
+  // A session is initialized once; the second handshake is refused and the
+  // session goes on.
+  Json again = s.serve.request(2, "initialize", {{"protocolVersion", "2025-06-18"}});
+  CHECK(error_code(again) == -32600);
+  CHECK_THAT(again["error"]["message"].get<std::string>(), Catch::Contains("already initialized (protocol 2025-11-25)"));
+  CHECK(s.serve.request(3, "ping")["result"] == Json::object());
 }
 
 TEST_CASE("string and integer ids come back unchanged", "[serve]") {
