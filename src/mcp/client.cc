@@ -372,9 +372,10 @@ void McpClient::close_connection(const std::string& why, bool report) {
 }
 
 std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
-                                      std::string* error, const Json& offered) {
-  const Json params = {{"protocolVersion", kSupportedProtocolVersions[0]},
-                       {"capabilities", offered},
+                                      std::string* error, const ClientOffer& offer) {
+  const Json params = {{"protocolVersion", offer.protocol_version.empty() ? std::string(kSupportedProtocolVersions[0])
+                                                                          : offer.protocol_version},
+                       {"capabilities", offer.capabilities},
                        {"clientInfo", client_info}};
   const ClientReply reply = client.call("initialize", params, timeout);
   if (reply.kind != ClientReply::Kind::result) {

@@ -183,11 +183,17 @@ class McpClient {
   std::thread reader_;  // last: starts once the members above exist
 };
 
-// The MCP handshake: initialize (we offer the newest protocol revision we
-// speak and the given client capabilities), then notifications/initialized.
+// What a client asks for in initialize: a protocol revision ("" for the
+// newest we speak) and its client capabilities.
+struct ClientOffer {
+  std::string protocol_version;
+  Json capabilities = Json::object();
+};
+
+// The MCP handshake: initialize with offer, then notifications/initialized.
 // Returns the initialize result, or nullopt and fills *error.
 std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
-                                      std::string* error, const Json& capabilities = Json::object());
+                                      std::string* error, const ClientOffer& offer = {});
 
 // Every tool of the server, following nextCursor page by page. Returns the
 // tools/list entries as the server sent them, or nullopt and fills *error

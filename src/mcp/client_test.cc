@@ -425,7 +425,7 @@ TEST_CASE("initialize_client offers the client capabilities it is given", "[clie
   Fixture f;
   const Json offered = {{"roots", {{"listChanged", true}}}, {"sampling", Json::object()}};
   std::string error;
-  std::thread client_side([&] { initialize_client(f.client, {{"name", "t"}}, 10s, &error, offered); });
+  std::thread client_side([&] { initialize_client(f.client, {{"name", "t"}}, 10s, &error, ClientOffer{"", offered}); });
   const Json init = f.server.heard();
   CHECK(init["params"]["capabilities"] == offered);
   f.server.say(jsonrpc::result_response(init["id"], {{"protocolVersion", "2025-11-25"}, {"capabilities", Json::object()}}));

@@ -223,13 +223,13 @@ Proxy::Proxy(Fence& fence, Launcher launcher, Logger& log, ProxyOptions options,
 Proxy::~Proxy() { stop(); }
 
 bool Proxy::start(std::string* error) {
-  Json capabilities;
+  ClientOffer offer;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (started_) return true;
-    capabilities = agent_capabilities_;
+    offer = agent_offer_;
   }
-  if (!upstream_.start(capabilities, error)) return false;
+  if (!upstream_.start(offer, error)) return false;
   std::string why;
   auto session = upstream_.acquire(&why);
   if (!session) {
@@ -290,9 +290,15 @@ void Proxy::on_initialize(const Json& params) {
       if (auto it = declared->find(relayed); it != declared->end()) offered[relayed] = *it;
     }
   }
+  // The revision the agent is answered with: the child speaks it too, so
+  // what it sends back is what the agent expects.
+  const auto requested = params.find("protocolVersion");
+  std::string version = requested != params.end() && requested->is_string()
+                            ? negotiate_protocol_version(requested->get<std::string>())
+                            : "";
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    agent_capabilities_ = std::move(offered);
+    agent_offer_ = ClientOffer{std::move(version), std::move(offered)};
   }
   const auto info = params.find("clientInfo");
   if (info == params.end() || !info->is_object()) return;
@@ -676,7 +682,7 @@ void Proxy::on_child_request(const Json& child_id, const std::string& method, co
   bool declared = false;
   if (!capability.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
-    declared = agent_capabilities_.contains(capability);
+    declared = agent_offer_.capabilities.contains(capability);
   }
   if (declared) {
     std::lock_guard<std::mutex> lock(server_mutex_);

@@ -189,7 +189,9 @@ class Proxy {
   std::map<std::string, Json> relayed_;  // the child's request id (dump) -> wrap's id at the agent
   Server* server_ = nullptr;
   std::string agent_ = "wrap";
-  Json agent_capabilities_ = Json::object();  // roots, sampling, elicitation as the agent declared them
+  // The protocol revision the agent was answered with, and the roots,
+  // sampling and elicitation it declared: what the child is offered.
+  ClientOffer agent_offer_;
   bool started_ = false;  // start() succeeded
   bool refresh_pending_ = false;
   bool child_said_changed_ = false;

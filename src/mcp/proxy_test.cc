@@ -641,6 +641,7 @@ struct AskingChild {
   std::mutex mutex;
   std::condition_variable changed;
   Json offered;                    // the client capabilities in initialize
+  Json offered_version;            // and the protocol revision
   std::vector<Json> answers;       // the client's answers to its requests
   std::vector<std::string> notes;  // notifications it received
   int calls = 0;
@@ -653,6 +654,7 @@ struct AskingChild {
       changed.notify_all();
       if (method == "initialize") {
         offered = m["params"]["capabilities"];
+        offered_version = m["params"]["protocolVersion"];
         return {answer(m["id"], {{"protocolVersion", "2025-06-18"},
                                  {"capabilities", {{"tools", Json::object()}}},
                                  {"serverInfo", {{"name", "asking"}, {"version", "1"}}}})};
@@ -832,6 +834,37 @@ TEST_CASE("a restarted child is offered the same client capabilities", "[proxy][
   CHECK(asking.offered == offered);
 }
 
+TEST_CASE("the child is offered the protocol revision the agent was answered with, also when restarted",
+          "[proxy][client-features]") {
+  {
+    AskingChild asking;
+    Harness h(asking.script());
+    h.proxy->on_initialize({{"protocolVersion", "2025-03-26"}, {"capabilities", Json::object()}});
+    std::string error;
+    REQUIRE(h.proxy->start(&error));
+    {
+      std::lock_guard<std::mutex> lock(asking.mutex);
+      CHECK(asking.offered_version == "2025-03-26");
+      asking.offered_version = nullptr;
+    }
+    h.kill_child(0);
+    h.call("act", {{"n", 1}});  // restarts the child
+    CHECK(h.launches == 2);
+    std::lock_guard<std::mutex> lock(asking.mutex);
+    CHECK(asking.offered_version == "2025-03-26");
+  }
+  // An agent asking for a revision nobody here speaks is answered with the
+  // newest, and so is the child offered it.
+  AskingChild asking;
+  Harness h(asking.script());
+  h.proxy->on_initialize({{"protocolVersion", "1999-01-01"}, {"capabilities", Json::object()}});
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  std::lock_guard<std::mutex> lock(asking.mutex);
+  CHECK(asking.offered_version == negotiate_protocol_version("1999-01-01"));
+  CHECK(asking.offered_version == "2025-11-25");
+}
+
 TEST_CASE("a child that finishes starting after a stop is never used", "[upstream]") {
   Logger log{"upstream-test", LogLevel::error};
   FakeChild first(server_script([](const Json&) { return std::vector<std::string>{}; }));
@@ -857,7 +890,7 @@ TEST_CASE("a child that finishes starting after a stop is never used", "[upstrea
   };
   Upstream upstream(launcher, Json{{"name", "test"}, {"version", "1"}}, log, events);
   std::string error;
-  REQUIRE(upstream.start(Json::object(), &error));
+  REQUIRE(upstream.start(ClientOffer{}, &error));
   first.die();
   {
     std::unique_lock<std::mutex> lock(mutex);

@@ -66,10 +66,10 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   handlers.on_notification = events_.on_notification;
   handlers.on_closed = [this, generation](const std::string& why) { on_closed(generation, why); };
   handlers.on_request = events_.on_request;
-  Json capabilities;
+  ClientOffer offer;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    capabilities = client_capabilities_;
+    offer = client_offer_;
   }
   auto session = std::make_shared<Session>();
   session->generation = generation;
@@ -93,7 +93,7 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
     }
   } landed{*this};
 
-  auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error, capabilities);
+  auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error, offer);
   if (!init) return nullptr;
   session->initialize_result = std::move(*init);
   auto tools = list_all_tools(session->client(), policy_.handshake_timeout, error);
@@ -102,10 +102,10 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   return session;
 }
 
-bool Upstream::start(const Json& client_capabilities, std::string* error) {
+bool Upstream::start(const ClientOffer& offer, std::string* error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    client_capabilities_ = client_capabilities;
+    client_offer_ = offer;
   }
   return acquire(error) != nullptr;
 }

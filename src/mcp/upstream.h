@@ -77,10 +77,11 @@ class Upstream {
   Upstream(const Upstream&) = delete;
   Upstream& operator=(const Upstream&) = delete;
 
-  // Starts the first child, offering it client_capabilities in initialize,
-  // as every restarted child is too. Returns false and fills *error if it
-  // cannot be started, initialised or listed.
-  bool start(const Json& client_capabilities, std::string* error);
+  // Starts the first child, offering it the agent's protocol revision and
+  // client capabilities in initialize, as every restarted child is too.
+  // Returns false and fills *error if it cannot be started, initialised or
+  // listed.
+  bool start(const ClientOffer& offer, std::string* error);
   // The live child, restarting it first if it died and its backoff has
   // passed. Returns nullptr and fills *why when there is none to be had.
   std::shared_ptr<Session> acquire(std::string* why);
@@ -112,7 +113,7 @@ class Upstream {
 
   const Launcher launcher_;
   const Json client_info_;
-  Json client_capabilities_ = Json::object();  // guarded by mutex_
+  ClientOffer client_offer_;  // guarded by mutex_
   Logger& log_;
   const Events events_;
   const RestartPolicy policy_;
