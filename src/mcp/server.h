@@ -278,7 +278,7 @@ class Server {
   mutable std::mutex calls_mutex_;
   std::map<std::string, std::shared_ptr<Call>> calls_;  // by id.dump(): 1 and "1" differ
   std::atomic<bool> initialized_{false};
-  std::string negotiated_version_;  // main thread only: set once initialize succeeded
+  std::string negotiated_version_;  // set once initialize succeeded; only the thread handling lines touches it
 
   // Requests to the client, by id.dump(); queued_ holds the lines of those
   // not sent yet (the client is not initialized).

@@ -154,6 +154,23 @@ TEST_CASE("a session is initialized once: a second initialize is refused, and th
   CHECK(f.call(3, "ping")["result"] == Json::object());
 }
 
+TEST_CASE("an initialize its hook refused does not count: the next one is answered", "[server]") {
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  int attempts = 0;
+  ServerExtensions extensions;
+  extensions.on_initialize = [&attempts](const Json&) -> std::optional<RpcError> {
+    if (++attempts == 1) return RpcError{jsonrpc::kInternalError, "the child is not up yet", nullptr};
+    return std::nullopt;
+  };
+  Server server{ServerInfo{"t", "", "1.0", ""}, {}, out.sink(), log, Server::kDefaultMaxConcurrentCalls, extensions};
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(1, "initialize", {{"protocolVersion", "2025-06-18"}})));
+  CHECK(out.response(1)["error"]["code"] == jsonrpc::kInternalError);
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(2, "initialize", {{"protocolVersion", "2025-03-26"}})));
+  CHECK(out.response(2)["result"]["protocolVersion"] == "2025-03-26");
+  CHECK(attempts == 2);
+}
+
 TEST_CASE("ping, tools/list and unknown methods", "[server]") {
   Fixture f;
   CHECK(f.call("p", "ping")["result"] == Json::object());

@@ -200,6 +200,15 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
     }
     const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(line.text);
     if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message); request && request->method == "initialize") {
+      // A client's session is initialized once, as on a server of its own;
+      // a second handshake would open another session and leave this one.
+      if (const std::string negotiated = snapshot().protocol_version; !negotiated.empty()) {
+        out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::error_response(
+            request->id, mcp::jsonrpc::kInvalidRequest,
+            "invalid request: this session is already initialized (protocol " + negotiated +
+                "); initialize is sent once. For a new session, start a new server process")));
+        continue;
+      }
       open_session(line.text);  // in order: the client waits for it before anything else
       continue;
     }

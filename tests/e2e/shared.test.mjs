@@ -381,6 +381,24 @@ test('notifications/initialized sent after its server stopped: the bridge opens 
   assert.doesNotMatch(bridge.stderr(), /Sanitizer|runtime error:/);
 });
 
+test('through the bridge too, a session is initialized once: a second initialize is refused and the session goes on', async (t) => {
+  const { db } = await ledgerIn(t);
+  const bridge = lineProcess(t, BIN, ['serve', '--shared', '--db', db, '--log-level', 'debug']);
+  assert.equal((await bridge.ask(INITIALIZE)).result.protocolVersion, '2025-11-25');
+  bridge.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+  const again = await bridge.ask(JSON.stringify({
+    jsonrpc: '2.0', id: 7, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {} },
+  }));
+  assert.equal(again.id, 7);
+  assert.equal(again.error.code, -32600);
+  assert.match(again.error.message, /already initialized \(protocol 2025-11-25\)/);
+  assert.deepEqual((await bridge.ask(JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'ping' }))).result, {});
+  const log = await newestServerLog(db);
+  assert.equal(log.match(/session \w+ opened/g).length, 1, log);
+  assert.equal(await bridge.close(), 0);
+  assert.doesNotMatch(bridge.stderr(), /Sanitizer|runtime error:/);
+});
+
 test('SIGTERM while a call waits on a locked ledger: the call is answered, and its ticket commits through the next server', async (t) => {
   const { db, lease } = await ledgerIn(t);
   const session = await shared(t, db, { name: 'drain' });
