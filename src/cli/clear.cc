@@ -71,10 +71,14 @@ std::string default_operator() {
 
 bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n\v\f") == std::string::npos; }
 
-bool exists(Fence& fence, const std::string& intent) {
+// Whether the ledger holds intent; nullopt and *error if it could not be read.
+std::optional<bool> exists(Fence& fence, const std::string& intent, std::string* error) {
   const auto status = fence.intent_status(intent);
-  const auto* found = std::get_if<IntentStatus>(&status);
-  return !found || found->state != IntentState::none;  // a failed read: let the clear itself report it
+  if (const auto* refused = std::get_if<Refusal>(&status)) {
+    *error = "could not read the ledger: " + refused->message;
+    return std::nullopt;
+  }
+  return std::get<IntentStatus>(status).state != IntentState::none;
 }
 
 // The intent meant by given: itself, or the intent that fenced printed as
@@ -83,8 +87,13 @@ bool exists(Fence& fence, const std::string& intent) {
 std::optional<std::string> intent_meant(Fence& fence, const std::string& given, bool exact, std::string* error) {
   if (exact) return given;
   const auto unescaped = terminal_unescape(given);
-  if (!unescaped || *unescaped == given || !exists(fence, *unescaped)) return given;
-  if (!exists(fence, given)) return *unescaped;
+  if (!unescaped || *unescaped == given) return given;
+  const auto printed_one = exists(fence, *unescaped, error);
+  if (!printed_one) return std::nullopt;
+  if (!*printed_one) return given;
+  const auto raw_one = exists(fence, given, error);
+  if (!raw_one) return std::nullopt;
+  if (!*raw_one) return *unescaped;
   *error = "two intents match: \"" + terminal_safe(given) + "\" as given, and the one fenced prints that way. " +
            "Give --exact to clear the one named by these exact bytes, or the other's raw bytes with --exact " +
            "(e.g. $'...' in bash)";
@@ -142,6 +151,12 @@ int clear(const Args& args) {
   const std::string operator_name = parsed->value("operator").value_or(default_operator());
   if (blank(operator_name)) {
     print_error(kCommand, "reading options", "--operator may not be blank: it goes in the audit log");
+    return kExitFailure;
+  }
+  // A clear lets the effect run again; one whose report would go nowhere
+  // is not made (the operator would not know it happened).
+  if (stdout_closed_at_start()) {
+    print_error(kCommand, "writing to standard output", std::string(kStdoutClosed) + "; nothing was cleared");
     return kExitFailure;
   }
   const std::string path = resolve_ledger_path(*parsed);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -246,8 +247,20 @@ bool log_holds_commits(const std::string& path) {
   return ::stat((path + "-wal").c_str(), &st) == 0 && st.st_size > 0;
 }
 
+// path as one word of a shell command an operator can paste.
+std::string shell_word(const std::string& path) {
+  const bool plain = !path.empty() && std::all_of(path.begin(), path.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/._-+:,=@", c) != nullptr;
+  });
+  if (plain) return path;
+  std::string quoted = "'";
+  for (const char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 std::string wal_index_needed(const std::string& path) {
-  const std::string copy = "cp " + path + (log_holds_commits(path) ? " " + path + "-wal" : "") + " /tmp/";
+  const std::string copy = "mkdir -p /tmp/ledger-copy && cp " + shell_word(path) +
+                           (log_holds_commits(path) ? " " + shell_word(path + "-wal") : "") + " /tmp/ledger-copy/";
   if (on_read_only_filesystem(path)) {
     return "cannot read " + path + " in place: it is on a read-only filesystem, and its -wal holds commits that " +
            "only a -shm file (which cannot be created there) lets SQLite read. Read a copy, with its -wal: " + copy;
@@ -258,11 +271,13 @@ std::string wal_index_needed(const std::string& path) {
          "(with its -wal, if there is one): " + copy;
 }
 
-// A file: URI naming path, for the query parameters only a URI takes.
-std::string file_uri(const std::string& path, const char* query) {
+// A file: URI naming the absolute path, for the query parameters only a URI
+// takes. The empty authority (file://) keeps a path that starts with // a
+// path.
+std::string file_uri(const std::filesystem::path& absolute, const char* query) {
   static const char* kHex = "0123456789abcdef";
-  std::string uri = "file:";
-  for (const char c : std::filesystem::absolute(path).string()) {
+  std::string uri = "file://";
+  for (const char c : absolute.string()) {
     const auto byte = static_cast<unsigned char>(c);
     if (std::isalnum(byte) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
       uri += c;
@@ -275,12 +290,45 @@ std::string file_uri(const std::string& path, const char* query) {
   return uri + "?" + query;
 }
 
-// A WAL ledger on read-only media (a mounted snapshot or backup) whose log
-// is empty: nothing can write it, so SQLite may read the file as immutable,
-// without the -shm it could not create there.
+// What a ledger read in place looked like when it was opened: the file, and
+// whether a -wal or -shm was beside it.
+struct FileState {
+  ino_t inode = 0;
+  off_t size = 0;
+  int64_t modified_ns = 0;
+  bool log = false, index = false;
+  bool operator==(const FileState& o) const {
+    return inode == o.inode && size == o.size && modified_ns == o.modified_ns && log == o.log && index == o.index;
+  }
+};
+
+FileState state_of(const std::string& path) {
+  struct stat st {};
+  FileState state;
+  if (::stat(path.c_str(), &st) == 0) {
+    state.inode = st.st_ino;
+    state.size = st.st_size;
+    state.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  state.log = ::stat((path + "-wal").c_str(), &st) == 0;
+  state.index = ::stat((path + "-shm").c_str(), &st) == 0;
+  return state;
+}
+
+std::vector<std::pair<std::string, FileState>> read_in_place;  // checked once the command is done
+
+// A WAL ledger on read-only media (a mounted snapshot or backup) that no
+// process has open and whose log is empty: SQLite may read the file as
+// immutable, without the -shm it could not create there. A mount that is
+// read-only here may be written through another one (a read-only bind
+// mount of a live directory); check_reads_in_place() tells if it was.
 std::unique_ptr<SQLite::Database> open_on_read_only_media(const std::string& path) {
   if (!on_read_only_filesystem(path) || log_holds_commits(path)) return nullptr;
-  return std::make_unique<SQLite::Database>(file_uri(path, "immutable=1"), SQLite::OPEN_READONLY | SQLite::OPEN_URI,
+  read_in_place.emplace_back(path, state_of(path));
+  std::error_code failed;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, failed);
+  if (failed) return nullptr;
+  return std::make_unique<SQLite::Database>(file_uri(absolute, "immutable=1"), SQLite::OPEN_READONLY | SQLite::OPEN_URI,
                                             kReadBusyTimeoutMs);
 }
 
@@ -416,15 +464,28 @@ void hold_closed_standard_streams() {
     // open() returns the lowest free number: this one, the lower ones being
     // open. Stdout gets /dev/full, so a report printed to it fails instead
     // of vanishing with exit 0. Without these devices (a bare container)
-    // the root directory holds the number, and writes to it fail too.
-    int held = fd == 1 ? ::open("/dev/full", O_WRONLY) : -1;
-    if (held < 0) held = ::open("/dev/null", O_RDWR);
+    // the root directory holds the number, and writes to it fail too (so
+    // stdout never falls back to /dev/null).
+    int held = fd == 1 ? ::open("/dev/full", O_WRONLY) : ::open("/dev/null", O_RDWR);
     if (held < 0) held = ::open("/", O_RDONLY | O_DIRECTORY);
     if (held >= 0 && held != fd) ::close(held);
   }
 }
 
 bool stdout_closed_at_start() { return closed_at_start[1]; }
+
+int check_reads_in_place(const char* command, int exit_code) {
+  for (const auto& [path, opened] : read_in_place) {
+    if (state_of(path) == opened) continue;
+    std::fprintf(stderr,
+                 "effectfence %s: reading the ledger: %s changed while it was read in place from a read-only mount "
+                 "(a process writes it through another mount), so what was printed may not be one consistent "
+                 "state. Read it where the servers run, or read a copy made while none has it open\n",
+                 command, path.c_str());
+    return exit_code == 0 ? kExitFailure : exit_code;
+  }
+  return exit_code;
+}
 
 std::optional<int> refuse_closed_protocol_streams(const char* command) {
   const bool in = closed_at_start[0], out = closed_at_start[1];

@@ -97,6 +97,9 @@ using effectfence::terminal_safe;  // reports print agents' text through it
 // read or written as if it were that stream. Remembers which were closed.
 void hold_closed_standard_streams();
 bool stdout_closed_at_start();
+// Run in main once a command is done: exit_code, or a failure with a named
+// error if a ledger read in place on a read-only mount changed meanwhile.
+int check_reads_in_place(const char* command, int exit_code);
 // Why a report to stdout could not be written, when it was closed at start.
 inline constexpr const char* kStdoutClosed =
     "it was closed when effectfence started (run it with stdout open, or give --out where the command has it)";

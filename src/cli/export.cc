@@ -410,6 +410,10 @@ int export_ledger(const Args& args) {
     print_error(kCommand, "reading options", error);
     return kExitFailure;
   }
+  if (!options->out && stdout_closed_at_start()) {  // before reading a ledger for nobody
+    print_error(kCommand, "writing to standard output", kStdoutClosed);
+    return kExitFailure;
+  }
   if (options->out) {
     if (auto refusal = refuse_output(*options->out, options->ledger)) {
       print_error(kCommand, "opening the output", *refusal);
@@ -423,10 +427,6 @@ int export_ledger(const Args& args) {
   }
   std::optional<OutputFile> file;
   std::FILE* out = stdout;
-  if (!options->out && stdout_closed_at_start()) {  // before reading a ledger for nobody
-    print_error(kCommand, "writing to standard output", kStdoutClosed);
-    return kExitFailure;
-  }
   if (options->out) {
     file.emplace(*options->out);
     out = file->open(&error);

@@ -96,7 +96,7 @@ std::string terminal_safe(std::string_view value) {
     } else if (c == 0xC2 && next == 0xAD) {  // U+00AD SOFT HYPHEN, invisible
       out += "\\u00ad";
       ++i;
-    } else if ((c == 0xE2 || c == 0xEF) && next >= 0x80 && third >= 0x80 &&
+    } else if ((c == 0xE2 || c == 0xEF) && next >= 0x80 && next <= 0xBF && third >= 0x80 && third <= 0xBF &&
                hidden_or_reordering(((c & 0x0Fu) << 12) | ((next & 0x3Fu) << 6) | (third & 0x3Fu))) {
       const unsigned code = ((c & 0x0Fu) << 12) | ((next & 0x3Fu) << 6) | (third & 0x3Fu);
       std::snprintf(escaped, sizeof escaped, "\\u%04x", code);

@@ -149,6 +149,10 @@ TEST_CASE("terminal_safe escapes control characters and leaves other text as it 
   CHECK(terminal_safe("order-7\xef\xbb\xbf") == "order-7\\ufeff");  // ZERO WIDTH NO-BREAK SPACE
   CHECK(terminal_safe("a\xe2\x81\xa0" "b\xc2\xad" "c") == "a\\u2060" "b\\u00ad" "c");
   CHECK(terminal_safe("\xef\xbc\xa1") == "\xef\xbc\xa1");  // U+FF21, a fullwidth letter, is text
+  // Bytes that are no UTF-8 sequence are not read as one: two different
+  // names never print as the same escape.
+  CHECK(terminal_safe("x\xe2\xc0\x8b") == "x\xe2\xc0\x8b");
+  CHECK(terminal_safe("x\xe2\x80\x8b") == "x\\u200b");
 }
 
 TEST_CASE("terminal_unescape gives back the text terminal_safe printed, and nothing else") {

@@ -117,7 +117,7 @@ expect_match "$RC $ERR" "^2 effectfence verify: opening the ledger: .*text.sqlit
 for cmd in stats fenced verify; do
   "$EF" "$cmd" --db "$LEDGER" >/dev/full 2>"$WORK/full.err"
   expect_eq "$? $(cat "$WORK/full.err")" \
-    "2 effectfence $cmd: writing to standard output: No space left on device (what the command did in the ledger is done regardless)" \
+    "2 effectfence $cmd: writing to standard output: No space left on device" \
     "$cmd fails when its output cannot be written"
 done
 # Started with stdout closed, a report would go nowhere: the same failure,
@@ -125,9 +125,15 @@ done
 for cmd in stats fenced verify; do
   "$EF" "$cmd" --db "$LEDGER" >&- 2>"$WORK/closed.err"
   expect_eq "$? $(cat "$WORK/closed.err")" \
-    "2 effectfence $cmd: writing to standard output: it was closed when effectfence started (run it with stdout open, or give --out where the command has it) (what the command did in the ledger is done regardless)" \
+    "2 effectfence $cmd: writing to standard output: it was closed when effectfence started (run it with stdout open, or give --out where the command has it)" \
     "$cmd fails when stdout was closed"
 done
+# A clear lets the effect run again: with nowhere to report it, it is not made.
+"$EF" clear --db "$LEDGER" charge:order-124 --reason "checked" >&- 2>"$WORK/closed.err"
+expect_eq "$? $(cat "$WORK/closed.err")" \
+  "2 effectfence clear: writing to standard output: it was closed when effectfence started (run it with stdout open, or give --out where the command has it); nothing was cleared" \
+  "clear with stdout closed refuses"
+expect_eq "$(state_of charge:order-124)" "failed" "and clears nothing"
 "$EF" export --db "$LEDGER" >&- 2>"$WORK/closed.err"
 expect_eq "$? $(cat "$WORK/closed.err")" \
   "2 effectfence export: writing to standard output: it was closed when effectfence started (run it with stdout open, or give --out where the command has it)" \
@@ -166,7 +172,7 @@ if [[ $(id -u) == 0 ]]; then AS_READER=(setpriv --reuid=65534 --regid=65534 --cl
 for cmd in stats verify; do
   run "${AS_READER[@]}" "$EF" "$cmd" --db "$RO/ledger.sqlite"
   expect_eq "$RC" 2 "$cmd cannot read a ledger whose directory it may not write while nobody has it open"
-  expect_match "$ERR" "cannot read $RO/ledger.sqlite as this user: no process has it open, so SQLite must create $RO/ledger.sqlite-shm to read it, and $RO is not writable\\. .*read a copy .*: cp $RO/ledger.sqlite " \
+  expect_match "$ERR" "cannot read $RO/ledger.sqlite as this user: no process has it open, so SQLite must create $RO/ledger.sqlite-shm to read it, and $RO is not writable\\. .*read a copy .*: mkdir -p /tmp/ledger-copy && cp $RO/ledger.sqlite " \
     "$cmd says why, and how to read it anyway"
 done
 # A ledger on read-only media (a mounted snapshot) is read in place when its
@@ -175,8 +181,9 @@ done
 ROFS=$WORK/rofs
 mkdir -p "$ROFS"
 if mount -t tmpfs -o size=8m tmpfs "$ROFS" 2>/dev/null; then
-  mkdir "$ROFS/snap shot" "$ROFS/logged"
-  q "$LEDGER" ".backup '$ROFS/snap shot/ledger.sqlite'" >/dev/null
+  SNAP="$ROFS/snap shot %41#?é"  # characters a file: URI must escape
+  mkdir "$SNAP" "$ROFS/logged"
+  q "$LEDGER" ".backup '$SNAP/ledger.sqlite'" >/dev/null
   q "$LEDGER" ".backup '$ROFS/logged/ledger.sqlite'" >/dev/null
   # Copied while a connection still has commits in the log, as a snapshot of a live ledger would be.
   mkdir "$WORK/logged"
@@ -185,18 +192,43 @@ if mount -t tmpfs -o size=8m tmpfs "$ROFS" 2>/dev/null; then
   cp "$WORK/logged/ledger.sqlite" "$WORK/logged/ledger.sqlite-wal" "$ROFS/logged/"
   mount -o remount,ro "$ROFS"
   for cmd in stats verify; do
-    run "$EF" "$cmd" --db "$ROFS/snap shot/ledger.sqlite"
+    run "$EF" "$cmd" --db "$SNAP/ledger.sqlite"
     expect_eq "$RC" 0 "$cmd reads a ledger on a read-only filesystem in place"
   done
-  run "$EF" export --db "$ROFS/snap shot/ledger.sqlite"
+  run "$EF" export --db "$SNAP/ledger.sqlite"
   expect_eq "$RC $(tail -n +2 <<<"$OUT" | wc -l)" \
     "0 $(q "$LEDGER" "SELECT (SELECT count(*) FROM certificates) + (SELECT count(*) FROM events) + 1")" "export dumps it all"
   run "$EF" stats --db "$ROFS/logged/ledger.sqlite"
-  expect_eq "$RC $ERR" "2 effectfence stats: opening the ledger: cannot read $ROFS/logged/ledger.sqlite in place: it is on a read-only filesystem, and its -wal holds commits that only a -shm file (which cannot be created there) lets SQLite read. Read a copy, with its -wal: cp $ROFS/logged/ledger.sqlite $ROFS/logged/ledger.sqlite-wal /tmp/" \
+  expect_eq "$RC $ERR" "2 effectfence stats: opening the ledger: cannot read $ROFS/logged/ledger.sqlite in place: it is on a read-only filesystem, and its -wal holds commits that only a -shm file (which cannot be created there) lets SQLite read. Read a copy, with its -wal: mkdir -p /tmp/ledger-copy && cp $ROFS/logged/ledger.sqlite $ROFS/logged/ledger.sqlite-wal /tmp/ledger-copy/" \
     "with commits in its log, the reader is told to read a copy"
   umount "$ROFS"
 else
   echo "skipped: reading a ledger on a read-only filesystem (this user cannot mount a tmpfs)"
+fi
+# Read-only here, written through another mount (a read-only bind mount of a
+# live directory): a change while it is read in place fails the command.
+RWSIDE=$WORK/rw-side ROSIDE=$WORK/ro-side
+mkdir -p "$RWSIDE" "$ROSIDE"
+if mount -t tmpfs -o size=64m tmpfs "$RWSIDE" 2>/dev/null; then
+  if mount --bind "$RWSIDE" "$ROSIDE" 2>/dev/null && mount -o remount,bind,ro "$ROSIDE" 2>/dev/null; then
+    "$FIXTURE" bulk "$RWSIDE/live.sqlite" 2000
+    mkfifo "$WORK/live.fifo"
+    "$EF" export --db "$ROSIDE/live.sqlite" >"$WORK/live.fifo" 2>"$WORK/live.err" &
+    EXPORT_PID=$!
+    exec 3<"$WORK/live.fifo"
+    head -c 1 <&3 >/dev/null  # it has opened the ledger and is writing; the pipe fills and holds it
+    q "$RWSIDE/live.sqlite" "CREATE TABLE scratch(x); DROP TABLE scratch" >/dev/null
+    cat <&3 >/dev/null
+    exec 3<&-
+    wait "$EXPORT_PID"
+    expect_match "$? $(cat "$WORK/live.err")" \
+      "^2 .*effectfence export: reading the ledger: $ROSIDE/live.sqlite changed while it was read in place from a read-only mount" \
+      "a ledger written through another mount while it is read in place fails the read"
+    umount "$ROSIDE"
+  else
+    echo "skipped: a ledger changed while read in place (this user cannot make a read-only bind mount)"
+  fi
+  umount "$RWSIDE"
 fi
 # Clearing writes: such a user is told to clear as the owner, not to clear a copy.
 run "${AS_READER[@]}" "$EF" clear --db "$RO/ledger.sqlite" payout:batch-9 --reason "checked"
