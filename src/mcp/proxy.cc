@@ -325,18 +325,24 @@ bool Proxy::stays_fenced(const std::string& tool, const FencePolicy& policy) {
     const auto it = mirror_.fenced.find(tool);
     fenced_before = it != mirror_.fenced.end() && it->second;
   }
-  std::string where = "in this session";
+  std::string why = "it was fenced in this session";
   if (!fenced_before) {
     const auto status = fence_.domain_status(CallIdentity::domain_of(tool));
     const auto* domain = std::get_if<DomainStatus>(&status);
     fenced_before = !domain || domain->exists;  // a failed read: the safe side
-    where = domain ? "with intents in the ledger" : "(the ledger could not be read to tell)";
+    why = domain ? "the ledger holds intents of it" : "the ledger could not be read to tell whether it was fenced";
   }
-  if (fenced_before) {
-    log_.warn("tool " + tool + " declares readOnlyHint: true, but it was fenced " + where +
-              ": it stays fenced (pass --except " + tool + " to pass it through)");
+  if (!fenced_before) return false;
+  bool first_time = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    first_time = kept_fenced_.insert(tool).second;
   }
-  return fenced_before;
+  if (first_time) {
+    log_.warn("tool " + tool + " declares readOnlyHint: true, but " + why + ": it stays fenced (pass --except " +
+              tool + " to pass it through)");
+  }
+  return true;
 }
 
 void Proxy::install_mirror(const std::vector<Json>& entries) {

@@ -192,6 +192,7 @@ class Proxy {
   // The protocol revision the agent was answered with, and the roots,
   // sampling and elicitation it declared: what the child is offered.
   ClientOffer agent_offer_;
+  std::set<std::string> kept_fenced_;  // read-only tools stays_fenced() kept fenced, warned about once
   bool started_ = false;  // start() succeeded
   bool refresh_pending_ = false;
   bool child_said_changed_ = false;
