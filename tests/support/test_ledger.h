@@ -71,15 +71,7 @@ class TestLedger {
       session().run(sql);
       return;
     }
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(where_.c_str(), &db) == SQLITE_OK);
-    char* err = nullptr;
-    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-    const std::string message = err ? err : "";
-    sqlite3_free(err);
-    sqlite3_close(db);
-    INFO(message);
-    REQUIRE(rc == SQLITE_OK);
+    exec_sql(where_, sql);
   }
 
   // Runs SQL on intents past one of its triggers, then puts the trigger back
