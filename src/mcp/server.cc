@@ -19,6 +19,11 @@ std::string negotiate_protocol_version(const std::string& requested) {
   return kSupportedProtocolVersions[0];
 }
 
+std::string already_initialized_message(const std::string& version) {
+  return "invalid request: this session is already initialized (protocol " + version +
+         "); initialize is sent once. For a new session, start a new server process";
+}
+
 std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::string& why) {
   const std::string message = "invalid arguments for " + tool.name + ": " + why +
                               "; nothing was done: fix the arguments and call again";
@@ -407,9 +412,7 @@ void Server::dispatch(const Json& id, const std::string& method, const Json& par
     // was negotiated (and, in wrap, what the child was offered) under
     // calls already made.
     if (!negotiated_version_.empty()) {
-      send_error(id, jsonrpc::kInvalidRequest,
-                 "invalid request: this session is already initialized (protocol " + negotiated_version_ +
-                     "); initialize is sent once. For a new session, start a new server process");
+      send_error(id, jsonrpc::kInvalidRequest, already_initialized_message(negotiated_version_));
       return;
     }
     Reply reply = initialize(params);

@@ -32,6 +32,9 @@ namespace effectfence::mcp {
 extern const char* const kSupportedProtocolVersions[4];
 // Echoes requested if supported, else the newest we speak.
 std::string negotiate_protocol_version(const std::string& requested);
+// The -32600 message for a second initialize in a session that negotiated
+// version: a session is initialized once.
+std::string already_initialized_message(const std::string& version);
 
 // A JSON-RPC error to answer a request with.
 struct RpcError {

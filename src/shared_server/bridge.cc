@@ -204,9 +204,7 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
       // a second handshake would open another session and leave this one.
       if (const std::string negotiated = snapshot().protocol_version; !negotiated.empty()) {
         out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::error_response(
-            request->id, mcp::jsonrpc::kInvalidRequest,
-            "invalid request: this session is already initialized (protocol " + negotiated +
-                "); initialize is sent once. For a new session, start a new server process")));
+            request->id, mcp::jsonrpc::kInvalidRequest, mcp::already_initialized_message(negotiated))));
         continue;
       }
       open_session(line.text);  // in order: the client waits for it before anything else
