@@ -344,8 +344,12 @@ int64_t SqliteTxn::raise_result_ttl(int64_t ttl_ms) {
   return kept;
 }
 
+// The intents a sweep deletes, counted first and deleted under the same words.
+constexpr const char* kFinishedBefore = "FROM intents WHERE state IN ('done', 'cleared') AND updated_at < ?";
+
 int64_t SqliteTxn::count_finished(int64_t cutoff) {
-  auto& q = statement("SELECT count(*) FROM intents WHERE state IN ('done', 'cleared') AND updated_at < ?");
+  static const std::string sql = std::string("SELECT count(*) ") + kFinishedBefore;  // lives on: the cache key
+  auto& q = statement(sql.c_str());
   q.bind(1, static_cast<int64_t>(cutoff));
   q.executeStep();
   const int64_t n = q.getColumn(0).getInt64();
@@ -354,7 +358,8 @@ int64_t SqliteTxn::count_finished(int64_t cutoff) {
 }
 
 int64_t SqliteTxn::sweep_finished(int64_t cutoff) {
-  auto& q = statement("DELETE FROM intents WHERE state IN ('done', 'cleared') AND updated_at < ?");
+  static const std::string sql = std::string("DELETE ") + kFinishedBefore;  // lives on: the cache key
+  auto& q = statement(sql.c_str());
   q.bind(1, static_cast<int64_t>(cutoff));
   return q.exec();
 }
