@@ -317,8 +317,8 @@ std::string Proxy::agent() const {
 // this session or by an earlier one whose intents the ledger holds, says
 // so about itself only: its recorded effects and its calls in flight are
 // real. It stays fenced unless the operator names it (--except, --only).
-bool Proxy::stays_fenced(const std::string& tool, const FencePolicy& policy) {
-  if (policy.except.count(tool) || !policy.only.empty()) return false;
+bool Proxy::stays_fenced(const std::string& tool) {
+  if (options_.policy.except.count(tool) || !options_.policy.only.empty()) return false;
   bool fenced_before = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -350,7 +350,7 @@ void Proxy::install_mirror(const std::vector<Json>& entries) {
   mirror.entries = entries;
   for (const Json& entry : entries) {
     const std::string name = entry["name"].get<std::string>();
-    mirror.fenced[name] = is_fenced(options_.policy, entry) || stays_fenced(name, options_.policy);
+    mirror.fenced[name] = is_fenced(options_.policy, entry) || stays_fenced(name);
   }
   std::string fenced, passed;
   for (const auto& [name, is_fenced_tool] : mirror.fenced) add_to_list(is_fenced_tool ? &fenced : &passed, name);

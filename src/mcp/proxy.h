@@ -168,7 +168,7 @@ class Proxy {
   void cancel_all_relayed(const std::string& reason);
   void on_child_death(uint64_t generation, const std::string& why);
   void install_mirror(const std::vector<Json>& entries);
-  bool stays_fenced(const std::string& tool, const FencePolicy& policy);
+  bool stays_fenced(const std::string& tool);
   void refresh_loop();
   // Reads the child's tools again; installs them and tells the agent if
   // they changed, or if announce (the child said they did).
