@@ -88,7 +88,8 @@ std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, 
 
 bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {
   const std::string why = who + " (pid " + std::to_string(::getpid()) +
-                          ") exited before the admission was committed or aborted; nobody can commit it any more";
+                          ") exited before the admission was committed or aborted; the agent that holds its ticket "
+                          "may still be running the tool, and can still commit it through another server";
   std::vector<std::string> left;
   int64_t fenced = fence.fence_own_in_flight(why, &left);
   if (!left.empty()) {

@@ -375,8 +375,10 @@ class LedgerVerifier {
   }
 
   // An attempt whose effect ran (its certificate) stays done until swept: not
-  // moved to another state at that generation, never cleared. Either would
-  // let its next prepare be fresh, and the effect run a second time.
+  // moved to another state at that generation, never cleared after it was
+  // committed. Either would let its next prepare be fresh, and the effect run
+  // a second time. (A holder may commit after a clear: that records the
+  // effect, and its committed event follows the clear.)
   void check_effects_stay_done() {
     auto undone = db_.query(
         "SELECT c.hash, c.intent, c.generation, i.state FROM certificates c "
@@ -393,7 +395,8 @@ class LedgerVerifier {
     auto cleared = db_.query(
         "SELECT c.hash, c.intent, c.generation, e.actor FROM events e "
         "JOIN certificates c ON c.intent = e.intent AND c.generation = e.generation "
-        "WHERE e.kind = 'cleared' ORDER BY e.id");
+        "WHERE e.kind = 'cleared' AND NOT EXISTS (SELECT 1 FROM events k WHERE k.kind = 'committed' AND "
+        "k.intent = e.intent AND k.generation = e.generation AND k.id > e.id) ORDER BY e.id");
     while (cleared->next()) {
       problems_.add({cleared->text(0), "effect_cleared",
                      "intent '" + cleared->text(1) + "' was cleared (by " + cleared->text(3) + ") at generation " +

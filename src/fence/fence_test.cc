@@ -428,7 +428,8 @@ TEST_CASE("a retried commit gets the same certificate, a different result is ref
   CHECK(stats.ledger.aborted == 1);
 }
 
-TEST_CASE("a refused commit keeps its result in the audit log: cleared, swept or taken over", "[fence][lease]") {
+TEST_CASE("a refused commit keeps its result in the audit log: cleared and admitted again, swept or taken over",
+          "[fence][lease]") {
   TestLedger ledger;
   ManualClock clock;
   Settings s = ledger.settings();
@@ -440,15 +441,16 @@ TEST_CASE("a refused commit keeps its result in the audit log: cleared, swept or
     return refused_commits(ledger, intent, "lease_lost", {{"charge_id", charge_id}});
   };
 
-  // Fenced as unknown (its server stopped), then cleared by an operator: the
-  // holder's late result arrives after the clear.
+  // Fenced as unknown (its server stopped), cleared by an operator, and
+  // admitted again: the first holder's late result arrives after that.
   const Ticket cleared = admitted_ticket(fence->prepare(charge("o-cleared")));
   REQUIRE(fence->fence_own_in_flight("serve exited") == 1);
   REQUIRE(std::holds_alternative<Cleared>(fence->clear("o-cleared", "alice", "provider shows no charge yet")));
+  admitted_ticket(fence->prepare(charge("o-cleared", 4900, "agent-b")));
   auto late = fence->commit(cleared, {{"charge_id", "ch_late"}});
   REQUIRE(std::holds_alternative<Refusal>(late));
   CHECK(std::get<Refusal>(late).reason == Reason::lease_lost);
-  CHECK_THAT(std::get<Refusal>(late).message, Catch::Contains("kept in the audit log"));
+  CHECK_THAT(std::get<Refusal>(late).message, Catch::Contains("was not recorded as the outcome"));
   CHECK(kept("o-cleared", "ch_late") == 1);
 
   // A zombie whose successor committed and whose row was swept since.
@@ -608,6 +610,36 @@ TEST_CASE("the holder's late commit resolves an unknown outcome", "[fence][unkno
   auto replay = fence->prepare(charge("o-9"));
   REQUIRE(std::holds_alternative<Replayed>(replay));
   CHECK(std::get<Replayed>(replay).cert.hash == cert.hash);
+}
+
+TEST_CASE("a holder's commit after its intent was cleared records the effect, so it is replayed, not run again",
+          "[fence][unknown]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  // Fenced unknown when its server stopped; an operator who found no charge
+  // yet cleared it while the agent's call was still under way.
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-slow")));
+  REQUIRE(fence->fence_own_in_flight("serve exited") == 1);
+  REQUIRE(std::holds_alternative<Cleared>(fence->clear("o-slow", "alice", "provider shows no charge yet")));
+  const Certificate cert = committed(*fence, t, {{"charge_id", "ch_slow"}});
+  CHECK(cert.generation == t.generation);
+
+  auto retry = fence->prepare(charge("o-slow"));
+  REQUIRE(std::holds_alternative<Replayed>(retry));
+  CHECK(std::get<Replayed>(retry).cert.hash == cert.hash);
+  auto status = std::get<IntentStatus>(fence->intent_status("o-slow"));
+  CHECK(status.state == IntentState::done);
+  CHECK_THAT(status.reason, Catch::Contains("committed after it was cleared"));
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'o-slow' AND kind = 'committed' AND "
+                     "detail LIKE '%\"after_clear\":true%'") == 1);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'o-slow' AND kind = 'commit_refused'") == 0);
+
+  // The same for an intent an operator cleared after its holder aborted it.
+  const Ticket aborted = admitted_ticket(fence->prepare(charge("o-aborted")));
+  REQUIRE(std::holds_alternative<Aborted>(fence->abort(aborted, "provider timed out")));
+  REQUIRE(std::holds_alternative<Cleared>(fence->clear("o-aborted", "alice", "no charge found")));
+  committed(*fence, aborted, {{"charge_id", "ch_after_all"}});
+  CHECK(std::holds_alternative<Replayed>(fence->prepare(charge("o-aborted"))));
 }
 
 TEST_CASE("status reads never create rows", "[fence][status]") {

@@ -352,12 +352,17 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
                    "result stands (yours is kept in the audit log)",
                    {{"intent", row.intent}, {"certificate", row.cert_hash}}};
   }
-  if (row.state != IntentState::in_flight && row.state != IntentState::unknown) {
+  // A holder's commit is the news that its effect ran. An unknown outcome
+  // learns it late; a cleared one (no attempt admitted since, or the token
+  // would differ) was cleared on the belief that it had not: recorded as
+  // done, its next prepare replays this result instead of running again.
+  if (row.state != IntentState::in_flight && row.state != IntentState::unknown &&
+      row.state != IntentState::cleared) {
     keep_refused_result(txn, ticket, result, "lease_lost", ctx);
     return Refusal{Reason::lease_lost,
                    "fence_commit refused: intent '" + row.intent + "' is " + state_name(row.state) +
-                       "; an outcome is already recorded or an operator cleared it. Your result is kept in "
-                       "the audit log, not as the outcome.",
+                       "; an outcome is already recorded. Your result is kept in the audit log, not as the "
+                       "outcome.",
                    {{"intent", row.intent}, {"state", state_name(row.state)}}};
   }
 
@@ -399,14 +404,17 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   txn.insert_certificate(cert, body, ctx.now);
   txn.record_domain_effect(row.domain, cert.vector_clock, cert.hash, row.seq, ctx.now);
 
-  const bool late = row.state == IntentState::unknown;
+  const IntentState before = row.state;
   row.state = IntentState::done;
   row.cert_hash = cert.hash;
-  row.reason = late ? "resolved by its holder's late commit" : "";
+  row.reason = before == IntentState::unknown   ? "resolved by its holder's late commit"
+               : before == IntentState::cleared ? "its holder committed after it was cleared: the effect ran"
+                                                : "";
   txn.save_intent(row, ctx.now);
   EventRecord e = event_for("committed", row, row.agent);
   e.detail = {{"certificate", cert.hash}};
-  if (late) e.detail["resolved_unknown"] = true;
+  if (before == IntentState::unknown) e.detail["resolved_unknown"] = true;
+  if (before == IntentState::cleared) e.detail["after_clear"] = true;
   txn.append_event(e, ctx.now);
   Counters delta;
   delta.committed = 1;

@@ -101,6 +101,9 @@ TEST_CASE("stdin EOF: finish, fence the admission nobody can commit, close the l
   CHECK_THAT(serve.stderr_text(), Catch::Contains("stdin closed") && Catch::Contains("fenced 1 admission") &&
                                       Catch::Contains("ledger closed"));
   CHECK(intent_state(db, "o-eof") == "unknown");
+  // Its agent may still be in the middle of the tool call, ticket in hand.
+  CHECK_THAT(query_text(db, "SELECT reason FROM intents WHERE intent = 'o-eof'"),
+             Catch::Contains("may still be running the tool, and can still commit it through another server"));
 }
 
 TEST_CASE("a client that stops reading: the admission its answer carried is withdrawn, and serve stops",

@@ -659,6 +659,16 @@ run "$EF" verify --db "$copy"
 expect_match "$OUT" "intent 'charge:order-123' was cleared \\(by mallory\\) at generation 1, whose effect this certificate records" \
   "verify names who cleared an effect that had run"
 
+# A holder that committed after an operator cleared its intent: the effect
+# ran, so the intent is done with its certificate, and that is no tampering.
+copy=$WORK/after-clear.sqlite
+q "$LEDGER" ".backup '$copy'"
+LATE=$("$FIXTURE" commit-after-clear "$copy" charge:order-130)
+expect_eq "$(q "$copy" "SELECT state || ' ' || cert_hash FROM intents WHERE intent = 'charge:order-130'")" "done $LATE" \
+  "a holder's commit after a clear leaves the intent done with its certificate"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "0 []" "verify passes an intent committed by its holder after it was cleared"
+
 # Events appended with plain INSERTs (the log is append-only, not closed).
 copy=$WORK/events.sqlite
 q "$LEDGER" ".backup '$copy'"

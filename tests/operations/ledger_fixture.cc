@@ -6,6 +6,10 @@
 //   ops_ledger_fixture session LEDGER       a live fence reading commands on stdin:
 //                                       "prepare INTENT" | "commit INTENT" | "quit",
 //                                       one answer line per command
+//   ops_ledger_fixture commit-after-clear LEDGER INTENT
+//                                       INTENT admitted, fenced unknown as its server
+//                                       stops, cleared by an operator, and then
+//                                       committed by its holder after all
 //   ops_ledger_fixture bulk LEDGER N        N sealed, chained certificates and N events
 //   ops_ledger_fixture maxrss OUT CMD...    runs CMD, writes its peak RSS (KiB) to OUT,
 //                                       exits with CMD's status
@@ -141,7 +145,14 @@ int populate(const std::string& path) {
   offset->store(0);
   run_effect(*fence, "charge:order-123", charge_result("charge:order-123"));
   expect(*fence, request_for("charge:order-123"), "replayed");
-  run_effect(*fence, "receipt:order-123", {{"sent", true}});
+  const ef::Ticket receipt123 = admit(*fence, request_for("receipt:order-123"));
+  if (!std::holds_alternative<ef::Certificate>(fence->commit(receipt123, {{"sent", true}}))) {
+    die("commit of receipt:order-123 failed");
+  }
+  // A retried commit with another result: refused, its result kept.
+  if (!std::holds_alternative<ef::Refusal>(fence->commit(receipt123, {{"sent", true}, {"retry", 2}}))) {
+    die("a second result for receipt:order-123 was not refused");
+  }
   run_effect(*fence, "ticket:\"db down\", sev1", {{"ticket", "OPS-7"}});
 
   const ef::Ticket batch8 = admit(*fence, request_for("payout:batch-8"));
@@ -172,6 +183,21 @@ int populate(const std::string& path) {
   ef::PrepareRequest stale = request_for("charge:order-127");
   stale.read_set = {{"order:123", 0}};
   expect(*fence, stale, "stale_read_set");
+  return 0;
+}
+
+int commit_after_clear(const std::string& path, const std::string& intent) {
+  auto fence = open_fence(path);
+  const ef::Ticket ticket = admit(*fence, request_for(intent));
+  if (fence->fence_own_in_flight("server shut down while the charge was running") != 1) {
+    die("expected " + intent + " to be fenced on exit");
+  }
+  if (!std::holds_alternative<ef::Cleared>(fence->clear(intent, "alice", "provider shows no charge yet"))) {
+    die("could not clear " + intent);
+  }
+  auto committed = fence->commit(ticket, charge_result(intent));
+  if (auto* refusal = std::get_if<ef::Refusal>(&committed)) die("commit of " + intent + ": " + refusal->message);
+  std::cout << std::get<ef::Certificate>(committed).hash << std::endl;
   return 0;
 }
 
@@ -290,9 +316,11 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "populate" && argc == 3) return populate(argv[2]);
   if (mode == "session" && argc == 3) return session(argv[2]);
+  if (mode == "commit-after-clear" && argc == 4) return commit_after_clear(argv[2], argv[3]);
   if (mode == "bulk" && argc == 4) return bulk(argv[2], std::stoll(argv[3]));
   if (mode == "maxrss" && argc >= 4) return maxrss(argv[2], argv + 3);
   std::fprintf(stderr,
-               "usage: ops_ledger_fixture populate LEDGER | session LEDGER | bulk LEDGER N | maxrss OUT CMD...\n");
+               "usage: ops_ledger_fixture populate LEDGER | session LEDGER | commit-after-clear LEDGER INTENT | "
+               "bulk LEDGER N | maxrss OUT CMD...\n");
   return 2;
 }

@@ -59,6 +59,13 @@ check_in_flight() {
     "in-flight names the live holder process"
 }
 
+check_order_refused_commits() {
+  expect_success "order-refused-commits"
+  expect_eq "$(wc -l <<<"$OUT")" 1 "order-refused-commits lists the one refused commit on the order"
+  expect_match "$OUT" "\|receipt:order-123\|[^|]+\|already_committed\|\{\"retry\":2,\"sent\":true\}$" \
+    "order-refused-commits shows the result of the effect that ran"
+}
+
 check_order_123() {
   expect_success "order-123"
   local charge receipt
@@ -212,7 +219,7 @@ check_export_verify() {
 
 # --- run ------------------------------------------------------------------------
 
-EXPECTED="session-settings.sql what-is-fenced.sql in-flight.sql intent-history.sql order-123.sql clear.sql \
+EXPECTED="session-settings.sql what-is-fenced.sql in-flight.sql intent-history.sql order-123.sql order-refused-commits.sql clear.sql \
 clear-confirm.sql clear-refused-done.sql clear-refused-in-flight.sql clear-refused-unknown.sql cli-clear.sh clear-by-hand-refused.sql \
 audit-is-append-only.sql triggers.sql last-hour.sql domain-sequences.sql counters.sql size.sql retention.sql sweep.sql \
 compact.sql backup.sh export-verify.sh"
