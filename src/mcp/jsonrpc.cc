@@ -1,6 +1,8 @@
 #include "mcp/jsonrpc.h"
 
+#include <cctype>
 #include <cstdint>
+#include <string>
 
 namespace effectfence::mcp::jsonrpc {
 namespace {
@@ -77,6 +79,44 @@ class IdFinder {
   Json id_;
 };
 
+bool is_hex4(std::string_view s, size_t at) {
+  if (at + 4 > s.size()) return false;
+  for (size_t i = at; i < at + 4; ++i) {
+    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
+uint32_t hex4(std::string_view s, size_t at) {
+  return static_cast<uint32_t>(std::stoul(std::string(s.substr(at, 4)), nullptr, 16));
+}
+
+// The text with every \u escape of a lone UTF-16 surrogate made \uFFFD.
+// The SAX parser stops at one, and JSON.stringify writes them (a string cut
+// mid-emoji), often before a trailing "id": refused as ambiguous, such a
+// message must still be answered to the request that sent it.
+std::string without_lone_surrogates(std::string_view text) {
+  std::string out(text);
+  for (size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i] != '\\') continue;
+    if (out[i + 1] != 'u' || !is_hex4(out, i + 2)) {
+      ++i;  // another escape: skip its second character
+      continue;
+    }
+    const uint32_t unit = hex4(out, i + 2);
+    const bool high = unit >= 0xD800 && unit <= 0xDBFF;
+    const bool paired = high && i + 12 <= out.size() && out.compare(i + 6, 2, "\\u") == 0 &&
+                        is_hex4(out, i + 8) && hex4(out, i + 8) >= 0xDC00 && hex4(out, i + 8) <= 0xDFFF;
+    if (paired) {
+      i += 11;
+    } else {
+      if (unit >= 0xD800 && unit <= 0xDFFF) out.replace(i + 2, 4, "FFFD");
+      i += 5;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_valid_id(const Json& id) {
@@ -89,21 +129,26 @@ bool is_valid_id(const Json& id) {
   return false;
 }
 
-Json recover_id(std::string_view text) {
+namespace {
+
+IdFinder top_level_of(std::string_view text) {
+  const std::string readable = without_lone_surrogates(text);
   IdFinder finder;
-  Json::sax_parse(text.begin(), text.end(), &finder);
-  return finder.id();
+  Json::sax_parse(readable.begin(), readable.end(), &finder);
+  return finder;
 }
 
+}  // namespace
+
+Json recover_id(std::string_view text) { return top_level_of(text).id(); }
+
 Json recover_response_id(std::string_view text) {
-  IdFinder finder;
-  Json::sax_parse(text.begin(), text.end(), &finder);
+  const IdFinder finder = top_level_of(text);
   return finder.says_response() ? finder.id() : Json();
 }
 
 Json recover_answer_id(std::string_view text) {
-  IdFinder finder;
-  Json::sax_parse(text.begin(), text.end(), &finder);
+  const IdFinder finder = top_level_of(text);
   return finder.may_answer() ? finder.id() : Json();
 }
 
