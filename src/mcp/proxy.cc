@@ -236,7 +236,7 @@ bool Proxy::start(std::string* error) {
     *error = why;
     return false;
   }
-  install_mirror(session->tools);
+  install_mirror(session->tools, session->generation);
   std::lock_guard<std::mutex> lock(mutex_);
   child_info_ = session->initialize_result;
   started_ = true;
@@ -345,9 +345,10 @@ bool Proxy::stays_fenced(const std::string& tool) {
   return true;
 }
 
-void Proxy::install_mirror(const std::vector<Json>& entries) {
+void Proxy::install_mirror(const std::vector<Json>& entries, uint64_t generation) {
   Mirror mirror;
   mirror.entries = entries;
+  mirror.generation = generation;
   for (const Json& entry : entries) {
     const std::string name = entry["name"].get<std::string>();
     mirror.fenced[name] = is_fenced(options_.policy, entry) || stays_fenced(name);
@@ -417,6 +418,16 @@ Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallCo
   std::string why;
   auto session = upstream_.acquire(&why);
   if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
+  // Passed through on the word of an earlier child: a restarted one may
+  // declare the tool otherwise, or not offer it at all.
+  if (adopt_tools_of(*session)) {
+    bool fenced = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = mirror_.fenced.find(tool); it != mirror_.fenced.end()) fenced = it->second;
+    }
+    if (fenced) return fenced_call(tool, arguments, context);
+  }
   auto request = session->client().send("tools/call", params_for_child(tool, arguments, context), progress_sink(context));
   context.on_cancel([session, request] {
     session->client().cancel(*request, "cancelled by the agent");
@@ -459,6 +470,7 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
     }
     auto session = upstream_.acquire(&why);
     if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
+    adopt_tools_of(*session);  // fenced either way; the agent sees the new child's list
     PrepareOutcome outcome = fence_.prepare(request);
     if (auto* admitted = std::get_if<Admitted>(&outcome)) {
       return run_admitted(tool, arguments, *identity, admitted->ticket, session, context);
@@ -789,16 +801,43 @@ void Proxy::refresh_loop() {
 void Proxy::refresh_mirror(bool announce) {
   std::string error;
   std::optional<std::vector<Json>> listed;
-  if (upstream_.acquire(&error)) listed = upstream_.list_tools(&error);
+  uint64_t generation = 0;
+  if (auto session = upstream_.acquire(&error)) {
+    generation = session->generation;
+    listed = upstream_.list_tools(&error);
+  }
   if (!listed) {
     log_.warn("could not refresh the tool list: " + error);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (*listed == mirror_.entries && !announce) return;
+    if (*listed == mirror_.entries && !announce) {
+      mirror_.generation = generation;
+      return;
+    }
   }
-  install_mirror(*listed);
+  install_mirror(*listed, generation);
+  announce_mirror();
+}
+
+bool Proxy::adopt_tools_of(const Upstream::Session& session) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (mirror_.generation == session.generation) return false;
+    if (mirror_.entries == session.tools) {
+      mirror_.generation = session.generation;
+      return false;
+    }
+  }
+  log_.info("the child server was restarted (start " + std::to_string(session.generation) +
+            ") with another tool list: mirroring it");
+  install_mirror(session.tools, session.generation);
+  announce_mirror();
+  return true;
+}
+
+void Proxy::announce_mirror() {
   std::vector<Tool> mirrored = tools();
   std::lock_guard<std::mutex> lock(server_mutex_);
   if (!server_) return;

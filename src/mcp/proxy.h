@@ -136,6 +136,7 @@ class Proxy {
   struct Mirror {
     std::vector<Json> entries;
     std::map<std::string, bool> fenced;
+    uint64_t generation = 0;  // of the child whose list this is
   };
 
   Reply forward_call(const std::string& tool, const Json& arguments, CallContext& context);
@@ -167,7 +168,13 @@ class Proxy {
   void cancel_relayed(const Json& child_id, const std::string& reason);
   void cancel_all_relayed(const std::string& reason);
   void on_child_death(uint64_t generation, const std::string& why);
-  void install_mirror(const std::vector<Json>& entries);
+  void install_mirror(const std::vector<Json>& entries, uint64_t generation);
+  // Makes the mirror the list of the child that session is, if it is not
+  // yet (a child restarted by a call, after its backoff), and announces a
+  // changed list. Returns true iff the mirror was replaced.
+  bool adopt_tools_of(const Upstream::Session& session);
+  // Publishes the mirror's tools to the agent's server, announcing them.
+  void announce_mirror();
   bool stays_fenced(const std::string& tool);
   void refresh_loop();
   // Reads the child's tools again; installs them and tells the agent if

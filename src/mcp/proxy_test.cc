@@ -416,6 +416,56 @@ TEST_CASE("a child that keeps dying is restarted with backoff, replays still wor
   CHECK(std::get<Stats>(h.fence->stats()).ledger.admitted == 2);
 }
 
+TEST_CASE("a child restarted by a call after its backoff is mirrored before the call: a tool it no longer "
+          "declares read-only is fenced",
+          "[proxy]") {
+  // "act" is read-only in the first two children, and not in the third.
+  std::atomic<int> handshakes{0};
+  std::atomic<int> runs{0};
+  Harness h(
+      [&](const Json& m) -> std::vector<std::string> {
+        const std::string method = m.value("method", "");
+        if (method == "initialize") {
+          ++handshakes;
+          return {answer(m["id"], {{"protocolVersion", "2025-06-18"},
+                                   {"capabilities", {{"tools", Json::object()}}},
+                                   {"serverInfo", {{"name", "fake"}, {"version", "1"}}}})};
+        }
+        if (method == "tools/list") {
+          const bool read_only = handshakes.load() < 3;
+          Json tools = {tool_entry("act", {{"readOnlyHint", read_only}})};
+          if (!read_only) tools.push_back(tool_entry("new_in_3"));
+          return {answer(m["id"], {{"tools", tools}})};
+        }
+        if (method == "tools/call") return {answer(m["id"], text_content("acted " + std::to_string(++runs)))};
+        return {};
+      },
+      RestartPolicy{std::chrono::milliseconds(60'000), std::chrono::milliseconds(300), std::chrono::milliseconds(300),
+                    std::chrono::milliseconds(10'000)});
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  REQUIRE(lists_act_read_only(*h.proxy));
+
+  h.kill_child(0);  // restarted at once, to refresh the list: still read-only
+  for (int i = 0; i < 500 && h.launches < 2; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(h.launches == 2);
+  h.kill_child(1);  // the second quick death: the refresh meets the backoff
+  std::this_thread::sleep_for(500ms);
+  REQUIRE(lists_act_read_only(*h.proxy));  // the last list it could read
+
+  // This call starts the third child, which declares "act" a write.
+  Reply first = h.call("act", {{"amount", 5}});
+  CHECK(first.result["_meta"]["effectfence"]["replayed"] == false);
+  Reply retry = h.call("act", {{"amount", 5}});
+  CHECK(retry.result["_meta"]["effectfence"]["replayed"] == true);
+  CHECK(runs == 1);
+  CHECK(h.launches == 3);
+  CHECK_FALSE(lists_act_read_only(*h.proxy));
+  bool offers_new_tool = false;
+  for (const Tool& tool : h.proxy->tools()) offers_new_tool = offers_new_tool || tool.name == "new_in_3";
+  CHECK(offers_new_tool);
+}
+
 TEST_CASE("replays and refusals of fenced intents do not wait for a child that is still starting", "[proxy]") {
   std::atomic<int> handshakes{0};
   Harness h(
