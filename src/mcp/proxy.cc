@@ -61,9 +61,10 @@ bool is_error_result(const Json& result) {
 void add_to_list(std::string* list, const std::string& name) { *list += (list->empty() ? "" : ", ") + name; }
 
 // Errors with which a server turns a request away before acting on it.
+// Not invalid params: some servers check a tool's output against its
+// outputSchema after it ran and report a mismatch with that code.
 bool refused_before_running(int code) {
-  return code == jsonrpc::kParseError || code == jsonrpc::kInvalidRequest || code == jsonrpc::kMethodNotFound ||
-         code == jsonrpc::kInvalidParams;
+  return code == jsonrpc::kParseError || code == jsonrpc::kInvalidRequest || code == jsonrpc::kMethodNotFound;
 }
 
 // Client capabilities the child is offered when the agent has them: the

@@ -612,7 +612,12 @@ TEST_CASE("a call cancelled before it reaches the child is never sent, and an id
 TEST_CASE("a tool error fences by default, a protocol refusal by the child releases", "[proxy]") {
   Harness h(server_script([](const Json& m) -> std::vector<std::string> {
     if (m["params"]["arguments"].value("bad", false)) {
-      return {jsonrpc::error_response(m["id"], jsonrpc::kInvalidParams, "no such field").dump()};
+      return {jsonrpc::error_response(m["id"], jsonrpc::kMethodNotFound, "no such method").dump()};
+    }
+    // Some servers check a tool's output against its outputSchema after the
+    // tool ran, and report a mismatch as invalid params.
+    if (m["params"]["arguments"].value("ran", false)) {
+      return {jsonrpc::error_response(m["id"], jsonrpc::kInvalidParams, "output validation error").dump()};
     }
     // A long error whose excerpt limit (2000 bytes) falls inside "é".
     Json failed = text_content(m["params"]["arguments"].value("long", false) ? std::string(1999, 'a') + "\xc3\xa9"
@@ -631,13 +636,23 @@ TEST_CASE("a tool error fences by default, a protocol refusal by the child relea
 
   Reply refused = h.call("act", {{"bad", true}});
   REQUIRE(refused.error);
-  CHECK(refused.error->code == jsonrpc::kInvalidParams);
-  CHECK(refused.error->message == "no such field");
+  CHECK(refused.error->code == jsonrpc::kMethodNotFound);
+  CHECK(refused.error->message == "no such method");
   std::string ignored;
   auto identity = identify_call("act", {{"bad", true}}, Json::object(), "", &ignored);
   auto status = h.fence->intent_status(identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(status));
   CHECK(std::get<IntentStatus>(status).state == IntentState::cleared);
+
+  // Invalid params may come after the tool ran: fenced like a tool error.
+  Reply after_run = h.call("act", {{"ran", true}});
+  REQUIRE(after_run.error);
+  CHECK(after_run.error->code == jsonrpc::kInvalidParams);
+  auto ran_identity = identify_call("act", {{"ran", true}}, Json::object(), "", &ignored);
+  auto ran_status = h.fence->intent_status(ran_identity->intent);
+  REQUIRE(std::holds_alternative<IntentStatus>(ran_status));
+  CHECK(std::get<IntentStatus>(ran_status).state == IntentState::failed);
+  CHECK(h.call("act", {{"ran", true}}).result["_meta"]["effectfence"]["refused"] == "prior_failure");
 
   // The excerpt kept as the reason is cut on a character boundary: the
   // ledger holds text, and reports of it must not break on half a character.
