@@ -142,6 +142,42 @@ IdFinder top_level_of(std::string_view text) {
 
 Json recover_id(std::string_view text) { return top_level_of(text).id(); }
 
+bool says_response(std::string_view text) { return top_level_of(text).says_response(); }
+
+Json trailing_id(std::string_view tail) {
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  size_t end = tail.size();
+  while (end > 0 && is_space(tail[end - 1])) --end;
+  if (end == 0 || tail[end - 1] != '}') return Json();
+  --end;
+  while (end > 0 && is_space(tail[end - 1])) --end;
+  // The value: an integer, or a string holding no quote or backslash.
+  size_t begin = end;
+  if (begin > 0 && tail[begin - 1] == '"') {
+    --begin;
+    while (begin > 0 && tail[begin - 1] != '"' && tail[begin - 1] != '\\') --begin;
+    if (begin == 0 || tail[begin - 1] != '"') return Json();
+    --begin;
+  } else {
+    while (begin > 0 && (std::isdigit(static_cast<unsigned char>(tail[begin - 1])) || tail[begin - 1] == '-')) --begin;
+    if (begin == end) return Json();
+  }
+  const std::string_view value = tail.substr(begin, end - begin);
+  size_t at = begin;
+  while (at > 0 && is_space(tail[at - 1])) --at;
+  if (at == 0 || tail[at - 1] != ':') return Json();
+  --at;
+  while (at > 0 && is_space(tail[at - 1])) --at;
+  constexpr std::string_view kKey = "\"id\"";
+  if (at < kKey.size() || tail.substr(at - kKey.size(), kKey.size()) != kKey) return Json();
+  at -= kKey.size();
+  while (at > 0 && is_space(tail[at - 1])) --at;
+  if (at == 0 || (tail[at - 1] != ',' && tail[at - 1] != '{')) return Json();  // a member of the object the line ends
+  JsonError error;
+  auto id = parse_strict(value, &error);
+  return id && is_valid_id(*id) ? *id : Json();
+}
+
 Json recover_response_id(std::string_view text) {
   const IdFinder finder = top_level_of(text);
   return finder.says_response() ? finder.id() : Json();
@@ -273,8 +309,10 @@ Message classify_document(const Json& document) {
   return Notification{method_it->get<std::string>(), std::move(params)};
 }
 
-Invalid oversized(std::string_view prefix, size_t limit) {
-  return Invalid{recover_id(prefix), kInvalidRequest,
+Invalid oversized(std::string_view prefix, std::string_view tail, size_t limit) {
+  Json id = recover_id(prefix);
+  if (id.is_null()) id = trailing_id(tail);
+  return Invalid{std::move(id), kInvalidRequest,
                  "message too large: lines are limited to " + std::to_string(limit) +
                      " bytes; the message was skipped"};
 }

@@ -57,8 +57,16 @@ using Message = std::variant<Request, Notification, Response, Invalid>;
 Message classify(std::string_view line, WideIntegers wide = WideIntegers::refuse);
 // Classifies a parsed document (the envelope checks of classify()).
 Message classify_document(const Json& document);
-// The answer to a line longer than limit, of which prefix is the start.
-Invalid oversized(std::string_view prefix, size_t limit);
+// The answer to a line longer than limit, of which prefix is the start and
+// tail the end: to the id in prefix, else to an id that closes the line.
+Invalid oversized(std::string_view prefix, std::string_view tail, size_t limit);
+// The top-level "id" a JSON object text ends with ('"id": 7}' or
+// '"id":"x"}', the id the last member), or null: for the end of a line too
+// long to read whole. Only a string without escapes or an integer counts.
+Json trailing_id(std::string_view tail);
+// True iff a top-level "result" or "error" key, and no "method", comes
+// before anything that makes text unreadable.
+bool says_response(std::string_view text);
 
 // Returns the top-level "id" of text when it is a valid id, appears once and
 // comes before anything that makes text unreadable; otherwise null. Lets an

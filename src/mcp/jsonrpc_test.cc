@@ -169,10 +169,32 @@ TEST_CASE("recover_id finds the top-level id only", "[jsonrpc]") {
 }
 
 TEST_CASE("oversized messages are invalid requests naming the limit", "[jsonrpc]") {
-  Invalid big = oversized(R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"x":"aaaa)", 1024);
+  Invalid big = oversized(R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"x":"aaaa)", "aaaa\"}}}", 1024);
   CHECK(big.code == kInvalidRequest);
   CHECK(big.id == 5);
   CHECK_THAT(big.message, Catch::Contains("too large") && Catch::Contains("1024"));
+  // The TypeScript SDK writes the id last: it is read from the line's end.
+  Invalid id_last = oversized(R"({"method":"tools/call","params":{"arguments":{"result":"aaaa)",
+                              R"(aaaa"}},"jsonrpc":"2.0","id":7})", 1024);
+  CHECK(id_last.id == 7);
+  CHECK(oversized(R"({"method":"tools/call","params":{"x":"aa)", R"(aa"}, "id" : "s-1" } )", 1024).id == "s-1");
+}
+
+TEST_CASE("trailing_id reads only an id that closes the object the line ends", "[jsonrpc]") {
+  CHECK(trailing_id(R"(aa","id":7})") == 7);
+  CHECK(trailing_id(R"({"id":-3})") == -3);
+  CHECK(trailing_id(R"(x,"id":"abc"}  )") == "abc");
+  CHECK(trailing_id(R"(x,"id":"abc"})" "\r") == "abc");
+  CHECK(trailing_id(R"(,"params":{"id":7}})").is_null());      // a nested id
+  CHECK(trailing_id(R"(,"id":7}})").is_null());                // closes a nested object
+  CHECK(trailing_id(R"(x\",\"id\":7})").is_null());            // inside a string
+  CHECK(trailing_id(R"(,"xid":7})").is_null());
+  CHECK(trailing_id(R"(,"id":"a\"b"})").is_null());             // escapes are not read
+  CHECK(trailing_id(R"(,"id":9007199254740993})").is_null());  // beyond what a double keeps
+  CHECK(trailing_id(R"(,"id":1.5})").is_null());
+  CHECK(trailing_id(R"(,"id":null})").is_null());
+  CHECK(trailing_id(R"("id":7})").is_null());                  // nothing shows it is a member
+  CHECK(trailing_id("").is_null());
 }
 
 TEST_CASE("first_invalid_utf8", "[jsonrpc]") {

@@ -11,22 +11,36 @@ namespace effectfence::mcp {
 LineSplitter::LineSplitter(size_t max_bytes, size_t kept_prefix_bytes)
     : max_bytes_(max_bytes), kept_prefix_bytes_(std::min(kept_prefix_bytes, max_bytes)) {}
 
+namespace {
+
+// Appends bytes to tail, keeping only its last `keep` bytes.
+void keep_last(std::string& tail, std::string_view bytes, size_t keep) {
+  if (bytes.size() >= keep) {
+    tail.assign(bytes.substr(bytes.size() - keep));
+    return;
+  }
+  tail.append(bytes);
+  if (tail.size() > keep) tail.erase(0, tail.size() - keep);
+}
+
+}  // namespace
+
 void LineSplitter::feed(std::string_view bytes) {
   while (!bytes.empty()) {
     const size_t newline = bytes.find('\n');
     const std::string_view chunk = bytes.substr(0, newline);
-    if (!discarding_) {
+    if (discarding_) {
+      keep_last(tail_, chunk, kOversizedTailBytes + 1);  // + a CR that may end it
+    } else if (pending_.size() + chunk.size() > max_bytes_ + 1) {
       // One byte of slack: a line of exactly the limit may end in "\r\n".
-      if (pending_.size() + chunk.size() > max_bytes_ + 1) {
-        const size_t room = kept_prefix_bytes_ > pending_.size() ? kept_prefix_bytes_ - pending_.size() : 0;
-        pending_.append(chunk.substr(0, room));
-        pending_.resize(std::min(pending_.size(), kept_prefix_bytes_));
-        ready_.push_back(Line{std::move(pending_), true});
-        pending_.clear();
-        discarding_ = true;
-      } else {
-        pending_.append(chunk);
-      }
+      keep_last(tail_, pending_, kOversizedTailBytes + 1);
+      keep_last(tail_, chunk, kOversizedTailBytes + 1);
+      const size_t room = kept_prefix_bytes_ > pending_.size() ? kept_prefix_bytes_ - pending_.size() : 0;
+      pending_.append(chunk.substr(0, room));
+      pending_.resize(std::min(pending_.size(), kept_prefix_bytes_));
+      discarding_ = true;
+    } else {
+      pending_.append(chunk);
     }
     if (newline == std::string_view::npos) return;
     end_line();
@@ -35,13 +49,22 @@ void LineSplitter::feed(std::string_view bytes) {
 }
 
 void LineSplitter::end_line() {
-  if (!discarding_) {
+  if (discarding_) {
+    if (!tail_.empty() && tail_.back() == '\r') tail_.pop_back();
+    keep_last(tail_, "", kOversizedTailBytes);
+    ready_.push_back(Line{std::move(pending_), true, std::move(tail_)});
+  } else {
     if (!pending_.empty() && pending_.back() == '\r') pending_.pop_back();
     const bool too_long = pending_.size() > max_bytes_;  // the slack byte was not a CR
-    if (too_long) pending_.resize(kept_prefix_bytes_);
-    ready_.push_back(Line{std::move(pending_), too_long});
+    std::string tail;
+    if (too_long) {
+      keep_last(tail, pending_, kOversizedTailBytes);
+      pending_.resize(kept_prefix_bytes_);
+    }
+    ready_.push_back(Line{std::move(pending_), too_long, std::move(tail)});
   }
   pending_.clear();
+  tail_.clear();
   discarding_ = false;
 }
 
@@ -54,7 +77,7 @@ std::optional<Line> LineSplitter::next() {
 
 std::optional<Line> LineSplitter::finish() {
   if (auto line = next()) return line;
-  if (discarding_ || pending_.empty()) return std::nullopt;
+  if (!discarding_ && pending_.empty()) return std::nullopt;
   end_line();
   return next();
 }

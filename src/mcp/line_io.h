@@ -17,15 +17,20 @@ constexpr size_t kMaxMessageBytes = 4 * 1024 * 1024;
 // How much of an oversized line is kept, so its request id can still be
 // recovered and the error answered to the right request.
 constexpr size_t kOversizedPrefixBytes = 64 * 1024;
+// And how much of its end: writers that put the id last (the TypeScript
+// SDK) can be answered too.
+constexpr size_t kOversizedTailBytes = 1024;
 
 struct Line {
   std::string text;       // without "\n" (and without a trailing "\r")
   bool too_long = false;  // text then holds only the line's first bytes
+  std::string tail;       // too_long: the line's last bytes (without "\r")
 };
 
 // Splits a byte stream into lines of at most max_bytes. An oversized line is
-// reported once, as soon as it crosses the limit, and the rest of it up to
-// its newline is discarded without being buffered.
+// reported once, when it ends (its newline, or the end of input), with its
+// first and last bytes; what lies between is discarded without being
+// buffered.
 class LineSplitter {
  public:
   explicit LineSplitter(size_t max_bytes = kMaxMessageBytes,
@@ -43,7 +48,8 @@ class LineSplitter {
   const size_t max_bytes_;
   const size_t kept_prefix_bytes_;
   std::string pending_;
-  bool discarding_ = false;
+  bool discarding_ = false;  // pending_ holds an oversized line's prefix
+  std::string tail_;         // while discarding: the last bytes seen
   std::deque<Line> ready_;
 };
 

@@ -81,28 +81,36 @@ TEST_CASE("LineSplitter accepts a line of exactly the limit, ended by LF or CRLF
   CHECK_FALSE(lines[1].too_long);
   CHECK(lines[2].too_long);
   CHECK(lines[2].text == "1234");
+  CHECK(lines[2].tail == "123456789");
 }
 
-TEST_CASE("LineSplitter reports an oversized line once, keeps its start, and goes on", "[line_io]") {
+TEST_CASE("LineSplitter reports an oversized line once, at its end, with its start and its end, and goes on",
+          "[line_io]") {
   LineSplitter splitter(8, 4);
   splitter.feed("1234567890");  // over the limit (and its CR slack) before its newline arrives
-  auto early = drain(splitter);
-  REQUIRE(early.size() == 1);
-  CHECK(early[0].too_long);
-  CHECK(early[0].text == "1234");
-  splitter.feed(std::string(1000, 'x'));
   CHECK(drain(splitter).empty());
-  splitter.feed("xx\nok\n");
+  splitter.feed(std::string(3000, 'x'));
+  CHECK(drain(splitter).empty());
+  splitter.feed("\"id\":7}\r\nok\n");
   auto after = drain(splitter);
-  REQUIRE(after.size() == 1);
-  CHECK(after[0].text == "ok");
-  CHECK_FALSE(after[0].too_long);
+  REQUIRE(after.size() == 2);
+  CHECK(after[0].too_long);
+  CHECK(after[0].text == "1234");
+  CHECK(after[0].tail.size() == effectfence::mcp::kOversizedTailBytes);
+  CHECK_THAT(after[0].tail, Catch::EndsWith("xxx\"id\":7}"));
+  CHECK(after[1].text == "ok");
+  CHECK_FALSE(after[1].too_long);
+  CHECK(after[1].tail.empty());
 }
 
-TEST_CASE("LineSplitter does not report the discarded tail of an oversized line at EOF", "[line_io]") {
+TEST_CASE("LineSplitter reports an oversized line cut by the end of input once, at the end", "[line_io]") {
   LineSplitter splitter(4);
   splitter.feed("123456");
-  REQUIRE(drain(splitter).size() == 1);
+  CHECK(drain(splitter).empty());
+  auto last = splitter.finish();
+  REQUIRE(last);
+  CHECK(last->too_long);
+  CHECK(last->tail == "123456");
   CHECK_FALSE(splitter.finish());
 }
 

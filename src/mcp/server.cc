@@ -362,17 +362,22 @@ void Server::handle_line(std::string_view line) {
   }
 }
 
-void Server::handle_oversized(std::string_view prefix) {
+void Server::handle_oversized(std::string_view prefix, std::string_view tail) {
   // A response is never answered: it fails the request of ours it answers.
-  const Json answered = jsonrpc::recover_response_id(prefix);
-  if (!answered.is_null()) {
+  if (jsonrpc::says_response(prefix)) {
+    Json answered = jsonrpc::recover_response_id(prefix);
+    if (answered.is_null()) answered = jsonrpc::trailing_id(tail);
     const std::string why = "the client's answer was larger than " + std::to_string(kMaxMessageBytes) + " bytes";
+    if (answered.is_null()) {
+      log_.warn("dropped a response without a readable id: " + why);
+      return;
+    }
     log_.warn("refused a response to id " + answered.dump() + ": " + why);
     on_response(answered, std::nullopt,
                 Json{{"code", jsonrpc::kInternalError}, {"message", why + "; it was not read"}});
     return;
   }
-  jsonrpc::Invalid invalid = jsonrpc::oversized(prefix, kMaxMessageBytes);
+  jsonrpc::Invalid invalid = jsonrpc::oversized(prefix, tail, kMaxMessageBytes);
   log_.warn("refused a message: " + invalid.message);
   send_error(invalid.id, invalid.code, invalid.message);
 }
@@ -382,7 +387,7 @@ ReadEvent Server::pump(FdLineReader& reader, const std::function<bool()>& keep_r
   for (;;) {
     const ReadEvent event = reader.next(&line);
     if (event != ReadEvent::line) return event;
-    if (line.too_long) handle_oversized(line.text);
+    if (line.too_long) handle_oversized(line.text, line.tail);
     else handle_line(line.text);
     if (keep_reading && !keep_reading()) return ReadEvent::eof;
   }

@@ -195,8 +195,9 @@ class Server {
 
   // Handles one incoming line (blank lines are ignored). Never throws.
   void handle_line(std::string_view line);
-  // Answers a line that went over the size limit.
-  void handle_oversized(std::string_view prefix);
+  // Answers a line that went over the size limit, of which prefix is the
+  // start and tail the end (as Line keeps them).
+  void handle_oversized(std::string_view prefix, std::string_view tail = {});
   // Feeds every line of reader to the server until the input ends or stops,
   // or until keep_reading (asked after each line) says no (then eof).
   ReadEvent pump(FdLineReader& reader, const std::function<bool()>& keep_reading = nullptr);

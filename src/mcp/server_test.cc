@@ -757,4 +757,17 @@ TEST_CASE("an oversized response is never answered: it fails the request of ours
   f.server.handle_oversized(R"({"jsonrpc":"2.0","id":"never-ours","error":{"code":1,"message":"xxxxxxxx)");
   CHECK(f.out.all().size() == before);  // neither was answered
   CHECK(f.server.requests_in_flight() == 0);
+
+  // Id last (the TypeScript SDK's order): found at the line's end; and one
+  // with no id to be read is dropped, never answered with a null id.
+  f.server.request("sampling/createMessage", {{"maxTokens", 5}}, replies.handler());
+  const std::vector<Json> again = requests_sent(f.out);
+  REQUIRE(again.size() == 2);
+  f.server.handle_oversized(R"({"result":{"content":"xxxxxxxx)",
+                            R"(xxxx"},"jsonrpc":"2.0","id":)" + again[1]["id"].dump() + "}");
+  REQUIRE(replies.size() == 2);
+  REQUIRE(replies.got[1].error);
+  f.server.handle_oversized(R"({"result":{"content":"xxxxxxxx)", R"(xxxx"}})");
+  CHECK(f.out.all().size() == before + 1);  // only the second request went out
+  CHECK(f.server.requests_in_flight() == 0);
 }

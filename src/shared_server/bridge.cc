@@ -194,7 +194,7 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
   mcp::ReadEvent event;
   while ((event = in.next(&line)) == mcp::ReadEvent::line) {
     if (line.too_long) {
-      const mcp::jsonrpc::Invalid invalid = mcp::jsonrpc::oversized(line.text, mcp::kMaxMessageBytes);
+      const mcp::jsonrpc::Invalid invalid = mcp::jsonrpc::oversized(line.text, line.tail, mcp::kMaxMessageBytes);
       out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::error_response(invalid.id, invalid.code, invalid.message)));
       continue;
     }

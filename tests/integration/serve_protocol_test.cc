@@ -141,6 +141,15 @@ TEST_CASE("an oversized line is refused as too large and the next one is served"
   CHECK(error_code(huge) == -32600);
   CHECK_THAT(error_message(huge), Catch::Contains("too large") && Catch::Contains("4194304"));
   CHECK(s.serve.request("after", "ping")["result"] == Json::object());
+
+  // Written id last, as the TypeScript SDK writes every request: still
+  // answered to its id, not left to time out.
+  s.serve.send_raw("{\"method\":\"tools/call\",\"params\":{\"name\":\"fence_commit\",\"arguments\":{\"result\":\"" +
+                   std::string(5 * 1024 * 1024, 'y') + "\"}},\"jsonrpc\":\"2.0\",\"id\":41}\n");
+  Json last = s.serve.response_to(41);
+  CHECK(error_code(last) == -32600);
+  CHECK_THAT(error_message(last), Catch::Contains("too large"));
+  CHECK(s.serve.request("after-2", "ping")["result"] == Json::object());
 }
 
 TEST_CASE("notifications get no response", "[serve]") {
