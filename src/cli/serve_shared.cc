@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,7 +125,15 @@ shared::CandidateReport launch_server(const SharedOptions& options, const Settin
     const pid_t server = ::fork();  // the server is nobody's child: no zombie waits for a reaper
     if (server != 0) ::_exit(server < 0 ? 1 : 0);
     const int devnull = ::open("/dev/null", O_RDWR);
-    int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    // Not through a symlink, nor into a file another user owns or can
+    // write: one planted there would be written to with this user's rights.
+    int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK, 0600);
+    struct stat log_stat {};
+    if (log_fd >= 0 && (::fstat(log_fd, &log_stat) != 0 || !S_ISREG(log_stat.st_mode) ||
+                        log_stat.st_uid != ::geteuid() || (log_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
+      ::close(log_fd);
+      log_fd = -1;
+    }
     if (log_fd < 0) log_fd = devnull;
     ::dup2(devnull, 0);
     ::dup2(devnull, 1);

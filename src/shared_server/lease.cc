@@ -25,11 +25,31 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 enum class ReadStatus { ok, missing, failed };
 
+// Reads a lease file, which must be a regular file of this user's that no
+// one else may write: a lease planted by another user would send every call
+// to a server of theirs, and a fifo would block the reader for good.
 ReadStatus read_file(const std::string& path, std::string* text, std::string* error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return ReadStatus::missing;
     *error = errno_text(errno);
+    return ReadStatus::failed;
+  }
+  struct stat st {};
+  std::string untrusted;
+  if (::fstat(fd, &st) != 0) {
+    untrusted = errno_text(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    untrusted = "not a regular file";
+  } else if (st.st_uid != ::geteuid()) {
+    untrusted = "owned by uid " + std::to_string(st.st_uid) + ", not this user (" + std::to_string(::geteuid()) +
+                "): not trusted";
+  } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    untrusted = "writable by other users: not trusted";
+  }
+  if (!untrusted.empty()) {
+    ::close(fd);
+    *error = untrusted;
     return ReadStatus::failed;
   }
   char buf[4096];

@@ -98,6 +98,28 @@ TEST_CASE("every kind of lease file is classified, and only a live or starting o
   write_text(path, lease_of(reused, "http://127.0.0.1:9/mcp", now).to_text());
   CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::stale);
 
+  // Another user could write it: trusted, it would send every call to a
+  // server of theirs.
+  write_text(path, lease_of(this_process(), "http://127.0.0.1:9/mcp", now).to_text());
+  REQUIRE(::chmod(path.c_str(), 0622) == 0);
+  const LeaseReading writable = read_lease(path, now, bind_deadline);
+  CHECK(writable.kind == LeaseCase::unreadable);
+  CHECK_THAT(writable.detail, Catch::Contains("writable by other users"));
+  if (::geteuid() == 0) {  // only root can give a file away
+    REQUIRE(::chmod(path.c_str(), 0600) == 0);
+    REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+    const LeaseReading foreign = read_lease(path, now, bind_deadline);
+    CHECK(foreign.kind == LeaseCase::unreadable);
+    CHECK_THAT(foreign.detail, Catch::Contains("owned by uid 65534"));
+  }
+
+  // A fifo at the path is reported at once, never waited on.
+  std::filesystem::remove(path);
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  const LeaseReading fifo = read_lease(path, now, bind_deadline);
+  CHECK(fifo.kind == LeaseCase::unreadable);
+  CHECK_THAT(fifo.detail, Catch::Contains("not a regular file"));
+
   std::filesystem::remove(path);
   std::filesystem::create_directory(path);
   CHECK(read_lease(path, now, bind_deadline).kind == LeaseCase::unreadable);

@@ -321,8 +321,36 @@ test('a lease path that cannot be replaced (a directory): the client is served a
   const { db, lease } = await ledgerIn(t);
   await mkdir(path.join(lease, 'inside'), { recursive: true });
   const session = await shared(t, db, { name: 'directory' });
-  await logged(session, /cannot use the shared server: cannot read .*server\.json: Is a directory; serving this client alone/);
+  await logged(session, /cannot use the shared server: cannot read .*server\.json: not a regular file; serving this client alone/);
   await expectFresh(session, 'alone:3');
+});
+
+test('a lease another user could have planted (writable by others, or a fifo) is not trusted: the client is served alone at once', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const owner = spawn('sleep', ['30']);
+  t.after(() => owner.kill('SIGKILL'));
+  await writeFile(lease, plantedLease({ pid: owner.pid, url: 'http://127.0.0.1:9/mcp', ledger: db }), { mode: 0o600 });
+  await chmod(lease, 0o666);
+  const writable = await shared(t, db, { name: 'writable-lease' });
+  await logged(writable, /cannot use the shared server: cannot read .*server\.json: writable by other users: not trusted; serving this client alone/);
+  await expectFresh(writable, 'alone:4');
+
+  const other = await ledgerIn(t);
+  assert.equal(spawnSync('mkfifo', ['-m', '600', other.lease]).status, 0);
+  const fifo = await shared(t, other.db, { name: 'fifo-lease' });
+  await logged(fifo, /cannot read .*server\.json: not a regular file; serving this client alone/);
+  await expectFresh(fifo, 'alone:5');
+});
+
+test('the servers\' log is never written through a symlink planted at its path', async (t) => {
+  const { dir, db, lease } = await ledgerIn(t);
+  const target = path.join(dir, 'elsewhere.txt');
+  await writeFile(target, 'untouched\n');
+  assert.equal(spawnSync('ln', ['-s', target, db + '.server.log']).status, 0);
+  const session = await shared(t, db, { name: 'symlinked-log' });
+  await expectFresh(session, 'shared:symlink');
+  assert.equal((await readLease(lease)).ledger !== undefined, true);  // a shared server did start
+  assert.equal(await readFile(target, 'utf8'), 'untouched\n');
 });
 
 test('two processes racing on a corrupt lease end with exactly one server, and both use it', async (t) => {
