@@ -233,7 +233,8 @@ std::optional<int> serve_through_shared_server(const SharedOptions& options, con
     return std::nullopt;
   }
   shared::ElectionOptions election{lease_path_of(options, settings), shared::absolute_ledger_path(settings.ledger_path),
-                                   options.election_ms, options.bind_deadline_ms};
+                                   options.election_ms, options.bind_deadline_ms, settings.lease_ttl_ms,
+                                   settings.result_ttl_ms};
   auto start = [&](Clock::time_point deadline) { return launch_server(options, settings, deadline); };
 
   shared::Election first = shared::elect(election, start, log);
@@ -280,6 +281,8 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
   lease.token = random_token_hex(32);
   lease.created_at_ms = shared::wall_clock_ms();
   lease.ledger = shared::absolute_ledger_path(settings.ledger_path);
+  lease.lease_ttl_ms = settings.lease_ttl_ms;
+  lease.result_ttl_ms = settings.result_ttl_ms;
   if (lease.token.empty()) {
     report(report_fd, "failed the system random number generator is unavailable for the bearer token");
     return 1;

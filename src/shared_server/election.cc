@@ -11,6 +11,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kPoll = std::chrono::milliseconds(25);
 
+// Why a client whose fence settings are not its server's is served alone:
+// joined, it would be told its results replay for its TTL and its attempts
+// are held for its lease, and the server would keep its own.
+std::string settings_differ(const Lease& lease, const ElectionOptions& mine) {
+  auto both = [](int64_t lease_ms, int64_t result_ms) {
+    return "a lease of " + std::to_string(lease_ms) + " ms and results for " + std::to_string(result_ms) + " ms";
+  };
+  const std::string theirs = lease.lease_ttl_ms == 0 && lease.result_ttl_ms == 0
+                                 ? "does not say which lease and result TTL it keeps (an older effectfence)"
+                                 : "keeps " + both(lease.lease_ttl_ms, lease.result_ttl_ms);
+  return "the shared server " + theirs + ", and this client asks for " + both(mine.lease_ttl_ms, mine.result_ttl_ms) +
+         " (EFFECTFENCE_LEASE_SECS, EFFECTFENCE_RESULT_TTL_SECS); give every client of one ledger the same settings "
+         "to share a server";
+}
+
 }  // namespace
 
 std::string claim_lease(const std::string& path, const Lease& lease, int64_t bind_deadline_ms) {
@@ -52,6 +67,11 @@ Election elect(const ElectionOptions& options, const StartCandidate& start_candi
                         (names_ledger_relatively(leased) ? " (a relative path: a lease written by an older effectfence)"
                                                          : "") +
                         "; give each ledger its own --lease"};
+    }
+    if (reading.lease && (reading.kind == LeaseCase::live || reading.kind == LeaseCase::starting) &&
+        (reading.lease->lease_ttl_ms != options.lease_ttl_ms ||
+         reading.lease->result_ttl_ms != options.result_ttl_ms)) {
+      return Standalone{settings_differ(*reading.lease, options)};
     }
     switch (reading.kind) {
       case LeaseCase::unreadable:

@@ -21,6 +21,9 @@ struct ElectionOptions {
   std::string ledger;                // this client's ledger: a server of another one is never joined
   int64_t deadline_ms = 10'000;      // EFFECTFENCE_SHARED_ELECTION_MS
   int64_t bind_deadline_ms = 5'000;  // EFFECTFENCE_SHARED_BIND_DEADLINE_MS: a lease without URL after this is abandoned
+  // This client's fence settings: a server that keeps others is not joined.
+  int64_t lease_ttl_ms = Settings{}.lease_ttl_ms;
+  int64_t result_ttl_ms = Settings{}.result_ttl_ms;
 };
 
 // What a candidate server process reports after trying to claim the lease.

@@ -126,7 +126,9 @@ std::string Lease::to_text() const {
             {"url", url},
             {"token", token},
             {"created_at_ms", created_at_ms},
-            {"ledger", ledger}};
+            {"ledger", ledger},
+            {"lease_ttl_ms", lease_ttl_ms},
+            {"result_ttl_ms", result_ttl_ms}};
   return j.dump(2) + "\n";
 }
 
@@ -162,6 +164,10 @@ std::optional<Lease> Lease::from_text(const std::string& text) {
   lease.token = token->get<std::string>();
   lease.created_at_ms = created->get<int64_t>();
   if (const Json* ledger = string_at("ledger")) lease.ledger = ledger->get<std::string>();
+  const Json* lease_ttl = integer_at("lease_ttl_ms");
+  const Json* result_ttl = integer_at("result_ttl_ms");
+  lease.lease_ttl_ms = lease_ttl ? lease_ttl->get<int64_t>() : 0;
+  lease.result_ttl_ms = result_ttl ? result_ttl->get<int64_t>() : 0;
   return lease;
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "effectfence/fence.h"
 #include "effectfence/ledger.h"
 
 namespace effectfence::shared {
@@ -23,6 +24,11 @@ struct Lease {
   std::string token;         // bearer token every HTTP request must carry
   int64_t created_at_ms = 0;
   std::string ledger;        // the ledger served (an absolute path): clients of another ledger do not join
+  // The server's fence settings: a client asking for others does not join
+  // (its results would be swept sooner, its attempts taken over sooner,
+  // than it was told). 0: not recorded (an older server).
+  int64_t lease_ttl_ms = Settings{}.lease_ttl_ms;
+  int64_t result_ttl_ms = Settings{}.result_ttl_ms;
 
   std::string to_text() const;
   // Returns nullopt iff text is not a lease document.

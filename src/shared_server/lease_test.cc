@@ -328,3 +328,48 @@ TEST_CASE("a live lease of another ledger is not joined: the client is served al
   CHECK(std::get<Standalone>(same).reason.find("another ledger") == std::string::npos);
   CHECK(std::get<Standalone>(same).reason.find("does not answer") != std::string::npos);
 }
+
+TEST_CASE("a live lease of a server with other fence settings is not joined: the client is served alone, told why") {
+  TempDir dir;
+  const std::string path = dir.file("shared.server.json");
+  const std::string ledger = absolute_ledger_path(dir.file("a.sqlite"));
+  mcp::Logger log("lease_test", mcp::LogLevel::error);
+  auto start = [&](std::chrono::steady_clock::time_point) {
+    return CandidateReport{CandidateReport::Outcome::failed, "must not start"};
+  };
+  ElectionOptions options{path, ledger, 300, 1'000};
+  options.result_ttl_ms = 172'800'000;  // this client promises results for two days
+
+  Lease server = lease_of(this_process(), "http://127.0.0.1:9/mcp", wall_clock_ms(), "owner");
+  server.ledger = ledger;
+  server.result_ttl_ms = 2'000;
+  write_text(path, server.to_text());
+  const Election shorter = elect(options, start, log);
+  REQUIRE(std::holds_alternative<Standalone>(shorter));
+  CHECK_THAT(std::get<Standalone>(shorter).reason,
+             Catch::Contains("keeps a lease of 60000 ms and results for 2000 ms, and this client asks for a lease "
+                             "of 60000 ms and results for 172800000 ms") &&
+                 Catch::Contains("EFFECTFENCE_RESULT_TTL_SECS"));
+
+  options.result_ttl_ms = server.result_ttl_ms;
+  options.lease_ttl_ms = 3'600'000;
+  const Election lease = elect(options, start, log);
+  REQUIRE(std::holds_alternative<Standalone>(lease));
+  CHECK_THAT(std::get<Standalone>(lease).reason, Catch::Contains("a lease of 3600000 ms"));
+
+  // A lease written before servers recorded their settings.
+  server.lease_ttl_ms = 0;
+  server.result_ttl_ms = 0;
+  write_text(path, server.to_text());
+  const Election older = elect(options, start, log);
+  REQUIRE(std::holds_alternative<Standalone>(older));
+  CHECK_THAT(std::get<Standalone>(older).reason, Catch::Contains("does not say which lease and result TTL"));
+
+  // The same settings: not refused for them (the owner here listens nowhere).
+  server.lease_ttl_ms = options.lease_ttl_ms;
+  server.result_ttl_ms = options.result_ttl_ms;
+  write_text(path, server.to_text());
+  const Election same = elect(options, start, log);
+  REQUIRE(std::holds_alternative<Standalone>(same));
+  CHECK_THAT(std::get<Standalone>(same).reason, Catch::Contains("does not answer"));
+}

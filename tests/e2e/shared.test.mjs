@@ -170,6 +170,8 @@ function plantedLease({ pid, url = '', createdAt = Date.now(), ledger = 'planted
     token: 'planted',
     created_at_ms: createdAt,
     ledger,
+    lease_ttl_ms: 60000,  // a server's defaults, which the clients here ask for too
+    result_ttl_ms: 86400000,
   });
 }
 
@@ -276,6 +278,20 @@ test('one --lease given to clients of two ledgers: the second ledger\'s client i
   assert.equal(sc.intent.state, 'in_flight');
   const stats = await call(first, 'fence_stats', {});
   assert.equal(stats.sc.process.admitted, 1);
+});
+
+test('a client asking for another result TTL or lease than the shared server keeps is served alone, with its own, and told why', async (t) => {
+  const { db } = await ledgerIn(t);
+  const first = await shared(t, db, { name: 'default-ttl' });
+  await expectFresh(first, 'charge:ttl-1');
+  const longer = await shared(t, db, { name: 'two-day-ttl', env: { EFFECTFENCE_RESULT_TTL_SECS: '172800' } });
+  await logged(longer, /cannot use the shared server: the shared server keeps a lease of 60000 ms and results for 86400000 ms, and this client asks for a lease of 60000 ms and results for 172800000 ms .*; serving this client alone/);
+  // Served alone, its fence records its TTL in the ledger, as any server does.
+  await eventually(() => spawnSync('sqlite3', [db, "SELECT value FROM retention WHERE name = 'result_ttl_ms'"])
+    .stdout.toString().trim() === '172800000', { what: 'the ledger to keep results for two days' });
+  await expectFresh(longer, 'charge:ttl-2');
+  const stats = await call(first, 'fence_stats', {});
+  assert.equal(stats.sc.process.admitted, 1);  // the second client's attempt was not the shared server's
 });
 
 test('an unwritable lease directory: the client is served alone, with the reason in the log', async (t) => {
