@@ -26,6 +26,11 @@ constexpr int kExitOk = 0;
 constexpr int kExitProblems = 1;  // verify found tampering or a broken chain
 constexpr int kExitFailure = 2;   // usage error, or the command could not run
 
+// The header row of `export --format csv`, which `verify` recognises to say
+// it reads only JSONL dumps.
+constexpr const char* kExportCsvHeader =
+    "type,at,at_ms,event_id,kind,actor,detail,certificate,parent,intent,domain,seq,generation,tool,agent,body";
+
 // One option a subcommand accepts: "--name VALUE" / "--name=VALUE" when
 // takes_value, else a switch "--name".
 struct OptionSpec {

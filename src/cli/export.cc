@@ -56,9 +56,7 @@ void print_usage(std::FILE* out) {
                "  jq -j 'select(.type==\"certificate\") | .body' | sha256sum   (one line at a time)\n"
                "Check a whole dump with: effectfence verify --export FILE\n"
                "csv: RFC 4180 with a header row (no end record); columns %s\n",
-               Settings::default_ledger_path("server").c_str(),
-               "type,at,at_ms,event_id,kind,actor,detail,certificate,parent,intent,domain,seq,generation,tool,"
-               "agent,body");
+               Settings::default_ledger_path("server").c_str(), kExportCsvHeader);
 }
 
 enum class Format { jsonl, csv };
@@ -147,8 +145,7 @@ class RecordWriter {
 
   void header(const ExportOptions& options) {
     if (format_ == Format::csv) {
-      put("type,at,at_ms,event_id,kind,actor,detail,certificate,parent,intent,domain,seq,generation,tool,agent,"
-          "body\r\n");
+      put(std::string(kExportCsvHeader) + "\r\n");
       return;
     }
     OrderedJson j;

@@ -730,6 +730,11 @@ std::optional<int> verify_export(const std::string& path, Problems& problems, Re
     ++number;
     if (!text.empty() && text.back() == '\r') text.pop_back();
     if (text.empty()) continue;
+    if (number == 1 && text == kExportCsvHeader) {
+      print_error(kCommand, "reading the export",
+                  path + " is a CSV export: verify reads JSONL dumps only (effectfence export --format jsonl)");
+      return kExitFailure;
+    }
     verifier.line(number, text);
   }
   if (in.bad()) {

@@ -793,6 +793,9 @@ head -n 4 audit.jsonl >cut.jsonl
 export_problems cut.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "" truncated)" "verify fails an export cut short"
 expect_match "$(jq -r '.problems[0].message' <<<"$OUT")" '^no end record: the dump is truncated' "and says it is truncated"
+run "$EF" verify --export audit.csv
+expect_eq "$RC $ERR" "2 effectfence verify: reading the export: audit.csv is a CSV export: verify reads JSONL dumps only (effectfence export --format jsonl)" \
+  "verify refuses a CSV export as the wrong input, not as tampering"
 : >empty.jsonl
 export_problems empty.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "" not_an_export)" "verify fails an empty file"
