@@ -3,7 +3,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -573,16 +575,26 @@ TEST_CASE("abort fences the intent until an audited clear, then it is fresh", "[
                      ledger.json_member("detail", "reason") + " = 'provider shows no charge'") == 1);
 }
 
-TEST_CASE("clear refuses done, in-flight and nonexistent intents", "[fence][clear]") {
+TEST_CASE("clear refuses done, in-flight, cleared and nonexistent intents, and says what to do instead",
+          "[fence][clear]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
   const Ticket running = admitted_ticket(fence->prepare(charge("running")));
   committed(*fence, admitted_ticket(fence->prepare(charge("finished"))), {{"ok", true}});
-  for (const char* intent : {"running", "finished", "never-seen"}) {
+  fence->abort(admitted_ticket(fence->prepare(charge("settled"))), "provider said no");
+  REQUIRE(std::holds_alternative<Cleared>(fence->clear("settled", "alice", "checked")));
+  const std::map<std::string, std::string> said = {
+      {"running", "It is in flight: its holder ("},
+      {"finished", "It is done: its effect ran"},
+      {"settled", "It is cleared already: its next prepare is fresh"},
+      {"never-seen", "no such intent"}};
+  for (const auto& [intent, explanation] : said) {
     auto out = fence->clear(intent, "alice", "why not");
     REQUIRE(std::holds_alternative<Refusal>(out));
-    CHECK_THAT(std::get<Refusal>(out).message, Catch::Contains("cannot clear"));
+    CHECK_THAT(std::get<Refusal>(out).message, Catch::Contains("cannot clear") && Catch::Contains(explanation));
   }
+  CHECK_THAT(std::get<Refusal>(fence->clear("running", "alice", "why not")).message,
+             Catch::Contains("Wait for its outcome"));
   CHECK(std::get<IntentStatus>(fence->intent_status("running")).state == IntentState::in_flight);
   CHECK(std::holds_alternative<Replayed>(fence->prepare(charge("finished"))));
   CHECK(std::get<IntentStatus>(fence->intent_status("never-seen")).state == IntentState::none);

@@ -468,13 +468,41 @@ HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& 
   return Extended{row.lease_expires_at};
 }
 
+namespace {
+
+// What the operator who tried to clear it can do about an intent in this
+// state, after the ledger's refusal.
+std::string clear_refused_because(const IntentRow& row, const Context& ctx) {
+  switch (row.state) {
+    case IntentState::cleared:
+      return " It is cleared already: its next prepare is fresh, so there is nothing to clear.";
+    case IntentState::done:
+      return " It is done: its effect ran, and late duplicates get its result replayed.";
+    case IntentState::in_flight: {
+      const std::string holder = row.holder.describe();
+      if (row.lease_expires_at > ctx.now) {
+        return " It is in flight: its holder (" + holder + ") may be running the effect now; its lease ends in " +
+               seconds_from_now(row.lease_expires_at, ctx.now) + ". Wait for its outcome.";
+      }
+      return " It is in flight past its lease, held by " + holder + ", which still runs on this host and may be "
+             "in the middle of the effect. If it will never finish, stop it (kill -TERM its pid): it then fences "
+             "the intent as unknown, which you can check and clear.";
+    }
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
 ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string& operator_name,
-                   const std::string& reason) {
+                   const std::string& reason, const Context& ctx) {
   auto row = txn.load_intent(intent);
   const std::string previous = row ? state_name(row->state) : "none";
   const std::string refused = txn.request_clear(intent, operator_name, reason);
   if (!refused.empty()) {
-    return Refusal{Reason::invalid_request, refused, {{"intent", intent}, {"state", previous}}};
+    return Refusal{Reason::invalid_request, refused + (row ? clear_refused_because(*row, ctx) : ""),
+                   {{"intent", intent}, {"state", previous}}};
   }
   return Cleared{intent, previous};
 }

@@ -54,8 +54,9 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
 AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx,
                    bool* recorded = nullptr);
 HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& ctx);
+// A refusal says what the intent's state lets the operator do instead.
 ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string& operator_name,
-                   const std::string& reason);
+                   const std::string& reason, const Context& ctx);
 // In-flight intents held by dead processes on this host -> unknown.
 int64_t reap_dead_holders(LedgerTxn& txn, const Context& ctx);
 // Fences one intent iff ticket still holds it (in flight). Returns true iff it did.

@@ -366,7 +366,11 @@ run "$EF" clear --db "$LEDGER" charge:order-123 --reason "again" --operator dave
 expect_eq "$RC" 2 "clearing a done intent exits 2"
 expect_match "$ERR" "^effectfence clear: clearing charge:order-123: effectfence: cannot clear: only failed or unknown intents" \
   "clearing a done intent names the step and the trigger's message"
+expect_match "$ERR" "It is done: its effect ran" "and says what a done intent is"
 expect_eq "$(jq -c '[.cleared, .refused]' <<<"$OUT")" '[false,"invalid_request"]' "clear --json reports the refusal"
+run "$EF" clear --db "$LEDGER" charge:order-124 --reason "again"
+expect_match "$RC $ERR" "^2 effectfence clear: clearing charge:order-124: .*It is cleared already: its next prepare is fresh, so there is nothing to clear" \
+  "clearing an intent cleared before says so"
 run "$EF" clear --db "$LEDGER" charge:order-999 --reason "typo"
 expect_match "$RC $ERR" "^2 effectfence clear: clearing charge:order-999: effectfence: cannot clear: no such intent" "clearing an unknown intent is refused"
 expect_eq "$(fingerprint "$LEDGER")" "$BEFORE" "refused clears change nothing"
