@@ -159,7 +159,7 @@ int clear(const Args& args) {
     print_error(kCommand, "writing to standard output", std::string(kStdoutClosed) + "; nothing was cleared");
     return kExitFailure;
   }
-  const std::string path = resolve_ledger_path(*parsed);
+  const std::string path = resolve_ledger_path(*parsed, kCommand);
   // Clearing writes: a user who may only read gets the owner's way out, not
   // the reader's (a cleared copy would change nothing).
   if (auto why = cannot_write_ledger(path)) {

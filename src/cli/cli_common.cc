@@ -195,11 +195,25 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionS
   return parsed;
 }
 
-std::string resolve_ledger_path(const ParsedArgs& parsed) {
+// The other ledgers next to path (but except), as "; other ledgers in that
+// directory: ...", or "": `wrap` names its ledger after the command it
+// wraps, so an operator looking in the default place may be looking for one
+// of these.
+std::string ledgers_beside(const std::string& path, const std::string& except = "");
+
+std::string resolve_ledger_path(const ParsedArgs& parsed, const std::string& command) {
   if (auto db = parsed.value("db")) return *db;
   const char* env = std::getenv("EFFECTFENCE_LEDGER");
   if (env && *env) return env;
-  return Settings::default_ledger_path("server");
+  const std::string path = Settings::default_ledger_path("server");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (const std::string others = ledgers_beside(path, path); !others.empty()) {
+      std::fprintf(stderr, "effectfence %s: note: reading the default ledger %s%s\n", command.c_str(), path.c_str(),
+                   others.c_str());
+    }
+  }
+  return path;
 }
 
 void print_error(const std::string& command, const std::string& step, const std::string& message) {
@@ -361,14 +375,12 @@ std::unique_ptr<SQLite::Database> checked_ledger(std::unique_ptr<SQLite::Databas
 
 }  // namespace
 
-// The other ledgers next to a missing one: `wrap` names its ledger after
-// the command it wraps, so an operator looking in the default place may be
-// looking for one of these.
-std::string ledgers_beside(const std::string& path) {
+std::string ledgers_beside(const std::string& path, const std::string& except) {
   std::error_code ignored;
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator(directory_of(path), ignored)) {
     const std::string name = entry.path().filename().string();
+    if (entry.path().string() == except) continue;
     if (entry.is_regular_file(ignored) && name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0) {
       found.push_back(entry.path().string());
     }

@@ -54,7 +54,10 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionS
                                      std::string* error);
 
 // --db, else $EFFECTFENCE_LEDGER, else Settings::default_ledger_path("server").
-std::string resolve_ledger_path(const ParsedArgs& parsed);
+// When it falls back to the default ledger and other ledgers lie beside it
+// (wrap keeps one per wrapped command), says so on stderr for command: the
+// operator may have meant one of those.
+std::string resolve_ledger_path(const ParsedArgs& parsed, const std::string& command);
 
 // Prints "effectfence COMMAND: STEP: MESSAGE" on stderr, so every error
 // names the step that failed.

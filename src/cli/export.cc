@@ -274,7 +274,7 @@ ExportCounts write_records(LedgerReader& db, const ExportOptions& options, Recor
 
 std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string* error) {
   ExportOptions options;
-  options.ledger = resolve_ledger_path(parsed);
+  options.ledger = resolve_ledger_path(parsed, kCommand);
   if (!parsed.positionals.empty()) {
     *error = "unexpected argument '" + parsed.positionals[0] + "'";
     return std::nullopt;

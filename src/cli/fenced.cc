@@ -245,7 +245,7 @@ int fenced(const Args& args) {
     print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
     return kExitFailure;
   }
-  const std::string path = resolve_ledger_path(*parsed);
+  const std::string path = resolve_ledger_path(*parsed, kCommand);
   auto db = open_ledger_reader(path, &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);

@@ -117,7 +117,7 @@ int stats(const Args& args) {
     print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
     return kExitFailure;
   }
-  auto db = open_ledger_reader(resolve_ledger_path(*parsed), &error);
+  auto db = open_ledger_reader(resolve_ledger_path(*parsed, kCommand), &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);
     return kExitFailure;

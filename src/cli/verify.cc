@@ -839,7 +839,7 @@ int verify(const Args& args) {
     failed = verify_export(*file, problems, report);
   } else {
     report.source = "ledger";
-    const std::string where = resolve_ledger_path(*parsed);
+    const std::string where = resolve_ledger_path(*parsed, kCommand);
     report.path = printable_ledger(where);
     failed = verify_ledger(where, problems, report);
   }

@@ -53,11 +53,11 @@ TEST_CASE("parse_args: -h and --help are help, after -- everything is positional
 TEST_CASE("resolve_ledger_path: --db, then EFFECTFENCE_LEDGER, then the default") {
   std::string error;
   ::setenv("EFFECTFENCE_LEDGER", "/tmp/from-env.sqlite", 1);
-  CHECK(resolve_ledger_path(*parse_args({"--db", "/tmp/flag.sqlite"}, kSpecs, &error)) == "/tmp/flag.sqlite");
-  CHECK(resolve_ledger_path(*parse_args({}, kSpecs, &error)) == "/tmp/from-env.sqlite");
+  CHECK(resolve_ledger_path(*parse_args({"--db", "/tmp/flag.sqlite"}, kSpecs, &error), "stats") == "/tmp/flag.sqlite");
+  CHECK(resolve_ledger_path(*parse_args({}, kSpecs, &error), "stats") == "/tmp/from-env.sqlite");
   ::unsetenv("EFFECTFENCE_LEDGER");
   ::setenv("XDG_STATE_HOME", "/tmp/state", 1);
-  CHECK(resolve_ledger_path(*parse_args({}, kSpecs, &error)) == "/tmp/state/effectfence/server.sqlite");
+  CHECK(resolve_ledger_path(*parse_args({}, kSpecs, &error), "stats") == "/tmp/state/effectfence/server.sqlite");
 }
 
 TEST_CASE("format_utc prints ISO-8601 UTC with milliseconds, also before 1970") {

@@ -107,6 +107,17 @@ run env -u EFFECTFENCE_LEDGER XDG_STATE_HOME="$WORK/state" "$EF" fenced
 expect_eq "$ERR" "effectfence fenced: opening the ledger: no ledger at $WORK/state/effectfence/server.sqlite" \
   "then to the default server ledger"
 expect_eq "$(ls "$WORK" | grep -Ec '^(missing|from-env)|^state$')" 0 "no file or directory was created"
+# The default ledger exists, and wrap's ledgers lie beside it: the operator
+# is told, since the activity may be in one of those.
+mkdir -p "$WORK/state-with-wrap/effectfence"
+q "$LEDGER" ".backup '$WORK/state-with-wrap/effectfence/server.sqlite'"
+q "$LEDGER" ".backup '$WORK/state-with-wrap/effectfence/wrap-0123abcd.sqlite'"
+run env -u EFFECTFENCE_LEDGER XDG_STATE_HOME="$WORK/state-with-wrap" "$EF" stats --json
+expect_eq "$RC $ERR" "0 effectfence stats: note: reading the default ledger $WORK/state-with-wrap/effectfence/server.sqlite; other ledgers in that directory: $WORK/state-with-wrap/effectfence/wrap-0123abcd.sqlite (wrap keeps one per wrapped command; pass one with --db)" \
+  "stats on the default ledger names the wrap ledgers beside it"
+expect_eq "$(jq -r .ledger.admitted <<<"$OUT" | grep -c '^[0-9]')" 1 "and its JSON on stdout is unchanged"
+run "$EF" stats --db "$WORK/state-with-wrap/effectfence/server.sqlite"
+expect_eq "$RC $ERR" "0 " "a ledger named with --db gets no note"
 "$SQLITE3" "$WORK/other.sqlite" "CREATE TABLE t(x)"
 run "$EF" stats --db "$WORK/other.sqlite"
 expect_match "$RC $ERR" "^2 .*other.sqlite is not an effectfence ledger" "stats refuses another application's database"
