@@ -197,7 +197,6 @@ int run_serve(const Args& args) {
   log.info("serving " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
            std::to_string(settings.lease_ttl_ms / 1000) + "s)");
 
-  mcp::ReadEvent stopped_by;
   size_t unfinished = 0;
   {
     Maintenance maintenance(*fence, log);
@@ -214,15 +213,18 @@ int run_serve(const Args& args) {
         },
         log);
     mcp::FdLineReader reader(0, stop.fd());
-    stopped_by = server->pump(reader, [&out] { return !out.broken(); });
+    server->pump(reader, [&out] { return !out.broken(); });
     fence->stop_admitting();  // nobody could commit what it admitted now: it would be fenced at once
     unfinished = server->calls_in_flight();
-    if (out.broken()) {
+    // A signal is named first: one that came while the client was not
+    // reading also gives up on stdout (after a grace), and was the cause.
+    if (stop.received() != 0) {
+      log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": stopping; finishing " +
+               std::to_string(unfinished) + " call(s) in flight" +
+               (out.broken() ? ", whose admissions are withdrawn: the client is not reading answers" : ""));
+    } else if (out.broken()) {
       log.error("stdout is closed (the client stopped reading answers): stopping; finishing " +
                 std::to_string(unfinished) + " call(s) in flight, whose admissions are withdrawn");
-    } else if (stopped_by == mcp::ReadEvent::stopped) {
-      log.info(std::string("received ") + mcp::signal_name(stop.received()) + ": stopping; finishing " +
-               std::to_string(unfinished) + " call(s) in flight");
     } else {
       log.info("stdin closed: stopping; finishing " + std::to_string(unfinished) + " call(s) in flight");
     }

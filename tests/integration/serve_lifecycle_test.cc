@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <thread>
@@ -165,13 +166,14 @@ TEST_CASE("a stop signal stops serve even while its client reads none of its out
   REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
   const std::string binary = EFFECTFENCE_BIN;
   const std::string db = dir.file("l.sqlite");
+  const std::string log = dir.file("serve.log");
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 2);
+    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(log_fd, 2);
     ::execl(binary.c_str(), binary.c_str(), "serve", "--db", db.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -205,6 +207,11 @@ TEST_CASE("a stop signal stops serve even while its client reads none of its out
   REQUIRE(done == pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+  // The signal was the cause, and the log says so.
+  std::ifstream written(log);
+  const std::string text((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("received SIGTERM: stopping") &&
+                       !Catch::Contains("stdout is closed (the client stopped reading answers)"));
 }
 
 TEST_CASE("SIGTERM finishes the call in flight without admitting it, then fences the admission nobody can commit",
