@@ -359,6 +359,8 @@ bool McpClient::closed() const {
   return closed_;
 }
 
+void McpClient::give_up(const std::string& why) { close_connection(why, /*report=*/false); }
+
 void McpClient::close_connection(const std::string& why, bool report) {
   std::map<std::string, std::shared_ptr<Request>> pending;
   {

@@ -128,6 +128,10 @@ class McpClient {
   ClientReply call(const std::string& method, Json params, std::chrono::milliseconds timeout);
   // True once the connection has ended.
   bool closed() const;
+  // Ends the connection from this side: every pending request fails as
+  // closed at once, and later ones cannot be sent. on_closed is not called;
+  // the server's process, if any, is for its owner to stop.
+  void give_up(const std::string& why);
 
  private:
   void read_loop();

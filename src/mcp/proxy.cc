@@ -853,8 +853,10 @@ void Proxy::stop() {
     stopping_ = true;
     refresh_wanted_.notify_all();
   }
-  if (refresher_.joinable()) refresher_.join();
+  // The child first: a refresh may be waiting on a child's handshake, which
+  // only its stop ends.
   upstream_.stop();
+  if (refresher_.joinable()) refresher_.join();
 }
 
 }  // namespace effectfence::mcp

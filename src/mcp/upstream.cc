@@ -272,12 +272,20 @@ void Upstream::stop_now() {
 
 void Upstream::stop() {
   std::shared_ptr<Session> last;
+  std::shared_ptr<Session> starting;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;
     alive_ = false;
     last = std::move(current_);
+    starting = launching_;
     death_handled_.notify_all();
+  }
+  // A child still in its handshake is given up: whoever waits for it (a
+  // call, the tool list's refresh) is told at once, not after the handshake
+  // timeout.
+  if (starting && starting->link && starting->link->client) {
+    starting->link->client->give_up("effectfence wrap is shutting down");
   }
   last.reset();
 }
