@@ -227,14 +227,21 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
 }
 
 void Bridge::open_session(const std::string& initialize_line) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    initialize_line_ = initialize_line;
-  }
   Json id;
   const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(initialize_line);
   if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message)) id = request->id;
+  // Kept for recoveries once a server (or this process's own) answered it;
+  // until then a recovery only finds a server, and this opens the session.
+  auto keep_initialize = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    initialize_line_ = initialize_line;
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
+    if (mcp::Server* alone = alone_server_.load()) {
+      keep_initialize();
+      alone->handle_line(initialize_line);  // answered to the client like any call served alone
+      return;
+    }
     const State state = snapshot();
     HttpExchange exchange = post_message(state.endpoint, "", "", initialize_line);
     if (!exchange.delivered) {
@@ -243,6 +250,17 @@ void Bridge::open_session(const std::string& initialize_line) {
       write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
       return;
     }
+    // A server that is stopping (503) or lost the session (404) never processed it.
+    if ((exchange.status == 503 || exchange.status == 404) && attempt == 0 &&
+        recover(state.generation, exchange.status == 503)) {
+      continue;
+    }
+    if (exchange.status != 200 && !answers(exchange, id)) {
+      write_error(id, "the shared server refused initialize with HTTP " + std::to_string(exchange.status) + ": " +
+                          error_message_of(exchange), "http_" + std::to_string(exchange.status));
+      return;
+    }
+    keep_initialize();
     for (const std::string& m : exchange.messages) {
       const Json answer = Json::parse(m, nullptr, false);
       if (answer.is_object() && answer.contains("result")) {

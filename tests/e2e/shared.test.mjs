@@ -333,6 +333,35 @@ test('the server dies and no other can start (lease directory now unwritable): t
   assert.equal(again.sc.reason, 'in_flight');
 });
 
+test('the server dies before the client\'s initialize and no other can start: this process\'s own fence answers the initialize', async (t) => {
+  const { dir, db } = await ledgerIn(t);
+  const leases = path.join(dir, 'leases');
+  await mkdir(leases, { mode: 0o777 });
+  await chmod(leases, 0o777);
+  const { prefix, bin } = await unprivileged(dir);
+  const leaseFile = path.join(leases, 'l.json');
+  const command = [...prefix, bin, 'serve', '--shared', '--db', db, '--log-level', 'debug', '--lease', leaseFile];
+  const client = lineProcess(t, command[0], command.slice(1));
+  await eventually(() => /: joining/.test(client.stderr()), { what: `the client to join:\n${client.stderr()}` });
+  const server = await readLease(leaseFile);
+  await chmod(leases, 0o555);
+  t.after(() => chmod(leases, 0o755).catch(() => {}));
+  process.kill(server.pid, 'SIGKILL');
+  await eventually(() => !isAlive(server.pid), { what: 'the shared server to die' });
+
+  const answer = await client.ask(INITIALIZE);
+  assert.equal(answer.id, 1);
+  assert.equal(answer.result?.serverInfo?.name, 'effectfence', JSON.stringify(answer));
+  assert.match(client.stderr(), /serving this client alone/);
+  client.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+  const prepared = await client.ask(JSON.stringify({
+    jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'fence_prepare', arguments: prepareArgs('early:1') },
+  }));
+  assert.equal(prepared.id, 2);
+  assert.equal(prepared.result.structuredContent.status, 'fresh', JSON.stringify(prepared));
+  await client.close();
+});
+
 test('a lease path that cannot be replaced (a directory): the client is served alone', async (t) => {
   const { db, lease } = await ledgerIn(t);
   await mkdir(path.join(lease, 'inside'), { recursive: true });
