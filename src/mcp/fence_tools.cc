@@ -16,6 +16,11 @@ const char* const kFenceInstructions =
 
 namespace {
 
+// A counter an agent may claim to have seen: half of what a clock can hold,
+// so the ticks after it can never saturate (a saturated counter stops
+// ordering that agent's effects).
+constexpr uint64_t kMaxKnownCounter = uint64_t{1} << 52;
+
 constexpr Reason kAllReasons[] = {Reason::in_flight,        Reason::domain_race,  Reason::stale_read_set,
                                   Reason::prior_failure,    Reason::payload_mismatch, Reason::lease_lost,
                                   Reason::ticket_invalid,   Reason::invalid_request,  Reason::ledger_busy,
@@ -190,6 +195,13 @@ PrepareRequest prepare_request(const Json& a) {
   if (auto clock = a.find("known_clock"); clock != a.end()) {
     auto known = VectorClock::from_json(*clock);
     if (!known) throw InvalidArguments("known_clock must map agent names to integer counters >= 0");
+    for (const auto& [agent, counter] : known->counters()) {
+      if (counter > kMaxKnownCounter) {
+        throw InvalidArguments("known_clock counters go up to " + std::to_string(kMaxKnownCounter) + " (2^52); " +
+                               agent + " has " + std::to_string(counter) + ": pass the clock you observed, "
+                               "e.g. a certificate's vector_clock");
+      }
+    }
     request.known_clock = std::move(*known);
   }
   return request;
@@ -257,7 +269,7 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
        {"parent", {{"type", "string"},
                    {"description", "Hash of the certificate this effect builds on; default: the domain's latest"}}},
        {"known_clock", {{"type", "object"},
-                        {"additionalProperties", {{"type", "integer"}, {"minimum", 0}}},
+                        {"additionalProperties", {{"type", "integer"}, {"minimum", 0}, {"maximum", kMaxKnownCounter}}},
                         {"description", "The vector clock you have observed (agent -> counter), e.g. a "
                                         "certificate's vector_clock"}}}},
       {"intent", "domain", "tool", "args", "agent"});

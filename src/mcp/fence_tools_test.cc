@@ -308,6 +308,10 @@ TEST_CASE("bad arguments are refused invalid_request, naming the field", "[fence
   Json bad_clock = charge_args("o-6");
   bad_clock["known_clock"] = {{"agent-a", "three"}};
   CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", bad_clock)), Catch::Contains("known_clock"));
+  // A counter near what a clock holds would leave the agent's ticks nowhere to go.
+  Json huge_clock = charge_args("o-6");
+  huge_clock["known_clock"] = {{"agent-a", 9007199254740991}};
+  CHECK_THAT(invalid_request_explanation(f.call("fence_prepare", huge_clock)), Catch::Contains("known_clock"));
 
   // Names are at most 1024 characters, as the inputSchema declares (maxLength), however many bytes.
   Json long_intent = charge_args("o-6");
@@ -321,6 +325,11 @@ TEST_CASE("bad arguments are refused invalid_request, naming the field", "[fence
   invalid_request_explanation(f.call("fence_commit", {{"prepared", "ticket"}, {"result", 1}}));
   invalid_request_explanation(f.call("fence_stats", {{"x", 1}}));
   CHECK(f.structured("fence_stats", Json::object())["ledger"]["total_attempts"] == 0);  // nothing was decided
+
+  // 2^52 itself is a counter an agent may have seen.
+  Json top_clock = charge_args("o-6b");
+  top_clock["known_clock"] = {{"agent-a", uint64_t{1} << 52}};
+  CHECK(f.structured("fence_prepare", top_clock)["status"] == "fresh");
 }
 
 TEST_CASE("concurrent prepares of one intent through the server admit exactly one", "[fence_tools]") {
