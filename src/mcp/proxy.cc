@@ -291,8 +291,9 @@ void Proxy::on_initialize(const Json& params) {
       if (auto it = declared->find(relayed); it != declared->end()) offered[relayed] = *it;
     }
   }
-  // The revision the agent is answered with: the child speaks it too, so
-  // what it sends back is what the agent expects.
+  // The revision the agent is answered with is offered to the child, so a
+  // child that speaks it sends back what the agent expects (an older child
+  // answers with its own, and is used as it is).
   const auto requested = params.find("protocolVersion");
   std::string version = requested != params.end() && requested->is_string()
                             ? negotiate_protocol_version(requested->get<std::string>())
