@@ -307,19 +307,26 @@ test('an unwritable lease directory: the client is served alone, with the reason
   assert.equal(await exists(path.join(locked, 'l.json')), false);
 });
 
-test('the server dies and no other can start (lease directory now unwritable): the bridge serves its client alone', async (t) => {
+// A ledger whose lease lies in a directory of its own, which a test can
+// make unwritable so that no new server can start; run as an unprivileged
+// user when this is root.
+async function ledgerWithLeaseDirectory(t) {
   const { dir, db } = await ledgerIn(t);
   const leases = path.join(dir, 'leases');
   await mkdir(leases, { mode: 0o777 });
   await chmod(leases, 0o777);
   const { prefix, bin } = await unprivileged(dir);
-  const leaseFile = path.join(leases, 'l.json');
+  t.after(() => chmod(leases, 0o755).catch(() => {}));
+  return { db, leases, leaseFile: path.join(leases, 'l.json'), prefix, bin };
+}
+
+test('the server dies and no other can start (lease directory now unwritable): the bridge serves its client alone', async (t) => {
+  const { db, leases, leaseFile, prefix, bin } = await ledgerWithLeaseDirectory(t);
   const session = await shared(t, db, { name: 'orphan', prefix, bin, extraArgs: ['--lease', leaseFile] });
   await expectFresh(session, 'orphan:1');
   const server = await readLease(leaseFile);
 
   await chmod(leases, 0o555);
-  t.after(() => chmod(leases, 0o755).catch(() => {}));
   process.kill(server.pid, 'SIGKILL');
   await eventually(() => !isAlive(server.pid), { what: 'the shared server to die' });
 
@@ -334,18 +341,12 @@ test('the server dies and no other can start (lease directory now unwritable): t
 });
 
 test('the server dies before the client\'s initialize and no other can start: this process\'s own fence answers the initialize', async (t) => {
-  const { dir, db } = await ledgerIn(t);
-  const leases = path.join(dir, 'leases');
-  await mkdir(leases, { mode: 0o777 });
-  await chmod(leases, 0o777);
-  const { prefix, bin } = await unprivileged(dir);
-  const leaseFile = path.join(leases, 'l.json');
+  const { db, leases, leaseFile, prefix, bin } = await ledgerWithLeaseDirectory(t);
   const command = [...prefix, bin, 'serve', '--shared', '--db', db, '--log-level', 'debug', '--lease', leaseFile];
   const client = lineProcess(t, command[0], command.slice(1));
   await eventually(() => /: joining/.test(client.stderr()), { what: `the client to join:\n${client.stderr()}` });
   const server = await readLease(leaseFile);
   await chmod(leases, 0o555);
-  t.after(() => chmod(leases, 0o755).catch(() => {}));
   process.kill(server.pid, 'SIGKILL');
   await eventually(() => !isAlive(server.pid), { what: 'the shared server to die' });
 
