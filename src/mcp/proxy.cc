@@ -366,13 +366,14 @@ void Proxy::install_mirror(const std::vector<Json>& entries, uint64_t generation
   mirror_ = std::move(mirror);
 }
 
+bool Proxy::is_fenced_now(const std::string& tool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = mirror_.fenced.find(tool);
+  return it == mirror_.fenced.end() || it->second;  // a tool missing from the mirror is fenced: the safe side
+}
+
 Reply Proxy::call(const std::string& tool, const Json& arguments, CallContext& context) {
-  bool fenced = true;  // a tool missing from the mirror is fenced: the safe side
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = mirror_.fenced.find(tool); it != mirror_.fenced.end()) fenced = it->second;
-  }
-  return fenced ? fenced_call(tool, arguments, context) : forward_call(tool, arguments, context);
+  return is_fenced_now(tool) ? fenced_call(tool, arguments, context) : forward_call(tool, arguments, context);
 }
 
 Json Proxy::params_for_child(const std::string& tool, const Json& arguments, const CallContext& context) const {
@@ -420,16 +421,11 @@ Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallCo
   std::string why;
   auto session = upstream_.acquire(&why);
   if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
-  // Passed through on the word of an earlier child: a restarted one may
-  // declare the tool otherwise, or not offer it at all.
-  if (adopt_tools_of(*session)) {
-    bool fenced = true;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (auto it = mirror_.fenced.find(tool); it != mirror_.fenced.end()) fenced = it->second;
-    }
-    if (fenced) return fenced_call(tool, arguments, context);
-  }
+  // Passed through on the word of the mirror when the call came in: the
+  // child it goes to may be a restarted one (mirrored since, by this call or
+  // another) that declares the tool otherwise, or does not offer it at all.
+  adopt_tools_of(*session);
+  if (is_fenced_now(tool)) return fenced_call(tool, arguments, context);
   auto request = session->client().send("tools/call", params_for_child(tool, arguments, context), progress_sink(context));
   context.on_cancel([session, request] {
     session->client().cancel(*request, "cancelled by the agent");
@@ -823,20 +819,19 @@ void Proxy::refresh_mirror(bool announce) {
   announce_mirror();
 }
 
-bool Proxy::adopt_tools_of(const Upstream::Session& session) {
+void Proxy::adopt_tools_of(const Upstream::Session& session) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (mirror_.generation == session.generation) return false;
+    if (mirror_.generation >= session.generation) return;  // this child's list, or a later one's
     if (mirror_.entries == session.tools) {
       mirror_.generation = session.generation;
-      return false;
+      return;
     }
   }
   log_.info("the child server was restarted (start " + std::to_string(session.generation) +
             ") with another tool list: mirroring it");
   install_mirror(session.tools, session.generation);
   announce_mirror();
-  return true;
 }
 
 void Proxy::announce_mirror() {

@@ -171,8 +171,10 @@ class Proxy {
   void install_mirror(const std::vector<Json>& entries, uint64_t generation);
   // Makes the mirror the list of the child that session is, if it is not
   // yet (a child restarted by a call, after its backoff), and announces a
-  // changed list. Returns true iff the mirror was replaced.
-  bool adopt_tools_of(const Upstream::Session& session);
+  // changed list.
+  void adopt_tools_of(const Upstream::Session& session);
+  // Whether the mirror fences tool now (a tool it does not hold: yes).
+  bool is_fenced_now(const std::string& tool);
   // Publishes the mirror's tools to the agent's server, announcing them.
   void announce_mirror();
   bool stays_fenced(const std::string& tool);

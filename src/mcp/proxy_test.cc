@@ -453,9 +453,21 @@ TEST_CASE("a child restarted by a call after its backoff is mirrored before the 
   std::this_thread::sleep_for(500ms);
   REQUIRE(lists_act_read_only(*h.proxy));  // the last list it could read
 
-  // This call starts the third child, which declares "act" a write.
-  Reply first = h.call("act", {{"amount", 5}});
-  CHECK(first.result["_meta"]["effectfence"]["replayed"] == false);
+  // Identical calls at once, each decided on the old list: the first to get
+  // there starts the third child, which declares "act" a write; the others
+  // find it mirrored already, and every one is fenced.
+  std::vector<std::thread> callers;
+  std::atomic<int> replayed_or_refused{0};
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&] {
+      Reply r = h.call("act", {{"amount", 5}});
+      const Json note = r.result.value("_meta", Json::object()).value("effectfence", Json::object());
+      if (note.value("replayed", false) || note.contains("refused")) ++replayed_or_refused;
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  CHECK(runs == 1);
+  CHECK(replayed_or_refused == 7);
   Reply retry = h.call("act", {{"amount", 5}});
   CHECK(retry.result["_meta"]["effectfence"]["replayed"] == true);
   CHECK(runs == 1);
