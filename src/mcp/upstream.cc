@@ -168,6 +168,10 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
     next_start_at_ = Clock::now() + next_delay();
     deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
     death_handled_.notify_all();
+    if (stopped_) {  // its handshake was given up by stop()
+      *why = "effectfence wrap is shutting down";
+      return nullptr;
+    }
     if (generation > 1) log_.error("could not restart the child server: " + error);  // the first: start() reports it
     *why = "the child server could not be started: " + error;
     return nullptr;
