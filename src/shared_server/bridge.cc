@@ -194,6 +194,14 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
   mcp::ReadEvent event;
   while ((event = in.next(&line)) == mcp::ReadEvent::line) {
     if (line.too_long) {
+      // A response (to a request the server relayed) is never answered: its
+      // id is the server's, and an error under it could pass for the answer
+      // to one of the client's own requests.
+      if (mcp::jsonrpc::says_response(line.text)) {
+        log_.warn("dropped a response from the client larger than " + std::to_string(mcp::kMaxMessageBytes) +
+                  " bytes");
+        continue;
+      }
       const mcp::jsonrpc::Invalid invalid = mcp::jsonrpc::oversized(line.text, line.tail, mcp::kMaxMessageBytes);
       out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::error_response(invalid.id, invalid.code, invalid.message)));
       continue;

@@ -363,6 +363,20 @@ test('the server dies before the client\'s initialize and no other can start: th
   await client.close();
 });
 
+test('through the bridge, an oversized response from the client is dropped, never answered under its id', async (t) => {
+  const { db } = await ledgerIn(t);
+  const client = lineProcess(t, BIN, ['serve', '--shared', '--db', db, '--log-level', 'debug']);
+  assert.equal((await client.ask(INITIALIZE)).id, 1);
+  client.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+  // Id last, as the TypeScript SDK writes it: the id is the server's, and
+  // the client may have a request of its own under the same id.
+  client.write(`{"result":{"content":"${'x'.repeat(5 * 1024 * 1024)}"},"jsonrpc":"2.0","id":"p-1"}`);
+  const pong = await client.ask(JSON.stringify({ jsonrpc: '2.0', id: 'p-1', method: 'ping' }));
+  assert.deepEqual(pong, { jsonrpc: '2.0', id: 'p-1', result: {} });
+  await logged(client, /dropped a response from the client larger than 4194304 bytes/);
+  await client.close();
+});
+
 test('a lease path that cannot be replaced (a directory): the client is served alone', async (t) => {
   const { db, lease } = await ledgerIn(t);
   await mkdir(path.join(lease, 'inside'), { recursive: true });
