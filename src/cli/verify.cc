@@ -305,7 +305,8 @@ class LedgerVerifier {
   // match there; anything else, however close, is judged by parsing its JSON.
   static constexpr const char* kNames =
       "e.detail IN ('{\"certificate\":\"' || c.hash || '\"}', "
-      "'{\"certificate\":\"' || c.hash || '\",\"resolved_unknown\":true}')";
+      "'{\"certificate\":\"' || c.hash || '\",\"resolved_unknown\":true}', "
+      "'{\"after_clear\":true,\"certificate\":\"' || c.hash || '\"}')";
 
   void check_certificates_issued() {
     auto rows = db_.query(std::string("SELECT hash, intent FROM (SELECT c.hash, c.intent, (SELECT count(*) FROM events e "
