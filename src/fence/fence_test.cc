@@ -601,6 +601,21 @@ TEST_CASE("clear refuses done, in-flight, cleared and nonexistent intents, and s
   fence->abort(running, "test over");
 }
 
+TEST_CASE("a refused clear of an attempt past its lease says whether its holder runs here or cannot be seen",
+          "[fence][clear]") {
+  TestLedger ledger;
+  ManualClock clock;
+  auto fence = open_fence(one_second_lease(ledger, clock));
+  admitted_ticket(fence->prepare(charge("here")));
+  admitted_ticket(fence->prepare(charge("elsewhere")));
+  holder_on_another_host(ledger, "elsewhere");
+  clock.advance(1500);
+  CHECK_THAT(std::get<Refusal>(fence->clear("here", "alice", "stuck?")).message,
+             Catch::Contains("still runs on this host") && Catch::Contains("kill -TERM"));
+  CHECK_THAT(std::get<Refusal>(fence->clear("elsewhere", "alice", "stuck?")).message,
+             Catch::Contains("cannot be seen from here") && Catch::Contains("stop it there first"));
+}
+
 TEST_CASE("a clear made with plain SQL is seen at once by an open fence", "[fence][clear]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());

@@ -484,9 +484,18 @@ std::string clear_refused_because(const IntentRow& row, const Context& ctx) {
         return " It is in flight: its holder (" + holder + ") may be running the effect now; its lease ends in " +
                seconds_from_now(row.lease_expires_at, ctx.now) + ". Wait for its outcome.";
       }
-      return " It is in flight past its lease, held by " + holder + ", which still runs on this host and may be "
-             "in the middle of the effect. If it will never finish, stop it (kill -TERM its pid): it then fences "
-             "the intent as unknown, which you can check and clear.";
+      if (ctx.is_dead && ctx.is_dead(row.holder)) {
+        return " It is in flight past its lease, and its holder (" + holder + ") is gone: the next prepare of it, "
+               "or a server starting on this host, fences it as unknown, which you can then check and clear.";
+      }
+      if (ctx.is_alive && ctx.is_alive(row.holder)) {
+        return " It is in flight past its lease, held by " + holder + ", which still runs on this host and may be "
+               "in the middle of the effect. If it will never finish, stop it (kill -TERM its pid): it then fences "
+               "the intent as unknown, which you can check and clear.";
+      }
+      return " It is in flight past its lease, held by " + holder + ", which cannot be seen from here (another "
+             "host): the next prepare of it takes the attempt over and runs the effect again. If that process may "
+             "still be running it, stop it there first.";
     }
     default:
       return "";
