@@ -143,6 +143,10 @@ struct Harness {
     std::unique_lock<std::mutex> lock(mutex);
     REQUIRE(closed.wait_for(lock, 10s, [&] { return closes > static_cast<int>(i); }));
   }
+  int launched() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return launches;
+  }
   FakeChild& child(size_t i) {
     std::lock_guard<std::mutex> lock(mutex);
     return *children.at(i);
@@ -382,7 +386,7 @@ TEST_CASE("a child that dies mid-call: fenced as unknown, and a new child serves
   CHECK(again.result["_meta"]["effectfence"]["refused"] == "prior_failure");
   Reply next = h.call("act", {{"other", 1}});
   CHECK(next.result["content"][0]["text"] == "ok");
-  CHECK(h.launches == 2);
+  CHECK(h.launched() == 2);
   std::lock_guard<std::mutex> lock(mutex);
   CHECK(calls_seen == 1);
 }
@@ -404,7 +408,7 @@ TEST_CASE("a child that keeps dying is restarted with backoff, replays still wor
   CHECK_THAT(backed_off.result["content"][0]["text"].get<std::string>(), Catch::Contains("next start is in"));
   Reply replay = h.call("act", {{"n", 1}});
   CHECK(replay.result["_meta"]["effectfence"]["replayed"] == true);
-  CHECK(h.launches == 2);
+  CHECK(h.launched() == 2);
   // The call turned away during the backoff was never admitted.
   const std::string intent = backed_off.result.value("_meta", Json::object()).value("effectfence", Json::object()).value("intent", "");
   std::string ignored;
@@ -447,8 +451,8 @@ TEST_CASE("a child restarted by a call after its backoff is mirrored before the 
   REQUIRE(lists_act_read_only(*h.proxy));
 
   h.kill_child(0);  // restarted at once, to refresh the list: still read-only
-  for (int i = 0; i < 500 && h.launches < 2; ++i) std::this_thread::sleep_for(10ms);
-  REQUIRE(h.launches == 2);
+  for (int i = 0; i < 500 && h.launched() < 2; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(h.launched() == 2);
   h.kill_child(1);  // the second quick death: the refresh meets the backoff
   std::this_thread::sleep_for(500ms);
   REQUIRE(lists_act_read_only(*h.proxy));  // the last list it could read
@@ -471,7 +475,7 @@ TEST_CASE("a child restarted by a call after its backoff is mirrored before the 
   Reply retry = h.call("act", {{"amount", 5}});
   CHECK(retry.result["_meta"]["effectfence"]["replayed"] == true);
   CHECK(runs == 1);
-  CHECK(h.launches == 3);
+  CHECK(h.launched() == 3);
   CHECK_FALSE(lists_act_read_only(*h.proxy));
   bool offers_new_tool = false;
   for (const Tool& tool : h.proxy->tools()) offers_new_tool = offers_new_tool || tool.name == "new_in_3";
@@ -906,7 +910,7 @@ TEST_CASE("a restarted child is offered the same client capabilities", "[proxy][
   }
   h.kill_child(0);
   h.call("act", {{"n", 1}});  // restarts the child; no agent is attached, so its sampling request is refused
-  CHECK(h.launches == 2);
+  CHECK(h.launched() == 2);
   std::lock_guard<std::mutex> lock(asking.mutex);
   CHECK(asking.offered == offered);
 }
@@ -926,7 +930,7 @@ TEST_CASE("the child is offered the protocol revision the agent was answered wit
     }
     h.kill_child(0);
     h.call("act", {{"n", 1}});  // restarts the child
-    CHECK(h.launches == 2);
+    CHECK(h.launched() == 2);
     std::lock_guard<std::mutex> lock(asking.mutex);
     CHECK(asking.offered_version == "2025-03-26");
   }
