@@ -240,7 +240,8 @@ bool HttpTransport::host_allowed(const std::string& host_header) const {
   std::string host;
   int port = -1;
   if (!split_host_port(lower(host_header), &host, &port)) return false;
-  if (port != -1 && port != port_) return false;
+  if (port == -1) port = 80;  // http's default: a page on port 80 is another origin than this server
+  if (port != port_) return false;
   if (host == "127.0.0.1" || host == "localhost" || host == "::1") return true;
   if (options_.bind_host == "0.0.0.0" || options_.bind_host == "::") return true;  // the operator asked for any address
   return host == lower(options_.bind_host);

@@ -645,6 +645,9 @@ test('Streamable HTTP: token, Origin, Host, sessions, JSON and SSE answers, 202,
   assert.match(anonymous.headers['www-authenticate'], /^Bearer/);
   assert.equal((await request(url, { headers: { ...json, Authorization: 'Bearer wrong' }, body: INITIALIZE })).status, 401);
   assert.equal((await request(url, { headers: { ...auth, Origin: 'http://evil.example' }, body: INITIALIZE })).status, 403);
+  // No port is port 80: a page served there is another origin.
+  assert.equal((await request(url, { headers: { ...auth, Origin: 'http://localhost' }, body: INITIALIZE })).status, 403);
+  assert.equal((await request(url, { headers: { ...auth, Host: 'localhost' }, body: INITIALIZE })).status, 403);
   assert.equal((await request(url, { headers: { ...auth, Host: `evil.example:${port}` }, body: INITIALIZE })).status, 403);
   const fromLocalPage = await request(url, { headers: { ...auth, Origin: `http://localhost:${port}` }, body: INITIALIZE });
   assert.equal(fromLocalPage.status, 200);
