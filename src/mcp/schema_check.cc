@@ -110,8 +110,13 @@ std::string check(const Json& schema, const Json& value, const std::string& path
       return where(path) + ": must be at most " + max_length->dump() + " characters";
     }
   }
+  // As doubles: exact for every number a message may hold (integers beyond
+  // ±2^53 are refused when it is read).
   if (auto m = schema.find("minimum"); m != schema.end() && value.is_number()) {
     if (value.get<double>() < m->get<double>()) return where(path) + ": must be >= " + m->dump();
+  }
+  if (auto m = schema.find("maximum"); m != schema.end() && value.is_number()) {
+    if (value.get<double>() > m->get<double>()) return where(path) + ": must be <= " + m->dump();
   }
   if (value.is_object()) {
     if (auto why = check_object(schema, value, path); !why.empty()) return why;

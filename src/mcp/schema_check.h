@@ -9,8 +9,8 @@
 namespace effectfence::mcp {
 
 // Supported keywords: type (a name or a list), properties, required,
-// additionalProperties (bool or schema), items, enum, const, minLength,
-// minimum, oneOf, anyOf. Others (title, description, ...) are ignored.
+// additionalProperties (bool or schema), items, enum, const, minLength, maxLength,
+// minimum, maximum, oneOf, anyOf. Others (title, description, ...) are ignored.
 // "integer" accepts a number with no fractional part, as JSON Schema does.
 //
 // Returns "" iff value conforms; otherwise one message naming where and what,

@@ -10,7 +10,7 @@ TEST_CASE("schema_violation checks types, required and unknown fields", "[schema
     "type": "object",
     "properties": {
       "name": {"type": "string", "minLength": 1},
-      "count": {"type": "integer", "minimum": 0},
+      "count": {"type": "integer", "minimum": 0, "maximum": 10},
       "items": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
       "clock": {"type": "object", "additionalProperties": {"type": "integer"}}
     },
@@ -23,6 +23,8 @@ TEST_CASE("schema_violation checks types, required and unknown fields", "[schema
   CHECK(schema_violation(schema, Json{{"name", 3}}) == "/name: must be of type string");
   CHECK(schema_violation(schema, Json{{"name", ""}}) == "/name: must not be empty");
   CHECK(schema_violation(schema, Json{{"name", "x"}, {"count", -1}}) == "/count: must be >= 0");
+  CHECK(schema_violation(schema, Json{{"name", "x"}, {"count", 10}}) == "");
+  CHECK(schema_violation(schema, Json{{"name", "x"}, {"count", 11}}) == "/count: must be <= 10");
   CHECK(schema_violation(schema, Json{{"name", "x"}, {"count", 1.5}}) == "/count: must be of type integer");
   CHECK(schema_violation(schema, Json{{"name", "x"}, {"items", {Json::object()}}}) == "/items/0/k: required field is missing");
   CHECK(schema_violation(schema, Json{{"name", "x"}, {"clock", {{"a", "b"}}}}) == "/clock/a: must be of type integer");
