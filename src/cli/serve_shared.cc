@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,9 +127,7 @@ shared::CandidateReport launch_server(const SharedOptions& options, const Settin
     // Not through a symlink, nor into a file another user owns or can
     // write: one planted there would be written to with this user's rights.
     int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK, 0600);
-    struct stat log_stat {};
-    if (log_fd >= 0 && (::fstat(log_fd, &log_stat) != 0 || !S_ISREG(log_stat.st_mode) ||
-                        log_stat.st_uid != ::geteuid() || (log_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
+    if (log_fd >= 0 && !shared::why_untrusted(log_fd).empty()) {
       ::close(log_fd);
       log_fd = -1;
     }

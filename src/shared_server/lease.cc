@@ -35,19 +35,7 @@ ReadStatus read_file(const std::string& path, std::string* text, std::string* er
     *error = errno_text(errno);
     return ReadStatus::failed;
   }
-  struct stat st {};
-  std::string untrusted;
-  if (::fstat(fd, &st) != 0) {
-    untrusted = errno_text(errno);
-  } else if (!S_ISREG(st.st_mode)) {
-    untrusted = "not a regular file";
-  } else if (st.st_uid != ::geteuid()) {
-    untrusted = "owned by uid " + std::to_string(st.st_uid) + ", not this user (" + std::to_string(::geteuid()) +
-                "): not trusted";
-  } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    untrusted = "writable by other users: not trusted";
-  }
-  if (!untrusted.empty()) {
+  if (const std::string untrusted = why_untrusted(fd); !untrusted.empty()) {
     ::close(fd);
     *error = untrusted;
     return ReadStatus::failed;
@@ -81,6 +69,18 @@ bool write_all(int fd, const std::string& text) {
 }
 
 }  // namespace
+
+std::string why_untrusted(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno_text(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (st.st_uid != ::geteuid()) {
+    return "owned by uid " + std::to_string(st.st_uid) + ", not this user (" + std::to_string(::geteuid()) +
+           "): not trusted";
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return "writable by other users: not trusted";
+  return "";
+}
 
 int64_t wall_clock_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())

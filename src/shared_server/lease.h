@@ -61,6 +61,11 @@ struct LeaseReading {
 // bind_deadline_ms is abandoned even if its owner still runs.
 LeaseReading read_lease(const std::string& path, int64_t now_ms, int64_t bind_deadline_ms);
 
+// Returns "" iff fd is a regular file of this user's that no other user may
+// write; otherwise why it is not to be trusted. The lease and the servers'
+// log live beside the ledger, where another user may be able to plant one.
+std::string why_untrusted(int fd);
+
 // An exclusive flock of the lease's directory, held while a process reads
 // and replaces the lease. The kernel drops it when the holder dies, so it
 // cannot outlive a crash.
