@@ -195,8 +195,7 @@ void McpClient::read_loop() {
 
 void McpClient::handle_line(const Line& line) {
   if (line.too_long) {
-    Json id = jsonrpc::recover_response_id(line.text);
-    if (id.is_null() && jsonrpc::says_response(line.text)) id = jsonrpc::trailing_id(line.tail);
+    const Json id = jsonrpc::oversized_response_id(line.text, line.tail).value_or(Json());
     log_.error("the server sent a message longer than " + std::to_string(max_message_bytes_) +
                " bytes (id " + id.dump() + "); it was skipped");
     if (!id.is_null()) {

@@ -142,7 +142,12 @@ IdFinder top_level_of(std::string_view text) {
 
 Json recover_id(std::string_view text) { return top_level_of(text).id(); }
 
-bool says_response(std::string_view text) { return top_level_of(text).says_response(); }
+std::optional<Json> oversized_response_id(std::string_view prefix, std::string_view tail) {
+  const IdFinder finder = top_level_of(prefix);
+  if (!finder.says_response()) return std::nullopt;
+  Json id = finder.id();
+  return id.is_null() ? trailing_id(tail) : id;
+}
 
 Json trailing_id(std::string_view tail) {
   auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };

@@ -64,9 +64,11 @@ Invalid oversized(std::string_view prefix, std::string_view tail, size_t limit);
 // '"id":"x"}', the id the last member), or null: for the end of a line too
 // long to read whole. Only a string without escapes or an integer counts.
 Json trailing_id(std::string_view tail);
-// True iff a top-level "result" or "error" key, and no "method", comes
-// before anything that makes text unreadable.
-bool says_response(std::string_view text);
+// For an oversized line (its start and end, as Line keeps them) whose start
+// says it is a response (a top-level "result" or "error", no "method"): its
+// id, from the start or else the end, null if neither shows one. nullopt
+// when the line does not say it is a response.
+std::optional<Json> oversized_response_id(std::string_view prefix, std::string_view tail);
 
 // Returns the top-level "id" of text when it is a valid id, appears once and
 // comes before anything that makes text unreadable; otherwise null. Lets an

@@ -195,6 +195,12 @@ TEST_CASE("trailing_id reads only an id that closes the object the line ends", "
   CHECK(trailing_id(R"(,"id":null})").is_null());
   CHECK(trailing_id(R"("id":7})").is_null());                  // nothing shows it is a member
   CHECK(trailing_id("").is_null());
+
+  // oversized_response_id: only for what says it is a response, id first or last.
+  CHECK(oversized_response_id(R"({"id":4,"result":{"x":"aa)", R"(aa"}})") == Json(4));
+  CHECK(oversized_response_id(R"({"result":{"x":"aa)", R"(aa"},"id":"r-1"})") == Json("r-1"));
+  CHECK(oversized_response_id(R"({"result":{"x":"aa)", R"(aa"}})") == Json());
+  CHECK_FALSE(oversized_response_id(R"({"method":"x","params":{"x":"aa)", R"(aa"},"id":5})"));
 }
 
 TEST_CASE("first_invalid_utf8", "[jsonrpc]") {

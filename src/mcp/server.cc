@@ -364,9 +364,8 @@ void Server::handle_line(std::string_view line) {
 
 void Server::handle_oversized(std::string_view prefix, std::string_view tail) {
   // A response is never answered: it fails the request of ours it answers.
-  if (jsonrpc::says_response(prefix)) {
-    Json answered = jsonrpc::recover_response_id(prefix);
-    if (answered.is_null()) answered = jsonrpc::trailing_id(tail);
+  if (const std::optional<Json> response_id = jsonrpc::oversized_response_id(prefix, tail)) {
+    const Json& answered = *response_id;
     const std::string why = "the client's answer was larger than " + std::to_string(kMaxMessageBytes) + " bytes";
     if (answered.is_null()) {
       log_.warn("dropped a response without a readable id: " + why);

@@ -197,7 +197,7 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
       // A response (to a request the server relayed) is never answered: its
       // id is the server's, and an error under it could pass for the answer
       // to one of the client's own requests.
-      if (mcp::jsonrpc::says_response(line.text)) {
+      if (mcp::jsonrpc::oversized_response_id(line.text, line.tail)) {
         log_.warn("dropped a response from the client larger than " + std::to_string(mcp::kMaxMessageBytes) +
                   " bytes");
         continue;
