@@ -26,6 +26,24 @@ std::string settings_differ(const Lease& lease, const ElectionOptions& mine) {
          "to share a server";
 }
 
+// Why the server a live or starting lease names is not this client's to
+// join, or "".
+std::string why_not_joined(const Lease& lease, const ElectionOptions& mine) {
+  if (!same_ledger(lease.ledger, mine.ledger)) {
+    // One lease path configured for two ledgers: joining would fence this client in the wrong ledger.
+    const std::string& leased = lease.ledger;
+    return "the lease " + mine.lease_path + " belongs to the shared server of another ledger (" +
+           (leased.empty() ? std::string("not named") : printable_ledger(leased)) + "), not " +
+           printable_ledger(mine.ledger) +
+           (names_ledger_relatively(leased) ? " (a relative path: a lease written by an older effectfence)" : "") +
+           "; give each ledger its own --lease";
+  }
+  if (lease.lease_ttl_ms != mine.lease_ttl_ms || lease.result_ttl_ms != mine.result_ttl_ms) {
+    return settings_differ(lease, mine);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string claim_lease(const std::string& path, const Lease& lease, int64_t bind_deadline_ms) {
@@ -57,21 +75,8 @@ Election elect(const ElectionOptions& options, const StartCandidate& start_candi
   while (Clock::now() < deadline) {
     const LeaseReading reading = read_lease(options.lease_path, wall_clock_ms(), options.bind_deadline_ms);
     if (!first_seen) first_seen = reading.kind;
-    if (reading.lease && (reading.kind == LeaseCase::live || reading.kind == LeaseCase::starting) &&
-        !same_ledger(reading.lease->ledger, options.ledger)) {
-      // One lease path configured for two ledgers: joining would fence this client in the wrong ledger.
-      const std::string& leased = reading.lease->ledger;
-      return Standalone{"the lease " + options.lease_path + " belongs to the shared server of another ledger (" +
-                        (leased.empty() ? std::string("not named") : printable_ledger(leased)) + "), not " +
-                        printable_ledger(options.ledger) +
-                        (names_ledger_relatively(leased) ? " (a relative path: a lease written by an older effectfence)"
-                                                         : "") +
-                        "; give each ledger its own --lease"};
-    }
-    if (reading.lease && (reading.kind == LeaseCase::live || reading.kind == LeaseCase::starting) &&
-        (reading.lease->lease_ttl_ms != options.lease_ttl_ms ||
-         reading.lease->result_ttl_ms != options.result_ttl_ms)) {
-      return Standalone{settings_differ(*reading.lease, options)};
+    if (reading.lease && (reading.kind == LeaseCase::live || reading.kind == LeaseCase::starting)) {
+      if (std::string why = why_not_joined(*reading.lease, options); !why.empty()) return Standalone{why};
     }
     switch (reading.kind) {
       case LeaseCase::unreadable:
