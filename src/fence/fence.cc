@@ -312,7 +312,8 @@ void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::fu
         bool recorded = false;
         rules::abort(txn, ticket, why, context(txn), &recorded);
         if (!recorded) return;  // taken over, or an edited ticket
-        const ClearOutcome cleared = rules::clear(txn, ticket.intent, this_process().describe(), "withdrawn: " + why, context(txn));
+        const ClearOutcome cleared =
+            rules::clear(txn, ticket.intent, this_process().describe(), "withdrawn: " + why, context(txn));
         // Both or neither: a withdrawal that cannot clear leaves the admission in flight.
         if (const auto* refusal = std::get_if<Refusal>(&cleared)) throw std::runtime_error(refusal->message);
         *withdrawn = true;
@@ -342,7 +343,8 @@ ClearOutcome Fence::clear(const std::string& intent, const std::string& operator
   if (auto refusal = check_name("operator", operator_name)) return *refusal;
   if (reason.empty()) return invalid("a reason is required to clear a fenced intent (it goes in the audit log)");
   ClearOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::clear(txn, intent, operator_name, reason, context(txn)); })) {
+  if (auto failure = write(
+          [&](LedgerTxn& txn) { outcome = rules::clear(txn, intent, operator_name, reason, context(txn)); })) {
     return *failure;
   }
   return outcome;

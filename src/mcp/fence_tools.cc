@@ -342,8 +342,9 @@ Tool commit_tool(Fence& fence, Logger& log, Admissions admissions) {
       "this result replayed instead of running the tool again.";
   tool.input_schema = input_schema(
       {{"prepared", ticket_schema()},
-       {"result", {{"description", "The tool's result, as it returned it (any JSON). The whole message is limited "
-                                   "to 4 MiB: for a larger result, commit a summary of it (what it changed, its ids)"}}}},
+       {"result",
+        {{"description", "The tool's result, as it returned it (any JSON). The whole message is limited to 4 MiB: "
+                         "for a larger result, commit a summary of it (what it changed, its ids)"}}}},
       {"prepared", "result"});
   tool.output_schema = outcome_schema({{"committed", {"cert", "message"}}, {"refused", {"reason", "message"}}},
                                       {{"cert", certificate_schema()}});

@@ -123,14 +123,16 @@ TEST_CASE("ambiguous JSON is refused and answered to the request that sent it", 
   // (id last) holding a string cut mid-emoji: still answered to its id.
   for (const char* text : {R"({"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"i":"a\ud800b"}},"id":2})",
                            R"({"method":"tools/call","params":{"arguments":{"i":"\udc00\ud83d"}},"id":"s"})",
-                           R"({"method":"tools/call","params":{"arguments":{"i":"\\ud800\ud83d\ude00\ud800"}},"id":3})"}) {
+                           R"({"method":"tools/call","params":{"arguments":{"i":"\\ud800\ud83d\ude00\ud800"}},)"
+                           R"("id":3})"}) {
     Invalid lone = invalid_of(text);
     INFO(text);
     CHECK(lone.code == kInvalidParams);
     CHECK_FALSE(lone.id.is_null());
   }
   // A well-paired surrogate is no reason to refuse at all.
-  CHECK(std::holds_alternative<Request>(classify(R"({"jsonrpc":"2.0","method":"ping","params":{"e":"\ud83d\ude00"},"id":9})")));
+  CHECK(std::holds_alternative<Request>(
+      classify(R"({"jsonrpc":"2.0","method":"ping","params":{"e":"\ud83d\ude00"},"id":9})")));
 
   Invalid two_ids = invalid_of(R"({"jsonrpc":"2.0","id":1,"id":2,"method":"ping"})");
   CHECK(two_ids.id.is_null());
