@@ -21,10 +21,12 @@
 // parents and events needs one entry per certificate and committed event.
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cli/cli_common.h"
@@ -382,30 +384,73 @@ class LedgerVerifier {
   // effect, and its committed event follows the clear.)
   void check_effects_stay_done() {
     auto undone = db_.query(
-        "SELECT c.hash, c.intent, c.generation, i.state FROM certificates c "
+        "SELECT c.hash, c.intent, c.generation, i.state, c.committed_at FROM certificates c "
         "JOIN intents i ON i.intent = c.intent AND i.generation = c.generation "
         "WHERE i.state <> 'done' ORDER BY c.intent");
     while (undone->next()) {
+      const int64_t generation = undone->integer(2);
+      if (admitted_again_after_sweep(undone->text(1), generation, undone->integer(4), kNoEventYet)) continue;
       problems_.add({undone->text(0), "effect_undone",
                      "intent '" + undone->text(1) + "' is " + undone->text(3) + " at generation " +
-                         std::to_string(undone->integer(2)) +
+                         std::to_string(generation) +
                          ", whose effect this certificate records: it was moved out of done, so it could be "
                          "cleared and run again",
                      0});
     }
     auto cleared = db_.query(
-        "SELECT c.hash, c.intent, c.generation, e.actor FROM events e "
+        "SELECT c.hash, c.intent, c.generation, e.actor, c.committed_at, e.id FROM events e "
         "JOIN certificates c ON c.intent = e.intent AND c.generation = e.generation "
         "WHERE e.kind = 'cleared' AND NOT EXISTS (SELECT 1 FROM events k WHERE k.kind = 'committed' AND "
         "k.intent = e.intent AND k.generation = e.generation AND k.id > e.id) ORDER BY e.id");
     while (cleared->next()) {
+      const int64_t generation = cleared->integer(2);
+      if (admitted_again_after_sweep(cleared->text(1), generation, cleared->integer(4), cleared->integer(5))) continue;
       problems_.add({cleared->text(0), "effect_cleared",
                      "intent '" + cleared->text(1) + "' was cleared (by " + cleared->text(3) + ") at generation " +
-                         std::to_string(cleared->integer(2)) +
+                         std::to_string(generation) +
                          ", whose effect this certificate records: its next prepare was fresh, and the effect "
                          "may have run twice",
                      0});
     }
+  }
+
+  static constexpr int64_t kNoEventYet = std::numeric_limits<int64_t>::max();
+
+  // Whether intent was admitted again at generation, before event id
+  // `before`, after a sweep whose cutoff is past committed_at: one that
+  // dropped the done intent, whose next attempt starts over at generation
+  // 1. Such an attempt is another one than the certificate's, not it moved
+  // out of done. A hand edit writes no admission after a sweep.
+  bool admitted_again_after_sweep(const std::string& intent, int64_t generation, int64_t committed_at,
+                                  int64_t before) {
+    auto admissions = db_.query(
+        "SELECT a.id FROM events a WHERE a.intent = ?1 AND a.generation = ?2 AND a.id < ?3 "
+        "AND (a.kind = 'admitted' OR a.kind = 'takeover') ORDER BY a.id DESC LIMIT 1",
+        {intent, generation, before});
+    if (!admissions->next()) return false;
+    const int64_t admitted = admissions->integer(0);
+    for (const auto& [sweep_id, cutoff] : sweeps()) {
+      if (sweep_id < admitted && cutoff > committed_at) return true;
+    }
+    return false;
+  }
+
+  // Every swept event's id and cutoff (older_than_ms), read once.
+  const std::vector<std::pair<int64_t, int64_t>>& sweeps() {
+    if (!sweeps_) {
+      sweeps_.emplace();
+      auto rows = db_.query("SELECT id, detail FROM events WHERE kind = 'swept' ORDER BY id");
+      while (rows->next()) {
+        JsonError ignored;
+        const auto detail = parse_strict(rows->text(1), &ignored);
+        if (!detail || !detail->is_object()) continue;
+        const auto cutoff = detail->find("older_than_ms");
+        if (cutoff != detail->end() && cutoff->is_number_integer()) {
+          sweeps_->emplace_back(rows->integer(0), cutoff->get<int64_t>());
+        }
+      }
+    }
+    return *sweeps_;
   }
 
   // The next certificate on a domain is chained to its head: the head must
@@ -466,6 +511,7 @@ class LedgerVerifier {
 
   LedgerReader& db_;
   Problems& problems_;
+  std::optional<std::vector<std::pair<int64_t, int64_t>>> sweeps_;
 };
 
 // Returns an exit code iff the ledger could not be checked.

@@ -93,8 +93,9 @@ run "$EF" clear --db "$LEDGER" --reason "x"
 expect_eq "$RC" 2 "clear needs an intent"
 
 echo "--- a missing ledger is an error, never a new file"
-# ... that names the ledgers beside it ($LEDGER is the only one in $WORK).
-BESIDE="; other ledgers in that directory: $LEDGER (wrap keeps one per wrapped command; pass one with --db)"
+# ... that names the files beside it, a likely typo ($LEDGER is the only one in
+# $WORK); only in the default place are they called wrap's ledgers.
+BESIDE="; other .sqlite files in that directory: $LEDGER"
 for cmd in stats fenced export verify; do
   run "$EF" "$cmd" --db "$WORK/missing.sqlite"
   expect_eq "$RC $ERR" "2 effectfence $cmd: opening the ledger: no ledger at $WORK/missing.sqlite$BESIDE" "$cmd on a missing ledger"
@@ -683,6 +684,27 @@ expect_eq "$(q "$copy" "SELECT state || ' ' || cert_hash FROM intents WHERE inte
   "a holder's commit after a clear leaves the intent done with its certificate"
 problems "$copy"
 expect_eq "$RC $PROBLEMS" "0 []" "verify passes an intent committed by its holder after it was cleared"
+
+# A done intent swept after the result lifetime and admitted again starts
+# over at generation 1, the certificate's generation: that attempt in
+# flight, then aborted, cleared and run again, is no effect undone or
+# cleared: each step is the fence's own.
+for until in admitted rerun; do
+  copy=$WORK/swept-$until.sqlite
+  q "$LEDGER" ".backup '$copy'"
+  "$FIXTURE" swept-and-run-again "$copy" charge:order-140 "$until"
+  problems "$copy"
+  expect_eq "$RC $PROBLEMS" "0 []" "verify passes an intent swept and admitted again at its old generation ($until)"
+done
+expect_eq "$(q "$copy" "SELECT count(*) FROM certificates WHERE intent = 'charge:order-140'")" 2 \
+  "(both attempts' certificates are kept)"
+# ... but a hand edit writes no admission after the sweep: the run again is
+# reported when its intent is moved out of done by hand.
+RERUN=$(q "$copy" "SELECT cert_hash FROM intents WHERE intent = 'charge:order-140'")
+tamper "$copy" "UPDATE intents SET state = 'failed', reason = 'x' WHERE intent = 'charge:order-140'" intents_done_kept
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$RERUN" effect_undone)" \
+  "verify still fails the latest attempt moved out of done after a sweep"
 
 # Events appended with plain INSERTs (the log is append-only, not closed).
 copy=$WORK/events.sqlite

@@ -201,6 +201,30 @@ int commit_after_clear(const std::string& path, const std::string& intent) {
   return 0;
 }
 
+// An intent committed, then swept after the result lifetime (the clock is
+// moved two days on), then admitted again: a fresh attempt, which starts
+// over at generation 1. With "rerun" that attempt is aborted, cleared, and
+// run again at generation 2; with "admitted" it is left in flight. All of
+// it is what the fence does of itself: verify must find nothing wrong.
+int swept_and_run_again(const std::string& path, const std::string& intent, const std::string& until) {
+  auto ahead = std::make_shared<std::atomic<int64_t>>(0);
+  auto fence = open_fence(path, [ahead] { return wall_ms() + ahead->load(); });
+  auto first = fence->commit(admit(*fence, request_for(intent)), charge_result(intent));
+  if (auto* refusal = std::get_if<ef::Refusal>(&first)) die("commit of " + intent + ": " + refusal->message);
+  ahead->store(2 * 86'400'000);
+  if (fence->sweep() < 1) die("the sweep did not drop " + intent);
+  const ef::Ticket again = admit(*fence, request_for(intent));
+  if (again.generation != 1) die("expected the attempt after the sweep at generation 1");
+  if (until == "admitted") return 0;
+  if (!std::holds_alternative<ef::Aborted>(fence->abort(again, "provider down"))) die("could not abort " + intent);
+  if (!std::holds_alternative<ef::Cleared>(fence->clear(intent, "alice", "provider shows no charge"))) {
+    die("could not clear " + intent);
+  }
+  auto rerun = fence->commit(admit(*fence, request_for(intent)), charge_result(intent));
+  if (auto* refusal = std::get_if<ef::Refusal>(&rerun)) die("second commit of " + intent + ": " + refusal->message);
+  return 0;
+}
+
 // A live fence, as a serve process would hold one, driven line by line so
 // the test decides exactly when each step happens.
 int session(const std::string& path) {
@@ -317,10 +341,11 @@ int main(int argc, char** argv) {
   if (mode == "populate" && argc == 3) return populate(argv[2]);
   if (mode == "session" && argc == 3) return session(argv[2]);
   if (mode == "commit-after-clear" && argc == 4) return commit_after_clear(argv[2], argv[3]);
+  if (mode == "swept-and-run-again" && argc == 5) return swept_and_run_again(argv[2], argv[3], argv[4]);
   if (mode == "bulk" && argc == 4) return bulk(argv[2], std::stoll(argv[3]));
   if (mode == "maxrss" && argc >= 4) return maxrss(argv[2], argv + 3);
   std::fprintf(stderr,
                "usage: ops_ledger_fixture populate LEDGER | session LEDGER | commit-after-clear LEDGER INTENT | "
-               "bulk LEDGER N | maxrss OUT CMD...\n");
+               "swept-and-run-again LEDGER INTENT admitted|rerun | bulk LEDGER N | maxrss OUT CMD...\n");
   return 2;
 }
