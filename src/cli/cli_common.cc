@@ -390,7 +390,12 @@ std::string ledgers_beside(const std::string& path, const std::string& except) {
   std::string list;
   for (size_t i = 0; i < found.size() && i < 10; ++i) list += (i ? ", " : "") + found[i];
   if (found.size() > 10) list += ", and " + std::to_string(found.size() - 10) + " more";
-  return "; other ledgers in that directory: " + list + " (wrap keeps one per wrapped command; pass one with --db)";
+  // Only the default place is where wrap's own ledgers are: elsewhere the
+  // path was given, and a file beside it is a likelier typo than a wrap ledger.
+  if (path == Settings::default_ledger_path("server")) {
+    return "; other ledgers in that directory: " + list + " (wrap keeps one per wrapped command; pass one with --db)";
+  }
+  return "; other .sqlite files in that directory: " + list;
 }
 
 std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error) {

@@ -8,8 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "effectfence/fence.h"
 #include "ledger/sqlite_ledger.h"
 #include "support/scoped_cwd.h"
+#include "support/scoped_env.h"
 #include "support/temp_dir.h"
 
 namespace effectfence::cli {
@@ -115,9 +117,22 @@ TEST_CASE("open_ledger_read_only never creates a file, and names the ledgers bes
   std::ofstream(dir.file("wrap-0123456789abcdef.sqlite")) << "";
   std::ofstream(dir.file("notes.txt")) << "";
   CHECK_FALSE(open_ledger_read_only(path, &error));
-  CHECK(error == "no ledger at " + path + "; other ledgers in that directory: " +
-                     dir.file("wrap-0123456789abcdef.sqlite") + " (wrap keeps one per wrapped command; pass one "
-                     "with --db)");
+  CHECK(error == "no ledger at " + path + "; other .sqlite files in that directory: " +
+                     dir.file("wrap-0123456789abcdef.sqlite"));
+  CHECK_FALSE(ledger_file_exists(path));
+}
+
+TEST_CASE("beside the default ledger, the files named are wrap's ledgers, and the way to pick one is --db") {
+  effectfence::testing::TempDir dir;
+  effectfence::testing::ScopedEnv env(effectfence::testing::Env{{"XDG_STATE_HOME", dir.path().string()}});
+  const std::string path = effectfence::Settings::default_ledger_path("server");
+  std::filesystem::create_directories(dir.path() / "effectfence");
+  const std::string wrap_ledger = (dir.path() / "effectfence" / "wrap-0123456789abcdef.sqlite").string();
+  std::ofstream(wrap_ledger) << "";
+  std::string error;
+  CHECK_FALSE(open_ledger_read_only(path, &error));
+  CHECK(error == "no ledger at " + path + "; other ledgers in that directory: " + wrap_ledger +
+                     " (wrap keeps one per wrapped command; pass one with --db)");
   CHECK_FALSE(ledger_file_exists(path));
 }
 
