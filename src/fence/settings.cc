@@ -12,15 +12,17 @@ namespace effectfence {
 namespace {
 
 // Reads a number of seconds from the environment, in ms: at least 0.001,
-// since a lifetime that rounds to 0 ms is over when it starts.
+// since a lifetime that rounds to 0 ms is over when it starts, and at most
+// ten years (Settings::kMaxLifetimeMs), so that now + it cannot overflow.
 int64_t seconds_from_env(const char* name, int64_t default_ms) {
   const char* raw = std::getenv(name);
   if (!raw || !*raw) return default_ms;
   char* end = nullptr;
   const double secs = std::strtod(raw, &end);
   if (end == raw || *end != '\0' || !(secs >= 0.001) || secs > Settings::kMaxLifetimeMs / 1000.0) {
-    std::fprintf(stderr, "effectfence: ignoring %s='%s': expected a number of seconds, at least 0.001\n", name,
-                 raw);
+    std::fprintf(stderr,
+                 "effectfence: ignoring %s='%s': expected a number of seconds from 0.001 to %lld (ten years)\n",
+                 name, raw, static_cast<long long>(Settings::kMaxLifetimeMs / 1000));
     return default_ms;
   }
   return static_cast<int64_t>(secs * 1000.0);

@@ -40,6 +40,19 @@ TEST_CASE("a lifetime that is not a positive number of seconds is ignored, not h
   }
 }
 
+TEST_CASE("ten years is the longest lifetime accepted, as the warning and the README say", "[settings]") {
+  {
+    ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", "315360000"}, {"EFFECTFENCE_RESULT_TTL_SECS", "315360000"}});
+    const Settings s = Settings::from_environment();
+    CHECK(s.lease_ttl_ms == Settings::kMaxLifetimeMs);
+    CHECK(s.result_ttl_ms == Settings::kMaxLifetimeMs);
+  }
+  ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", "315360001"}, {"EFFECTFENCE_RESULT_TTL_SECS", "315360001"}});
+  const Settings s = Settings::from_environment();
+  CHECK(s.lease_ttl_ms == 60000);
+  CHECK(s.result_ttl_ms == 86400000);
+}
+
 TEST_CASE("EFFECTFENCE_LEDGER names the ledger, otherwise the XDG state directory, created on demand", "[settings]") {
   {
     ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", "/srv/ledger.sqlite"}});
