@@ -92,8 +92,11 @@ std::string render_text(const ScanReport& report) {
              (r.guarded ? " (a guard is named inside)" : "") + "\n";
     }
     if (!report.skipped_dirs.empty()) {
-      out += "  not read: " + std::to_string(report.skipped_dirs.size()) +
-             " dependency, build, test or example director" + (report.skipped_dirs.size() == 1 ? "y" : "ies") + "\n";
+      const size_t n = report.skipped_dirs.size();
+      out += "  not read: " + std::to_string(n) + " dependency, build, test or example director" +
+             (n == 1 ? "y" : "ies") + ":";
+      for (size_t i = 0; i < n && i < kListedItems; ++i) out += (i ? ", " : " ") + report.skipped_dirs[i];
+      out += n > kListedItems ? ", ... " + std::to_string(n - kListedItems) + " more (--json lists all)\n" : "\n";
     }
   }
 

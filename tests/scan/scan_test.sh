@@ -51,6 +51,8 @@ expect "its effect words are still shown" "$(tool "$P" create_payment_link '.eff
 expect "no write in the tree (tests and node_modules not read)" "$(jq '.writes | length' "$P")" 0
 expect "the guard inside node_modules does not count" "$(jq '.guards | length' "$P")" 0
 expect "tests and node_modules are named as not read" "$(jq -c .skipped_dirs "$P")" '["node_modules","tests"]'
+expect "and the text report names them too" \
+  "$("$EF" scan "$FIX/payment_link" | grep -c '^  not read: 2 dependency, build, test or example directories: node_modules, tests$')" 1
 expect "no candidates at all" "$(jq '[.tools[] | select(.candidate)] | length' "$P")" 0
 expect "get_order_status reads" "$(tool "$P" get_order_status .standing)" '"reads"'
 
