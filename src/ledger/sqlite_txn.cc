@@ -38,11 +38,17 @@ IntentRow intent_from(SQLite::Statement& q) {
   return r;
 }
 
+// Text is bound without a copy (SQLITE_STATIC): every caller executes the
+// statement while the bound strings live, and statement() clears the
+// bindings before the next use. SQLite's copy was a malloc, a memcpy and a
+// free per column on the writer's path.
+void bind_text(SQLite::Statement& q, int index, const std::string& value) { q.bindNoCopy(index, value); }
+
 void bind_text_or_null(SQLite::Statement& q, int index, const std::string& value) {
   if (value.empty()) {
     q.bind(index);
   } else {
-    q.bind(index, value);
+    bind_text(q, index, value);
   }
 }
 
@@ -55,21 +61,21 @@ struct StoredJson {
 
 // Parameters ?1..?22 in intent_sql::kColumns order.
 void bind_intent(SQLite::Statement& q, const IntentRow& r, const StoredJson& json, int64_t now) {
-  q.bind(1, r.intent);
-  q.bind(2, state_name(r.state));
-  q.bind(3, r.domain);
-  q.bind(4, r.tool);
-  q.bind(5, r.args);
-  q.bind(6, r.payload_hash);
-  q.bind(7, r.agent);
+  bind_text(q, 1, r.intent);
+  q.bindNoCopy(2, state_name(r.state));
+  bind_text(q, 3, r.domain);
+  bind_text(q, 4, r.tool);
+  bind_text(q, 5, r.args);
+  bind_text(q, 6, r.payload_hash);
+  bind_text(q, 7, r.agent);
   q.bind(8, static_cast<int64_t>(r.seq));
   q.bind(9, static_cast<int64_t>(r.generation));
-  q.bind(10, r.token);
-  q.bind(11, json.read_set);
+  bind_text(q, 10, r.token);
+  bind_text(q, 11, json.read_set);
   bind_text_or_null(q, 12, r.parent);
-  q.bind(13, json.known_clock);
-  q.bind(14, r.holder.host);
-  q.bind(15, r.holder.boot);
+  bind_text(q, 13, json.known_clock);
+  bind_text(q, 14, r.holder.host);
+  bind_text(q, 15, r.holder.boot);
   q.bind(16, static_cast<int64_t>(r.holder.pid));
   q.bind(17, static_cast<int64_t>(r.holder.started));
   q.bind(18, static_cast<int64_t>(r.lease_expires_at));
@@ -95,7 +101,7 @@ SQLite::Statement& SqliteTxn::statement(const char* sql) {
 std::optional<IntentRow> SqliteTxn::load_intent(const std::string& intent) {
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns + " FROM intents WHERE intent = ?";
   auto& q = statement(sql.c_str());
-  q.bind(1, intent);
+  bind_text(q, 1, intent);
   if (!q.executeStep()) return std::nullopt;
   auto row = intent_from(q);
   q.reset();
@@ -118,7 +124,7 @@ std::vector<IntentRow> SqliteTxn::in_flight_on_host(const std::string& host) {
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
                                  " FROM intents WHERE state = 'in_flight' AND holder_host = ?";
   auto& q = statement(sql.c_str());
-  q.bind(1, host);
+  bind_text(q, 1, host);
   std::vector<IntentRow> rows;
   while (q.executeStep()) rows.push_back(intent_from(q));
   return rows;
@@ -127,7 +133,7 @@ std::vector<IntentRow> SqliteTxn::in_flight_on_host(const std::string& host) {
 int64_t SqliteTxn::count_live_in_flight(const std::string& domain, int64_t now) {
   auto& q = statement(
       "SELECT count(*) FROM intents WHERE state = 'in_flight' AND domain = ? AND lease_expires_at > ?");
-  q.bind(1, domain);
+  bind_text(q, 1, domain);
   q.bind(2, static_cast<int64_t>(now));
   q.executeStep();
   const int64_t n = q.getColumn(0).getInt64();
@@ -139,7 +145,7 @@ std::vector<IntentRow> SqliteTxn::expired_in_flight(const std::string& domain, i
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
                                  " FROM intents WHERE state = 'in_flight' AND domain = ? AND lease_expires_at <= ?";
   auto& q = statement(sql.c_str());
-  q.bind(1, domain);
+  bind_text(q, 1, domain);
   q.bind(2, static_cast<int64_t>(now));
   std::vector<IntentRow> rows;
   while (q.executeStep()) rows.push_back(intent_from(q));
@@ -149,7 +155,7 @@ std::vector<IntentRow> SqliteTxn::expired_in_flight(const std::string& domain, i
 int64_t SqliteTxn::highest_reserved_seq(const std::string& domain) {
   // An evicted domain must not hand out its old numbers again.
   auto& q = statement("SELECT coalesce(max(seq), 0) FROM events WHERE domain = ? AND kind = 'domain_evicted'");
-  q.bind(1, domain);
+  bind_text(q, 1, domain);
   q.executeStep();
   const int64_t n = q.getColumn(0).getInt64();
   q.reset();
@@ -158,7 +164,7 @@ int64_t SqliteTxn::highest_reserved_seq(const std::string& domain) {
 
 DomainRow SqliteTxn::load_domain(const std::string& domain) {
   auto& q = statement("SELECT seq, clock, head, head_seq FROM domains WHERE domain = ?");
-  q.bind(1, domain);
+  bind_text(q, 1, domain);
   DomainRow d;
   d.domain = domain;
   if (q.executeStep()) {
@@ -179,13 +185,13 @@ DomainRow SqliteTxn::load_domain(const std::string& domain) {
 bool SqliteTxn::advance_domain(const std::string& domain, int64_t expected, int64_t now) {
   auto& update = statement("UPDATE domains SET seq = seq + 1, updated_at = ? WHERE domain = ? AND seq = ?");
   update.bind(1, static_cast<int64_t>(now));
-  update.bind(2, domain);
+  bind_text(update, 2, domain);
   update.bind(3, static_cast<int64_t>(expected));
   if (update.exec() == 1) return true;
   const DomainRow current = load_domain(domain);
   if (current.exists || current.seq != expected) return false;
   auto& insert = statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?, ?, ?)");
-  insert.bind(1, domain);
+  bind_text(insert, 1, domain);
   insert.bind(2, static_cast<int64_t>(expected + 1));
   insert.bind(3, static_cast<int64_t>(now));
   return insert.exec() == 1;
@@ -198,17 +204,18 @@ void SqliteTxn::record_domain_effect(const std::string& domain, const VectorCloc
   const bool newest = seq > d.head_seq;
   auto& q = statement(
       "UPDATE domains SET clock = ?, head = ?, head_seq = ?, updated_at = ? WHERE domain = ?");
-  q.bind(1, canonicalize(d.clock.to_json()));
+  const std::string merged_clock = canonicalize(d.clock.to_json());
+  bind_text(q, 1, merged_clock);
   bind_text_or_null(q, 2, newest ? cert_hash : d.head);
   q.bind(3, static_cast<int64_t>(newest ? seq : d.head_seq));
   q.bind(4, static_cast<int64_t>(now));
-  q.bind(5, domain);
+  bind_text(q, 5, domain);
   q.exec();
 }
 
 std::optional<Certificate> SqliteTxn::load_certificate(const std::string& hash) {
   auto& q = statement("SELECT body FROM certificates WHERE hash = ?");
-  q.bind(1, hash);
+  bind_text(q, 1, hash);
   if (!q.executeStep()) return std::nullopt;
   Json j = intent_sql::parse_stored(q.getColumn(0).getString(), "certificate");
   q.reset();
@@ -222,15 +229,15 @@ void SqliteTxn::insert_certificate(const Certificate& c, const std::string& cano
   auto& q = statement(
       "INSERT INTO certificates (hash, intent, domain, seq, generation, parent, agent, tool, body, "
       "committed_at) VALUES (?,?,?,?,?,?,?,?,?,?)");
-  q.bind(1, c.hash);
-  q.bind(2, c.intent);
-  q.bind(3, c.domain);
+  bind_text(q, 1, c.hash);
+  bind_text(q, 2, c.intent);
+  bind_text(q, 3, c.domain);
   q.bind(4, static_cast<int64_t>(c.seq));
   q.bind(5, static_cast<int64_t>(c.generation));
   bind_text_or_null(q, 6, c.parent);
-  q.bind(7, c.agent);
-  q.bind(8, c.tool);
-  q.bind(9, canonical_body);
+  bind_text(q, 7, c.agent);
+  bind_text(q, 8, c.tool);
+  bind_text(q, 9, canonical_body);
   q.bind(10, static_cast<int64_t>(now));
   q.exec();
   remember_clock(c.hash, c.vector_clock);
@@ -257,13 +264,14 @@ void SqliteTxn::append_event(const EventRecord& e, int64_t now) {
       "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
       "VALUES (?,?,?,?,?,?,?,?)");
   q.bind(1, static_cast<int64_t>(now));
-  q.bind(2, e.kind);
+  bind_text(q, 2, e.kind);
   bind_text_or_null(q, 3, e.intent);
   bind_text_or_null(q, 4, e.domain);
   q.bind(5, static_cast<int64_t>(e.seq));
   q.bind(6, static_cast<int64_t>(e.generation));
-  q.bind(7, e.actor);
-  q.bind(8, e.detail.dump(-1, ' ', false, Json::error_handler_t::replace));
+  bind_text(q, 7, e.actor);
+  const std::string detail = e.detail.dump(-1, ' ', false, Json::error_handler_t::replace);
+  bind_text(q, 8, detail);
   q.exec();
 }
 
@@ -287,7 +295,7 @@ void SqliteTxn::flush_counters() {
     if (delta == 0) continue;
     auto& q = statement("UPDATE counters SET value = value + ? WHERE name = ?");
     q.bind(1, static_cast<int64_t>(delta));
-    q.bind(2, name);
+    q.bindNoCopy(2, name);
     q.exec();
   }
 }
