@@ -233,6 +233,7 @@ class LedgerVerifier {
     check_protections();
     check_certificates(report);
     check_certificates_issued();
+    check_certificates_admitted();
     check_committed_events();
     check_done_intents();
     check_effects_stay_done();
@@ -315,6 +316,38 @@ class LedgerVerifier {
                                       "WHERE e.intent = c.intent AND e.kind = 'committed' AND ") +
                           kNames + ") AS naming FROM certificates c) AS counted WHERE naming <> 1 ORDER BY hash");
     while (rows->next()) check_issued(rows->text(0), rows->text(1));
+  }
+
+  // Every certificate records an attempt the ledger admitted: an admitted or
+  // takeover event of its intent and generation that handed out its domain's
+  // seq. A certificate and its committed event inserted by hand have none;
+  // and each seq is handed out once, so an admission event inserted too
+  // shows as a seq handed out twice.
+  void check_certificates_admitted() {
+    auto rows = db_.query(
+        "SELECT c.hash, c.intent, c.generation, c.domain, c.seq FROM certificates c WHERE NOT EXISTS "
+        "(SELECT 1 FROM events a WHERE a.intent = c.intent AND a.generation = c.generation AND a.domain = c.domain "
+        "AND a.seq = c.seq AND (a.kind = 'admitted' OR a.kind = 'takeover')) ORDER BY c.hash");
+    while (rows->next()) {
+      problems_.add({rows->text(0), "not_admitted",
+                     "no admission of intent '" + rows->text(1) + "' at generation " +
+                         std::to_string(rows->integer(2)) + " handed out seq " + std::to_string(rows->integer(4)) +
+                         " of domain '" + rows->text(3) + "': no fence issued this certificate",
+                     0});
+    }
+    auto reused = db_.query(
+        "SELECT domain, seq, count(*) FROM events WHERE kind = 'admitted' OR kind = 'takeover' "
+        "GROUP BY domain, seq HAVING count(*) > 1 ORDER BY domain, seq");
+    while (reused->next()) {
+      auto certs = db_.query("SELECT hash FROM certificates WHERE domain = ?1 AND seq = ?2",
+                             {reused->text(0), reused->integer(1)});
+      const std::string hash = certs->next() ? certs->text(0) : "";
+      problems_.add({hash, "seq_reused",
+                     "seq " + std::to_string(reused->integer(1)) + " of domain '" + reused->text(0) +
+                         "' was handed out by " + std::to_string(reused->integer(2)) +
+                         " admission events; a domain hands out each seq once",
+                     0});
+    }
   }
 
   // Through the events index: an intent has few committed events (one per run).

@@ -601,8 +601,34 @@ forged_hash=$(printf '%s' "$forged" | sha256sum | cut -c1-64)
 q "$copy" "INSERT INTO certificates SELECT '$forged_hash', 'charge:order-123-again', domain, $((DOMAIN_SEQ + 1)), generation,
              parent, agent, tool, '$forged', committed_at + 1 FROM certificates WHERE hash = '$CHARGE'"
 problems "$copy"
-expect_eq "$RC $PROBLEMS" "1 $(pairs "$forged_hash" missing_event "$forged_hash" seq_beyond_domain)" \
-  "verify fails a certificate inserted without a commit, and one beyond its domain's seq"
+expect_eq "$RC $PROBLEMS" \
+  "1 $(pairs "$forged_hash" missing_event "$forged_hash" not_admitted "$forged_hash" seq_beyond_domain)" \
+  "verify fails a certificate inserted without a commit or an admission, and one beyond its domain's seq"
+
+# The same with its committed event, at a seq an aborted attempt left
+# without a certificate (plain INSERTs: the log is append-only, not closed).
+# No admission handed that seq to it; one inserted too hands it out twice.
+# (Its domain's head, still unset, is behind it: reported too.)
+copy=$WORK/forged-in-gap.sqlite
+q "$LEDGER" ".backup '$copy'"
+GAP=$(q "$copy" "SELECT domain || '|' || seq FROM intents WHERE intent = 'charge:order-124'")
+GAP_DOMAIN=${GAP%|*} GAP_SEQ=${GAP#*|}
+forged=$(jq -cS --arg d "$GAP_DOMAIN" --argjson seq "$GAP_SEQ" \
+  '.intent = "refund:order-124" | .domain = $d | .seq = $seq' <<<"$body")
+forged_hash=$(printf '%s' "$forged" | sha256sum | cut -c1-64)
+q "$copy" "INSERT INTO certificates SELECT '$forged_hash', 'refund:order-124', '$GAP_DOMAIN', $GAP_SEQ, generation,
+             parent, agent, tool, '$forged', committed_at FROM certificates WHERE hash = '$CHARGE';
+           INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
+             VALUES (1, 'committed', 'refund:order-124', '$GAP_DOMAIN', $GAP_SEQ, 1, 'mallory',
+                     '{\"certificate\":\"$forged_hash\"}')"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$forged_hash" head_behind "$forged_hash" not_admitted)" \
+  "verify fails a certificate and its committed event inserted at a seq no admission handed it"
+q "$copy" "INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
+             VALUES (1, 'admitted', 'refund:order-124', '$GAP_DOMAIN', $GAP_SEQ, 1, 'mallory', '{}')"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$forged_hash" head_behind "$forged_hash" seq_reused)" \
+  "and, with an admission event inserted too, a seq handed out twice"
 
 # A certificate rewritten and resealed (trigger dropped), with the done
 # intent and the domain head repointed: the committed event still names the

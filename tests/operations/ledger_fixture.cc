@@ -268,9 +268,11 @@ int bulk(const std::string& path, int64_t count) {
   SQLite::Statement insert_cert(db,
                                 "INSERT INTO certificates (hash, intent, domain, seq, generation, parent, agent, "
                                 "tool, body, committed_at) VALUES (?, ?, ?, ?, 1, ?, ?, 'charge', ?, ?)");
+  // Each certificate's admission, then its commit, as the fence writes them.
   SQLite::Statement insert_event(db,
                                  "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
-                                 "VALUES (?, 'committed', ?, ?, ?, 1, ?, ?)");
+                                 "VALUES (?1, 'admitted', ?2, ?3, ?4, 1, ?5, '{}'), "
+                                 "(?1, 'committed', ?2, ?3, ?4, 1, ?5, ?6)");
   constexpr int64_t kDomains = 1000;
   std::vector<std::string> head(kDomains);
   const int64_t start = wall_ms() - count;
