@@ -399,6 +399,11 @@ std::string ledgers_beside(const std::string& path, const std::string& except) {
 }
 
 std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error) {
+  // Before SQLite, which would delete such a log even on a read-only open.
+  if (const std::string log = orphaned_log(path); !log.empty()) {
+    *error = path + ": " + log;
+    return nullptr;
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     *error = "no ledger at " + path + ledgers_beside(path);

@@ -79,6 +79,26 @@ std::string database_beside(const std::string& path) {
   return "";
 }
 
+std::string orphaned_log(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0)) return "";
+  constexpr off_t kWalHeaderBytes = 32;  // a log with no frame holds no transaction
+  for (const std::string& name : {path, resolved_path(path)}) {
+    if (name.empty()) continue;
+    const std::string log = name + "-wal";
+    struct stat wal {};
+    if (::stat(log.c_str(), &wal) != 0 || !S_ISREG(wal.st_mode) || wal.st_size <= kWalHeaderBytes) continue;
+    const std::string state = ::stat(path.c_str(), &st) == 0 ? "is empty" : "does not exist";
+    return "the ledger " + state + ", but its log " + log + " holds " + std::to_string(wal.st_size) +
+           " bytes of transactions that never reached the ledger file (a server stopped hard, and the ledger "
+           "was then emptied, moved or deleted). Opening it would start a new ledger and delete that log, and "
+           "recorded outcomes with it. Put the ledger file that goes with this log back in place (a moved one, "
+           "or a backup with its -wal); if you are sure the log is stale, move " + log + " and " + name +
+           "-shm away";
+  }
+  return "";
+}
+
 std::string sqlite_file_name(const std::string& path) {
   return path.rfind("file:", 0) == 0 ? "./" + path : path;
 }

@@ -25,6 +25,14 @@ std::vector<std::string> ledger_files(const std::string& path);
 // take the place of another database's committed transactions.
 std::string database_beside(const std::string& path);
 
+// A log SQLite would throw away: when the ledger at path is missing or
+// empty but a -wal beside it holds frames (transactions committed there and
+// never copied into the ledger, whose file was since emptied, moved or
+// deleted), a message naming the log and the way out; "" otherwise.
+// Opening would start a new, empty ledger and delete the log, and with it
+// outcomes that late duplicates must be replayed.
+std::string orphaned_log(const std::string& path);
+
 // path as SQLite must be given it to open exactly that file. A name that
 // starts with "file:" would otherwise be read as a URI, naming another file
 // and taking parameters (nolock, immutable, psow) that change how the ledger

@@ -43,6 +43,9 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
                           "; a ledger there would take the place of that database's transactions. Point --db "
                           "at " + database + " itself, or at a new path");
   }
+  if (const std::string log = orphaned_log(path); !log.empty()) {
+    return open_error(OpenErrorCode::corrupt, path, log);
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // created below
   if (S_ISDIR(st.st_mode)) return open_error(OpenErrorCode::io, path, "is a directory, not a ledger file");

@@ -195,6 +195,41 @@ bool refused_as_unwritable_for_nobody(const std::string& path) {
   return WEXITSTATUS(status) == 0;
 }
 
+TEST_CASE("a log that holds transactions beside a missing or empty ledger is refused and kept", "[ledger][open]") {
+  TempDir dir;
+  // A ledger whose last transactions are only in its -wal, as a server
+  // stopped hard leaves it: copied while the ledger is open.
+  const std::string live = dir.file("live.sqlite");
+  auto opened = open_sqlite_ledger(live, 1000);
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(opened));
+  exec_sql(live, "UPDATE counters SET value = value + 1 WHERE name = 'admitted'");
+  const std::string path = dir.file("ledger.sqlite");
+  std::filesystem::copy_file(live + "-wal", path + "-wal");
+  const auto log_size = std::filesystem::file_size(path + "-wal");
+  REQUIRE(log_size > 32);
+
+  SECTION("the ledger emptied") {
+    std::ofstream(path).close();
+    const OpenError error = expect_refused(path);
+    CHECK(error.code == OpenErrorCode::corrupt);
+    CHECK_THAT(error.message, Catch::Contains("the ledger is empty, but its log " + path + "-wal holds"));
+    CHECK(std::filesystem::file_size(path) == 0);
+  }
+  SECTION("the ledger moved away or deleted") {
+    const OpenError error = expect_refused(path);
+    CHECK(error.code == OpenErrorCode::corrupt);
+    CHECK_THAT(error.message, Catch::Contains("the ledger does not exist, but its log"));
+    CHECK_FALSE(std::filesystem::exists(path));
+  }
+  CHECK(std::filesystem::file_size(path + "-wal") == log_size);
+
+  SECTION("a log with no frame beside an empty file is no transaction: the file is initialised") {
+    std::filesystem::resize_file(path + "-wal", 0);
+    std::ofstream(path).close();
+    CHECK(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  }
+}
+
 TEST_CASE("a ledger file this user may not write is refused at open, not opened read-only", "[ledger][open]") {
   TempDir dir;
   const std::string path = dir.file("protected.sqlite");

@@ -64,6 +64,26 @@ kill -KILL "$session_pid"
 wait "$session_pid" 2>/dev/null || true
 expect_eq "$(state_of payout:batch-9)" "in_flight" "its holder is dead, its attempt still in flight"
 
+# A log holding a transaction (copied while its connection is open, as a
+# server stopped hard leaves one) beside an emptied or missing ledger: a
+# reader refuses it before SQLite would delete the log.
+q "$LEDGER" ".backup '$WORK/logged.sqlite'" >/dev/null
+"$SQLITE3" "$WORK/logged.sqlite" "PRAGMA wal_autocheckpoint = 0" "CREATE TABLE scratch(x)" \
+  ".shell cp '$WORK/logged.sqlite-wal' '$WORK/orphan.sqlite-wal'" >/dev/null
+rm -f "$WORK"/logged.sqlite*
+WAL_BYTES=$(stat -c %s "$WORK/orphan.sqlite-wal")
+expect_eq "$((WAL_BYTES > 32))" 1 "the copied log holds a transaction"
+: >"$WORK/orphan.sqlite"
+run "$EF" stats --db "$WORK/orphan.sqlite"
+expect_match "$RC $ERR" "^2 effectfence stats: opening the ledger: $WORK/orphan.sqlite: the ledger is empty, but its log $WORK/orphan.sqlite-wal holds $WAL_BYTES bytes of transactions" \
+  "a reader refuses an emptied ledger whose -wal holds transactions"
+rm "$WORK/orphan.sqlite"
+run "$EF" fenced --db "$WORK/orphan.sqlite"
+expect_match "$RC $ERR" "^2 .*the ledger does not exist, but its log" "and a missing one"
+expect_eq "$(stat -c %s "$WORK/orphan.sqlite-wal") $(ls "$WORK" | grep -c '^orphan.sqlite$')" "$WAL_BYTES 0" \
+  "the log is kept as it was, and no ledger is created"
+rm "$WORK/orphan.sqlite-wal"
+
 echo "--- help and usage"
 for cmd in stats fenced clear export verify; do
   run "$EF" "$cmd" --help
