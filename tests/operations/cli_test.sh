@@ -721,6 +721,21 @@ run "$EF" verify --db "$copy"
 expect_match "$OUT" "intent 'charge:order-123' was cleared \\(by mallory\\) at generation 1, whose effect this certificate records" \
   "verify names who cleared an effect that had run"
 
+# A damaged index that no longer matches its table: quick_check, which the
+# servers run at open, passes it, and a lookup of an intent through it
+# misses the row. verify runs integrity_check.
+copy=$(tampered_copy damaged-index.sqlite)
+q "$copy" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
+ROOT=$(q "$copy" "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_intents_1'")
+PAGE=$(q "$copy" "PRAGMA page_size")
+printf '~' | dd of="$copy" bs=1 seek=$((ROOT * PAGE - 1)) conv=notrunc status=none  # in the last cell's key
+expect_eq "$(q "$copy" "PRAGMA quick_check")" ok "(quick_check passes the damaged index)"
+problems "$copy"
+expect_eq "$RC $(jq -c 'unique' <<<"$PROBLEMS")" '1 [["","damaged_file"]]' "verify fails a ledger whose intents index no longer matches its table"
+run "$EF" verify --db "$copy"
+expect_match "$OUT" "damaged_file: SQLite's integrity_check: row [0-9]+ missing from index sqlite_autoindex_intents_1" \
+  "verify quotes what integrity_check found"
+
 # A holder that committed after an operator cleared its intent: the effect
 # ran, so the intent is done with its certificate, and that is no tampering.
 copy=$WORK/after-clear.sqlite
