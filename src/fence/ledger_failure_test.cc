@@ -1,5 +1,8 @@
 // The library's promise: no Fence method throws; a ledger that fails comes
 // back as a refusal (closed), never as an admission or an exception.
+#include <filesystem>
+#include <fstream>
+
 #include <catch2/catch.hpp>
 
 #include "support/fence_helpers.h"
@@ -41,4 +44,30 @@ TEST_CASE("a ledger whose disk fails answers every call with a refusal, never an
   // failed sync cannot be trusted.
   vfs.fail_syncs_of("");
   CHECK(refusal_reason(fence->prepare(charge("after"))) == Reason::ledger_error);
+}
+
+TEST_CASE("a ledger deleted or replaced while the fence has it open refuses every decision from then on",
+          "[fence][disk]") {
+  TempDir dir;
+  Settings s;
+  s.ledger_path = dir.file("l.sqlite");
+  auto fence = open_fence(s);
+  const Ticket done = admitted_ticket(fence->prepare(charge("done")));
+  REQUIRE(std::holds_alternative<Certificate>(fence->commit(done, {{"ok", true}})));
+
+  SECTION("deleted") {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(s.ledger_path + suffix);
+  }
+  SECTION("renamed, and a new file put in its place") {
+    std::filesystem::rename(s.ledger_path, dir.file("moved.sqlite"));
+    std::ofstream(s.ledger_path) << "";
+  }
+  // Decided in the old file, no other process would see this admission: one
+  // opening the path now finds a fresh ledger and admits the same intent.
+  const PrepareOutcome fresh = fence->prepare(charge("new"));
+  REQUIRE(std::holds_alternative<Refusal>(fresh));
+  CHECK(std::get<Refusal>(fresh).reason == Reason::ledger_error);
+  CHECK_THAT(std::get<Refusal>(fresh).message,
+             Catch::Contains("was deleted or replaced while this process had it open") && Catch::Contains("restart"));
+  CHECK(refusal_reason(fence->prepare(charge("another"))) == Reason::ledger_error);
 }

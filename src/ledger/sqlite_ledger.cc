@@ -305,6 +305,7 @@ class SqliteLedger final : public Ledger {
   }
 
   void run_batch(std::vector<Job*>& batch) {
+    if (!failed_) stop_if_file_moved();
     if (failed_) {
       answer_all(batch, *failed_);
       return;
@@ -459,6 +460,20 @@ class SqliteLedger final : public Ledger {
                           "write or sync cannot be trusted to survive: free space or repair the disk, then restart "
                           "it"};
     return *failed_;
+  }
+
+  // A ledger deleted, or renamed and replaced, while this process has it
+  // open: what it writes goes to a file no other process opens, so it
+  // fences nothing against them (and a server started now makes a new
+  // ledger). SQLite compares the open file with the one at its path.
+  void stop_if_file_moved() {
+    int moved = 0;
+    if (sqlite3_file_control(db_->getHandle(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK || !moved) return;
+    failed_ = Refusal{Reason::ledger_error,
+                      "ledger: the file " + std::string(sqlite3_db_filename(db_->getHandle(), "main")) +
+                          " was deleted or replaced while this process had it open, so what it decides now would "
+                          "fence nothing against the other processes. This process refuses every decision from "
+                          "now on: put the ledger back (or restore it from a backup), then restart it"};
   }
 
   void answer_all(std::vector<Job*>& batch, const Refusal& refusal) {

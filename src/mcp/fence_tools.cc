@@ -210,6 +210,7 @@ bool is_routine(Reason reason) {
 void log_refusal(Logger& log, const std::string& what, const Refusal& refusal) {
   const std::string line = what + ": refused " + reason_name(refusal.reason) + ": " + refusal.message;
   if (is_routine(refusal.reason)) log.debug(line);
+  else if (refusal.reason == Reason::ledger_error) log.warn(line);  // the ledger failed: an operator's business
   else log.info(line);
 }
 
