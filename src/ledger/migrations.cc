@@ -11,20 +11,21 @@ int latest_schema_version() {
 
 namespace {
 
-// Returns whether it applied any.
+// Returns whether it applied any. All in one transaction: a migration that
+// fails leaves the file as it was, not at some version in between.
 bool apply_each_migration(SQLite::Database& db) {
+  SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
+  // Another process may have applied them between our check and our lock.
+  const int current = db.execAndGet("PRAGMA user_version").getInt();
   bool applied = false;
   for (const Migration& m : embedded_migrations()) {
-    SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
-    // Another process may have applied it between our check and our lock.
-    const int current = db.execAndGet("PRAGMA user_version").getInt();
     if (current >= m.version) continue;
     db.exec(m.sql);
     db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
     db.exec("PRAGMA user_version = " + std::to_string(m.version));
-    tx.commit();
     applied = true;
   }
+  tx.commit();
   return applied;
 }
 

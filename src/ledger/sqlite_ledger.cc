@@ -535,6 +535,24 @@ void use_wal(SQLite::Database& db) {
   if (mode != "wal") throw SQLite::Exception("could not switch to WAL mode (got " + mode + ")", SQLITE_CANTOPEN);
 }
 
+// Brings the ledger to the latest schema. A migration that meets what it
+// would create is a ledger whose version was set back by hand: named, and
+// (the migrations being one transaction) left as it was.
+std::optional<OpenError> migrate(SQLite::Database& db, const std::string& path) {
+  const int version = db.execAndGet("PRAGMA user_version").getInt();
+  try {
+    apply_migrations(db);
+  } catch (const SQLite::Exception& e) {
+    if (std::string(e.what()).find("already exists") == std::string::npos) throw;
+    return open_error(OpenErrorCode::corrupt, path,
+                      "says it is at schema version " + std::to_string(version) +
+                          " (PRAGMA user_version), but it already holds what a later migration makes (" + e.what() +
+                          "): its version was set back by hand. Nothing was changed. Set it back to the version its "
+                          "tables are at (see migrations/), or restore the ledger from a backup");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* open_error_name(OpenErrorCode code) {
@@ -567,7 +585,7 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
     if (auto error = check_pages(*db, path)) return *error;
     if (auto error = check_writable(*db, path)) return *error;
     if (!memory) use_wal(*db);
-    apply_migrations(*db);
+    if (auto error = migrate(*db, path)) return *error;
     // Writability is proven now rather than at the first decision.
     db->exec("BEGIN IMMEDIATE");
     db->exec("COMMIT");

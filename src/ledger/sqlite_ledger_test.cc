@@ -118,6 +118,24 @@ TEST_CASE("a ledger from a newer effectfence is refused", "[ledger][open]") {
   CHECK_THAT(e.message, Catch::Contains("upgrade effectfence"));
 }
 
+TEST_CASE("a ledger whose schema version was set back by hand is refused as corrupt, and left as it was",
+          "[ledger][open]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  for (int version : {3, latest_schema_version() - 1}) {
+    INFO(version);
+    exec_sql(path, "PRAGMA user_version = " + std::to_string(version));
+    const std::string before = schema_dump(path);
+    const OpenError e = expect_refused(path);
+    CHECK(e.code == OpenErrorCode::corrupt);
+    CHECK_THAT(e.message, Catch::Contains("says it is at schema version " + std::to_string(version)) &&
+                              Catch::Contains("set back by hand. Nothing was changed"));
+    // No migration of the ones it ran before the failing one was kept.
+    CHECK(schema_dump(path) == before);
+  }
+}
+
 TEST_CASE("files that are not ledgers are refused and left untouched", "[ledger][open]") {
   TempDir dir;
   SECTION("a text file") {
