@@ -22,11 +22,11 @@ constexpr int32_t kApplicationId = 0x45464E43;
 const std::vector<Migration>& embedded_migrations();
 int latest_schema_version();
 
-// Applies every migration newer than the file's user_version, each in its
-// own BEGIN IMMEDIATE transaction that re-reads user_version first, so
+// Applies every migration newer than the file's user_version, all in one
+// BEGIN IMMEDIATE transaction that re-reads user_version first, so
 // processes opening one file at once migrate it once.
 // REQUIRES: the file is empty or already ours and not newer than this binary.
-// Throws SQLite::Exception on failure (the failed migration leaves no trace).
+// Throws SQLite::Exception on failure (the file is left as it was).
 void apply_migrations(SQLite::Database& db);
 
 }  // namespace effectfence
