@@ -487,6 +487,16 @@ test('through the bridge too, a session is initialized once: a second initialize
   assert.doesNotMatch(bridge.stderr(), /Sanitizer|runtime error:/);
 });
 
+test('a ping before initialize is answered through the bridge, as by a server of its own', async (t) => {
+  const { db } = await ledgerIn(t);
+  const bridge = lineProcess(t, BIN, ['serve', '--shared', '--db', db]);
+  const early = await bridge.ask(JSON.stringify({ jsonrpc: '2.0', id: 'early', method: 'ping' }));
+  assert.deepEqual(early, { jsonrpc: '2.0', id: 'early', result: {} });
+  assert.equal((await bridge.ask(INITIALIZE)).result.protocolVersion, '2025-11-25');
+  assert.equal(await bridge.close(), 0);
+  assert.doesNotMatch(bridge.stderr(), /Sanitizer|runtime error:/);
+});
+
 test('SIGTERM while a call waits on a locked ledger: the call is answered, and its ticket commits through the next server', async (t) => {
   const { db, lease } = await ledgerIn(t);
   const session = await shared(t, db, { name: 'drain' });
