@@ -10,9 +10,14 @@
 namespace effectfence::cli {
 namespace {
 
-using Triggers = std::map<std::string, std::pair<std::string, std::string>>;  // name -> (table, sql)
+struct Built {
+  std::string type, table, sql;
+  bool operator!=(const Built& o) const { return type != o.type || table != o.table || sql != o.sql; }
+};
+using Triggers = std::map<std::string, Built>;  // by name, views too
 
-constexpr const char* kTriggersSql = "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'";
+constexpr const char* kTriggersSql =
+    "SELECT name, type, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' OR type = 'view'";
 
 // What the migrations up to version build, in an empty in-memory database.
 Triggers built_triggers(int64_t version) {
@@ -22,7 +27,10 @@ Triggers built_triggers(int64_t version) {
   }
   Triggers out;
   SQLite::Statement q(db, kTriggersSql);
-  while (q.executeStep()) out[q.getColumn(0).getString()] = {q.getColumn(1).getString(), q.getColumn(2).getString()};
+  while (q.executeStep()) {
+    out[q.getColumn(0).getString()] = {q.getColumn(1).getString(), q.getColumn(2).getString(),
+                                       q.getColumn(3).getString()};
+  }
   return out;
 }
 
@@ -32,14 +40,14 @@ std::vector<ProtectionGap> protection_gaps(LedgerReader& ledger) {
   if (!ledger.is_sqlite()) return {};
   Triggers held;
   auto rows = ledger.query(kTriggersSql);
-  while (rows->next()) held[rows->text(0)] = {rows->text(1), rows->text(2)};
+  while (rows->next()) held[rows->text(0)] = {rows->text(1), rows->text(2), rows->text(3)};
   std::vector<ProtectionGap> gaps;
   for (const auto& [name, built] : built_triggers(ledger.integer("PRAGMA user_version"))) {
     const auto found = held.find(name);
     if (found == held.end()) {
-      gaps.push_back({name, built.first, false});
+      gaps.push_back({built.type, name, built.table, false});
     } else if (found->second != built) {
-      gaps.push_back({name, built.first, true});
+      gaps.push_back({built.type, name, built.table, true});
     }
   }
   return gaps;

@@ -1,7 +1,8 @@
 // The triggers that keep an SQLite ledger's audit trail append-only and its
-// fence proof against hand edits, compared with the ones effectfence built.
-// Someone who drops or rewrites one can then change what it guarded; verify
-// says so instead of vouching for a ledger whose protections are gone.
+// fence proof against hand edits, and the views the runbook and `fenced`
+// read, compared with the ones effectfence built. Someone who drops or
+// rewrites a trigger can then change what it guarded, and a view rewritten
+// hides rows from who reads it; verify says so instead of vouching for them.
 #pragma once
 
 #include <string>
@@ -12,14 +13,15 @@
 namespace effectfence::cli {
 
 struct ProtectionGap {
-  std::string trigger;
-  std::string table;
+  std::string type;     // "trigger" or "view"
+  std::string trigger;  // its name
+  std::string table;    // a trigger's table; a view's own name
   bool changed = false;  // false: missing
 };
 
-// The triggers the migrations up to the ledger's schema version create that
-// the ledger lacks or holds with other SQL, by name. Triggers added by
-// people are not looked at. Empty for a PostgreSQL ledger (not checked).
+// The triggers and views the migrations up to the ledger's schema version
+// create that the ledger lacks or holds with other SQL, by name. Ones added
+// by people are not looked at. Empty for a PostgreSQL ledger (not checked).
 // Throws on a ledger that cannot be read.
 std::vector<ProtectionGap> protection_gaps(LedgerReader& ledger);
 

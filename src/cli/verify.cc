@@ -247,16 +247,17 @@ class LedgerVerifier {
   // Rows are only as trustworthy as the triggers that kept them.
   void check_protections() {
     for (const ProtectionGap& gap : protection_gaps(db_)) {
-      const std::string what = "trigger " + gap.trigger + " on " + gap.table;
+      const bool view = gap.type == "view";
+      const std::string what = view ? "view " + gap.trigger : "trigger " + gap.trigger + " on " + gap.table;
+      const std::string risk = view ? "what it shows may hide rows from whoever reads it (the runbook, `fenced`)"
+                                    : "what it guards may have been changed through SQL";
       if (gap.changed) {
         problems_.add({"", "protection_changed",
-                       what + " is not the one effectfence created: what it guards may have been changed through "
-                              "SQL; compare it with schema/schema.sql",
+                       what + " is not the one effectfence created: " + risk + "; compare it with schema/schema.sql",
                        0});
       } else {
         problems_.add({"", "protection_missing",
-                       what + " was dropped: what it guards may have been changed through SQL since; recreate it "
-                              "from schema/schema.sql",
+                       what + " was dropped: " + risk + (view ? "" : " since") + "; recreate it from schema/schema.sql",
                        0});
       }
     }

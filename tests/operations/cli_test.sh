@@ -808,6 +808,18 @@ expect_match "$OUT" "protection_missing: trigger events_append_only_delete on ev
 expect_match "$OUT" "protection_changed: trigger intents_cleared_through_clears on intents is not the one effectfence created" \
   "verify names the rewritten trigger"
 
+# The views the runbook and `fenced` read, rewritten to hide a row or dropped.
+copy=$(tampered_copy views.sqlite)
+q "$copy" "DROP VIEW recent_effects; DROP VIEW fenced;
+           CREATE VIEW recent_effects AS SELECT * FROM certificates WHERE intent <> 'charge:order-123'"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" protection_changed "" protection_missing)" \
+  "verify fails a ledger whose runbook views were rewritten or dropped"
+run "$EF" verify --db "$copy"
+expect_match "$OUT" "protection_changed: view recent_effects is not the one effectfence created: what it shows may hide rows" \
+  "verify names the rewritten view"
+expect_match "$OUT" "protection_missing: view fenced was dropped" "verify names the dropped view"
+
 # A ledger at an older schema is held to the protections of its own version.
 copy=$WORK/schema3.sqlite
 for migration in "$MIGRATIONS_DIR"/000[123]_*.sql; do cat "$migration"; done | "$SQLITE3" -batch "$copy"
