@@ -835,6 +835,11 @@ std::optional<int> verify_export(const std::string& path, Problems& problems, Re
                   path + " is a CSV export: verify reads JSONL dumps only (effectfence export --format jsonl)");
       return kExitFailure;
     }
+    if (number == 1 && text.compare(0, 16, std::string("SQLite format 3\0", 16)) == 0) {
+      print_error(kCommand, "reading the export",
+                  path + " is an SQLite database, not an export: verify a ledger with --db " + path);
+      return kExitFailure;
+    }
     verifier.line(number, text);
   }
   if (in.bad()) {

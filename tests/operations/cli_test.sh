@@ -906,6 +906,9 @@ expect_match "$(jq -r '.problems[0].message' <<<"$OUT")" '^no end record: the du
 run "$EF" verify --export audit.csv
 expect_eq "$RC $ERR" "2 effectfence verify: reading the export: audit.csv is a CSV export: verify reads JSONL dumps only (effectfence export --format jsonl)" \
   "verify refuses a CSV export as the wrong input, not as tampering"
+run "$EF" verify --export "$LEDGER"
+expect_eq "$RC $ERR" "2 effectfence verify: reading the export: $LEDGER is an SQLite database, not an export: verify a ledger with --db $LEDGER" \
+  "verify refuses a ledger given as an export as the wrong input, not as tampering"
 : >empty.jsonl
 export_problems empty.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "" not_an_export)" "verify fails an empty file"
