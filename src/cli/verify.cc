@@ -632,8 +632,10 @@ class ExportVerifier {
     } else if (type == "end") {
       end(number, *record);
     } else if (type == "event") {
+      check_in_window(number, *record, "at_ms");
       event(number, *record);
     } else if (type == "certificate") {
+      check_in_window(number, *record, "committed_at_ms");
       certificate(number, *record);
     } else {
       problems_.add({"", "bad_record", "unknown record type '" + type + "'", number});
@@ -665,8 +667,27 @@ class ExportVerifier {
                                                     std::to_string(end_->line) + ")", number});
   }
 
+  // An export --since leaves parents before its window out, and so turns
+  // the missing-parent check off for them: its header must hold one time,
+  // written both ways, that every record is at or after.
   void header(int64_t number, const Json& record) {
     partial_ = record.contains("since") && !record["since"].is_null();
+    const auto since_ms = record.find("since_ms");
+    const bool has_ms = since_ms != record.end() && !since_ms->is_null();
+    if (partial_ || has_ms) {
+      const bool agree = partial_ && has_ms && since_ms->is_number_integer() && record["since"].is_string() &&
+                         record["since"].get<std::string>() == format_utc(since_ms->get<int64_t>());
+      if (agree) {
+        since_ms_ = since_ms->get<int64_t>();
+      } else {
+        partial_ = false;  // held to a whole dump: every parent must be in it
+        problems_.add({"", "bad_record",
+                       "the export header's since " + record.value("since", Json()).dump() + " and since_ms " +
+                           (has_ms ? since_ms->dump() : "null") +
+                           " do not name one time, as export writes them: a header edited by hand",
+                       number});
+      }
+    }
     const auto format = record.find("format");
     if (format == record.end()) return;  // the oldest dumps name none
     if (!format->is_number_integer() || format->get<int64_t>() < 1) {
@@ -764,6 +785,17 @@ class ExportVerifier {
     check_dominates(child, certificates_[parent->second].clock, c.line, problems_);
   }
 
+  void check_in_window(int64_t number, const Json& record, const char* at_ms) {
+    if (!since_ms_) return;
+    const auto at = record.find(at_ms);
+    if (at == record.end() || !at->is_number_integer() || at->get<int64_t>() >= *since_ms_) return;
+    const auto hash = record.find("hash");
+    problems_.add({hash != record.end() && hash->is_string() ? hash->get<std::string>() : "", "bad_record",
+                   std::string("a record dated before the export's since (") + at_ms + " " + at->dump() + " < " +
+                       std::to_string(*since_ms_) + "): the header does not describe this dump",
+                   number});
+  }
+
   void event(int64_t number, const Json& record) {
     ++report_.events;
     const auto kind = record.find("kind");
@@ -808,6 +840,7 @@ class ExportVerifier {
   Problems& problems_;
   Report& report_;
   bool partial_ = false;
+  std::optional<int64_t> since_ms_;  // the header's, when it names one time both ways
   int64_t records_ = 0;
   std::optional<int64_t> format_;  // the header's
   std::optional<EndRecord> end_;

@@ -976,6 +976,17 @@ expect_eq "$(jq -c 'select(.type == "certificate" or .kind == "committed") | .ha
 run "$EF" verify --export partial.jsonl --json
 expect_eq "$RC $(jq -c '[.ok, .parents_outside_export]' <<<"$OUT")" "0 [true,1]" \
   "in an export --since, a parent before the window is counted, not a problem"
+# ... so a header's since is one time, written both ways, that every record
+# is at or after: edited, it would turn the check of a deleted parent off.
+jq -c 'if .type == "export" then .since = "whenever" else . end' partial.jsonl >since-edited.jsonl
+export_problems since-edited.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_record "$CHAIN_RECEIPT" missing_parent)" \
+  "verify fails an export whose since was edited, and checks its parents as in a full dump"
+jq -c 'if .type == "export" then .since_ms = .since_ms + 1 | .since = "'"$(date -u -d "@$(((receipt_ms + 1) / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $(((receipt_ms + 1) % 1000)))Z"'" else . end' \
+  partial.jsonl >since-late.jsonl
+export_problems since-late.jsonl
+expect_eq "$RC $(jq -c '[.[][1]] | unique' <<<"$PROBLEMS")" '1 ["bad_record"]' \
+  "verify fails an export whose since is after its own records"
 (cat audit.jsonl; echo "this is not json") >garbage.jsonl
 run "$EF" verify --export garbage.jsonl --json
 expect_eq "$RC $(jq -c '[.problems[0].kind, .problems[0].line]' <<<"$OUT")" "1 [\"bad_record\",$(wc -l <garbage.jsonl)]" \
