@@ -355,6 +355,19 @@ class LedgerVerifier {
                          " of domain '" + rows->text(3) + "': no fence issued this certificate",
                      0});
     }
+    // The ledger's UNIQUE (domain, seq) says the same, unless it was dropped.
+    auto twice = db_.query(
+        "SELECT domain, seq, count(*) FROM certificates GROUP BY domain, seq HAVING count(*) > 1 ORDER BY domain, seq");
+    while (twice->next()) {
+      auto forked = db_.query("SELECT hash FROM certificates WHERE domain = ?1 AND seq = ?2 ORDER BY hash",
+                              {twice->text(0), twice->integer(1)});
+      while (forked->next()) {
+        problems_.add({forked->text(0), "duplicate_seq",
+                       std::to_string(twice->integer(2)) + " certificates of domain '" + twice->text(0) +
+                           "' are at seq " + std::to_string(twice->integer(1)) + ": the domain's chain forked",
+                       0});
+      }
+    }
     auto reused = db_.query(
         "SELECT domain, seq, count(*) FROM events WHERE kind = 'admitted' OR kind = 'takeover' "
         "GROUP BY domain, seq HAVING count(*) > 1 ORDER BY domain, seq");

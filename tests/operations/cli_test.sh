@@ -650,6 +650,22 @@ problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$forged_hash" head_behind "$forged_hash" seq_reused)" \
   "and, with an admission event inserted too, a seq handed out twice"
 
+# A fork: the unique index on (domain, seq) dropped, a second certificate at
+# the charge's seq (correctly hashed, with its committed event), the trigger
+# it passed put back. verify counts certificates per seq itself.
+copy=$(tampered_copy forked.sqlite)
+forked=$(jq -cS '.result = {"charge_id": "ch_forged"}' <<<"$body")
+forked_hash=$(printf '%s' "$forked" | sha256sum | cut -c1-64)
+tamper "$copy" "DROP INDEX certificates_domain_seq;
+                INSERT INTO certificates SELECT '$forked_hash', intent, domain, seq, generation, parent, agent, tool,
+                  '$forked', committed_at FROM certificates WHERE hash = '$CHARGE';
+                INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
+                  SELECT at, kind, intent, domain, seq, generation, actor, '{\"certificate\":\"$forked_hash\"}'
+                  FROM events WHERE kind = 'committed' AND intent = 'charge:order-123'" certificates_immutable_replace
+problems "$copy"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" duplicate_seq "$forked_hash" duplicate_seq)" \
+  "verify fails two certificates at one (domain, seq), even with the unique index dropped"
+
 # A certificate rewritten and resealed (trigger dropped), with the done
 # intent and the domain head repointed: the committed event still names the
 # original.
