@@ -108,7 +108,8 @@ bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) 
   for (size_t i = 0; i < left.size() && i < 10; ++i) names += (i ? ", " : "") + left[i];
   if (left.size() > 10) names += ", ...";
   log.error("left " + std::to_string(left.size()) + " admission(s) in flight that this process could not fence " +
-            "(the ledger refused the write): " + names + ". Their clients can no longer commit through this process (a commit of the same ticket through "
+            "(the ledger refused the write): " + names +
+            ". Their clients can no longer commit through this process (a commit of the same ticket through "
             "another server is still recorded); another process on this host fences them as unknown once this "
             "one is gone, and one on another host may take one over when its lease runs out. Check what their "
             "tools did before anyone runs them again");
