@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -37,6 +38,11 @@ OpenError open_error(OpenErrorCode code, const std::string& path, const std::str
 // Looks at the bytes before SQLite does, so a file that is not a database
 // is refused instead of being treated as one.
 std::optional<OpenError> check_existing_file(const std::string& path) {
+  if (path == ":memory:") {
+    return open_error(OpenErrorCode::invalid_settings, path,
+                      "is SQLite's name for a private in-memory database; effectfence's is `memory` (--db memory), "
+                      "which fences only within one process. For a file of that name, write ./:memory:");
+  }
   if (const std::string database = database_beside(path); !database.empty()) {
     return open_error(OpenErrorCode::not_a_ledger, path,
                       "is where SQLite keeps the log or lock of the database " + database +
@@ -47,7 +53,15 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
     return open_error(OpenErrorCode::corrupt, path, log);
   }
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // created below
+  if (::stat(path.c_str(), &st) != 0) {
+    const std::string directory = directory_of(path);
+    if (::stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return open_error(OpenErrorCode::unwritable, path,
+                        "its directory " + directory + " does not exist; create it (mkdir -p " + directory +
+                            ") or point --db at a ledger in a directory that does");
+    }
+    return std::nullopt;  // created below
+  }
   if (S_ISDIR(st.st_mode)) return open_error(OpenErrorCode::io, path, "is a directory, not a ledger file");
   if (!S_ISREG(st.st_mode)) {
     return open_error(OpenErrorCode::not_a_ledger, path,
@@ -79,14 +93,28 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
   return std::nullopt;
 }
 
+bool on_read_only_filesystem(const std::string& path) {
+  struct statvfs fs {};
+  return ::statvfs(directory_of(path).c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY);
+}
+
 OpenError classify_open_failure(const std::string& path, const SQLite::Exception& e) {
   const int code = e.getErrorCode();
-  if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+  // A damaged header (its encoding, its format numbers) reads as an
+  // unsupported file format: damage like any other.
+  if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT ||
+      std::string(e.what()).find("unsupported file format") != std::string::npos) {
     return open_error(OpenErrorCode::corrupt, path,
                       std::string("is corrupt (") + e.what() +
                           "); restore it from a backup or move it away (see docs/OPERATIONS.md)");
   }
   if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_AUTH) {
+    if (on_read_only_filesystem(path)) {
+      return open_error(OpenErrorCode::unwritable, path,
+                        std::string("is on a read-only filesystem (") + e.what() +
+                            "); a server writes its ledger: point --db at a writable place (the read-only commands "
+                            "stats, fenced, export and verify can read it where it is)");
+    }
     return open_error(OpenErrorCode::unwritable, path,
                       std::string("cannot be written (") + e.what() +
                           "); the ledger and its directory must be writable (WAL needs -wal/-shm files)");

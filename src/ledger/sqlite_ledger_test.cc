@@ -189,6 +189,29 @@ TEST_CASE("files that are not ledgers are refused and left untouched", "[ledger]
   SECTION("a path that cannot be created") {
     CHECK(expect_refused("/proc/effectfence-cannot-exist.sqlite").code == OpenErrorCode::unwritable);
   }
+  SECTION("a path in a directory that does not exist: named as that, and not created") {
+    const OpenError refused = expect_refused(dir.file("missing/ledger.sqlite"));
+    CHECK(refused.code == OpenErrorCode::unwritable);
+    CHECK_THAT(refused.message, Catch::Contains("its directory " + dir.file("missing") + " does not exist"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("missing")));
+  }
+  SECTION("SQLite's name for an in-memory database, which is not effectfence's") {
+    const OpenError refused = expect_refused(":memory:");
+    CHECK(refused.code == OpenErrorCode::invalid_settings);
+    CHECK_THAT(refused.message, Catch::Contains("--db memory"));
+  }
+  SECTION("a ledger whose header's format numbers are damaged: corrupt, with the way out") {
+    const std::string path = dir.file("header.sqlite");
+    REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+    exec_sql(path, "PRAGMA wal_checkpoint(TRUNCATE)");
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(44);  // the schema format number: 1 to 4
+    f.write("\x00\x00\x00\x09", 4);
+    f.close();
+    const OpenError refused = expect_refused(path);
+    CHECK(refused.code == OpenErrorCode::corrupt);
+    CHECK_THAT(refused.message, Catch::Contains("restore it from a backup"));
+  }
 }
 
 // Runs open_sqlite_ledger(path) in a child process as an unprivileged user
