@@ -136,6 +136,14 @@ std::optional<Certificate> check_body(const std::string& hash, const std::string
     problem("fields_mismatch", "the certificate's fields do not reproduce its body (they hash to " +
                                    cert->compute_hash() + ")");
   }
+  // What no fence issues, however well it hashes: fence_prepare's inputs
+  // are named (intent, domain, tool, agent), and seq and generation count from 1.
+  if (cert->seq < 1 || cert->generation < 1 || cert->intent.empty() || cert->domain.empty() ||
+      cert->tool.empty() || cert->agent.empty()) {
+    problem("not_a_certificate", "no fence issues this certificate: seq " + std::to_string(cert->seq) +
+                                     " and generation " + std::to_string(cert->generation) +
+                                     " count from 1, and intent, domain, tool and agent are never empty");
+  }
   return cert;
 }
 
@@ -603,6 +611,9 @@ struct ExportedCertificate {
   std::string hash;
   std::string parent;
   std::string intent;
+  std::string domain;
+  int64_t seq = 0;
+  int64_t generation = 0;
   VectorClock clock;
   int64_t line = 0;
   int64_t committed_events = 0;  // committed events of its intent naming it
@@ -611,6 +622,7 @@ struct ExportedCertificate {
 struct CommittedEvent {
   std::string certificate;  // "" if its detail names none
   std::string intent;
+  Json domain, seq, generation;  // as the record has them
   int64_t line = 0;
 };
 
@@ -776,6 +788,13 @@ class ExportVerifier {
       if (check_committed_event("the 'committed' event of intent '" + e.intent + "'", e.intent, e.certificate,
                                 certificate_intent, "export", e.line, problems_)) {
         ++c->committed_events;
+        if (e.domain != Json(c->domain) || e.seq != Json(c->seq) || e.generation != Json(c->generation)) {
+          problems_.add({c->hash, "bad_event",
+                         "the 'committed' event naming it says domain " + e.domain.dump() + ", seq " + e.seq.dump() +
+                             ", generation " + e.generation.dump() + "; the certificate is at domain '" + c->domain +
+                             "', seq " + std::to_string(c->seq) + ", generation " + std::to_string(c->generation),
+                         e.line});
+        }
       }
     }
   }
@@ -811,12 +830,39 @@ class ExportVerifier {
 
   void event(int64_t number, const Json& record) {
     ++report_.events;
+    const auto id = record.find("id");
+    if (id == record.end() || !id->is_number_integer()) {
+      problems_.add({"", "bad_record", "an event record needs an integer \"id\"", number});
+    } else if (auto [first, added] = event_lines_.emplace(id->get<int64_t>(), number); !added) {
+      problems_.add({"", "bad_record",
+                     "event id " + id->dump() + " appears twice (first at line " + std::to_string(first->second) +
+                         "): the ledger numbers each event once",
+                     number});
+    }
     const auto kind = record.find("kind");
-    if (kind == record.end() || !kind->is_string() || kind->get<std::string>() != "committed") return;
+    if (kind == record.end() || !kind->is_string() || !is_event_kind(kind->get<std::string>())) {
+      problems_.add({"", "bad_record",
+                     "an event of a kind the ledger does not write: " +
+                         (kind == record.end() ? std::string("none") : kind->dump()),
+                     number});
+      return;
+    }
+    if (kind->get<std::string>() != "committed") return;
     const auto intent = record.find("intent");
     const auto detail = record.find("detail");
     committed_.push_back({detail != record.end() ? certificate_named_by(*detail) : "",
-                          intent != record.end() && intent->is_string() ? intent->get<std::string>() : "", number});
+                          intent != record.end() && intent->is_string() ? intent->get<std::string>() : "",
+                          record.value("domain", Json()), record.value("seq", Json()),
+                          record.value("generation", Json()), number});
+  }
+
+  // The kinds the events table's CHECK allows.
+  static bool is_event_kind(const std::string& kind) {
+    for (const char* known : {"admitted", "takeover", "committed", "aborted", "commit_refused", "holder_dead",
+                              "fenced_on_exit", "cleared", "swept", "domain_evicted"}) {
+      if (kind == known) return true;
+    }
+    return false;
   }
 
   void certificate(int64_t number, const Json& record) {
@@ -837,7 +883,8 @@ class ExportVerifier {
     }
     check_unique_seq(*cert, number);
     by_hash_[h] = certificates_.size();
-    certificates_.push_back({h, cert->parent, cert->intent, cert->vector_clock, number, 0});
+    certificates_.push_back({h, cert->parent, cert->intent, cert->domain, cert->seq, cert->generation,
+                             cert->vector_clock, number, 0});
   }
 
   // A domain hands out each seq once (the ledger's UNIQUE (domain, seq)).
@@ -861,6 +908,7 @@ class ExportVerifier {
   std::unordered_map<std::string, size_t> by_hash_;
   std::map<std::pair<std::string, int64_t>, int64_t> by_domain_seq_;  // -> line
   std::vector<CommittedEvent> committed_;
+  std::unordered_map<int64_t, int64_t> event_lines_;  // event id -> line
 };
 
 std::optional<int> verify_export(const std::string& path, Problems& problems, Report& report) {

@@ -915,6 +915,32 @@ export_problems no-event.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" missing_event)" \
   "verify fails an export whose certificate lost its committed event"
 
+# Records no ledger writes: an event id twice, a kind the ledger has not, a
+# committed event whose seq disagrees with its certificate.
+jq -c --arg h "$CHARGE" 'if .type == "event" and .kind == "committed" and .detail.certificate == $h
+                         then .seq = .seq + 7 else . end' audit.jsonl >odd-events.jsonl
+FIRST_EVENT=$(jq -c 'select(.type == "event")' audit.jsonl | head -n 1)
+{ cat odd-events.jsonl
+  jq -c '.kind = "refunded" | .id = 999999' <<<"$FIRST_EVENT"
+  echo "$FIRST_EVENT"; } >odd-events.body
+mv odd-events.body odd-events.jsonl
+with_end odd-events.jsonl
+export_problems odd-events.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_record "" bad_record "$CHARGE" bad_event)" \
+  "verify fails an export with an event id twice, an unknown kind, a committed event at another seq"
+# A certificate resealed at generation 0, with its committed event: it
+# hashes, but no fence issues it.
+body=$(jq -r --arg h "$CHARGE" 'select(.hash == $h) | .body' audit.jsonl)
+zero=$(jq -cS '.generation = 0' <<<"$body")
+zero_hash=$(printf '%s' "$zero" | sha256sum | cut -c1-64)
+jq -c --arg h "$CHARGE" --arg z "$zero_hash" --arg body "$zero" '
+  if .type == "certificate" and .hash == $h then .hash = $z | .body = $body
+  elif .type == "event" and .kind == "committed" and .detail.certificate == $h then .detail.certificate = $z | .generation = 0
+  else . end' audit.jsonl >zero.jsonl
+export_problems zero.jsonl
+expect_eq "$RC $(jq -c --arg z "$zero_hash" '[.[] | select(.[0] == $z) | .[1]]' <<<"$PROBLEMS")" '1 ["not_a_certificate"]' \
+  "verify fails a resealed certificate at generation 0: no fence issues it"
+
 head -n 4 audit.jsonl >cut.jsonl
 export_problems cut.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "" truncated)" "verify fails an export cut short"
