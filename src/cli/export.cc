@@ -126,9 +126,19 @@ OrderedJson or_null(const std::optional<T>& value) {
 
 // detail is JSON in the ledger; kept as a string if someone broke it, so
 // the dump shows what is there instead of failing.
+// An event's detail as the object it is. Bytes that are not UTF-8 (a clear
+// typed on a Latin-1 terminal) are replaced first, as everywhere in a dump,
+// so the detail stays an object jq can read; text that is no JSON at all is
+// kept as a string.
 OrderedJson detail_json(const std::string& text) {
   JsonError error;
   auto parsed = parse_strict(text, &error);
+  if (!parsed) {
+    const std::string replaced =
+        OrderedJson::parse(OrderedJson(text).dump(-1, ' ', false, OrderedJson::error_handler_t::replace))
+            .get<std::string>();
+    parsed = parse_strict(replaced, &error);
+  }
   return parsed ? OrderedJson::parse(parsed->dump()) : OrderedJson(text);
 }
 

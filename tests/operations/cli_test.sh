@@ -941,6 +941,17 @@ export_problems zero.jsonl
 expect_eq "$RC $(jq -c --arg z "$zero_hash" '[.[] | select(.[0] == $z) | .[1]]' <<<"$PROBLEMS")" '1 ["not_a_certificate"]' \
   "verify fails a resealed certificate at generation 0: no fence issues it"
 
+# A clear typed on a Latin-1 terminal: its bytes are replaced in the dump,
+# and its event's detail is still an object.
+copy=$WORK/latin1.sqlite
+q "$LEDGER" ".backup '$copy'"
+LATIN=$(q "$copy" "SELECT intent FROM intents WHERE state = 'failed' OR state = 'unknown' ORDER BY intent LIMIT 1")
+q "$copy" "INSERT INTO clears(intent, operator, reason)
+             VALUES ('$LATIN', 'jos' || CAST(x'e9' AS TEXT), 'checked ' || CAST(x'e9' AS TEXT))"
+expect_eq "$("$EF" export --db "$copy" | jq -c --arg i "$LATIN" 'select(.kind == "cleared" and .intent == $i) |
+                                                [.actor, (.detail | type), .detail.reason]')" \
+  '["jos�","object","checked �"]' "a clear's bytes that are not UTF-8 are replaced, and its detail stays an object"
+
 head -n 4 audit.jsonl >cut.jsonl
 export_problems cut.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "" truncated)" "verify fails an export cut short"
