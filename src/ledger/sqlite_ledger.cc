@@ -190,6 +190,22 @@ std::optional<OpenError> check_writable(SQLite::Database& db, const std::string&
                         "directory writable by the user effectfence runs as");
 }
 
+// A full disk fails every write, but only at the first decision: refused
+// at open instead, before a client is told the server is up. (One that
+// fills later stops the writer: stop_if_disk_failed.)
+std::optional<OpenError> check_room(const std::string& path) {
+  constexpr uint64_t kMinFreeBytes = 1 << 20;  // a few transactions' log, and room to checkpoint
+  struct statvfs fs {};
+  if (::statvfs(directory_of(path).c_str(), &fs) != 0 || (fs.f_flag & ST_RDONLY)) return std::nullopt;
+  const uint64_t blocks = ::geteuid() == 0 ? fs.f_bfree : fs.f_bavail;  // root may use the reserved blocks
+  const uint64_t free_bytes = static_cast<uint64_t>(blocks) * fs.f_frsize;
+  if (free_bytes >= kMinFreeBytes) return std::nullopt;
+  return open_error(OpenErrorCode::unwritable, path,
+                    "the filesystem holding it has " + std::to_string(free_bytes) + " bytes free, too little to "
+                    "record decisions (at least " + std::to_string(kMinFreeBytes) + "); free space, then start "
+                    "again");
+}
+
 class SqliteLedger final : public Ledger {
  public:
   // reader: a second connection for read-only work, so reads never queue
@@ -606,6 +622,7 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
   const bool memory = path == "memory";
   if (!memory) {
     if (auto error = check_existing_file(path)) return *error;
+    if (auto error = check_room(path)) return *error;
   }
   try {
     auto db = connect(path, memory, busy_timeout_ms, /*writer=*/true);

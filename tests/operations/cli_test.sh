@@ -262,6 +262,20 @@ if mount -t tmpfs -o size=64m tmpfs "$RWSIDE" 2>/dev/null; then
   fi
   umount "$RWSIDE"
 fi
+# A full filesystem: serve refuses at open, saying so, instead of answering
+# initialize and failing at its first write.
+FULL=$WORK/full
+mkdir -p "$FULL"
+if mount -t tmpfs -o size=2m tmpfs "$FULL" 2>/dev/null; then
+  q "$LEDGER" ".backup '$FULL/ledger.sqlite'" >/dev/null
+  dd if=/dev/zero of="$FULL/filler" bs=64k status=none 2>/dev/null || true
+  run "$EF" serve --db "$FULL/ledger.sqlite" </dev/null
+  expect_match "$RC [$OUT] $ERR" "^2 \\[\\] .*the filesystem holding it has [0-9]+ bytes free, too little to record decisions" \
+    "a server refuses a ledger on a full filesystem at open, saying so"
+  umount "$FULL"
+else
+  echo "skipped: a full filesystem (this user cannot mount a tmpfs)"
+fi
 # Clearing writes: such a user is told to clear as the owner, not to clear a copy.
 run "${AS_READER[@]}" "$EF" clear --db "$RO/ledger.sqlite" payout:batch-9 --reason "checked"
 expect_match "$RC $ERR" "^2 effectfence clear: opening the ledger: $RO/ledger.sqlite cannot be written by this user \\(uid [0-9]+\\): clearing writes .*Run effectfence clear as the user the servers run as" \
