@@ -18,13 +18,16 @@
 // A ledger is checked in one read-only snapshot, row by row with index
 // lookups (parent by hash, committed events by intent, certificate by hash),
 // so memory stays constant. An export is read line by line; resolving
-// parents and events needs one entry per certificate and committed event.
+// parents, events and admissions needs one entry per certificate and per
+// event (its id, once seen).
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -671,6 +674,7 @@ class ExportVerifier {
   void finish() {
     check_complete();
     match_committed_events();
+    check_admissions();
     for (const ExportedCertificate& c : certificates_) {
       check_committed_count(c.hash, c.committed_events, c.line, problems_);
       check_parent(c);
@@ -847,6 +851,10 @@ class ExportVerifier {
                      number});
       return;
     }
+    if (kind->get<std::string>() == "admitted" || kind->get<std::string>() == "takeover") {
+      admission(record);
+      return;
+    }
     if (kind->get<std::string>() != "committed") return;
     const auto intent = record.find("intent");
     const auto detail = record.find("detail");
@@ -854,6 +862,49 @@ class ExportVerifier {
                           intent != record.end() && intent->is_string() ? intent->get<std::string>() : "",
                           record.value("domain", Json()), record.value("seq", Json()),
                           record.value("generation", Json()), number});
+  }
+
+  // An admission hands out its domain's seq to an attempt (intent,
+  // generation); each certificate records one, and each seq is handed out once.
+  void admission(const Json& record) {
+    const auto text = [&](const char* name) {
+      const auto v = record.find(name);
+      return v != record.end() && v->is_string() ? v->get<std::string>() : std::string();
+    };
+    const auto number = [&](const char* name) {
+      const auto v = record.find(name);
+      return v != record.end() && v->is_number_integer() ? v->get<int64_t>() : int64_t{0};
+    };
+    admitted_.insert({text("intent"), number("generation"), text("domain"), number("seq")});
+    ++admissions_per_seq_[{text("domain"), number("seq")}];
+  }
+
+  // In a whole dump every certificate's admission is there; in an export
+  // --since it may be before the window.
+  void check_admissions() {
+    for (const ExportedCertificate& c : certificates_) {
+      if (partial_ || admitted_.count({c.intent, c.generation, c.domain, c.seq})) continue;
+      problems_.add({c.hash, "not_admitted",
+                     "no admission of intent '" + c.intent + "' at generation " + std::to_string(c.generation) +
+                         " handed out seq " + std::to_string(c.seq) + " of domain '" + c.domain +
+                         "' in this dump: no fence issued this certificate",
+                     c.line});
+    }
+    for (const auto& [domain_seq, count] : admissions_per_seq_) {
+      if (count < 2) continue;
+      const auto cert = by_domain_seq_.find(domain_seq);
+      std::string hash;
+      if (cert != by_domain_seq_.end()) {
+        for (const ExportedCertificate& c : certificates_) {
+          if (c.line == cert->second) hash = c.hash;
+        }
+      }
+      problems_.add({hash, "seq_reused",
+                     "seq " + std::to_string(domain_seq.second) + " of domain '" + domain_seq.first +
+                         "' was handed out by " + std::to_string(count) +
+                         " admission events; a domain hands out each seq once",
+                     0});
+    }
   }
 
   // The kinds the events table's CHECK allows.
@@ -909,6 +960,8 @@ class ExportVerifier {
   std::map<std::pair<std::string, int64_t>, int64_t> by_domain_seq_;  // -> line
   std::vector<CommittedEvent> committed_;
   std::unordered_map<int64_t, int64_t> event_lines_;  // event id -> line
+  std::set<std::tuple<std::string, int64_t, std::string, int64_t>> admitted_;  // intent, generation, domain, seq
+  std::map<std::pair<std::string, int64_t>, int64_t> admissions_per_seq_;
 };
 
 std::optional<int> verify_export(const std::string& path, Problems& problems, Report& report) {

@@ -207,10 +207,18 @@ bool is_routine(Reason reason) {
   return reason == Reason::in_flight || reason == Reason::domain_race || reason == Reason::ledger_busy;
 }
 
+// A ledger that failed (a disk error, a full disk, a file moved away; its
+// messages start "ledger"): an operator's business. A server that is
+// stopping, or a ledger closing, refuses as ledger_error too, as it should.
+bool is_ledger_failure(const Refusal& refusal) {
+  return refusal.reason == Reason::ledger_error && refusal.message.rfind("ledger", 0) == 0 &&
+         refusal.message.rfind("ledger: closing", 0) != 0;
+}
+
 void log_refusal(Logger& log, const std::string& what, const Refusal& refusal) {
   const std::string line = what + ": refused " + reason_name(refusal.reason) + ": " + refusal.message;
   if (is_routine(refusal.reason)) log.debug(line);
-  else if (refusal.reason == Reason::ledger_error) log.warn(line);  // the ledger failed: an operator's business
+  else if (is_ledger_failure(refusal)) log.warn(line);
   else log.info(line);
 }
 

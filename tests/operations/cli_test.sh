@@ -940,8 +940,10 @@ FIRST_EVENT=$(jq -c 'select(.type == "event")' audit.jsonl | head -n 1)
 mv odd-events.body odd-events.jsonl
 with_end odd-events.jsonl
 export_problems odd-events.jsonl
-expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_record "" bad_record "$CHARGE" bad_event)" \
+expect_eq "$RC $(jq -c '[.[][1]] | sort' <<<"$PROBLEMS")" '1 ["bad_event","bad_record","bad_record","seq_reused"]' \
   "verify fails an export with an event id twice, an unknown kind, a committed event at another seq"
+expect_eq "$(jq -c --arg h "$CHARGE" '[.[] | select(.[0] == $h) | .[1]]' <<<"$PROBLEMS")" '["bad_event"]' \
+  "(the committed event is the charge's; the admission twice hands its seq out twice)"
 # A certificate resealed at generation 0, with its committed event: it
 # hashes, but no fence issues it.
 body=$(jq -r --arg h "$CHARGE" 'select(.hash == $h) | .body' audit.jsonl)
@@ -952,7 +954,8 @@ jq -c --arg h "$CHARGE" --arg z "$zero_hash" --arg body "$zero" '
   elif .type == "event" and .kind == "committed" and .detail.certificate == $h then .detail.certificate = $z | .generation = 0
   else . end' audit.jsonl >zero.jsonl
 export_problems zero.jsonl
-expect_eq "$RC $(jq -c --arg z "$zero_hash" '[.[] | select(.[0] == $z) | .[1]]' <<<"$PROBLEMS")" '1 ["not_a_certificate"]' \
+expect_eq "$RC $(jq -c --arg z "$zero_hash" '[.[] | select(.[0] == $z) | .[1]]' <<<"$PROBLEMS")" \
+  '1 ["not_a_certificate","not_admitted"]' \
   "verify fails a resealed certificate at generation 0: no fence issues it"
 
 # A clear typed on a Latin-1 terminal: its bytes are replaced in the dump,
@@ -965,6 +968,22 @@ q "$copy" "INSERT INTO clears(intent, operator, reason)
 expect_eq "$("$EF" export --db "$copy" | jq -c --arg i "$LATIN" 'select(.kind == "cleared" and .intent == $i) |
                                                 [.actor, (.detail | type), .detail.reason]')" \
   '["jos�","object","checked �"]' "a clear's bytes that are not UTF-8 are replaced, and its detail stays an object"
+
+# A certificate and its committed event added to a whole dump, at a seq an
+# aborted attempt left without one: no admission in the dump handed it out.
+GAP=$(q "$LEDGER" "SELECT domain || '|' || seq FROM intents WHERE intent = 'charge:order-124'")
+gap_body=$(jq -cS --arg d "${GAP%|*}" --argjson seq "${GAP#*|}" '.intent = "refund:order-124" | .domain = $d | .seq = $seq' \
+  <<<"$(jq -r --arg h "$CHARGE" 'select(.hash == $h) | .body' audit.jsonl)")
+gap_hash=$(printf '%s' "$gap_body" | sha256sum | cut -c1-64)
+{ jq -c 'select(.type != "end")' audit.jsonl
+  jq -cn --arg b "$gap_body" --arg h "$gap_hash" '{type: "certificate", committed_at: "", committed_at_ms: 0, hash: $h, body: $b}'
+  jq -cn --arg h "$gap_hash" --arg d "${GAP%|*}" --argjson seq "${GAP#*|}" '{type: "event", at: "", at_ms: 0, id: 999998,
+    kind: "committed", intent: "refund:order-124", domain: $d, seq: $seq, generation: 1, actor: "mallory",
+    detail: {certificate: $h}}'; } >gap.jsonl
+with_end gap.jsonl
+export_problems gap.jsonl
+expect_eq "$RC $PROBLEMS" "1 $(pairs "$gap_hash" not_admitted)" \
+  "verify fails an export with a certificate and its committed event added at a seq no admission handed it"
 
 head -n 4 audit.jsonl >cut.jsonl
 export_problems cut.jsonl
@@ -1047,8 +1066,8 @@ expect_eq "$RC $(jq -c '[.ok, .parents_outside_export]' <<<"$OUT")" "0 [true,1]"
 # is at or after: edited, it would turn the check of a deleted parent off.
 jq -c 'if .type == "export" then .since = "whenever" else . end' partial.jsonl >since-edited.jsonl
 export_problems since-edited.jsonl
-expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_record "$CHAIN_RECEIPT" missing_parent)" \
-  "verify fails an export whose since was edited, and checks its parents as in a full dump"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_record "$CHAIN_RECEIPT" missing_parent "$CHAIN_RECEIPT" not_admitted)" \
+  "verify fails an export whose since was edited, and checks its parents and admissions as in a full dump"
 jq -c 'if .type == "export" then .since_ms = .since_ms + 1 | .since = "'"$(date -u -d "@$(((receipt_ms + 1) / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $(((receipt_ms + 1) % 1000)))Z"'" else . end' \
   partial.jsonl >since-late.jsonl
 export_problems since-late.jsonl
