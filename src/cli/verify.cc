@@ -109,6 +109,21 @@ struct Report {
 // Checks one stored body against its hash. Returns the certificate iff the
 // body is a certificate document (even if it does not match the hash), so
 // its parent link can still be followed.
+// What a certificate without the admission that handed out its seq, and a
+// seq handed out by more than one admission, are reported as, in a ledger
+// and in an export alike.
+std::string not_admitted_message(const std::string& intent, int64_t generation, const std::string& domain,
+                                 int64_t seq, const std::string& where) {
+  return "no admission of intent '" + intent + "' at generation " + std::to_string(generation) +
+         " handed out seq " + std::to_string(seq) + " of domain '" + domain + "'" + where +
+         ": no fence issued this certificate";
+}
+
+std::string seq_reused_message(const std::string& domain, int64_t seq, int64_t admissions) {
+  return "seq " + std::to_string(seq) + " of domain '" + domain + "' was handed out by " +
+         std::to_string(admissions) + " admission events; a domain hands out each seq once";
+}
+
 std::optional<Certificate> check_body(const std::string& hash, const std::string& body, int64_t line,
                                       Problems& problems) {
   auto problem = [&](const char* kind, const std::string& message) {
@@ -361,10 +376,7 @@ class LedgerVerifier {
         "AND a.seq = c.seq AND (a.kind = 'admitted' OR a.kind = 'takeover')) ORDER BY c.hash");
     while (rows->next()) {
       problems_.add({rows->text(0), "not_admitted",
-                     "no admission of intent '" + rows->text(1) + "' at generation " +
-                         std::to_string(rows->integer(2)) + " handed out seq " + std::to_string(rows->integer(4)) +
-                         " of domain '" + rows->text(3) + "': no fence issued this certificate",
-                     0});
+                     not_admitted_message(rows->text(1), rows->integer(2), rows->text(3), rows->integer(4), ""), 0});
     }
     // The ledger's UNIQUE (domain, seq) says the same, unless it was dropped.
     auto twice = db_.query(
@@ -386,11 +398,8 @@ class LedgerVerifier {
       auto certs = db_.query("SELECT hash FROM certificates WHERE domain = ?1 AND seq = ?2",
                              {reused->text(0), reused->integer(1)});
       const std::string hash = certs->next() ? certs->text(0) : "";
-      problems_.add({hash, "seq_reused",
-                     "seq " + std::to_string(reused->integer(1)) + " of domain '" + reused->text(0) +
-                         "' was handed out by " + std::to_string(reused->integer(2)) +
-                         " admission events; a domain hands out each seq once",
-                     0});
+      problems_.add(
+          {hash, "seq_reused", seq_reused_message(reused->text(0), reused->integer(1), reused->integer(2)), 0});
     }
   }
 
@@ -885,10 +894,7 @@ class ExportVerifier {
     for (const ExportedCertificate& c : certificates_) {
       if (partial_ || admitted_.count({c.intent, c.generation, c.domain, c.seq})) continue;
       problems_.add({c.hash, "not_admitted",
-                     "no admission of intent '" + c.intent + "' at generation " + std::to_string(c.generation) +
-                         " handed out seq " + std::to_string(c.seq) + " of domain '" + c.domain +
-                         "' in this dump: no fence issued this certificate",
-                     c.line});
+                     not_admitted_message(c.intent, c.generation, c.domain, c.seq, " in this dump"), c.line});
     }
     for (const auto& [domain_seq, count] : admissions_per_seq_) {
       if (count < 2) continue;
@@ -899,11 +905,7 @@ class ExportVerifier {
           if (c.line == cert->second) hash = c.hash;
         }
       }
-      problems_.add({hash, "seq_reused",
-                     "seq " + std::to_string(domain_seq.second) + " of domain '" + domain_seq.first +
-                         "' was handed out by " + std::to_string(count) +
-                         " admission events; a domain hands out each seq once",
-                     0});
+      problems_.add({hash, "seq_reused", seq_reused_message(domain_seq.first, domain_seq.second, count), 0});
     }
   }
 
