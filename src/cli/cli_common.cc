@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -248,11 +247,6 @@ bool cannot_share_wal_index(const std::string& path, int sqlite_code) {
   struct stat st {};
   return is_wal_database(path) && ::stat((path + "-shm").c_str(), &st) != 0 &&
          ::access(directory_of(path).c_str(), W_OK) != 0;
-}
-
-bool on_read_only_filesystem(const std::string& path) {
-  struct statvfs fs {};
-  return ::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY);
 }
 
 // Commits still in the -wal, not yet copied into the database file.

@@ -1,6 +1,7 @@
 #include "ledger/ledger_files.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -81,15 +82,15 @@ std::string database_beside(const std::string& path) {
 
 std::string orphaned_log(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0)) return "";
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && (!S_ISREG(st.st_mode) || st.st_size > 0)) return "";
   constexpr off_t kWalHeaderBytes = 32;  // a log with no frame holds no transaction
   for (const std::string& name : {path, resolved_path(path)}) {
     if (name.empty()) continue;
     const std::string log = name + "-wal";
     struct stat wal {};
     if (::stat(log.c_str(), &wal) != 0 || !S_ISREG(wal.st_mode) || wal.st_size <= kWalHeaderBytes) continue;
-    const std::string state = ::stat(path.c_str(), &st) == 0 ? "is empty" : "does not exist";
-    return "the ledger " + state + ", but its log " + log + " holds " + std::to_string(wal.st_size) +
+    return std::string("the ledger ") + (exists ? "is empty" : "does not exist") + ", but its log " + log + " holds " + std::to_string(wal.st_size) +
            " bytes of transactions that never reached the ledger file (a server stopped hard, and the ledger "
            "was then emptied, moved or deleted). Opening it would start a new ledger and delete that log, and "
            "recorded outcomes with it. Put the ledger file that goes with this log back in place (a moved one, "
@@ -97,6 +98,12 @@ std::string orphaned_log(const std::string& path) {
            "-shm away";
   }
   return "";
+}
+
+bool on_read_only_filesystem(const std::string& path) {
+  struct statvfs fs {};
+  const bool known = ::statvfs(path.c_str(), &fs) == 0 || ::statvfs(directory_of(path).c_str(), &fs) == 0;
+  return known && (fs.f_flag & ST_RDONLY);
 }
 
 std::string sqlite_file_name(const std::string& path) {

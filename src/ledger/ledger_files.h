@@ -33,6 +33,10 @@ std::string database_beside(const std::string& path);
 // outcomes that late duplicates must be replayed.
 std::string orphaned_log(const std::string& path);
 
+// Returns true iff path (or, while it does not exist, its directory) is on
+// a filesystem mounted read-only.
+bool on_read_only_filesystem(const std::string& path);
+
 // path as SQLite must be given it to open exactly that file. A name that
 // starts with "file:" would otherwise be read as a URI, naming another file
 // and taking parameters (nolock, immutable, psow) that change how the ledger

@@ -93,11 +93,6 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
   return std::nullopt;
 }
 
-bool on_read_only_filesystem(const std::string& path) {
-  struct statvfs fs {};
-  return ::statvfs(directory_of(path).c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY);
-}
-
 OpenError classify_open_failure(const std::string& path, const SQLite::Exception& e) {
   const int code = e.getErrorCode();
   // A damaged header (its encoding, its format numbers) reads as an
