@@ -106,9 +106,6 @@ struct Report {
   int64_t parents_outside = 0;  // partial exports only
 };
 
-// Checks one stored body against its hash. Returns the certificate iff the
-// body is a certificate document (even if it does not match the hash), so
-// its parent link can still be followed.
 // What a certificate without the admission that handed out its seq, and a
 // seq handed out by more than one admission, are reported as, in a ledger
 // and in an export alike.
@@ -124,6 +121,9 @@ std::string seq_reused_message(const std::string& domain, int64_t seq, int64_t a
          std::to_string(admissions) + " admission events; a domain hands out each seq once";
 }
 
+// Checks one stored body against its hash. Returns the certificate iff the
+// body is a certificate document (even if it does not match the hash), so
+// its parent link can still be followed.
 std::optional<Certificate> check_body(const std::string& hash, const std::string& body, int64_t line,
                                       Problems& problems) {
   auto problem = [&](const char* kind, const std::string& message) {
