@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "ledger/ledger_files.h"
+#include "ledger/log_damage.h"
 #include "effectfence/fence.h"
 #include "ledger/migrations.h"
 
@@ -395,6 +396,10 @@ std::string ledgers_beside(const std::string& path, const std::string& except) {
 std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error) {
   // Before SQLite, which would delete such a log even on a read-only open.
   if (const std::string log = orphaned_log(path); !log.empty()) {
+    *error = path + ": " + log;
+    return nullptr;
+  }
+  if (const std::string log = damaged_log(path); !log.empty()) {
     *error = path + ": " + log;
     return nullptr;
   }

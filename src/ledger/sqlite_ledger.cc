@@ -22,6 +22,7 @@
 
 #include "ledger/job_threads.h"
 #include "ledger/ledger_files.h"
+#include "ledger/log_damage.h"
 #include "ledger/migrations.h"
 #include "ledger/sqlite_txn.h"
 #include "ledger/wal_write_batching.h"
@@ -50,6 +51,9 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
                           "at " + database + " itself, or at a new path");
   }
   if (const std::string log = orphaned_log(path); !log.empty()) {
+    return open_error(OpenErrorCode::corrupt, path, log);
+  }
+  if (const std::string log = damaged_log(path); !log.empty()) {
     return open_error(OpenErrorCode::corrupt, path, log);
   }
   struct stat st {};

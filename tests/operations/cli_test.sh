@@ -84,6 +84,29 @@ expect_eq "$(stat -c %s "$WORK/orphan.sqlite-wal") $(ls "$WORK" | grep -c '^orph
   "the log is kept as it was, and no ledger is created"
 rm "$WORK/orphan.sqlite-wal"
 
+# A log holding transactions, one byte of its first frame changed: SQLite
+# would read none of them and say nothing. Readers and servers refuse it.
+q "$LEDGER" ".backup '$WORK/logged.sqlite'" >/dev/null
+"$SQLITE3" "$WORK/logged.sqlite" "PRAGMA wal_autocheckpoint = 0" "CREATE TABLE scratch(x)" \
+  "INSERT INTO scratch VALUES (1)" "INSERT INTO scratch VALUES (2)" "INSERT INTO scratch VALUES (3)" \
+  ".shell cp '$WORK/logged.sqlite' '$WORK/damaged.sqlite'; cp '$WORK/logged.sqlite-wal' '$WORK/damaged.sqlite-wal'" \
+  >/dev/null
+rm -f "$WORK"/logged.sqlite*
+printf '\x55' | dd of="$WORK/damaged.sqlite-wal" bs=1 seek=$((32 + 24 + 100)) conv=notrunc status=none
+WAL_SUM=$(sha256sum <"$WORK/damaged.sqlite-wal")
+run "$EF" verify --db "$WORK/damaged.sqlite"
+expect_match "$RC $ERR" "^2 effectfence verify: opening the ledger: $WORK/damaged.sqlite: its log $WORK/damaged.sqlite-wal is damaged at byte 32: SQLite would read 0 transaction\(s\) from it and silently drop the 4 committed after the damage" \
+  "verify refuses a ledger whose -wal is damaged before later commits, and counts them"
+run "$EF" serve --db "$WORK/damaged.sqlite" </dev/null
+expect_match "$RC $ERR" "^[1-9][0-9]* .*corrupt.*damaged.sqlite-wal is damaged at byte 32" "serve refuses it as corrupt"
+expect_eq "$(sha256sum <"$WORK/damaged.sqlite-wal")" "$WAL_SUM" "the damaged log is kept byte for byte"
+# OPERATIONS.md's way to keep what comes before the damage.
+"$SQLITE3" "$WORK/damaged.sqlite" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
+run "$EF" verify --db "$WORK/damaged.sqlite"
+expect_eq "$RC $(q "$WORK/damaged.sqlite" "SELECT count(*) FROM sqlite_master WHERE name = 'scratch'")" "0 0" \
+  "after the checkpoint the ledger before the damage verifies, and what came after is gone"
+rm -f "$WORK"/damaged.sqlite*
+
 echo "--- help and usage"
 for cmd in stats fenced clear export verify; do
   run "$EF" "$cmd" --help

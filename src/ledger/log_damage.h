@@ -1,0 +1,38 @@
+// Damage in a ledger's write-ahead log that SQLite would pass over in
+// silence. SQLite reads a -wal from its start and stops at the first frame
+// whose checksum or salt is wrong: every transaction after it is dropped as
+// if never committed. A done intent would then read as in flight or unknown
+// and, once cleared, run again. These functions find that case before
+// SQLite opens the ledger, so it can be refused instead.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <string>
+
+namespace effectfence {
+
+// What a scan of a log's bytes found.
+struct LogScan {
+  uint64_t frames_read = 0;     // frames SQLite would read (its valid prefix)
+  uint64_t commits_read = 0;    // transactions in that prefix
+  uint64_t commits_lost = 0;    // commits past the first bad frame that SQLite would drop
+  uint64_t break_offset = 0;    // the first bad frame's offset, when commits_lost > 0
+};
+
+// Reads a -wal file from its start. Past the first bad frame, a run of
+// frames that each check out against the one before and carry the log's
+// salts, holding two commits or more, is what damage leaves, not a crash: a
+// writer starts a transaction only once the one before it is durable, so a
+// crash leaves at most one transaction half written, at the end.
+// commits_lost is the most commits one such run holds, when two or more.
+LogScan scan_log(std::istream& log);
+
+// The ledger's -wal (as spelled and with links followed) scanned twice; a
+// message naming the log, what SQLite would drop and the way out when both
+// scans agree on lost commits, "" otherwise. Two scans, because a server
+// appending to or restarting the log while it is read can make one scan see
+// frames of two generations side by side.
+std::string damaged_log(const std::string& ledger_path);
+
+}  // namespace effectfence

@@ -1,0 +1,174 @@
+// A damaged -wal is found before SQLite reads it and drops what follows the
+// damage; a log a crash left half written at its end is not.
+#include "ledger/log_damage.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <variant>
+
+#include <catch2/catch.hpp>
+
+#include "ledger/open_ledger.h"
+#include "support/temp_dir.h"
+
+using namespace effectfence;
+using namespace effectfence::testing;
+
+namespace {
+
+constexpr int kTransactions = 12;
+constexpr size_t kHeader = 32;
+constexpr size_t kFrame = 24 + 4096;
+
+void exec(sqlite3* db, const std::string& sql) {
+  REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+}
+
+int64_t count_rows(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &q, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+  const int64_t rows = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return rows;
+}
+
+// A database whose last kTransactions inserts (one row each, a transaction
+// each) are only in its -wal, copied as a stopped process leaves them.
+// `then` runs on the live connection before the copy.
+std::string ledger_with_log(const TempDir& dir, const std::string& then = "") {
+  const std::string live = dir.file("live.sqlite");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(live.c_str(), &db) == SQLITE_OK);
+  exec(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; PRAGMA page_size=4096; CREATE TABLE t(x)");
+  for (int i = 0; i < kTransactions; ++i) exec(db, "INSERT INTO t VALUES (" + std::to_string(i) + ")");
+  if (!then.empty()) exec(db, then);
+  const std::string copy = dir.file("ledger.sqlite");
+  std::filesystem::copy_file(live, copy);
+  std::filesystem::copy_file(live + "-wal", copy + "-wal");
+  sqlite3_close(db);
+  return copy;
+}
+
+void flip_byte(const std::string& path, size_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char byte = 0;
+  f.read(&byte, 1);
+  f.seekp(static_cast<std::streamoff>(offset));
+  byte = static_cast<char>(byte ^ 0x01);
+  f.write(&byte, 1);
+}
+
+LogScan scan(const std::string& log) {
+  std::ifstream in(log, std::ios::binary);
+  return scan_log(in);
+}
+
+size_t frames_in(const std::string& log) { return (std::filesystem::file_size(log) - kHeader) / kFrame; }
+
+}  // namespace
+
+TEST_CASE("an undamaged log reads whole and reports nothing", "[ledger][log_damage]") {
+  TempDir dir;
+  const std::string ledger = ledger_with_log(dir);
+  const LogScan clean = scan(ledger + "-wal");
+  CHECK(clean.commits_read == kTransactions + 1);  // the CREATE TABLE, then each insert
+  CHECK(clean.frames_read == frames_in(ledger + "-wal"));
+  CHECK(clean.commits_lost == 0);
+  CHECK(damaged_log(ledger).empty());
+  CHECK(count_rows(ledger) == kTransactions);
+}
+
+TEST_CASE("a damaged frame early in the log: SQLite drops what follows, and it is reported", "[ledger][log_damage]") {
+  TempDir dir;
+  const std::string ledger = ledger_with_log(dir);
+  const size_t third_frame_page = kHeader + 2 * kFrame + 24;
+  flip_byte(ledger + "-wal", third_frame_page + 100);
+
+  const LogScan damaged = scan(ledger + "-wal");
+  CHECK(damaged.break_offset == kHeader + 2 * kFrame);
+  CHECK(damaged.commits_lost >= kTransactions - 2);
+  const std::string message = damaged_log(ledger);
+  CHECK_THAT(message, Catch::Contains(ledger + "-wal is damaged at byte " + std::to_string(kHeader + 2 * kFrame)));
+  CHECK_THAT(message, Catch::Contains("backup"));
+
+  SECTION("the ledger's server refuses to open it, as corrupt, and leaves the log as it was") {
+    const auto size_before = std::filesystem::file_size(ledger + "-wal");
+    auto opened = open_ledger(ledger, 1000);
+    REQUIRE(std::holds_alternative<OpenError>(opened));
+    CHECK(std::get<OpenError>(opened).code == OpenErrorCode::corrupt);
+    CHECK_THAT(std::get<OpenError>(opened).message, Catch::Contains("is damaged at byte"));
+    CHECK(std::filesystem::file_size(ledger + "-wal") == size_before);
+    CHECK(scan(ledger + "-wal").commits_lost == damaged.commits_lost);
+  }
+  SECTION("what SQLite alone would have done: the rows after the damage are gone, without an error") {
+    CHECK(count_rows(ledger) < kTransactions - 2);
+  }
+}
+
+TEST_CASE("a damaged log header: SQLite drops the whole log, and it is reported", "[ledger][log_damage]") {
+  TempDir dir;
+  const std::string ledger = ledger_with_log(dir);
+  flip_byte(ledger + "-wal", 12);  // the checkpoint sequence number, under the header's checksum
+  const LogScan damaged = scan(ledger + "-wal");
+  CHECK(damaged.commits_read == 0);
+  CHECK(damaged.commits_lost >= kTransactions);
+  CHECK_FALSE(damaged_log(ledger).empty());
+}
+
+TEST_CASE("a log whose last transaction a crash left half written is not reported", "[ledger][log_damage]") {
+  TempDir dir;
+  // A last transaction of several frames (a row spilling onto overflow pages),
+  // so the frame that ends it can outlive one before it.
+  const std::string ledger = ledger_with_log(dir, "INSERT INTO t VALUES (randomblob(20000))");
+  const std::string log = ledger + "-wal";
+  const size_t frames = frames_in(log);
+  REQUIRE(frames > kTransactions + 4);
+
+  SECTION("a bad frame inside the last transaction, the frame that commits it intact") {
+    flip_byte(log, kHeader + (frames - 3) * kFrame + 24 + 10);
+    const LogScan torn = scan(log);
+    CHECK(torn.commits_lost == 0);
+    CHECK(torn.commits_read == kTransactions + 1);
+    CHECK(damaged_log(ledger).empty());
+    CHECK(count_rows(ledger) == kTransactions);
+  }
+  SECTION("the file cut short in its last frame") {
+    std::filesystem::resize_file(log, kHeader + (frames - 1) * kFrame + 1000);
+    CHECK(scan(log).commits_lost == 0);
+    CHECK(damaged_log(ledger).empty());
+  }
+}
+
+TEST_CASE("a log restarted after a checkpoint, older frames still behind the new ones, is not reported",
+          "[ledger][log_damage]") {
+  TempDir dir;
+  // The checkpoint copies every frame into the database; the next write starts
+  // the log over with new salts, leaving the old frames past it.
+  const std::string ledger = ledger_with_log(dir, "PRAGMA wal_checkpoint(PASSIVE); INSERT INTO t VALUES (-1)");
+  const std::string log = ledger + "-wal";
+  REQUIRE(frames_in(log) > 2);
+  const LogScan restarted = scan(log);
+  CHECK(restarted.commits_read == 1);
+  CHECK(restarted.commits_lost == 0);
+  CHECK(damaged_log(ledger).empty());
+  CHECK(count_rows(ledger) == kTransactions + 1);
+}
+
+TEST_CASE("no log, an empty log, a log of a header alone: nothing to report", "[ledger][log_damage]") {
+  TempDir dir;
+  const std::string ledger = dir.file("none.sqlite");
+  CHECK(damaged_log(ledger).empty());
+  std::ofstream(ledger + "-wal").close();
+  CHECK(damaged_log(ledger).empty());
+  std::istringstream header_only(std::string(kHeader, '\x01'));
+  CHECK(scan_log(header_only).commits_lost == 0);
+}
