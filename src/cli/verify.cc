@@ -290,9 +290,10 @@ class LedgerVerifier {
   }
 
   // The file itself, on SQLite: a damaged index that no longer matches its
-  // table passes the servers' quick_check, and a lookup through it misses
-  // the row it indexes (an intent found fresh again). integrity_check reads
-  // every index entry back; each line it reports is a problem.
+  // table passes quick_check, and a lookup through it misses the row it
+  // indexes (an intent found fresh again). integrity_check reads every index
+  // entry back; each line it reports is a problem. (Servers check a large
+  // ledger's append-only tables only as decisions reach them.)
   void check_file_integrity() {
     if (!db_.is_sqlite()) return;
     auto lines = db_.query("PRAGMA integrity_check(100)");

@@ -307,7 +307,7 @@ TEST_CASE("files that are not a usable ledger are refused with a named error", "
       REQUIRE(file.good());
     }
     CHECK_THAT(expect_refused_ledger({"serve", "--db", db}),
-               Catch::Contains("cannot open ledger: corrupt") && Catch::Contains("quick_check"));
+               Catch::Contains("cannot open ledger: corrupt") && Catch::Contains("integrity_check"));
   }
   SECTION("a ledger whose schema version was reset") {
     const std::string db = dir.file("reset.sqlite");

@@ -788,6 +788,9 @@ expect_eq "$RC $(jq -c 'unique' <<<"$PROBLEMS")" '1 [["","damaged_file"]]' "veri
 run "$EF" verify --db "$copy"
 expect_match "$OUT" "damaged_file: SQLite's integrity_check: row [0-9]+ missing from index sqlite_autoindex_intents_1" \
   "verify quotes what integrity_check found"
+run "$EF" serve --db "$copy" </dev/null
+expect_match "$RC $ERR" "^[1-9][0-9]* .*cannot open ledger: corrupt: .*PRAGMA integrity_check: row [0-9]+ missing from index sqlite_autoindex_intents_1" \
+  "serve refuses a ledger whose intents index no longer matches its table"
 
 # A holder that committed after an operator cleared its intent: the effect
 # ran, so the intent is done with its certificate, and that is no tampering.
