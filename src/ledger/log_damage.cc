@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "ledger/ledger_files.h"
@@ -51,6 +52,11 @@ struct Frame {
   uint32_t page() const { return big_endian_32(bytes.data()); }
   bool is_commit() const { return big_endian_32(bytes.data() + 4) != 0; }
   bool has_salts(const unsigned char* salts) const { return std::equal(salts, salts + 8, bytes.data() + 8); }
+  // The same page number, commit mark and page bytes as other.
+  bool repeats(const Frame& other) const {
+    return std::equal(bytes.begin(), bytes.begin() + 8, other.bytes.begin()) &&
+           std::equal(bytes.begin() + kFrameHeaderBytes, bytes.end(), other.bytes.begin() + kFrameHeaderBytes);
+  }
   Checksum stored() const { return stored_checksum(bytes.data() + 16); }
   // The checksum this frame should store, given the one before it.
   Checksum expected(Checksum before, bool big_endian_words) const {
@@ -63,41 +69,48 @@ bool valid_page_size(uint32_t size) { return size >= 512 && size <= 65536 && (si
 
 }  // namespace
 
-LogScan scan_log(std::istream& log) {
+LogScan scan_log(std::istream& log, uint32_t database_page_size) {
   LogScan scan;
   std::array<unsigned char, kHeaderBytes> header{};
   if (!log.read(reinterpret_cast<char*>(header.data()), kHeaderBytes)) return scan;
   const uint32_t magic = big_endian_32(header.data());
-  const uint32_t page_size = big_endian_32(header.data() + 8);
-  // Without a page size there are no frames to find.
-  if (!valid_page_size(page_size)) return scan;
-  const unsigned char* salts = header.data() + 16;
   const bool known_magic = magic == kMagicLittleEndianSums || magic == kMagicBigEndianSums;
   // A damaged magic number leaves the word order open: a frame that checks
   // out one way settles it.
   std::vector<bool> word_orders = {magic == kMagicBigEndianSums};
   if (!known_magic) word_orders = {false, true};
   const bool header_sound =
-      known_magic && big_endian_32(header.data() + 4) == kFormatVersion &&
-      add_to_checksum({}, word_orders[0], header.data(), 24) == stored_checksum(header.data() + 24);
+      known_magic && add_to_checksum({}, word_orders[0], header.data(), 24) == stored_checksum(header.data() + 24);
+  // A sound header of another format version SQLite refuses out loud.
+  if (header_sound && big_endian_32(header.data() + 4) != kFormatVersion) return scan;
+  uint32_t page_size = big_endian_32(header.data() + 8);
+  if (!header_sound && !valid_page_size(page_size)) page_size = database_page_size;
+  if (!valid_page_size(page_size)) return scan;  // no frames to find
+  // A damaged header's salts may be the damage: its first frame's are the log's.
+  std::array<unsigned char, 8> salts{};
+  std::copy(header.begin() + 16, header.begin() + 24, salts.begin());
 
   bool in_prefix = header_sound;  // SQLite reads no frame of a log whose header is damaged
   Checksum running = stored_checksum(header.data() + 24);
   Checksum before = running;  // what the previous frame stored
   uint64_t run_commits = 0;
   Frame frame{std::vector<unsigned char>(kFrameHeaderBytes + page_size)};
+  Frame previous{std::vector<unsigned char>(frame.bytes.size())};
   for (uint64_t index = 1;; ++index) {
     if (!log.read(reinterpret_cast<char*>(frame.bytes.data()), static_cast<std::streamsize>(frame.bytes.size()))) break;
-    const bool ours = frame.page() != 0 && frame.has_salts(salts);
+    if (index == 1 && !header_sound) std::copy(frame.bytes.begin() + 8, frame.bytes.begin() + 16, salts.begin());
+    const bool ours = frame.page() != 0 && frame.has_salts(salts.data());
+    // Without powersafe overwrite SQLite pads a commit to a sector boundary
+    // by writing its last frame again: one transaction, not another.
+    const bool new_commit = frame.is_commit() && !(index > 1 && frame.repeats(previous));
     if (in_prefix) {
       const Checksum sum = frame.expected(running, word_orders[0]);
       if (ours && sum == frame.stored()) {
         running = sum;
         before = frame.stored();
-        if (frame.is_commit()) {
-          scan.frames_read = index;
-          ++scan.commits_read;
-        }
+        if (frame.is_commit()) scan.frames_read = index;
+        if (new_commit) ++scan.commits_read;
+        std::swap(frame.bytes, previous.bytes);
         continue;
       }
       in_prefix = false;
@@ -108,8 +121,9 @@ LogScan scan_log(std::istream& log) {
                            return frame.expected(before, order) == frame.stored();
                          });
     if (!follows) run_commits = 0;
-    if (follows && frame.is_commit()) scan.commits_lost = std::max(scan.commits_lost, ++run_commits);
+    if (follows && new_commit) scan.commits_lost = std::max(scan.commits_lost, ++run_commits);
     before = frame.stored();
+    std::swap(frame.bytes, previous.bytes);
   }
   if (scan.commits_lost < 2) {
     scan.commits_lost = 0;
@@ -120,18 +134,52 @@ LogScan scan_log(std::istream& log) {
 
 namespace {
 
-LogScan scan_file(const std::string& log_path) {
+LogScan scan_file(const std::string& log_path, uint32_t database_page_size) {
   std::ifstream in(log_path, std::ios::binary);
   if (!in) return {};
-  return scan_log(in);
+  return scan_log(in, database_page_size);
 }
 
-std::string first_bytes(const std::string& path, size_t n) {
+// The page size the database's header gives (bytes 16-17; 1 means 65536), 0 if unreadable.
+uint32_t database_page_size(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::string bytes(n, '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(n));
-  bytes.resize(static_cast<size_t>(in.gcount()));
-  return bytes;
+  unsigned char header[18] = {0};
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) return 0;
+  const uint32_t size = uint32_t{header[16]} << 8 | header[17];
+  return size == 1 ? 65536 : size;
+}
+
+// What a writer changes: a log whose size and modification time are the
+// same before one scan and after the next was not written in between.
+struct FileState {
+  off_t size = -1;
+  int64_t modified_ns = -1;
+  bool operator==(const FileState& other) const { return size == other.size && modified_ns == other.modified_ns; }
+};
+
+std::optional<FileState> regular_file_state(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return FileState{st.st_size, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+// Lost commits in log, as two scans with no write between them agree; a
+// log being written all the while is taken as sound (a live server reads
+// its own frames, and the next process to open it when quiet checks it).
+std::optional<LogScan> settled_damage(const std::string& log, uint32_t page_size) {
+  constexpr int kAttempts = 3;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const auto before = regular_file_state(log);
+    if (!before || before->size <= static_cast<off_t>(kHeaderBytes)) return std::nullopt;
+    const LogScan first = scan_file(log, page_size);
+    if (first.commits_lost == 0) return std::nullopt;
+    const LogScan second = scan_file(log, page_size);
+    if (regular_file_state(log) == before && second.commits_lost == first.commits_lost &&
+        second.break_offset == first.break_offset) {
+      return second;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -143,18 +191,11 @@ std::string damaged_log(const std::string& ledger_path) {
   }
   for (const std::string& name : names) {
     const std::string log = name + "-wal";
-    struct stat st {};
-    if (::stat(log.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= static_cast<off_t>(kHeaderBytes)) {
-      continue;
-    }
-    const std::string header = first_bytes(log, kHeaderBytes);
-    const LogScan first = scan_file(log);
-    if (first.commits_lost == 0) continue;
-    const LogScan second = scan_file(log);
-    if (second.commits_lost == 0 || first_bytes(log, kHeaderBytes) != header) continue;
-    return "its log " + log + " is damaged at byte " + std::to_string(second.break_offset) + ": SQLite would read " +
-           std::to_string(second.commits_read) + " transaction(s) from it and silently drop the " +
-           std::to_string(second.commits_lost) +
+    const auto damage = settled_damage(log, database_page_size(name));
+    if (!damage) continue;
+    return "its log " + log + " is damaged at byte " + std::to_string(damage->break_offset) + ": SQLite would read " +
+           std::to_string(damage->commits_read) + " transaction(s) from it and silently drop the " +
+           std::to_string(damage->commits_lost) +
            " committed after the damage, and the outcomes recorded in them. Nothing was changed. Stop every "
            "process using the ledger and restore it, with its -wal, from a backup (docs/OPERATIONS.md, "
            "\"A damaged log\"). To keep only what comes before the damage, copy " + name + " and " + log +

@@ -26,13 +26,14 @@ struct LogScan {
 // writer starts a transaction only once the one before it is durable, so a
 // crash leaves at most one transaction half written, at the end.
 // commits_lost is the most commits one such run holds, when two or more.
-LogScan scan_log(std::istream& log);
+// database_page_size (0 if unknown) stands in for a damaged header's.
+LogScan scan_log(std::istream& log, uint32_t database_page_size = 0);
 
 // The ledger's -wal (as spelled and with links followed) scanned twice; a
 // message naming the log, what SQLite would drop and the way out when both
-// scans agree on lost commits, "" otherwise. Two scans, because a server
-// appending to or restarting the log while it is read can make one scan see
-// frames of two generations side by side.
+// scans agree on lost commits and the log was not written meanwhile, ""
+// otherwise. A server writing the log while it is read can make one scan
+// see a frame half old and half new, with its next commits after it.
 std::string damaged_log(const std::string& ledger_path);
 
 }  // namespace effectfence

@@ -28,11 +28,11 @@ void exec(sqlite3* db, const std::string& sql) {
   REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
 }
 
-int64_t count_rows(const std::string& path) {
+int64_t count(const std::string& path, const char* sql) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   sqlite3_stmt* q = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &q, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &q, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(q) == SQLITE_ROW);
   const int64_t rows = sqlite3_column_int64(q, 0);
   sqlite3_finalize(q);
@@ -40,13 +40,18 @@ int64_t count_rows(const std::string& path) {
   return rows;
 }
 
+int64_t count_rows(const std::string& path) { return count(path, "SELECT count(*) FROM t"); }
+
 // A database whose last kTransactions inserts (one row each, a transaction
 // each) are only in its -wal, copied as a stopped process leaves them.
 // `then` runs on the live connection before the copy.
-std::string ledger_with_log(const TempDir& dir, const std::string& then = "") {
+// uri_parameters ("psow=0") go on the live connection's file: URI.
+std::string ledger_with_log(const TempDir& dir, const std::string& then = "", const std::string& uri_parameters = "") {
   const std::string live = dir.file("live.sqlite");
   sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(live.c_str(), &db) == SQLITE_OK);
+  const std::string uri = "file:" + live + (uri_parameters.empty() ? "" : "?" + uri_parameters);
+  REQUIRE(sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, nullptr) ==
+          SQLITE_OK);
   exec(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; PRAGMA page_size=4096; CREATE TABLE t(x)");
   for (int i = 0; i < kTransactions; ++i) exec(db, "INSERT INTO t VALUES (" + std::to_string(i) + ")");
   if (!then.empty()) exec(db, then);
@@ -122,6 +127,35 @@ TEST_CASE("a damaged log header: SQLite drops the whole log, and it is reported"
   CHECK(damaged.commits_read == 0);
   CHECK(damaged.commits_lost >= kTransactions);
   CHECK_FALSE(damaged_log(ledger).empty());
+}
+
+TEST_CASE("a damaged log header's salts or page size: found through the frames and the database",
+          "[ledger][log_damage]") {
+  TempDir dir;
+  const std::string ledger = ledger_with_log(dir);
+  const size_t byte = GENERATE(size_t{9}, size_t{17}, size_t{21});  // page size, salt 1, salt 2
+  flip_byte(ledger + "-wal", byte);
+  CHECK_THAT(damaged_log(ledger), Catch::Contains("is damaged at byte 0"));
+  // What SQLite alone makes of it: not even the table the log created.
+  CHECK(count(ledger, "SELECT count(*) FROM sqlite_master WHERE name = 't'") == 0);
+}
+
+TEST_CASE("commits padded to a sector (no powersafe overwrite), the last one torn: not reported",
+          "[ledger][log_damage]") {
+  TempDir dir;
+  // SQLite writes a padded commit's last frame again until a sector ends: one
+  // transaction, several frames marked as commits.
+  const std::string ledger =
+      ledger_with_log(dir, "PRAGMA synchronous=FULL; INSERT INTO t VALUES (randomblob(20000))", "psow=0");
+  const std::string log = ledger + "-wal";
+  const LogScan padded = scan(log);
+  CHECK(padded.commits_read == kTransactions + 2);
+  const size_t frames = frames_in(log);
+  REQUIRE(frames > padded.commits_read + 4);
+  // A frame of the last insert, before its commit frame and the padding.
+  flip_byte(log, kHeader + (frames - 6) * kFrame + 24 + 10);
+  CHECK(scan(log).commits_lost == 0);
+  CHECK(damaged_log(ledger).empty());
 }
 
 TEST_CASE("a log whose last transaction a crash left half written is not reported", "[ledger][log_damage]") {
