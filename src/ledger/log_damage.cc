@@ -140,15 +140,6 @@ LogScan scan_file(const std::string& log_path, uint32_t database_page_size) {
   return scan_log(in, database_page_size);
 }
 
-// The page size the database's header gives (bytes 16-17; 1 means 65536), 0 if unreadable.
-uint32_t database_page_size(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  unsigned char header[18] = {0};
-  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) return 0;
-  const uint32_t size = uint32_t{header[16]} << 8 | header[17];
-  return size == 1 ? 65536 : size;
-}
-
 // What a writer changes: a log whose size and modification time are the
 // same before one scan and after the next was not written in between.
 struct FileState {
@@ -161,6 +152,17 @@ std::optional<FileState> regular_file_state(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   return FileState{st.st_size, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+// The page size the database's header gives (bytes 16-17; 1 means 65536), 0
+// if unreadable. Only a regular file is opened: a pipe would block.
+uint32_t database_page_size(const std::string& path) {
+  if (!regular_file_state(path)) return 0;
+  std::ifstream in(path, std::ios::binary);
+  unsigned char header[18] = {0};
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) return 0;
+  const uint32_t size = uint32_t{header[16]} << 8 | header[17];
+  return size == 1 ? 65536 : size;
 }
 
 // Lost commits in log, as two scans with no write between them agree; a
@@ -191,6 +193,8 @@ std::string damaged_log(const std::string& ledger_path) {
   }
   for (const std::string& name : names) {
     const std::string log = name + "-wal";
+    const auto log_state = regular_file_state(log);
+    if (!log_state || log_state->size <= static_cast<off_t>(kHeaderBytes)) continue;
     const auto damage = settled_damage(log, database_page_size(name));
     if (!damage) continue;
     return "its log " + log + " is damaged at byte " + std::to_string(damage->break_offset) + ": SQLite would read " +
