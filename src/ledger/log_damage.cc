@@ -60,8 +60,9 @@ struct Frame {
   Checksum stored() const { return stored_checksum(bytes.data() + 16); }
   // The checksum this frame should store, given the one before it.
   Checksum expected(Checksum before, bool big_endian_words) const {
+    const size_t page_bytes = bytes.size() - kFrameHeaderBytes;
     before = add_to_checksum(before, big_endian_words, bytes.data(), 8);
-    return add_to_checksum(before, big_endian_words, bytes.data() + kFrameHeaderBytes, bytes.size() - kFrameHeaderBytes);
+    return add_to_checksum(before, big_endian_words, bytes.data() + kFrameHeaderBytes, page_bytes);
   }
 };
 
