@@ -399,7 +399,8 @@ std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path,
     *error = path + ": " + log;
     return nullptr;
   }
-  if (const std::string log = damaged_log(path); !log.empty()) {
+  for (const std::string& log : {damaged_log(path), foreign_log(path)}) {
+    if (log.empty()) continue;
     *error = path + ": " + log;
     return nullptr;
   }

@@ -1,5 +1,6 @@
 #include "ledger/log_damage.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -185,14 +186,33 @@ std::optional<LogScan> settled_damage(const std::string& log, uint32_t page_size
   return std::nullopt;
 }
 
-}  // namespace
-
-std::string damaged_log(const std::string& ledger_path) {
+// The ledger as spelled and, when links lead elsewhere, as resolved: SQLite
+// keeps the log beside the file the links lead to.
+std::vector<std::string> ledger_names(const std::string& ledger_path) {
   std::vector<std::string> names = {ledger_path};
   if (const std::string resolved = resolved_path(ledger_path); !resolved.empty() && resolved != ledger_path) {
     names.push_back(resolved);
   }
-  for (const std::string& name : names) {
+  return names;
+}
+
+// The format version of a log whose header checks out, 0 otherwise.
+uint32_t sound_header_version(const std::string& log_path) {
+  if (!regular_file_state(log_path)) return 0;
+  std::ifstream in(log_path, std::ios::binary);
+  std::array<unsigned char, kHeaderBytes> header{};
+  if (!in.read(reinterpret_cast<char*>(header.data()), kHeaderBytes)) return 0;
+  const uint32_t magic = big_endian_32(header.data());
+  if (magic != kMagicLittleEndianSums && magic != kMagicBigEndianSums) return 0;
+  const bool sound = add_to_checksum({}, magic == kMagicBigEndianSums, header.data(), 24) ==
+                     stored_checksum(header.data() + 24);
+  return sound ? big_endian_32(header.data() + 4) : 0;
+}
+
+}  // namespace
+
+std::string damaged_log(const std::string& ledger_path) {
+  for (const std::string& name : ledger_names(ledger_path)) {
     const std::string log = name + "-wal";
     const auto log_state = regular_file_state(log);
     if (!log_state || log_state->size <= static_cast<off_t>(kHeaderBytes)) continue;
@@ -206,6 +226,21 @@ std::string damaged_log(const std::string& ledger_path) {
            "\"A damaged log\"). To keep only what comes before the damage, copy " + name + " and " + log +
            " aside, run sqlite3 " + name + " \"PRAGMA wal_checkpoint(TRUNCATE)\", then effectfence verify --db " +
            name;
+  }
+  return "";
+}
+
+std::string foreign_log(const std::string& ledger_path) {
+  for (const std::string& name : ledger_names(ledger_path)) {
+    const std::string log = name + "-wal";
+    const uint32_t version = sound_header_version(log);
+    if (version == 0 || version == kFormatVersion) continue;
+    return "its log " + log + " is in write-ahead-log format " + std::to_string(version) + ", and this SQLite (" +
+           sqlite3_libversion() + ") reads only format " + std::to_string(kFormatVersion) +
+           ": it was written by another SQLite and may hold committed outcomes. Nothing was changed. Stop every "
+           "process using the ledger, open it once with the SQLite that wrote it and run PRAGMA "
+           "wal_checkpoint(TRUNCATE), which moves the log's transactions into " + name +
+           "; do not delete the log, which would lose them";
   }
   return "";
 }

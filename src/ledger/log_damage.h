@@ -36,4 +36,10 @@ LogScan scan_log(std::istream& log, uint32_t database_page_size = 0);
 // see a frame half old and half new, with its next commits after it.
 std::string damaged_log(const std::string& ledger_path);
 
+// A message naming the ledger's -wal and what to do when its header is
+// sound but of a log format other than the one this SQLite reads, "" when
+// not. SQLite refuses such a log only as "unable to open database file",
+// which reads as a permissions problem; the log may hold commits.
+std::string foreign_log(const std::string& ledger_path);
+
 }  // namespace effectfence

@@ -200,6 +200,74 @@ TEST_CASE("a log restarted after a checkpoint, older frames still behind the new
   CHECK(count_rows(ledger) == kTransactions + 1);
 }
 
+namespace {
+
+// Rewrites a log's format version and the header checksum over it, as a
+// SQLite writing another format would leave the header: sound, not damaged.
+void set_log_format(const std::string& log, uint32_t version) {
+  std::fstream f(log, std::ios::in | std::ios::out | std::ios::binary);
+  unsigned char header[kHeader] = {0};
+  REQUIRE(f.read(reinterpret_cast<char*>(header), kHeader));
+  auto put = [&](size_t at, uint32_t value) {
+    for (int i = 0; i < 4; ++i) header[at + i] = static_cast<unsigned char>(value >> (24 - 8 * i));
+  };
+  auto get = [&](size_t at) {
+    return uint32_t{header[at]} << 24 | uint32_t{header[at + 1]} << 16 | uint32_t{header[at + 2]} << 8 | header[at + 3];
+  };
+  const bool big_endian_words = (get(0) & 1) != 0;
+  auto word = [&](size_t at) {
+    return big_endian_words ? get(at)
+                            : uint32_t{header[at + 3]} << 24 | uint32_t{header[at + 2]} << 16 |
+                                  uint32_t{header[at + 1]} << 8 | header[at];
+  };
+  put(4, version);
+  uint32_t s0 = 0, s1 = 0;
+  for (size_t i = 0; i < 24; i += 8) {
+    s0 += word(i) + s1;
+    s1 += word(i + 4) + s0;
+  }
+  put(24, s0);
+  put(28, s1);
+  f.seekp(0);
+  REQUIRE(f.write(reinterpret_cast<const char*>(header), kHeader));
+}
+
+}  // namespace
+
+TEST_CASE("a sound log of another format version: refused by name, not as unwritable, and kept",
+          "[ledger][log_damage]") {
+  TempDir dir;
+  const std::string ledger = ledger_with_log(dir);
+  const std::string log = ledger + "-wal";
+  CHECK(foreign_log(ledger).empty());
+  set_log_format(log, 3007001);
+
+  // Not damage: SQLite does not drop such a log in silence, it refuses it.
+  CHECK(scan(log).commits_lost == 0);
+  CHECK(damaged_log(ledger).empty());
+  const std::string message = foreign_log(ledger);
+  CHECK_THAT(message, Catch::Contains(log + " is in write-ahead-log format 3007001"));
+  CHECK_THAT(message, Catch::Contains("wal_checkpoint(TRUNCATE)"));
+
+  const auto size_before = std::filesystem::file_size(log);
+  auto opened = open_ledger(ledger, 1000);
+  REQUIRE(std::holds_alternative<OpenError>(opened));
+  CHECK(std::get<OpenError>(opened).code == OpenErrorCode::newer_schema);
+  CHECK_THAT(std::get<OpenError>(opened).message, Catch::Contains("write-ahead-log format 3007001"));
+  CHECK(std::filesystem::file_size(log) == size_before);
+
+  // What SQLite alone says: a refusal that reads as a permissions problem.
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(ledger.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  CHECK(sqlite3_exec(db, "SELECT count(*) FROM t", nullptr, nullptr, nullptr) == SQLITE_CANTOPEN);
+  sqlite3_close(db);
+
+  // The log's commits were kept: back in this SQLite's format, every row reads.
+  set_log_format(log, 3007000);
+  CHECK(foreign_log(ledger).empty());
+  CHECK(count_rows(ledger) == kTransactions);
+}
+
 TEST_CASE("no log, an empty log, a log of a header alone: nothing to report", "[ledger][log_damage]") {
   TempDir dir;
   const std::string ledger = dir.file("none.sqlite");

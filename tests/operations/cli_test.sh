@@ -107,6 +107,35 @@ expect_eq "$RC $(q "$WORK/damaged.sqlite" "SELECT count(*) FROM sqlite_master WH
   "after the checkpoint the ledger before the damage verifies, and what came after is gone"
 rm -f "$WORK"/damaged.sqlite*
 
+# A log whose header is sound but of another format version: SQLite refuses
+# it only as "unable to open database file". Readers name the log instead.
+q "$LEDGER" ".backup '$WORK/logged.sqlite'" >/dev/null
+"$SQLITE3" "$WORK/logged.sqlite" "PRAGMA wal_autocheckpoint = 0" "CREATE TABLE scratch(x)" \
+  ".shell cp '$WORK/logged.sqlite' '$WORK/foreign.sqlite'; cp '$WORK/logged.sqlite-wal' '$WORK/foreign.sqlite-wal'" \
+  >/dev/null
+rm -f "$WORK"/logged.sqlite*
+# Format 3007001 in bytes 4-7, and the header's checksum (bytes 24-31) over it.
+perl -e '
+  open(my $f, "+<:raw", $ARGV[0]) or die; read($f, my $h, 32) == 32 or die;
+  substr($h, 4, 4) = pack("N", 3007001);
+  my $order = (unpack("N", $h) & 1) ? "N" : "V";
+  my ($s0, $s1) = (0, 0);
+  for my $i (0, 8, 16) {
+    my ($x0, $x1) = unpack("$order$order", substr($h, $i, 8));
+    $s0 = ($s0 + $x0 + $s1) & 0xffffffff; $s1 = ($s1 + $x1 + $s0) & 0xffffffff;
+  }
+  substr($h, 24, 8) = pack("NN", $s0, $s1);
+  seek($f, 0, 0); print $f $h; close($f) or die;' "$WORK/foreign.sqlite-wal"
+WAL_SUM=$(sha256sum <"$WORK/foreign.sqlite-wal")
+run "$EF" export --db "$WORK/foreign.sqlite"
+expect_match "$RC $ERR" "^2 effectfence export: opening the ledger: $WORK/foreign.sqlite: its log $WORK/foreign.sqlite-wal is in write-ahead-log format 3007001" \
+  "a reader names a log of another format version, not a permissions problem"
+run "$EF" serve --db "$WORK/foreign.sqlite" </dev/null
+expect_match "$RC $ERR" "^2 .*newer_schema.*foreign.sqlite-wal is in write-ahead-log format 3007001" \
+  "serve refuses it by name"
+expect_eq "$(sha256sum <"$WORK/foreign.sqlite-wal")" "$WAL_SUM" "the log is kept byte for byte"
+rm -f "$WORK"/foreign.sqlite*
+
 echo "--- help and usage"
 for cmd in stats fenced clear export verify; do
   run "$EF" "$cmd" --help
