@@ -90,6 +90,10 @@ class Fence {
   void commit_async(const Ticket& ticket, Json result, CommitDone done);
   // Fences the intent as failed until cleared.
   AbortOutcome abort(const Ticket& ticket, const std::string& reason);
+  // The same for an effect that ran but whose result could not be recorded
+  // (it has no canonical form): the result is kept in the audit log as the
+  // JSON text it came as (the aborted event's detail.result_json).
+  AbortOutcome abort(const Ticket& ticket, const std::string& reason, const Json& unrecorded_result);
   // Takes back an admission whose ticket was never handed to anyone (its
   // call was cancelled before the answer went out): nothing can have run,
   // so the intent is aborted and cleared in one transaction, both audited,
@@ -152,6 +156,7 @@ class Fence {
   // outcome when it needs no ledger, else what the ledger must decide.
   std::variant<PrepareOutcome, std::shared_ptr<PendingPrepare>> begin_prepare(const PrepareRequest& request);
   PrepareOutcome finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure);
+  AbortOutcome abort_with(const Ticket& ticket, const std::string& reason, const Json* unrecorded_result);
   // recorded: this call recorded the outcome (a retry is not counted again).
   // epoch_before: the ledger's external_changes() before the commit was asked for.
   CommitOutcome finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded, uint64_t epoch_before);

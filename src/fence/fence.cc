@@ -287,10 +287,19 @@ CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome, 
 }
 
 AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
+  return abort_with(ticket, reason, nullptr);
+}
+
+AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason, const Json& unrecorded_result) {
+  return abort_with(ticket, reason, &unrecorded_result);
+}
+
+AbortOutcome Fence::abort_with(const Ticket& ticket, const std::string& reason, const Json* unrecorded_result) {
   AbortOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   bool recorded = false;
-  if (auto failure = write(
-          [&](LedgerTxn& txn) { outcome = rules::abort(txn, ticket, reason, context(txn), &recorded); })) {
+  if (auto failure = write([&](LedgerTxn& txn) {
+        outcome = rules::abort(txn, ticket, reason, context(txn), &recorded, unrecorded_result);
+      })) {
     return *failure;
   }
   fast_->released(ticket);

@@ -60,7 +60,7 @@ void mark_unknown(LedgerTxn& txn, IntentRow& row, const std::string& why, const 
 
 std::string dead_holder_reason(const IntentRow& row) {
   return "holder process " + row.holder.describe() + " (agent " + row.agent +
-         ") exited before recording an outcome";
+         ") is gone (it exited, or its host restarted) before recording an outcome";
 }
 
 // The read-set check shared by prepare and commit (it counts nothing). expected_own is the seq
@@ -424,7 +424,7 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
 }
 
 AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx,
-                   bool* recorded) {
+                   bool* recorded, const Json* unrecorded_result) {
   if (recorded) *recorded = false;
   auto held = row_held_by(txn, ticket, "fence_abort");
   if (auto* refusal = std::get_if<Refusal>(&held)) return *refusal;
@@ -440,6 +440,9 @@ AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reas
   txn.save_intent(row, ctx.now);
   EventRecord e = event_for("aborted", row, row.agent);
   e.detail = {{"reason", reason}};
+  // As text: such a result may hold integers past ±2^53, which the text
+  // keeps digit for digit (invalid UTF-8 is replaced, as it must be in JSON).
+  if (unrecorded_result) e.detail["result_json"] = unrecorded_result->dump(-1, ' ', false, Json::error_handler_t::replace);
   txn.append_event(e, ctx.now);
   Counters delta;
   delta.aborted = 1;

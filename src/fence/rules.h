@@ -51,8 +51,10 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& attempt, const Context& ct
 // for a retry answered with what is already recorded, and for refusals).
 CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx,
                      bool* recorded = nullptr);
+// unrecorded_result (if any): a result the effect gave that could not be
+// recorded, kept in the aborted event as JSON text.
 AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx,
-                   bool* recorded = nullptr);
+                   bool* recorded = nullptr, const Json* unrecorded_result = nullptr);
 HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& ctx);
 // A refusal says what the intent's state lets the operator do instead.
 ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string& operator_name,

@@ -539,8 +539,9 @@ Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const 
   });
   auto reply = await_reply(*request, &ticket, context, client);
   if (!reply) {
-    const std::string why = "the agent cancelled the call while the child was running it; its effect may or may "
-                            "not have happened";
+    const std::string why = "the agent cancelled the call while the child was running it; the child was asked to "
+                            "stop, but its effect may or may not have happened, and the child may still be running "
+                            "it: check the provider, and that the child has finished the call, before clearing";
     if (!fence_.fence_unknown(ticket, why)) log_.error("could not fence " + ticket.intent + " as unknown");
     return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
   }
@@ -604,7 +605,9 @@ Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity
     // Unrecorded, the intent must not lapse and run again: fence it. If even
     // that fails, it stays held by this live process (identical calls are
     // refused in_flight) and is fenced unknown when wrap exits.
-    const auto aborted = fence_.abort(ticket, "the tool ran but its result could not be recorded: " + refusal.message);
+    // The result goes with it into the audit log, as the text it came as.
+    const auto aborted =
+        fence_.abort(ticket, "the tool ran but its result could not be recorded: " + refusal.message, result);
     if (const Refusal* r = refusal_of(aborted)) {
       log_.error("could not fence " + ticket.intent + " either (" + r->message + "); identical calls are refused "
                  "while this wrap runs, and it is fenced as unknown when wrap exits");

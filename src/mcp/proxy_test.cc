@@ -524,13 +524,17 @@ TEST_CASE("replays and refusals of fenced intents do not wait for a child that i
 TEST_CASE("a result with a 64-bit id reaches the agent exactly: passed through, or returned unrecorded and never "
           "run again",
           "[proxy]") {
+  testing::TempDir dir;
+  Settings settings;
+  settings.ledger_path = (dir.path() / "ledger.sqlite").string();
   std::atomic<int> runs{0};
   Harness h(server_script([&](const Json& m) -> std::vector<std::string> {
-    ++runs;
-    // Written by hand: a 64-bit id no double can hold.
-    return {R"({"jsonrpc":"2.0","id":)" + m["id"].dump() +
-            R"(,"result":{"content":[{"type":"text","text":"created"}],"structuredContent":{"order_id":1790000000000000001}}})"};
-  }));
+              ++runs;
+              // Written by hand: a 64-bit id no double can hold.
+              return {R"({"jsonrpc":"2.0","id":)" + m["id"].dump() +
+                      R"(,"result":{"content":[{"type":"text","text":"created"}],"structuredContent":{"order_id":1790000000000000001}}})"};
+            }),
+            {}, settings);
   std::string error;
   REQUIRE(h.proxy->start(&error));
 
@@ -546,6 +550,20 @@ TEST_CASE("a result with a 64-bit id reaches the agent exactly: passed through, 
   CHECK(again.result["isError"] == true);
   CHECK(again.result["_meta"]["effectfence"]["refused"] == "prior_failure");  // fenced for a person to check
   CHECK(runs == 2);  // the look, and the act once
+
+  // The result it gave is in the audit log, digit for digit, for that person.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(settings.ledger_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT detail ->> '$.result_json' FROM events WHERE kind = 'aborted'", -1, &q,
+                             nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+  const std::string kept = text ? text : "";
+  CHECK_THAT(kept, Catch::Contains(R"("structuredContent":{"order_id":1790000000000000001})"));
+  CHECK(sqlite3_step(q) == SQLITE_DONE);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
 }
 
 TEST_CASE("a result the ledger cannot record is returned as such, and the call is never run again",

@@ -296,6 +296,8 @@ test('list changes, progress and log messages pass through; a cancellation reach
     return r._meta.effectfence.refused === 'prior_failure' ? r : null;
   }, { what: 'the cancelled call to be fenced' });
   assert.equal(retry.isError, true);
+  assert.match(textOf(retry), /the child may still be running it: check the provider, and that the child has finished/,
+    'the person who would clear it is told the child may still be at it');
   assert.equal(setup.events('start', 'c').length, 1);
 });
 
