@@ -20,6 +20,11 @@ Refusal invalid(std::string message) { return Refusal{Reason::invalid_request, s
 
 std::optional<Refusal> check_name(const char* field, const std::string& value) {
   if (value.empty()) return invalid(std::string(field) + " must be a non-empty string");
+  // PostgreSQL text cannot hold it: names that differ only after it would be
+  // one name there. Refused on every ledger, so a name means the same on each.
+  if (value.find('\0') != std::string::npos) {
+    return invalid(std::string(field) + " contains a NUL character (U+0000); names are text without it");
+  }
   if (utf8_length(value) > kMaxNameCharacters) {
     return invalid(std::string(field) + " is longer than " + std::to_string(kMaxNameCharacters) + " characters");
   }
@@ -50,6 +55,13 @@ std::variant<rules::Attempt, Refusal> make_attempt(const PrepareRequest& req) {
   attempt.payload_hash =
       sha256_hex("{\"args\":" + attempt.canonical_args + ",\"tool\":" + canonicalize(Json(req.tool)) + "}");
   return attempt;
+}
+
+// Free text for the audit log (a reason; a tool's error in it) with any NUL
+// written as the escape \u0000: PostgreSQL text cannot hold the character.
+std::string storable_text(std::string text) {
+  for (size_t at = text.find('\0'); at != std::string::npos; at = text.find('\0', at)) text.replace(at, 1, "\\u0000");
+  return text;
 }
 
 void create_parent_directories(const std::string& path) {
@@ -298,7 +310,7 @@ AbortOutcome Fence::abort_with(const Ticket& ticket, const std::string& reason, 
   AbortOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   bool recorded = false;
   if (auto failure = write([&](LedgerTxn& txn) {
-        outcome = rules::abort(txn, ticket, reason, context(txn), &recorded, unrecorded_result);
+        outcome = rules::abort(txn, ticket, storable_text(reason), context(txn), &recorded, unrecorded_result);
       })) {
     return *failure;
   }
@@ -353,7 +365,9 @@ ClearOutcome Fence::clear(const std::string& intent, const std::string& operator
   if (reason.empty()) return invalid("a reason is required to clear a fenced intent (it goes in the audit log)");
   ClearOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   if (auto failure = write(
-          [&](LedgerTxn& txn) { outcome = rules::clear(txn, intent, operator_name, reason, context(txn)); })) {
+          [&](LedgerTxn& txn) {
+            outcome = rules::clear(txn, intent, operator_name, storable_text(reason), context(txn));
+          })) {
     return *failure;
   }
   return outcome;

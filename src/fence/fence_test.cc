@@ -845,6 +845,31 @@ TEST_CASE("invalid requests are refused before anything is recorded", "[fence][i
   CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
 }
 
+TEST_CASE("a name with a NUL character is refused on every ledger, and free text keeps one, escaped", "[fence][input]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  const std::string nul_name = std::string("charge:o-1") + '\0' + "second";
+  for (std::string PrepareRequest::*field :
+       {&PrepareRequest::intent, &PrepareRequest::domain, &PrepareRequest::tool, &PrepareRequest::agent}) {
+    PrepareRequest request = charge("o-1");
+    request.*field = nul_name;
+    auto refused = fence->prepare(request);
+    REQUIRE(refusal_reason(refused) == Reason::invalid_request);
+    CHECK_THAT(std::get<Refusal>(refused).message, Catch::Contains("NUL character"));
+  }
+  PrepareRequest read_nul = charge("o-1");
+  read_nul.read_set = {{nul_name, 0}};
+  CHECK(refusal_reason(fence->prepare(read_nul)) == Reason::invalid_request);
+  CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
+
+  // A tool's error in an abort reason may hold one: kept, written as \u0000.
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-1")));
+  REQUIRE(std::holds_alternative<Aborted>(fence->abort(t, std::string("declined") + '\0' + "by the provider")));
+  CHECK(std::get<IntentStatus>(fence->intent_status("o-1")).reason == "aborted: declined\\u0000by the provider");
+  REQUIRE(std::holds_alternative<Cleared>(fence->clear("o-1", "alice", std::string("no charge") + '\0' + "found")));
+  CHECK(std::get<IntentStatus>(fence->intent_status("o-1")).reason == "no charge\\u0000found");
+}
+
 TEST_CASE("fence_unknown fences one held ticket, its holder can still resolve it", "[fence][unknown]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());

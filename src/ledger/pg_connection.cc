@@ -81,7 +81,15 @@ bool Connection::broken() const { return PQstatus(c_) != CONNECTION_OK; }
 Result Connection::exec(const std::string& sql, const std::vector<Param>& params) {
   std::vector<const char*> values;
   values.reserve(params.size());
-  for (const Param& p : params) values.push_back(p ? p->c_str() : nullptr);
+  for (const Param& p : params) {
+    // libpq reads a value up to its first NUL: the rest would be dropped
+    // without a word, and two different names stored as one.
+    if (p && p->find('\0') != std::string::npos) {
+      throw Error("a text value holds a NUL character (U+0000), which PostgreSQL cannot store; refused rather "
+                  "than cut short", "22021");
+    }
+    values.push_back(p ? p->c_str() : nullptr);
+  }
   return checked(PQexecParams(c_, sql.c_str(), static_cast<int>(params.size()), nullptr, values.data(), nullptr,
                               nullptr, 0));
 }
