@@ -22,6 +22,7 @@
 #include "cli/server_process.h"
 #include "cli/version.h"
 #include "effectfence/fence.h"
+#include "ledger/open_ledger.h"
 #include "mcp/fence_tools.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
@@ -178,6 +179,13 @@ int run_serve(const Args& args) {
   if (!options.db.empty()) {
     settings.ledger_path = options.db;
     settings.create_parent_directories = false;  // an explicit path is used as given, never invented
+  }
+  // The default lease lies beside an SQLite ledger; a URL is no place on
+  // this host, and a path made of it would carry its password into logs.
+  if (options.shared.enabled && options.shared.lease_path.empty() && is_postgres_ledger(settings.ledger_path)) {
+    log.error("--shared with a PostgreSQL ledger needs --lease PATH: a file on this host that every serve --shared "
+              "of this host names, so they find one another's server");
+    return 2;
   }
   if (options.shared.host_report_fd >= 0) return run_shared_server(options.shared, settings, stop);
   if (options.shared.enabled) {

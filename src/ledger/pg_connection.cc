@@ -2,6 +2,8 @@
 
 #include <libpq-fe.h>
 
+#include <cctype>
+#include <initializer_list>
 #include <regex>
 
 namespace effectfence::pg {
@@ -20,6 +22,63 @@ std::string trimmed(std::string s) {
     }
   }
   return out;
+}
+
+// The password a URL or conninfo spells out, as written ("" if none).
+std::string password_in(const std::string& url) {
+  static const std::regex userinfo(R"(^[a-z]+://[^:/@]*:([^@/]*)@)");
+  static const std::regex keyword(R"(password=([^&\s]*))", std::regex::icase);
+  std::smatch m;
+  if (std::regex_search(url, m, userinfo) || std::regex_search(url, m, keyword)) return m[1];
+  return "";
+}
+
+// %XX decoded where XX is hex; anything else kept as it is.
+std::string percent_decoded(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+void replace_all(std::string& text, const std::string& what, const std::string& with) {
+  if (what.empty()) return;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + with.size())) {
+    text.replace(at, what.size(), with);
+  }
+}
+
+bool contains_any(const std::string& text, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) {
+    if (text.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// What a failed connection's message says went wrong, as the SQLSTATE the
+// server would have sent, or kMalformedUrl when libpq could not read the URL.
+std::string connect_failure_code(const std::string& message) {
+  if (contains_any(message, {"invalid percent-encoded token", "invalid URI", "invalid connection option",
+                             "unexpected spaces found", "invalid port number", "invalid integer value",
+                             "missing \"=\" after", "unterminated quoted string"})) {
+    return kMalformedUrl;
+  }
+  if (message.find("database \"") != std::string::npos && message.find("does not exist") != std::string::npos) {
+    return "3D000";
+  }
+  // 28P01/28000: the server answered and refused us.
+  if (contains_any(message, {"authentication failed", "no password supplied", "no pg_hba.conf entry",
+                             "does not exist"})) {
+    return "28000";
+  }
+  return "08001";
 }
 
 // The server's own sentence ("effectfence: cannot clear: ..."), without
@@ -58,16 +117,13 @@ std::unique_ptr<Connection> Connection::open(const std::string& url) {
   if (PQstatus(c) != CONNECTION_OK) {
     std::string message = trimmed(PQerrorMessage(c));
     PQfinish(c);
-    // libpq names the server and the user, never the password; the URL may
-    // still appear inside the message, so it is scrubbed anyway.
-    const auto at = message.find(url);
-    if (!url.empty() && at != std::string::npos) message.replace(at, url.size(), scrub_url(url));
-    // 28P01/28000: the server answered and refused us.
-    const bool refused = message.find("authentication failed") != std::string::npos ||
-                         message.find("no password supplied") != std::string::npos ||
-                         message.find("no pg_hba.conf entry") != std::string::npos ||
-                         message.find("does not exist") != std::string::npos;
-    throw Error(message, refused ? "28000" : "08001");
+    // libpq means to name the server and the user, never the password; but
+    // the URL, or a piece of it it could not read, may appear in the message.
+    if (!url.empty()) replace_all(message, url, scrub_url(url));
+    const std::string password = password_in(url);
+    replace_all(message, password, "***");
+    replace_all(message, percent_decoded(password), "***");
+    throw Error(message, connect_failure_code(message));
   }
   // Notices (e.g. "relation already exists, skipping") are not errors.
   PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);

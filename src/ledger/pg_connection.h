@@ -66,6 +66,10 @@ class Connection {
   pg_conn* c_;
 };
 
+// The code of a connection refused before any server was asked: libpq could
+// not read the URL or conninfo.
+constexpr const char* kMalformedUrl = "malformed_url";
+
 // The URL with any password replaced by "***", safe for logs and errors.
 std::string scrub_url(const std::string& url);
 // True iff ledger names a PostgreSQL ledger: postgres://, postgresql://, or

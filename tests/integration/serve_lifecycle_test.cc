@@ -468,6 +468,14 @@ TEST_CASE("SIGTERM right after initialize, before the child starts, is not misse
   }
 }
 
+TEST_CASE("serve --shared on a PostgreSQL ledger needs --lease, and the refusal keeps the password out", "[serve][lifecycle]") {
+  // No server is asked: the refusal comes before any connection.
+  const std::string err =
+      expect_refused_ledger({"serve", "--shared", "--db", "postgres://fence:pw-never-printed@db.invalid/ledger"});
+  CHECK_THAT(err, Catch::Contains("--shared with a PostgreSQL ledger needs --lease PATH"));
+  CHECK_THAT(err, !Catch::Contains("pw-never-printed"));
+}
+
 TEST_CASE("help, version, bad options and no arguments", "[serve][lifecycle]") {
   {
     ServeProcess help({"serve", "--help"});

@@ -72,6 +72,22 @@ TEST_CASE("bad credentials are a named error, without the password", "[postgres]
   CHECK_THAT(e.message, !Catch::Contains(kSecret));
 }
 
+TEST_CASE("a URL libpq cannot read is a named settings error, without the password", "[postgres][open]") {
+  // A raw % in the password: libpq quotes the piece it could not decode.
+  const std::string raw = "Tr0ub4dor%zz-never-printed";
+  const OpenError e = expect_refused("postgresql://effectfence:" + raw + "@/effectfence?" + cluster_query());
+  CHECK(e.code == OpenErrorCode::invalid_settings);
+  CHECK_THAT(e.message, Catch::Contains("percent-encode"));
+  CHECK_THAT(e.message, !Catch::Contains("Tr0ub4dor"));
+}
+
+TEST_CASE("a database the server does not have is named as such, not as bad credentials", "[postgres][open]") {
+  const OpenError e = expect_refused("postgresql://effectfence@/no_such_ledger_db?" + cluster_query());
+  CHECK(e.code == OpenErrorCode::invalid_settings);
+  CHECK_THAT(e.message, Catch::Contains("no such database"));
+  CHECK_THAT(e.message, Catch::Contains("no_such_ledger_db"));
+}
+
 TEST_CASE("describe() names the server with the password scrubbed", "[postgres][open]") {
   TestLedger ledger;
   // The cluster trusts local connections, so the password is accepted and ignored.
