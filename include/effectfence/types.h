@@ -90,6 +90,16 @@ const Refusal* refusal_of(const Outcome& o) { return std::get_if<Refusal>(&o); }
 template <typename Outcome>
 const Refusal* refusal_of(const Outcome&& o) = delete;
 
+// True iff the outcome is a refusal because the ledger stayed locked or
+// failed (ledger_busy, ledger_error): the same call, with the same ticket,
+// may be retried. A retried commit that was recorded after all gets the
+// same certificate.
+template <typename Outcome>
+bool is_ledger_trouble(const Outcome& o) {
+  const Refusal* r = std::get_if<Refusal>(&o);
+  return r && (r->reason == Reason::ledger_busy || r->reason == Reason::ledger_error);
+}
+
 enum class IntentState { none, in_flight, done, failed, unknown, cleared };
 const char* state_name(IntentState s);
 std::optional<IntentState> state_from_name(const std::string& name);

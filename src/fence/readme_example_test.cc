@@ -35,7 +35,9 @@ TEST_CASE("the README's library example runs the effect once", "[fence][readme]"
     PrepareOutcome p = fence.prepare(charge);
     if (auto* admitted = std::get_if<Admitted>(&p)) {
       Json receipt = run_the_charge();
-      fence.commit(admitted->ticket, receipt);
+      CommitOutcome c = fence.commit(admitted->ticket, receipt);
+      for (int i = 0; i < 10 && is_ledger_trouble(c); ++i) c = fence.commit(admitted->ticket, receipt);
+      CHECK(std::holds_alternative<Certificate>(c));
     } else if (auto* replayed = std::get_if<Replayed>(&p)) {
       use(replayed->cert.result);
     } else {
@@ -43,6 +45,10 @@ TEST_CASE("the README's library example runs the effect once", "[fence][readme]"
     }
   }
   CHECK(charges == 1);
+  // What the retry loop keys on.
+  CHECK(is_ledger_trouble(CommitOutcome{Refusal{Reason::ledger_busy, "locked", {}}}));
+  CHECK(is_ledger_trouble(PrepareOutcome{Refusal{Reason::ledger_error, "failed", {}}}));
+  CHECK_FALSE(is_ledger_trouble(PrepareOutcome{Refusal{Reason::in_flight, "held", {}}}));
   CHECK(used == Json{{"charge_id", "ch_1"}});
   CHECK(logged.empty());
 }

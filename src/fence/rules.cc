@@ -513,7 +513,10 @@ ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string&
   const std::string previous = row ? state_name(row->state) : "none";
   const std::string refused = txn.request_clear(intent, operator_name, reason);
   if (!refused.empty()) {
-    return Refusal{Reason::invalid_request, refused + (row ? clear_refused_because(*row, ctx) : ""),
+    const std::string because = row ? clear_refused_because(*row, ctx) : "";
+    // The ledger's sentence ("... (done results ... cannot)") then ours.
+    const bool ended = refused.back() == '.' || because.empty();
+    return Refusal{Reason::invalid_request, refused + (ended ? "" : ".") + because,
                    {{"intent", intent}, {"state", previous}}};
   }
   return Cleared{intent, previous};

@@ -597,11 +597,20 @@ std::string refusal_advice(Reason reason, FenceStep step) {
         return "the ledger stayed locked and the result is not recorded yet; retry fence_commit with the same "
                "ticket and result in a few seconds";
       }
+      if (step == FenceStep::abort || step == FenceStep::heartbeat) {
+        return "the ledger stayed locked, so nothing was decided; your ticket still holds the intent; retry with the "
+               "same ticket in a few seconds";
+      }
       return "the ledger stayed locked, so nothing was decided; do not run the tool yet; retry in a few seconds";
     case Reason::ledger_error:
       if (step == FenceStep::commit) {
         return "the result could not be recorded; retry fence_commit with the same ticket and result, and if it "
                "keeps failing tell an operator the tool ran";
+      }
+      if (step == FenceStep::abort || step == FenceStep::heartbeat) {
+        return "the fence could not record this (see explanation: the ledger failed, or this server is stopping); "
+               "your ticket may still hold the intent: keep it, retry with the same ticket in a few seconds, and "
+               "if it keeps failing tell an operator which intent you hold";
       }
       // Not "nothing was decided": a connection lost while committing leaves that open.
       return "the fence could not decide (see explanation: the ledger failed, or this server is stopping), so you "

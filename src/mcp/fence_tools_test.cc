@@ -236,6 +236,36 @@ TEST_CASE("a commit refused because the ledger stayed locked says to retry it, n
   CHECK(f.structured("fence_commit", {{"prepared", ticket}, {"result", {{"ok", true}}}})["status"] == "committed");
 }
 
+TEST_CASE("a heartbeat or abort the ledger could not take says the ticket may still hold the intent: keep it",
+          "[fence_tools]") {
+  effectfence::testing::TempDir dir;
+  Settings settings;
+  settings.ledger_path = dir.file("l.sqlite");
+  settings.busy_timeout_ms = 100;
+  FenceToolsFixture f(settings);
+  Json ticket = f.structured("fence_prepare", charge_args("o-held"))["prepared"];
+  sqlite3* blocker = nullptr;
+  REQUIRE(sqlite3_open(settings.ledger_path.c_str(), &blocker) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  Json heartbeat = f.structured("fence_heartbeat", {{"prepared", ticket}});
+  Json abort = f.structured("fence_abort", {{"prepared", ticket}, {"reason", "provider declined"}});
+  sqlite3_exec(blocker, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(blocker);
+  for (const Json& refused : {heartbeat, abort}) {
+    CHECK(refused["reason"] == "ledger_busy");
+    CHECK_THAT(refused["message"].get<std::string>(),
+               Catch::Contains("your ticket still holds the intent") && Catch::Contains("same ticket"));
+  }
+  // As it says: the same ticket still holds it.
+  CHECK(f.structured("fence_heartbeat", {{"prepared", ticket}})["status"] == "extended");
+  CHECK(f.structured("fence_abort", {{"prepared", ticket}, {"reason", "provider declined"}})["status"] == "aborted");
+  // A failed ledger (not only a locked one) says the same for them.
+  for (FenceStep step : {FenceStep::heartbeat, FenceStep::abort}) {
+    CHECK_THAT(refusal_advice(Reason::ledger_error, step),
+               Catch::Contains("may still hold the intent") && !Catch::Contains("hold nothing"));
+  }
+}
+
 TEST_CASE("a stale read-set is refused before the effect, with its detail", "[fence_tools]") {
   FenceToolsFixture f;
   Json first = charge_args("scale-1");
