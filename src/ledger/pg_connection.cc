@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <initializer_list>
 #include <regex>
 
@@ -177,6 +178,20 @@ bool is_postgres_url(const std::string& ledger) {
   return ledger == "postgres:" || ledger.rfind("postgres://", 0) == 0 || ledger.rfind("postgresql://", 0) == 0;
 }
 
-std::string conninfo_of(const std::string& ledger) { return ledger == "postgres:" ? std::string() : ledger; }
+std::string conninfo_of(const std::string& ledger) {
+  const std::string conninfo = ledger == "postgres:" ? std::string() : ledger;
+  // Without a bound, a server that accepts and never answers holds a
+  // connection attempt (and the process starting on it) for ever.
+  if (std::getenv("PGCONNECT_TIMEOUT") || conninfo.find("connect_timeout=") != std::string::npos) return conninfo;
+  const std::string bound = "connect_timeout=" + std::to_string(kDefaultConnectTimeoutSeconds);
+  if (conninfo.empty()) return bound;
+  // The query starts at the first '?' past the user and password, which run
+  // to the first '@' or '/' (a password may hold a '?').
+  size_t host = conninfo.find("://");
+  host = host == std::string::npos ? 0 : host + 3;
+  const size_t credentials_end = conninfo.find_first_of("@/", host);
+  if (credentials_end != std::string::npos && conninfo[credentials_end] == '@') host = credentials_end + 1;
+  return conninfo + (conninfo.find('?', host) == std::string::npos ? "?" : "&") + bound;
+}
 
 }  // namespace effectfence::pg

@@ -75,7 +75,11 @@ std::string scrub_url(const std::string& url);
 // True iff ledger names a PostgreSQL ledger: postgres://, postgresql://, or
 // "postgres:" alone (the PG* environment variables say where).
 bool is_postgres_url(const std::string& ledger);
-// What libpq should be given for ledger ("" for "postgres:": environment only).
+// How long a connection attempt waits for the server, unless the URL
+// (connect_timeout=) or PGCONNECT_TIMEOUT says otherwise.
+constexpr int kDefaultConnectTimeoutSeconds = 10;
+// What libpq should be given for ledger: the URL, or the environment alone
+// for "postgres:", with connect_timeout added when nothing sets one.
 std::string conninfo_of(const std::string& ledger);
 
 inline Param param(int64_t v) { return std::to_string(v); }

@@ -1,7 +1,13 @@
 // What only the PostgreSQL ledger has: URLs and their secrets, connection
 // errors, migrations shared by replicas, and the SQL an operator can run.
 // Runs against the cluster EFFECTFENCE_TEST_LEDGER names (see suite.cmake).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -13,6 +19,7 @@
 #include "ledger/pg_connection.h"
 #include "ledger/postgres_ledger.h"
 #include "support/fence_helpers.h"
+#include "support/scoped_env.h"
 
 using namespace effectfence;
 using namespace effectfence::testing;
@@ -50,6 +57,37 @@ TEST_CASE("PostgreSQL URLs are recognised and their passwords never printed", "[
   CHECK(printable_ledger("postgres://db:5432/ledger?application_name=a:b@c") ==
         "postgres://db:5432/ledger?application_name=a:b@c");
   CHECK(printable_ledger("/tmp/a:b@c.sqlite") == "/tmp/a:b@c.sqlite");
+}
+
+TEST_CASE("a connection attempt is bounded unless the URL or the environment bounds it", "[postgres][url]") {
+  ScopedEnv no_timeout(Env{{"PGCONNECT_TIMEOUT", std::nullopt}});
+  CHECK(pg::conninfo_of("postgres:") == "connect_timeout=10");
+  CHECK(pg::conninfo_of("postgres://db/ledger") == "postgres://db/ledger?connect_timeout=10");
+  CHECK(pg::conninfo_of("postgresql://u@/ledger?host=/run/pg") == "postgresql://u@/ledger?host=/run/pg&connect_timeout=10");
+  // A '?' in the password does not start the query.
+  CHECK(pg::conninfo_of("postgres://alice:s3cret?x@db/ledger") == "postgres://alice:s3cret?x@db/ledger?connect_timeout=10");
+  CHECK(pg::conninfo_of("postgres://db/ledger?connect_timeout=3") == "postgres://db/ledger?connect_timeout=3");
+  ScopedEnv from_environment(Env{{"PGCONNECT_TIMEOUT", "4"}});
+  CHECK(pg::conninfo_of("postgres://db/ledger") == "postgres://db/ledger");
+}
+
+TEST_CASE("a server that accepts and never answers is a named error, not a hang", "[postgres][open]") {
+  ScopedEnv short_bound(Env{{"PGCONNECT_TIMEOUT", "2"}});  // the default's 10 s, shortened for the test
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 8) == 0);  // the kernel completes the handshake; nobody ever reads
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  const std::string url = "postgresql://fence@127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/ledger";
+  const auto started = std::chrono::steady_clock::now();
+  const OpenError e = expect_refused(url);
+  ::close(listener);
+  CHECK(e.code == OpenErrorCode::unreachable);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
 }
 
 TEST_CASE("an unreachable server is a named error that names it, without the password", "[postgres][open]") {
