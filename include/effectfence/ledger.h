@@ -89,6 +89,8 @@ class LedgerTxn {
   virtual int64_t count_live_in_flight(const std::string& domain, int64_t now) = 0;
   // Admitted, unresolved intents on domain whose lease has expired by now.
   virtual std::vector<IntentRow> expired_in_flight(const std::string& domain, int64_t now) = 0;
+  // Intents on domain fenced failed or unknown, not yet cleared.
+  virtual int64_t count_fenced(const std::string& domain) = 0;
 
   // A domain never seen reads as {exists=false, seq=highest ever reserved}.
   virtual DomainRow load_domain(const std::string& domain) = 0;

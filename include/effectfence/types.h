@@ -123,6 +123,7 @@ struct DomainStatus {
   VectorClock clock;        // merge of every committed effect's clock
   std::string head;         // latest certificate hash on the domain
   int64_t in_flight = 0;    // admitted actions whose outcome is not yet known
+  int64_t fenced = 0;       // actions fenced failed or unknown, not yet cleared: they may have happened
   Json to_json() const;
 };
 

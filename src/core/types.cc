@@ -123,6 +123,7 @@ Json DomainStatus::to_json() const {
       {"clock", clock.to_json()},
       {"head", head.empty() ? Json(nullptr) : Json(head)},
       {"in_flight", in_flight},
+      {"fenced", fenced},
   };
 }
 

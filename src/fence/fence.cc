@@ -406,6 +406,7 @@ std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& doma
     status.clock = row.clock;
     status.head = row.head;
     status.in_flight = rules::unsettled_actions(txn, domain, context(txn));
+    status.fenced = txn.count_fenced(domain);
   });
   if (failure) return *failure;
   return status;

@@ -296,6 +296,31 @@ TEST_CASE("an action held past its lease by a holder still running here keeps it
   CHECK(std::get<DomainStatus>(other->domain_status("cluster:prod")).in_flight == 1);
 }
 
+TEST_CASE("a fenced action does not hold its domain, and the domain's status counts it", "[fence][read_set]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  PrepareRequest scale = charge("scale-up");
+  scale.domain = "cluster:prod";
+  admitted_ticket(fence->prepare(scale));
+  REQUIRE(fence->fence_own_in_flight("the server stopped mid-effect") == 1);
+  const DomainStatus domain = std::get<DomainStatus>(fence->domain_status("cluster:prod"));
+  CHECK(domain.in_flight == 0);
+  CHECK(domain.fenced == 1);  // what an agent checks before deciding on a state that may have moved
+  CHECK(domain.to_json()["fenced"] == 1);
+
+  // A read from before its admission is stale; one from after it decides.
+  PrepareRequest contrary = charge("scale-down");
+  contrary.domain = "cluster:prod";
+  contrary.read_set = {{"cluster:prod", 0}};
+  CHECK(refusal_reason(fence->prepare(contrary)) == Reason::stale_read_set);
+  contrary.read_set = {{"cluster:prod", 1}};
+  CHECK(std::holds_alternative<Admitted>(fence->prepare(contrary)));
+
+  // Cleared, it is no longer counted.
+  REQUIRE(std::holds_alternative<Cleared>(fence->clear("scale-up", "alice", "the cluster shows no scale-up")));
+  CHECK(std::get<DomainStatus>(fence->domain_status("cluster:prod")).fenced == 0);
+}
+
 TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fence][lease]") {
   TestLedger ledger;
   ManualClock clock;

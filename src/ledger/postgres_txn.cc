@@ -99,6 +99,11 @@ std::vector<IntentRow> PostgresTxn::in_flight_on_host(const std::string& host) {
   return rows;
 }
 
+int64_t PostgresTxn::count_fenced(const std::string& domain) {
+  return db_.exec("SELECT count(*) FROM intents WHERE state IN ('failed', 'unknown') AND domain = $1", {param(domain)})
+      .integer(0, 0);
+}
+
 int64_t PostgresTxn::count_live_in_flight(const std::string& domain, int64_t now) {
   return db_
       .exec("SELECT count(*) FROM intents WHERE state = 'in_flight' AND domain = $1 AND lease_expires_at > $2",

@@ -141,6 +141,15 @@ int64_t SqliteTxn::count_live_in_flight(const std::string& domain, int64_t now) 
   return n;
 }
 
+int64_t SqliteTxn::count_fenced(const std::string& domain) {
+  auto& q = statement("SELECT count(*) FROM intents WHERE (state = 'failed' OR state = 'unknown') AND domain = ?");
+  bind_text(q, 1, domain);
+  q.executeStep();
+  const int64_t n = q.getColumn(0).getInt64();
+  q.reset();
+  return n;
+}
+
 std::vector<IntentRow> SqliteTxn::expired_in_flight(const std::string& domain, int64_t now) {
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
                                  " FROM intents WHERE state = 'in_flight' AND domain = ? AND lease_expires_at <= ?";

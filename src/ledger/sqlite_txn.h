@@ -22,6 +22,7 @@ class SqliteTxn final : public LedgerTxn {
   std::vector<IntentRow> in_flight_on_host(const std::string& host) override;
   int64_t count_live_in_flight(const std::string& domain, int64_t now) override;
   std::vector<IntentRow> expired_in_flight(const std::string& domain, int64_t now) override;
+  int64_t count_fenced(const std::string& domain) override;
   DomainRow load_domain(const std::string& domain) override;
   bool advance_domain(const std::string& domain, int64_t expected, int64_t now) override;
   void record_domain_effect(const std::string& domain, const VectorClock& clock,

@@ -461,8 +461,9 @@ Tool status_tool(Fence& fence) {
       "Read-only; never creates anything. Give intent, domain or both. \"intent\" tells its state: none (never "
       "prepared), in_flight, done (with its certificate), failed or unknown (fenced, with the reason; an "
       "operator must clear it), cleared. \"domain\" tells its current seq and vector clock: put {domain, seq} "
-      "into fence_prepare's read_set to be refused if it moves before you act. Asking only for an intent also "
-      "reports that intent's domain.";
+      "into fence_prepare's read_set to be refused if it moves before you act; its \"fenced\" counts actions on it "
+      "fenced failed or unknown, which may have happened. Asking only for an intent also reports that intent's "
+      "domain.";
   tool.input_schema = input_schema(
       {{"intent", string_schema("The intent id to look up")}, {"domain", string_schema("The domain to look up")}}, {});
   const Json text = {{"type", "string"}};
@@ -490,7 +491,12 @@ Tool status_tool(Fence& fence) {
         {"seq", {{"type", "integer"}, {"minimum", 0}, {"description", "Put {domain, seq} in a read_set"}}},
         {"clock", {{"type", "object"}, {"description", "Merge of every committed effect's vector clock"}}},
         {"head", {{"type", {"string", "null"}}, {"description", "Latest certificate hash on the domain"}}},
-        {"in_flight", count}}}};
+        {"in_flight", count},
+        {"fenced",
+         {{"type", "integer"},
+          {"minimum", 0},
+          {"description", "Actions on the domain fenced failed or unknown and not cleared: they may have happened, "
+                          "and the domain's state with them"}}}}}};
   tool.output_schema = outcome_schema({{"ok", {}}, {"refused", {"reason", "message"}}},
                                       {{"intent", intent_schema}, {"domain", domain_schema}});
   tool.annotations = annotations(true, true, false);
