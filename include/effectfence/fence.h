@@ -18,7 +18,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "effectfence/ledger.h"
 #include "effectfence/types.h"
@@ -120,6 +122,15 @@ class Fence {
   // Moves in-flight intents whose holder process on this host is gone to
   // unknown. Returns how many.
   int64_t reap_dead_holders();
+  // A prepare refused because the ledger connection was lost while its
+  // decision was committing (PostgreSQL) may have been admitted all the
+  // same, with nobody holding the ticket. Takes each such admission back
+  // (aborted and cleared, audited) once the ledger answers, so the next
+  // prepare is fresh instead of refused in_flight until this process exits
+  // and then fenced unknown. Returns how many; those the ledger could not
+  // be asked about are tried again on the next call. serve and wrap call it
+  // every few seconds, and fence_own_in_flight calls it first.
+  int64_t take_back_unanswered();
   // Moves every intent this process admitted and has not seen resolved to
   // unknown (used on shutdown: nobody is left to commit through us). Returns
   // how many. Intents the ledger would not let it fence (locked past the busy
@@ -173,6 +184,8 @@ class Fence {
   Counters process_;  // every outcome of this Fence
   Counters pending_;  // fast-path outcomes not yet added to the ledger's counters
   std::atomic<bool> admitting_{true};
+  std::mutex unanswered_mu_;
+  std::vector<std::pair<std::string, std::string>> unanswered_;  // (intent, token): see take_back_unanswered
 };
 
 }  // namespace effectfence

@@ -64,6 +64,10 @@ void Maintenance::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     lock.unlock();
+    if (const int64_t taken_back = fence_.take_back_unanswered(); taken_back > 0) {
+      log_.info("took back " + std::to_string(taken_back) +
+                " admission(s) whose answer was lost with the ledger connection: their next prepare is fresh");
+    }
     if (const int64_t reaped = fence_.reap_dead_holders(); reaped > 0) {
       log_.warn("fenced " + std::to_string(reaped) +
                 " in-flight intent(s) as unknown: their holder process is gone; an operator must reconcile them");

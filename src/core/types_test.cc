@@ -169,13 +169,15 @@ TEST_CASE("DomainStatus::to_json", "[types]") {
   d.seq = 9;
   d.clock.tick("a");
   d.in_flight = 2;
+  d.fenced = 1;
   Json j = d.to_json();
   CHECK(j == Json{{"domain", "order:1"},
                   {"exists", true},
                   {"seq", 9},
                   {"clock", Json{{"a", 1}}},
                   {"head", nullptr},
-                  {"in_flight", 2}});
+                  {"in_flight", 2},
+                  {"fenced", 1}});
   d.head = "abc";
   CHECK(d.to_json()["head"] == "abc");
 }

@@ -222,6 +222,11 @@ std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begi
 
 PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure) {
   if (failure) pending.outcome = *failure;
+  if (failure && failure->detail.is_object() && failure->detail.value("resolution_unknown", false)) {
+    // Its admission may be on record, and nobody has its ticket.
+    std::lock_guard<std::mutex> lock(unanswered_mu_);
+    unanswered_.push_back({pending.attempt.request.intent, pending.attempt.token});
+  }
   fast_->leave(pending.attempt, pending.entry, pending.outcome, pending.now);
   tally(pending.outcome, /*decided_here=*/false);
   return std::move(pending.outcome);
@@ -326,18 +331,7 @@ void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::fu
   auto withdrawn = std::make_shared<bool>(false);
   write_async(
       [this, ticket, why, withdrawn](LedgerTxn& txn) {
-        // Abort would also take an intent already fenced unknown; only one
-        // still in flight may be taken back. Abort checks it is this ticket's.
-        const auto row = txn.load_intent(ticket.intent);
-        if (!row || row->state != IntentState::in_flight) return;
-        bool recorded = false;
-        rules::abort(txn, ticket, why, context(txn), &recorded);
-        if (!recorded) return;  // taken over, or an edited ticket
-        const ClearOutcome cleared =
-            rules::clear(txn, ticket.intent, this_process().describe(), "withdrawn: " + why, context(txn));
-        // Both or neither: a withdrawal that cannot clear leaves the admission in flight.
-        if (const auto* refusal = std::get_if<Refusal>(&cleared)) throw std::runtime_error(refusal->message);
-        *withdrawn = true;
+        *withdrawn = rules::withdraw(txn, ticket.intent, ticket.token, why, context(txn));
       },
       [this, ticket, withdrawn, done = std::move(done)](std::optional<Refusal> failure) {
         const bool taken_back = !failure && *withdrawn;
@@ -457,7 +451,38 @@ int64_t Fence::reap_dead_holders() {
   return failure ? 0 : reaped;
 }
 
+int64_t Fence::take_back_unanswered() {
+  std::vector<std::pair<std::string, std::string>> pending;
+  {
+    std::lock_guard<std::mutex> lock(unanswered_mu_);
+    pending.swap(unanswered_);
+  }
+  int64_t taken_back = 0;
+  std::vector<std::pair<std::string, std::string>> still_unknown;
+  for (const auto& [intent, token] : pending) {
+    bool withdrawn = false;
+    const auto failure = write([&](LedgerTxn& txn) {
+      withdrawn = rules::withdraw(txn, intent, token,
+                                  "its admission was recorded, but the answer was lost with the ledger connection: "
+                                  "nobody received its ticket",
+                                  context(txn));
+    });
+    if (failure) {
+      still_unknown.push_back({intent, token});  // the ledger cannot say yet: ask again next time
+      continue;
+    }
+    if (!withdrawn) continue;  // not recorded after all, or since resolved
+    ++taken_back;
+    std::lock_guard<std::mutex> lock(counters_mu_);
+    process_.aborted += 1;
+  }
+  std::lock_guard<std::mutex> lock(unanswered_mu_);
+  unanswered_.insert(unanswered_.end(), still_unknown.begin(), still_unknown.end());
+  return taken_back;
+}
+
 int64_t Fence::fence_own_in_flight(const std::string& why, std::vector<std::string>* left_in_flight) {
+  take_back_unanswered();  // nobody holds their tickets: taken back, not fenced for an operator
   int64_t fenced = 0;
   bool refused = false;
   for (const Ticket& ticket : fast_->held_tickets()) {

@@ -871,7 +871,8 @@ TEST_CASE("invalid requests are refused before anything is recorded", "[fence][i
   CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
 }
 
-TEST_CASE("a name with a NUL character is refused on every ledger, and free text keeps one, escaped", "[fence][input]") {
+TEST_CASE("a name with a NUL character is refused on every ledger, and free text keeps one, escaped",
+          "[fence][input]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
   const std::string nul_name = std::string("charge:o-1") + '\0' + "second";

@@ -442,7 +442,9 @@ AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reas
   e.detail = {{"reason", reason}};
   // As text: such a result may hold integers past ±2^53, which the text
   // keeps digit for digit (invalid UTF-8 is replaced, as it must be in JSON).
-  if (unrecorded_result) e.detail["result_json"] = unrecorded_result->dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (unrecorded_result) {
+    e.detail["result_json"] = unrecorded_result->dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
   txn.append_event(e, ctx.now);
   Counters delta;
   delta.aborted = 1;
@@ -530,6 +532,21 @@ int64_t reap_dead_holders(LedgerTxn& txn, const Context& ctx) {
     ++reaped;
   }
   return reaped;
+}
+
+bool withdraw(LedgerTxn& txn, const std::string& intent, const std::string& token, const std::string& why,
+              const Context& ctx) {
+  // Abort would also take an intent already fenced unknown; only one still
+  // in flight under this very admission may be taken back.
+  const auto row = txn.load_intent(intent);
+  if (!row || row->state != IntentState::in_flight || !same_token(row->token, token)) return false;
+  bool recorded = false;
+  abort(txn, ticket_of(*row), why, ctx, &recorded);
+  if (!recorded) return false;
+  const ClearOutcome cleared = clear(txn, intent, ctx.me.describe(), "withdrawn: " + why, ctx);
+  // Both or neither: a withdrawal that cannot clear leaves the admission in flight.
+  if (const auto* refusal = std::get_if<Refusal>(&cleared)) throw std::runtime_error(refusal->message);
+  return true;
 }
 
 bool fence_held(LedgerTxn& txn, const Ticket& ticket, const std::string& why, const Context& ctx) {

@@ -59,6 +59,12 @@ HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& 
 // A refusal says what the intent's state lets the operator do instead.
 ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string& operator_name,
                    const std::string& reason, const Context& ctx);
+// Takes back the admission of intent that holds token, if it is still in
+// flight: aborted, then cleared by this process, both audited, so the next
+// prepare is fresh. For an admission whose ticket reached nobody. Returns
+// whether it did; throws if the clear is refused (undoing the abort).
+bool withdraw(LedgerTxn& txn, const std::string& intent, const std::string& token, const std::string& why,
+              const Context& ctx);
 // In-flight intents held by dead processes on this host -> unknown.
 int64_t reap_dead_holders(LedgerTxn& txn, const Context& ctx);
 // Fences one intent iff ticket still holds it (in flight). Returns true iff it did.

@@ -275,8 +275,10 @@ class PostgresLedger final : public Ledger {
                      "ledger " + description_ + ": the connection was lost while committing (" +
                          pg::scrub_url(e.what()) +
                          "), so this decision may or may not have been recorded. Do not run the tool on this "
-                         "answer. Retry the same call: a recorded commit is returned again, a recorded admission "
-                         "is refused as in flight until its lease passes"};
+                         "answer. Retry the same call: a recorded commit is returned again; a recorded admission, "
+                         "whose ticket nobody received, is taken back once the ledger answers, and a retry is "
+                         "refused in_flight until then",
+                     {{"resolution_unknown", true}}};
     }
     return Refusal{Reason::ledger_error, "ledger " + description_ + ": " + step + ": " +
                                              pg::scrub_url(e.what()) +

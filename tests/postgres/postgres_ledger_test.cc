@@ -2,6 +2,8 @@
 // errors, migrations shared by replicas, and the SQL an operator can run.
 // Runs against the cluster EFFECTFENCE_TEST_LEDGER names (see suite.cmake).
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/un.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include "ledger/postgres_ledger.h"
 #include "support/fence_helpers.h"
 #include "support/scoped_env.h"
+#include "support/temp_dir.h"
 
 using namespace effectfence;
 using namespace effectfence::testing;
@@ -63,9 +66,11 @@ TEST_CASE("a connection attempt is bounded unless the URL or the environment bou
   ScopedEnv no_timeout(Env{{"PGCONNECT_TIMEOUT", std::nullopt}});
   CHECK(pg::conninfo_of("postgres:") == "connect_timeout=10");
   CHECK(pg::conninfo_of("postgres://db/ledger") == "postgres://db/ledger?connect_timeout=10");
-  CHECK(pg::conninfo_of("postgresql://u@/ledger?host=/run/pg") == "postgresql://u@/ledger?host=/run/pg&connect_timeout=10");
+  CHECK(pg::conninfo_of("postgresql://u@/ledger?host=/run/pg") ==
+        "postgresql://u@/ledger?host=/run/pg&connect_timeout=10");
   // A '?' in the password does not start the query.
-  CHECK(pg::conninfo_of("postgres://alice:s3cret?x@db/ledger") == "postgres://alice:s3cret?x@db/ledger?connect_timeout=10");
+  CHECK(pg::conninfo_of("postgres://alice:s3cret?x@db/ledger") ==
+        "postgres://alice:s3cret?x@db/ledger?connect_timeout=10");
   CHECK(pg::conninfo_of("postgres://db/ledger?connect_timeout=3") == "postgres://db/ledger?connect_timeout=3");
   ScopedEnv from_environment(Env{{"PGCONNECT_TIMEOUT", "4"}});
   CHECK(pg::conninfo_of("postgres://db/ledger") == "postgres://db/ledger");
@@ -347,6 +352,97 @@ std::unique_ptr<Fence> open_named_fence(const TestLedger& ledger, const std::str
   return open_fence(settings);
 }
 
+
+// A relay on a Unix socket in front of the cluster's. Once armed, it passes
+// the next COMMIT on, reads the server's answer to it and drops it, then
+// cuts that connection: the decision is recorded, and its answer lost.
+class CommitCutter {
+ public:
+  CommitCutter(const std::string& server_socket, const std::string& relay_dir)
+      : server_socket_(server_socket), relay_socket_(relay_dir + "/.s.PGSQL.5432") {
+    listener_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address = unix_address(relay_socket_);
+    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(listener_, 16) == 0);
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~CommitCutter() {
+    stop_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    acceptor_.join();
+    for (auto& relay : relays_) relay.join();
+    ::close(listener_);
+  }
+  void arm() { armed_ = true; }
+  bool cut() const { return cut_; }
+
+ private:
+  static sockaddr_un unix_address(const std::string& path) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    REQUIRE(path.size() < sizeof address.sun_path);
+    std::copy(path.begin(), path.end(), address.sun_path);
+    return address;
+  }
+  void accept_loop() {
+    for (;;) {
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0 || stop_) break;
+      relays_.emplace_back([this, client] { relay(client); });
+    }
+  }
+  void relay(int client) {
+    const int server = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address = unix_address(server_socket_);
+    if (::connect(server, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      ::close(client);
+      ::close(server);
+      return;
+    }
+    char buffer[65536];
+    while (!stop_) {
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(fds, 2, 100) <= 0) continue;
+      if (fds[0].revents) {
+        const ssize_t n = ::read(client, buffer, sizeof buffer);
+        if (n <= 0 || ::write(server, buffer, static_cast<size_t>(n)) != n) break;
+        // The query "COMMIT" itself (not "BEGIN ... READ COMMITTED").
+        const std::string sent(buffer, static_cast<size_t>(n));
+        if (armed_ && sent.find(std::string("COMMIT\0", 7)) != std::string::npos) {
+          armed_ = false;
+          drain_until_ready(server);  // the server has committed and answered: nobody hears it
+          cut_ = true;
+          break;
+        }
+      }
+      if (fds[1].revents) {
+        const ssize_t n = ::read(server, buffer, sizeof buffer);
+        if (n <= 0 || ::write(client, buffer, static_cast<size_t>(n)) != n) break;
+      }
+    }
+    ::close(client);
+    ::close(server);
+  }
+  // Reads the server's answer up to its ReadyForQuery ('Z', length 5).
+  static void drain_until_ready(int server) {
+    std::string seen;
+    char buffer[4096];
+    for (int i = 0; i < 100 && seen.find(std::string("Z\0\0\0\5", 5)) == std::string::npos; ++i) {
+      pollfd fd{server, POLLIN, 0};
+      if (::poll(&fd, 1, 100) <= 0) continue;
+      const ssize_t n = ::read(server, buffer, sizeof buffer);
+      if (n <= 0) return;
+      seen.append(buffer, static_cast<size_t>(n));
+    }
+  }
+
+  std::string server_socket_, relay_socket_;
+  int listener_ = -1;
+  std::atomic<bool> stop_{false}, armed_{false}, cut_{false};
+  std::thread acceptor_;
+  std::vector<std::thread> relays_;
+};
+
 }  // namespace
 
 TEST_CASE("a clear committed while a late commit is being decided is not overwritten by it", "[postgres][clear]") {
@@ -440,4 +536,33 @@ TEST_CASE("a connection lost while committing is never retried, and the refusal 
   CHECK_THAT(refusal.message, Catch::Contains("Do not run the tool"));
   // Not retried: the one attempt is all the log shows (the cut one was undone here, so none).
   CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'cut'") == 0);
+}
+
+TEST_CASE("an admission recorded while its answer was lost with the connection is taken back, and a retry is fresh",
+          "[postgres][pool]") {
+  TestLedger ledger;
+  TempDir relay_dir;
+  const std::string url = ledger.where();
+  const size_t host_at = url.find("host=") + 5;
+  const size_t host_end = url.find('&', host_at);
+  const std::string server_dir = url.substr(host_at, host_end - host_at);
+  CommitCutter cutter(server_dir + "/.s.PGSQL.5432", relay_dir.path().string());
+  Settings settings = ledger.settings();
+  settings.ledger_path = url.substr(0, host_at) + relay_dir.path().string() + url.substr(host_end);
+  auto fence = open_fence(settings);
+
+  cutter.arm();
+  const PrepareOutcome lost = fence->prepare(charge("cut"));
+  REQUIRE(cutter.cut());
+  REQUIRE(refusal_reason(lost) == Reason::ledger_error);
+  CHECK_THAT(std::get<Refusal>(lost).message, Catch::Contains("may or may not have been recorded"));
+  // It was recorded, and this process holds it: a retry is refused until it is taken back.
+  CHECK(ledger.count("SELECT count(*) FROM intents WHERE intent = 'cut' AND state = 'in_flight'") == 1);
+  CHECK(refusal_reason(fence->prepare(charge("cut"))) == Reason::in_flight);
+
+  CHECK(fence->take_back_unanswered() == 1);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'cut' AND kind = 'cleared' AND "
+                     "detail::json ->> 'reason' LIKE 'withdrawn: %answer was lost%'") == 1);
+  CHECK(std::holds_alternative<Admitted>(fence->prepare(charge("cut"))));
+  CHECK(fence->take_back_unanswered() == 0);  // each is taken back once
 }
