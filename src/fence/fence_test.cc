@@ -386,9 +386,18 @@ TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") 
   // admitted again under the same generation looks just like this.
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused' AND intent = 'o-5' AND " +
                      ledger.json_member("detail", "reason") + " = 'token_mismatch'") == 1);
-  auto r3 = fence->commit(other_intent, {{"x", 1}});
-  REQUIRE(std::holds_alternative<Refusal>(r3));
-  CHECK(std::get<Refusal>(r3).reason == Reason::lease_lost);
+  // A ticket no admission issued (another intent, a generation never
+  // reached) is made up: refused, and its "result" is not kept as a report.
+  Ticket later_generation = t;
+  later_generation.generation += 1;
+  later_generation.token[0] = later_generation.token[0] == 'a' ? 'b' : 'a';
+  for (const Ticket& made_up : {other_intent, later_generation}) {
+    auto r3 = fence->commit(made_up, {{"x", 1}});
+    REQUIRE(std::holds_alternative<Refusal>(r3));
+    CHECK(std::get<Refusal>(r3).reason == Reason::ticket_invalid);
+    CHECK_THAT(std::get<Refusal>(r3).message, Catch::Contains("no admission of intent"));
+  }
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused'") == 1);  // the token_mismatch above
 
   auto status = std::get<IntentStatus>(fence->intent_status("o-5"));
   CHECK(status.state == IntentState::in_flight);

@@ -118,6 +118,17 @@ bool same_token(const std::string& a, const std::string& b) {
 // what was issued under it; otherwise the refusal for `action`.
 std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticket, const std::string& action) {
   auto row = txn.load_intent(ticket.intent);
+  // A ticket whose token is not the current one is a lost lease only if an
+  // admission issued it; otherwise it is made up, and nothing of it is kept.
+  const bool current = row && same_token(row->token, ticket.token);
+  if (!current && !txn.admission_recorded(ticket.intent, ticket.domain, ticket.seq, ticket.generation)) {
+    return Refusal{Reason::ticket_invalid,
+                   action + " refused: no admission of intent '" + ticket.intent + "' issued this ticket (generation " +
+                       std::to_string(ticket.generation) + ", seq " + std::to_string(ticket.seq) + " of domain '" +
+                       ticket.domain + "'): an edited or made-up ticket. Nothing was recorded. Send the ticket "
+                       "exactly as fence_prepare returned it.",
+                   {{"intent", ticket.intent}}};
+  }
   if (!row) {
     return Refusal{Reason::lease_lost,
                    action + " refused: intent '" + ticket.intent + "' has no attempt in the ledger (never "

@@ -104,6 +104,14 @@ int64_t PostgresTxn::count_fenced(const std::string& domain) {
       .integer(0, 0);
 }
 
+bool PostgresTxn::admission_recorded(const std::string& intent, const std::string& domain, int64_t seq,
+                                     int64_t generation) {
+  return db_.exec("SELECT EXISTS (SELECT 1 FROM events WHERE intent = $1 AND kind IN ('admitted', 'takeover') AND "
+                  "domain = $2 AND seq = $3 AND generation = $4)",
+                  {param(intent), param(domain), param(seq), param(generation)})
+             .text(0, 0) == "t";
+}
+
 int64_t PostgresTxn::count_live_in_flight(const std::string& domain, int64_t now) {
   return db_
       .exec("SELECT count(*) FROM intents WHERE state = 'in_flight' AND domain = $1 AND lease_expires_at > $2",

@@ -150,6 +150,21 @@ int64_t SqliteTxn::count_fenced(const std::string& domain) {
   return n;
 }
 
+bool SqliteTxn::admission_recorded(const std::string& intent, const std::string& domain, int64_t seq,
+                                   int64_t generation) {
+  auto& q = statement(
+      "SELECT EXISTS (SELECT 1 FROM events WHERE intent = ? AND (kind = 'admitted' OR kind = 'takeover') AND "
+      "domain = ? AND seq = ? AND generation = ?)");
+  bind_text(q, 1, intent);
+  bind_text(q, 2, domain);
+  q.bind(3, static_cast<int64_t>(seq));
+  q.bind(4, static_cast<int64_t>(generation));
+  q.executeStep();
+  const bool found = q.getColumn(0).getInt() != 0;
+  q.reset();
+  return found;
+}
+
 std::vector<IntentRow> SqliteTxn::expired_in_flight(const std::string& domain, int64_t now) {
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
                                  " FROM intents WHERE state = 'in_flight' AND domain = ? AND lease_expires_at <= ?";
