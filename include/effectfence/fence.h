@@ -18,7 +18,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <utility>
 #include <variant>
 #include <vector>
 
@@ -184,8 +183,14 @@ class Fence {
   Counters process_;  // every outcome of this Fence
   Counters pending_;  // fast-path outcomes not yet added to the ledger's counters
   std::atomic<bool> admitting_{true};
+  // An attempt whose admission may be on record with nobody holding its
+  // ticket (see take_back_unanswered).
+  struct UnansweredAdmission {
+    std::string intent;
+    std::string token;
+  };
   std::mutex unanswered_mu_;
-  std::vector<std::pair<std::string, std::string>> unanswered_;  // (intent, token): see take_back_unanswered
+  std::vector<UnansweredAdmission> unanswered_;
 };
 
 }  // namespace effectfence

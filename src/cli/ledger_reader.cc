@@ -152,6 +152,10 @@ int64_t LedgerReader::integer(const std::string& sql, const std::vector<SqlValue
 }
 
 std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error) {
+  if (std::string refused = conninfo_refused(where); !refused.empty()) {
+    *error = refused;
+    return nullptr;
+  }
   if (is_postgres_ledger(where)) return open_postgres_reader(where, error);
   auto db = open_ledger_read_only(where, error);
   if (!db) return nullptr;

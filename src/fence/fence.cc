@@ -18,13 +18,28 @@ namespace {
 
 Refusal invalid(std::string message) { return Refusal{Reason::invalid_request, std::move(message), Json::object()}; }
 
+bool has_nul(const std::string& text) { return text.find('\0') != std::string::npos; }
+
+// No admission issues a ticket with a NUL in it; PostgreSQL could not even
+// be asked about one.
+std::optional<Refusal> check_ticket(const Ticket& ticket) {
+  if (!has_nul(ticket.intent) && !has_nul(ticket.domain) && !has_nul(ticket.token)) return std::nullopt;
+  return Refusal{Reason::ticket_invalid,
+                 "the ticket holds a NUL character (U+0000), which no admission issues; send the ticket exactly as "
+                 "fence_prepare returned it",
+                 Json::object()};
+}
+
+std::optional<Refusal> check_lookup(const char* field, const std::string& value) {
+  if (!has_nul(value)) return std::nullopt;
+  return invalid(std::string(field) + " contains a NUL character (U+0000); names are text without it");
+}
+
 std::optional<Refusal> check_name(const char* field, const std::string& value) {
   if (value.empty()) return invalid(std::string(field) + " must be a non-empty string");
   // PostgreSQL text cannot hold it: names that differ only after it would be
   // one name there. Refused on every ledger, so a name means the same on each.
-  if (value.find('\0') != std::string::npos) {
-    return invalid(std::string(field) + " contains a NUL character (U+0000); names are text without it");
-  }
+  if (auto refusal = check_lookup(field, value)) return refusal;
   if (utf8_length(value) > kMaxNameCharacters) {
     return invalid(std::string(field) + " is longer than " + std::to_string(kMaxNameCharacters) + " characters");
   }
@@ -225,7 +240,7 @@ PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optiona
   if (failure && failure->detail.is_object() && failure->detail.value("resolution_unknown", false)) {
     // Its admission may be on record, and nobody has its ticket.
     std::lock_guard<std::mutex> lock(unanswered_mu_);
-    unanswered_.push_back({pending.attempt.request.intent, pending.attempt.token});
+    unanswered_.push_back(UnansweredAdmission{pending.attempt.request.intent, pending.attempt.token});
   }
   fast_->leave(pending.attempt, pending.entry, pending.outcome, pending.now);
   tally(pending.outcome, /*decided_here=*/false);
@@ -254,6 +269,7 @@ void Fence::prepare_async(const PrepareRequest& request, PrepareDone done) {
 }
 
 CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
+  if (auto refusal = check_ticket(ticket)) return *refusal;
   JsonError error;
   if (!validate_canonicalizable(result, &error)) return invalid("result: " + error.message);
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
@@ -269,6 +285,10 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
 }
 
 void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
+  if (auto refusal = check_ticket(ticket)) {
+    done(*refusal);
+    return;
+  }
   JsonError error;
   if (!validate_canonicalizable(result, &error)) {
     done(invalid("result: " + error.message));
@@ -312,6 +332,7 @@ AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason, const
 }
 
 AbortOutcome Fence::abort_with(const Ticket& ticket, const std::string& reason, const Json* unrecorded_result) {
+  if (auto refusal = check_ticket(ticket)) return *refusal;
   AbortOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   bool recorded = false;
   if (auto failure = write([&](LedgerTxn& txn) {
@@ -345,6 +366,7 @@ void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::fu
 }
 
 HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
+  if (auto refusal = check_ticket(ticket)) return *refusal;
   HeartbeatOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context(txn)); })) {
     return *failure;
@@ -368,6 +390,7 @@ ClearOutcome Fence::clear(const std::string& intent, const std::string& operator
 }
 
 std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& intent) {
+  if (auto refusal = check_lookup("intent", intent)) return *refusal;
   IntentStatus status;
   status.intent = intent;
   auto failure = ledger_->read([&](LedgerTxn& txn) {
@@ -391,6 +414,7 @@ std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& inte
 }
 
 std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& domain) {
+  if (auto refusal = check_lookup("domain", domain)) return *refusal;
   DomainStatus status;
   status.domain = domain;
   auto failure = ledger_->read([&](LedgerTxn& txn) {
@@ -452,32 +476,31 @@ int64_t Fence::reap_dead_holders() {
 }
 
 int64_t Fence::take_back_unanswered() {
-  std::vector<std::pair<std::string, std::string>> pending;
+  std::vector<UnansweredAdmission> pending;
   {
     std::lock_guard<std::mutex> lock(unanswered_mu_);
     pending.swap(unanswered_);
   }
   int64_t taken_back = 0;
-  std::vector<std::pair<std::string, std::string>> still_unknown;
-  for (const auto& [intent, token] : pending) {
+  size_t next = 0;
+  for (; next < pending.size(); ++next) {
     bool withdrawn = false;
     const auto failure = write([&](LedgerTxn& txn) {
-      withdrawn = rules::withdraw(txn, intent, token,
+      withdrawn = rules::withdraw(txn, pending[next].intent, pending[next].token,
                                   "its admission was recorded, but the answer was lost with the ledger connection: "
                                   "nobody received its ticket",
                                   context(txn));
     });
-    if (failure) {
-      still_unknown.push_back({intent, token});  // the ledger cannot say yet: ask again next time
-      continue;
-    }
+    // The ledger cannot say yet: the rest would each wait out the same
+    // failure (a connect timeout), so all are asked again next time.
+    if (failure) break;
     if (!withdrawn) continue;  // not recorded after all, or since resolved
     ++taken_back;
     std::lock_guard<std::mutex> lock(counters_mu_);
     process_.aborted += 1;
   }
   std::lock_guard<std::mutex> lock(unanswered_mu_);
-  unanswered_.insert(unanswered_.end(), still_unknown.begin(), still_unknown.end());
+  unanswered_.insert(unanswered_.end(), pending.begin() + static_cast<std::ptrdiff_t>(next), pending.end());
   return taken_back;
 }
 

@@ -897,6 +897,16 @@ TEST_CASE("a name with a NUL character is refused on every ledger, and free text
   read_nul.read_set = {{nul_name, 0}};
   CHECK(refusal_reason(fence->prepare(read_nul)) == Reason::invalid_request);
   CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
+  // Nor does a ticket or a lookup carry one to the ledger.
+  const Ticket held = admitted_ticket(fence->prepare(charge("o-held")));
+  Ticket edited = held;
+  edited.intent = nul_name;
+  CHECK(std::get<Refusal>(fence->commit(edited, {{"ok", true}})).reason == Reason::ticket_invalid);
+  CHECK(std::get<Refusal>(fence->abort(edited, "no")).reason == Reason::ticket_invalid);
+  CHECK(std::get<Refusal>(fence->heartbeat(edited)).reason == Reason::ticket_invalid);
+  CHECK(std::get<Refusal>(fence->intent_status(nul_name)).reason == Reason::invalid_request);
+  CHECK(std::get<Refusal>(fence->domain_status(nul_name)).reason == Reason::invalid_request);
+  committed(*fence, held, {{"ok", true}});
 
   // A tool's error in an abort reason may hold one: kept, written as \u0000.
   const Ticket t = admitted_ticket(fence->prepare(charge("o-1")));

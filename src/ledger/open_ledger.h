@@ -20,4 +20,8 @@ bool is_postgres_ledger(const std::string& where);
 // where with any password replaced by ***: safe to print.
 std::string printable_ledger(const std::string& where);
 
+// The refusal (naming where, password hidden) when where reads as a
+// key=value connection string, which would otherwise be a file name; "" if not.
+std::string conninfo_refused(const std::string& where);
+
 }  // namespace effectfence

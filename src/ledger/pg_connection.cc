@@ -25,6 +25,37 @@ std::string trimmed(std::string s) {
   return out;
 }
 
+// Where a URL's parts start, read as libpq reads them: the user and
+// password run from "://" to the first '@' or '/'; the host and path, from
+// there to the first '?'.
+struct UrlParts {
+  size_t credentials = std::string::npos;  // after "://"; npos: not a URL
+  size_t host = std::string::npos;         // after the credentials' '@' (or = credentials without one)
+  size_t query = std::string::npos;        // the first '?' past host, npos if none
+};
+
+UrlParts parts_of(const std::string& url) {
+  UrlParts parts;
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return parts;
+  parts.credentials = scheme_end + 3;
+  const size_t credentials_end = url.find_first_of("@/", parts.credentials);
+  parts.host = credentials_end != std::string::npos && url[credentials_end] == '@' ? credentials_end + 1
+                                                                                   : parts.credentials;
+  parts.query = url.find('?', parts.host);
+  return parts;
+}
+
+// An '@' past the credentials, before the query: a password holding an
+// unencoded '@' or '/'. libpq would read a piece of it as the host or the
+// database, and quote that piece in its errors.
+bool has_stray_at(const std::string& url) {
+  const UrlParts parts = parts_of(url);
+  if (parts.host == std::string::npos) return false;
+  const size_t at = url.find('@', parts.host);
+  return at != std::string::npos && at < parts.query;
+}
+
 // The password a URL or conninfo spells out, as written ("" if none).
 std::string password_in(const std::string& url) {
   static const std::regex userinfo(R"(^[a-z]+://[^:/@]*:([^@/]*)@)");
@@ -68,7 +99,8 @@ bool contains_any(const std::string& text, std::initializer_list<const char*> pa
 std::string connect_failure_code(const std::string& message) {
   if (contains_any(message, {"invalid percent-encoded token", "invalid URI", "invalid connection option",
                              "unexpected spaces found", "invalid port number", "invalid integer value",
-                             "missing \"=\" after", "unterminated quoted string"})) {
+                             "missing \"=\" after", "unterminated quoted string"}) ||
+      (message.rfind("invalid ", 0) == 0 && message.find(" value") != std::string::npos)) {  // sslmode=bogus
     return kMalformedUrl;
   }
   if (message.find("database \"") != std::string::npos && message.find("does not exist") != std::string::npos) {
@@ -113,6 +145,9 @@ int64_t Result::integer(int row, int col) const {
 }
 
 std::unique_ptr<Connection> Connection::open(const std::string& url) {
+  if (has_stray_at(url)) {
+    throw Error(std::string("an '@' follows the user and password: ") + kPercentEncodeAdvice, kMalformedUrl);
+  }
   PGconn* c = PQconnectdb(conninfo_of(url).c_str());
   if (!c) throw Error("out of memory while connecting", "");
   if (PQstatus(c) != CONNECTION_OK) {
@@ -124,7 +159,10 @@ std::unique_ptr<Connection> Connection::open(const std::string& url) {
     const std::string password = password_in(url);
     replace_all(message, password, "***");
     replace_all(message, percent_decoded(password), "***");
-    throw Error(message, connect_failure_code(message));
+    const std::string code = connect_failure_code(message);
+    if (code == kMalformedUrl) message += std::string("; ") + kPercentEncodeAdvice;
+    if (code == "3D000") message += "; create it (createdb) or name an existing database";
+    throw Error(message, code);
   }
   // Notices (e.g. "relation already exists, skipping") are not errors.
   PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
@@ -165,6 +203,12 @@ Result Connection::checked(PGresult* r) {
 }
 
 std::string scrub_url(const std::string& url) {
+  if (has_stray_at(url)) {
+    // Which '@' ends the password is anyone's guess: hide up to the last.
+    const UrlParts parts = parts_of(url);
+    const size_t last_at = url.rfind('@', parts.query == std::string::npos ? std::string::npos : parts.query);
+    return scrub_url(url.substr(0, parts.credentials) + "***" + url.substr(last_at));
+  }
   // scheme://user:password@host -> scheme://user:***@host. Like libpq, the
   // password runs to the '@' (it may hold '?' or '#').
   static const std::regex userinfo(R"(^([a-z]+://[^:/@]*):[^@/]*@)");
@@ -172,6 +216,12 @@ std::string scrub_url(const std::string& url) {
   static const std::regex keyword(R"((password=)[^&\s]*)", std::regex::icase);
   std::string out = std::regex_replace(url, userinfo, "$1:***@");
   return std::regex_replace(out, keyword, "$1***");
+}
+
+bool looks_like_conninfo(const std::string& ledger) {
+  static const std::regex keyword_first(
+      R"(^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*=)", std::regex::icase);
+  return std::regex_search(ledger, keyword_first);
 }
 
 bool is_postgres_url(const std::string& ledger) {
@@ -182,16 +232,15 @@ std::string conninfo_of(const std::string& ledger) {
   const std::string conninfo = ledger == "postgres:" ? std::string() : ledger;
   // Without a bound, a server that accepts and never answers holds a
   // connection attempt (and the process starting on it) for ever.
-  if (std::getenv("PGCONNECT_TIMEOUT") || conninfo.find("connect_timeout=") != std::string::npos) return conninfo;
+  // A service file may set one, and a URL parameter would override it.
+  if (std::getenv("PGCONNECT_TIMEOUT") || std::getenv("PGSERVICE") ||
+      conninfo.find("connect_timeout=") != std::string::npos || conninfo.find("service=") != std::string::npos) {
+    return conninfo;
+  }
   const std::string bound = "connect_timeout=" + std::to_string(kDefaultConnectTimeoutSeconds);
   if (conninfo.empty()) return bound;
-  // The query starts at the first '?' past the user and password, which run
-  // to the first '@' or '/' (a password may hold a '?').
-  size_t host = conninfo.find("://");
-  host = host == std::string::npos ? 0 : host + 3;
-  const size_t credentials_end = conninfo.find_first_of("@/", host);
-  if (credentials_end != std::string::npos && conninfo[credentials_end] == '@') host = credentials_end + 1;
-  return conninfo + (conninfo.find('?', host) == std::string::npos ? "?" : "&") + bound;
+  // The query starts past the user and password (a password may hold a '?').
+  return conninfo + (parts_of(conninfo).query == std::string::npos ? "?" : "&") + bound;
 }
 
 }  // namespace effectfence::pg

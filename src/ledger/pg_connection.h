@@ -69,9 +69,15 @@ class Connection {
 // The code of a connection refused before any server was asked: libpq could
 // not read the URL or conninfo.
 constexpr const char* kMalformedUrl = "malformed_url";
+constexpr const char* kPercentEncodeAdvice =
+    "percent-encode reserved characters in the user and password (% as %25, @ as %40, / as %2F, : as %3A), or "
+    "give the password in PGPASSWORD or ~/.pgpass";
 
 // The URL with any password replaced by "***", safe for logs and errors.
 std::string scrub_url(const std::string& url);
+// True iff ledger reads as a libpq key=value connection string ("host=...
+// password=..."), which effectfence does not take: it would be a file name.
+bool looks_like_conninfo(const std::string& ledger);
 // True iff ledger names a PostgreSQL ledger: postgres://, postgresql://, or
 // "postgres:" alone (the PG* environment variables say where).
 bool is_postgres_url(const std::string& ledger);

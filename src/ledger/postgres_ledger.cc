@@ -31,14 +31,11 @@ OpenError open_error(OpenErrorCode code, const std::string& url, const std::stri
 OpenError classify_connect_failure(const std::string& url, const pg::Error& e) {
   if (e.sqlstate() == pg::kMalformedUrl) {
     return open_error(OpenErrorCode::invalid_settings, url,
-                      std::string("is not a connection URL libpq can read (") + e.what() +
-                          "); percent-encode reserved characters in the user and password (% as %25, @ as %40, "
-                          "/ as %2F, : as %3A), or give the password in PGPASSWORD or ~/.pgpass");
+                      std::string("is not a connection URL libpq can read: ") + e.what());
   }
   if (e.sqlstate() == "3D000") {
     return open_error(OpenErrorCode::invalid_settings, url,
-                      std::string("the PostgreSQL server has no such database (") + e.what() +
-                          "); create it (createdb) or name an existing one");
+                      std::string("the PostgreSQL server has no such database: ") + e.what());
   }
   if (e.sqlstate() == "28000") {
     return open_error(OpenErrorCode::auth, url,

@@ -528,13 +528,13 @@ TEST_CASE("a result with a 64-bit id reaches the agent exactly: passed through, 
   Settings settings;
   settings.ledger_path = (dir.path() / "ledger.sqlite").string();
   std::atomic<int> runs{0};
-  Harness h(server_script([&](const Json& m) -> std::vector<std::string> {
-              ++runs;
-              // Written by hand: a 64-bit id no double can hold.
-              return {R"({"jsonrpc":"2.0","id":)" + m["id"].dump() +
-                      R"(,"result":{"content":[{"type":"text","text":"created"}],"structuredContent":{"order_id":1790000000000000001}}})"};
-            }),
-            {}, settings);
+  auto child = server_script([&](const Json& m) -> std::vector<std::string> {
+    ++runs;
+    // Written by hand: a 64-bit id no double can hold.
+    return {R"({"jsonrpc":"2.0","id":)" + m["id"].dump() +
+            R"(,"result":{"content":[{"type":"text","text":"created"}],"structuredContent":{"order_id":1790000000000000001}}})"};
+  });
+  Harness h(child, {}, settings);
   std::string error;
   REQUIRE(h.proxy->start(&error));
 

@@ -468,7 +468,8 @@ TEST_CASE("SIGTERM right after initialize, before the child starts, is not misse
   }
 }
 
-TEST_CASE("serve --shared on a PostgreSQL ledger needs --lease, and the refusal keeps the password out", "[serve][lifecycle]") {
+TEST_CASE("serve --shared on a PostgreSQL ledger needs --lease, and the refusal keeps the password out",
+          "[serve][lifecycle]") {
   // No server is asked: the refusal comes before any connection.
   const std::string err =
       expect_refused_ledger({"serve", "--shared", "--db", "postgres://fence:pw-never-printed@db.invalid/ledger"});

@@ -136,6 +136,12 @@ expect_match "$RC $ERR" "^2 .*newer_schema.*foreign.sqlite-wal is in write-ahead
 expect_eq "$(sha256sum <"$WORK/foreign.sqlite-wal")" "$WAL_SUM" "the log is kept byte for byte"
 rm -f "$WORK"/foreign.sqlite*
 
+# A PostgreSQL key=value connection string is no file name: refused, its
+# password hidden, and no file of that name created.
+run "$EF" stats --db "host=/nonexistent user=fence password=KvSecret77 dbname=ledger"  # in $WORK
+expect_match "$RC $ERR" "^2 .*key=value connection string" "a reader refuses a key=value connection string"
+expect_eq "$(grep -c KvSecret77 <<<"$OUT$ERR") $(ls "$WORK" | grep -c '^host=')" "0 0" "its password is hidden, and no file made"
+
 echo "--- help and usage"
 for cmd in stats fenced clear export verify; do
   run "$EF" "$cmd" --help

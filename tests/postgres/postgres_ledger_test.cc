@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -63,7 +64,7 @@ TEST_CASE("PostgreSQL URLs are recognised and their passwords never printed", "[
 }
 
 TEST_CASE("a connection attempt is bounded unless the URL or the environment bounds it", "[postgres][url]") {
-  ScopedEnv no_timeout(Env{{"PGCONNECT_TIMEOUT", std::nullopt}});
+  ScopedEnv no_timeout(Env{{"PGCONNECT_TIMEOUT", std::nullopt}, {"PGSERVICE", std::nullopt}});
   CHECK(pg::conninfo_of("postgres:") == "connect_timeout=10");
   CHECK(pg::conninfo_of("postgres://db/ledger") == "postgres://db/ledger?connect_timeout=10");
   CHECK(pg::conninfo_of("postgresql://u@/ledger?host=/run/pg") ==
@@ -72,8 +73,45 @@ TEST_CASE("a connection attempt is bounded unless the URL or the environment bou
   CHECK(pg::conninfo_of("postgres://alice:s3cret?x@db/ledger") ==
         "postgres://alice:s3cret?x@db/ledger?connect_timeout=10");
   CHECK(pg::conninfo_of("postgres://db/ledger?connect_timeout=3") == "postgres://db/ledger?connect_timeout=3");
+  CHECK(pg::conninfo_of("postgres://db/ledger?service=ledger") == "postgres://db/ledger?service=ledger");
   ScopedEnv from_environment(Env{{"PGCONNECT_TIMEOUT", "4"}});
   CHECK(pg::conninfo_of("postgres://db/ledger") == "postgres://db/ledger");
+}
+
+TEST_CASE("a text value holding a NUL character is refused before PostgreSQL, not stored cut short",
+          "[postgres][open]") {
+  TestLedger ledger;
+  auto db = pg::Connection::open(ledger.where());
+  db->run("CREATE TEMP TABLE names (name text)");
+  try {
+    db->exec("INSERT INTO names VALUES ($1)", {pg::param(std::string("first") + '\0' + "second")});
+    FAIL("a value holding NUL was sent");
+  } catch (const pg::Error& e) {
+    CHECK(e.sqlstate() == "22021");
+    CHECK_THAT(e.what(), Catch::Contains("NUL character"));
+  }
+  CHECK(db->exec("SELECT count(*) FROM names").integer(0, 0) == 0);
+}
+
+TEST_CASE("a password holding an unencoded '@' is refused before libpq reads a piece of it as the host",
+          "[postgres][url]") {
+  const OpenError e = expect_refused("postgres://fence:Hunter2@Secret99@127.0.0.1:1/ledger");
+  CHECK(e.code == OpenErrorCode::invalid_settings);
+  CHECK_THAT(e.message, Catch::Contains("percent-encode"));
+  CHECK_THAT(e.message, !Catch::Contains("Hunter2") && !Catch::Contains("Secret99"));
+  CHECK(printable_ledger("postgres://fence:p@ss:w/rd@db:5432/ledger?sslmode=require") ==
+        "postgres://***@db:5432/ledger?sslmode=require");
+  CHECK(printable_ledger("postgres://fence:s3cret@db/ledger?application_name=a:b@c") ==
+        "postgres://fence:***@db/ledger?application_name=a:b@c");  // an '@' in the query is no password's
+}
+
+TEST_CASE("a key=value connection string is refused, not taken as a file name, and its password hidden",
+          "[postgres][url]") {
+  const OpenError e = expect_refused("host=/tmp user=fence password=KvSecret77 dbname=ledger");
+  CHECK(e.code == OpenErrorCode::invalid_settings);
+  CHECK_THAT(e.message, Catch::Contains("key=value connection string") && Catch::Contains("postgresql://"));
+  CHECK_THAT(e.message, !Catch::Contains("KvSecret77"));
+  CHECK_FALSE(std::filesystem::exists("host=/tmp user=fence password=KvSecret77 dbname=ledger"));
 }
 
 TEST_CASE("a server that accepts and never answers is a named error, not a hang", "[postgres][open]") {
