@@ -91,10 +91,11 @@ class LedgerTxn {
   virtual std::vector<IntentRow> expired_in_flight(const std::string& domain, int64_t now) = 0;
   // Intents on domain fenced failed or unknown, not yet cleared.
   virtual int64_t count_fenced(const std::string& domain) = 0;
-  // Whether an admission (an admitted or takeover event) handed out this
-  // intent's seq on domain under generation: a ticket names one.
-  virtual bool admission_recorded(const std::string& intent, const std::string& domain, int64_t seq,
-                                  int64_t generation) = 0;
+  // The admission (an admitted or takeover event) that handed out this
+  // intent's seq on domain under generation, as the SHA-256 of the token it
+  // issued: nullopt if there was none, "" if it predates recording that.
+  virtual std::optional<std::string> admission_token_hash(const std::string& intent, const std::string& domain,
+                                                          int64_t seq, int64_t generation) = 0;
 
   // A domain never seen reads as {exists=false, seq=highest ever reserved}.
   virtual DomainRow load_domain(const std::string& domain) = 0;

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/sha256.h"
+
 namespace effectfence::rules {
 namespace {
 
@@ -114,14 +116,20 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// Whether an admission issued this ticket: its (domain, seq, generation),
+// and its token where the admission recorded the token's hash.
+bool issued(LedgerTxn& txn, const Ticket& ticket) {
+  const auto hash = txn.admission_token_hash(ticket.intent, ticket.domain, ticket.seq, ticket.generation);
+  return hash && (hash->empty() || same_token(*hash, sha256_hex(ticket.token)));
+}
+
 // Returns the intent row iff ticket carries its current token and matches
 // what was issued under it; otherwise the refusal for `action`.
 std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticket, const std::string& action) {
   auto row = txn.load_intent(ticket.intent);
   // A ticket whose token is not the current one is a lost lease only if an
   // admission issued it; otherwise it is made up, and nothing of it is kept.
-  const bool current = row && same_token(row->token, ticket.token);
-  if (!current && !txn.admission_recorded(ticket.intent, ticket.domain, ticket.seq, ticket.generation)) {
+  if (!(row && same_token(row->token, ticket.token)) && !issued(txn, ticket)) {
     return Refusal{Reason::ticket_invalid,
                    action + " refused: no admission of intent '" + ticket.intent + "' issued this ticket (generation " +
                        std::to_string(ticket.generation) + ", seq " + std::to_string(ticket.seq) + " of domain '" +
@@ -311,6 +319,9 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   EventRecord e = event_for(admission, row, req.agent);
   e.detail = admission_detail;
   e.detail["holder"] = ctx.me.describe();
+  // The token is the capability and stays secret; its hash tells a ticket
+  // this admission issued from a made-up one, after the token has changed.
+  e.detail["token_sha256"] = sha256_hex(a.token);
   txn.append_event(e, ctx.now);
   Counters delta;
   delta.admitted = 1;

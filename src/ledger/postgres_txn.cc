@@ -104,12 +104,13 @@ int64_t PostgresTxn::count_fenced(const std::string& domain) {
       .integer(0, 0);
 }
 
-bool PostgresTxn::admission_recorded(const std::string& intent, const std::string& domain, int64_t seq,
-                                     int64_t generation) {
-  return db_.exec("SELECT EXISTS (SELECT 1 FROM events WHERE intent = $1 AND kind IN ('admitted', 'takeover') AND "
-                  "domain = $2 AND seq = $3 AND generation = $4)",
-                  {param(intent), param(domain), param(seq), param(generation)})
-             .text(0, 0) == "t";
+std::optional<std::string> PostgresTxn::admission_token_hash(const std::string& intent, const std::string& domain,
+                                                             int64_t seq, int64_t generation) {
+  auto rows = db_.exec("SELECT coalesce(detail::json ->> 'token_sha256', '') FROM events WHERE intent = $1 AND "
+                       "kind IN ('admitted', 'takeover') AND domain = $2 AND seq = $3 AND generation = $4 LIMIT 1",
+                       {param(intent), param(domain), param(seq), param(generation)});
+  if (rows.rows() == 0) return std::nullopt;
+  return rows.text(0, 0);
 }
 
 int64_t PostgresTxn::count_live_in_flight(const std::string& domain, int64_t now) {

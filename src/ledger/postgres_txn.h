@@ -34,8 +34,8 @@ class PostgresTxn final : public LedgerTxn {
   int64_t count_live_in_flight(const std::string& domain, int64_t now) override;
   std::vector<IntentRow> expired_in_flight(const std::string& domain, int64_t now) override;
   int64_t count_fenced(const std::string& domain) override;
-  bool admission_recorded(const std::string& intent, const std::string& domain, int64_t seq,
-                          int64_t generation) override;
+  std::optional<std::string> admission_token_hash(const std::string& intent, const std::string& domain, int64_t seq,
+                                                  int64_t generation) override;
   DomainRow load_domain(const std::string& domain) override;
   bool advance_domain(const std::string& domain, int64_t expected, int64_t now) override;
   void record_domain_effect(const std::string& domain, const VectorClock& clock,

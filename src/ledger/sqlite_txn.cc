@@ -150,19 +150,19 @@ int64_t SqliteTxn::count_fenced(const std::string& domain) {
   return n;
 }
 
-bool SqliteTxn::admission_recorded(const std::string& intent, const std::string& domain, int64_t seq,
-                                   int64_t generation) {
+std::optional<std::string> SqliteTxn::admission_token_hash(const std::string& intent, const std::string& domain,
+                                                           int64_t seq, int64_t generation) {
   auto& q = statement(
-      "SELECT EXISTS (SELECT 1 FROM events WHERE intent = ? AND (kind = 'admitted' OR kind = 'takeover') AND "
-      "domain = ? AND seq = ? AND generation = ?)");
+      "SELECT coalesce(json_extract(detail, '$.token_sha256'), '') FROM events WHERE intent = ? AND "
+      "(kind = 'admitted' OR kind = 'takeover') AND domain = ? AND seq = ? AND generation = ?");
   bind_text(q, 1, intent);
   bind_text(q, 2, domain);
   q.bind(3, static_cast<int64_t>(seq));
   q.bind(4, static_cast<int64_t>(generation));
-  q.executeStep();
-  const bool found = q.getColumn(0).getInt() != 0;
+  std::optional<std::string> hash;
+  if (q.executeStep()) hash = q.getColumn(0).getString();
   q.reset();
-  return found;
+  return hash;
 }
 
 std::vector<IntentRow> SqliteTxn::expired_in_flight(const std::string& domain, int64_t now) {
