@@ -216,20 +216,41 @@ TEST_CASE("abort fences the intent until it is cleared", "[fence_tools]") {
   CHECK(f.structured("fence_prepare", charge_args("o-5"))["status"] == "fresh");
 }
 
-TEST_CASE("a commit refused because the ledger stayed locked says to retry it, not to hold back the tool",
-          "[fence_tools]") {
+namespace {
+
+// A ledger file with a short busy timeout, and another connection that can
+// hold its write lock, so the tools' decisions are refused ledger_busy.
+struct LockableLedger {
   effectfence::testing::TempDir dir;
   Settings settings;
-  settings.ledger_path = dir.file("l.sqlite");
-  settings.busy_timeout_ms = 100;
-  FenceToolsFixture f(settings);
-  Json ticket = f.structured("fence_prepare", charge_args("o-busy"))["prepared"];
   sqlite3* blocker = nullptr;
-  REQUIRE(sqlite3_open(settings.ledger_path.c_str(), &blocker) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  LockableLedger() {
+    settings.ledger_path = dir.file("l.sqlite");
+    settings.busy_timeout_ms = 100;
+  }
+  ~LockableLedger() { unlock(); }
+  void lock() {
+    REQUIRE(sqlite3_open(settings.ledger_path.c_str(), &blocker) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  }
+  void unlock() {
+    if (!blocker) return;
+    sqlite3_exec(blocker, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(blocker);
+    blocker = nullptr;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a commit refused because the ledger stayed locked says to retry it, not to hold back the tool",
+          "[fence_tools]") {
+  LockableLedger ledger;
+  FenceToolsFixture f(ledger.settings);
+  Json ticket = f.structured("fence_prepare", charge_args("o-busy"))["prepared"];
+  ledger.lock();
   Json refused = f.structured("fence_commit", {{"prepared", ticket}, {"result", {{"ok", true}}}});
-  sqlite3_exec(blocker, "ROLLBACK", nullptr, nullptr, nullptr);
-  sqlite3_close(blocker);
+  ledger.unlock();
   CHECK(refused["reason"] == "ledger_busy");
   CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("retry fence_commit with the same ticket"));
   CHECK_THAT(refused["explanation"].get<std::string>(), Catch::Contains("locked") && !Catch::Contains("do not run"));
@@ -238,19 +259,13 @@ TEST_CASE("a commit refused because the ledger stayed locked says to retry it, n
 
 TEST_CASE("a heartbeat or abort the ledger could not take says the ticket may still hold the intent: keep it",
           "[fence_tools]") {
-  effectfence::testing::TempDir dir;
-  Settings settings;
-  settings.ledger_path = dir.file("l.sqlite");
-  settings.busy_timeout_ms = 100;
-  FenceToolsFixture f(settings);
+  LockableLedger ledger;
+  FenceToolsFixture f(ledger.settings);
   Json ticket = f.structured("fence_prepare", charge_args("o-held"))["prepared"];
-  sqlite3* blocker = nullptr;
-  REQUIRE(sqlite3_open(settings.ledger_path.c_str(), &blocker) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  ledger.lock();
   Json heartbeat = f.structured("fence_heartbeat", {{"prepared", ticket}});
   Json abort = f.structured("fence_abort", {{"prepared", ticket}, {"reason", "provider declined"}});
-  sqlite3_exec(blocker, "ROLLBACK", nullptr, nullptr, nullptr);
-  sqlite3_close(blocker);
+  ledger.unlock();
   for (const Json& refused : {heartbeat, abort}) {
     CHECK(refused["reason"] == "ledger_busy");
     CHECK_THAT(refused["message"].get<std::string>(),
