@@ -56,12 +56,23 @@ bool has_stray_at(const std::string& url) {
   return at != std::string::npos && at < parts.query;
 }
 
+// Where a password is spelled out: scheme://user:PASSWORD@host (like libpq,
+// the password runs to the '@'; it may hold '?' or '#'), and password=PASSWORD
+// in a query string or a key=value conninfo. Group 1 is what precedes the
+// password, group 2 the password.
+const std::regex& userinfo_password() {
+  static const std::regex pattern(R"(^([a-z]+://[^:/@]*):([^@/]*)@)");
+  return pattern;
+}
+const std::regex& keyword_password() {
+  static const std::regex pattern(R"((password=)([^&\s]*))", std::regex::icase);
+  return pattern;
+}
+
 // The password a URL or conninfo spells out, as written ("" if none).
 std::string password_in(const std::string& url) {
-  static const std::regex userinfo(R"(^[a-z]+://[^:/@]*:([^@/]*)@)");
-  static const std::regex keyword(R"(password=([^&\s]*))", std::regex::icase);
   std::smatch m;
-  if (std::regex_search(url, m, userinfo) || std::regex_search(url, m, keyword)) return m[1];
+  if (std::regex_search(url, m, userinfo_password()) || std::regex_search(url, m, keyword_password())) return m[2];
   return "";
 }
 
@@ -206,16 +217,11 @@ std::string scrub_url(const std::string& url) {
   if (has_stray_at(url)) {
     // Which '@' ends the password is anyone's guess: hide up to the last.
     const UrlParts parts = parts_of(url);
-    const size_t last_at = url.rfind('@', parts.query == std::string::npos ? std::string::npos : parts.query);
+    const size_t last_at = url.rfind('@', parts.query);  // npos: the whole URL
     return scrub_url(url.substr(0, parts.credentials) + "***" + url.substr(last_at));
   }
-  // scheme://user:password@host -> scheme://user:***@host. Like libpq, the
-  // password runs to the '@' (it may hold '?' or '#').
-  static const std::regex userinfo(R"(^([a-z]+://[^:/@]*):[^@/]*@)");
-  // password=... in a query string or a key=value conninfo
-  static const std::regex keyword(R"((password=)[^&\s]*)", std::regex::icase);
-  std::string out = std::regex_replace(url, userinfo, "$1:***@");
-  return std::regex_replace(out, keyword, "$1***");
+  const std::string out = std::regex_replace(url, userinfo_password(), "$1:***@");
+  return std::regex_replace(out, keyword_password(), "$1***");
 }
 
 bool looks_like_conninfo(const std::string& ledger) {
