@@ -30,7 +30,7 @@ std::optional<Refusal> check_ticket(const Ticket& ticket) {
                  Json::object()};
 }
 
-std::optional<Refusal> check_lookup(const char* field, const std::string& value) {
+std::optional<Refusal> refuse_nul(const char* field, const std::string& value) {
   if (!has_nul(value)) return std::nullopt;
   return invalid(std::string(field) + " contains a NUL character (U+0000); names are text without it");
 }
@@ -39,7 +39,7 @@ std::optional<Refusal> check_name(const char* field, const std::string& value) {
   if (value.empty()) return invalid(std::string(field) + " must be a non-empty string");
   // PostgreSQL text cannot hold it: names that differ only after it would be
   // one name there. Refused on every ledger, so a name means the same on each.
-  if (auto refusal = check_lookup(field, value)) return refusal;
+  if (auto refusal = refuse_nul(field, value)) return refusal;
   if (utf8_length(value) > kMaxNameCharacters) {
     return invalid(std::string(field) + " is longer than " + std::to_string(kMaxNameCharacters) + " characters");
   }
@@ -390,7 +390,7 @@ ClearOutcome Fence::clear(const std::string& intent, const std::string& operator
 }
 
 std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& intent) {
-  if (auto refusal = check_lookup("intent", intent)) return *refusal;
+  if (auto refusal = refuse_nul("intent", intent)) return *refusal;
   IntentStatus status;
   status.intent = intent;
   auto failure = ledger_->read([&](LedgerTxn& txn) {
@@ -414,7 +414,7 @@ std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& inte
 }
 
 std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& domain) {
-  if (auto refusal = check_lookup("domain", domain)) return *refusal;
+  if (auto refusal = refuse_nul("domain", domain)) return *refusal;
   DomainStatus status;
   status.domain = domain;
   auto failure = ledger_->read([&](LedgerTxn& txn) {
