@@ -83,6 +83,12 @@ class LedgerTxn {
   virtual std::optional<IntentRow> load_intent(const std::string& intent) = 0;
   // Inserts or replaces the row (bumping its version).
   virtual void save_intent(const IntentRow& row, int64_t now) = 0;
+  // save_intent for a row no intent of that name has yet: a ledger may skip
+  // looking for one.
+  virtual void insert_intent(const IntentRow& row, int64_t now) { save_intent(row, now); }
+  // save_intent for an outcome: REQUIRES the stored row differs from row at
+  // most in state, cert_hash and reason, so a ledger may write only those.
+  virtual void save_outcome(const IntentRow& row, int64_t now) { save_intent(row, now); }
   // Intents in flight whose holder claims to be on host.
   virtual std::vector<IntentRow> in_flight_on_host(const std::string& host) = 0;
   // Admitted, unresolved intents on domain whose lease has not expired.
@@ -102,6 +108,14 @@ class LedgerTxn {
   // Compare-and-swap on the version column: moves seq from expected to
   // expected+1, creating the row if needed. Returns false iff seq != expected.
   virtual bool advance_domain(const std::string& domain, int64_t expected, int64_t now) = 0;
+  // load_domain then advance_domain from the seq it read, in one step where
+  // the ledger can: the domain as it was before (its clock may be left
+  // empty), or nullopt iff it moved in between.
+  virtual std::optional<DomainRow> reserve_seq(const std::string& domain, int64_t now) {
+    DomainRow d = load_domain(domain);
+    if (!advance_domain(domain, d.seq, now)) return std::nullopt;
+    return d;
+  }
   // After a commit: merges the clock, moves head if seq is the newest.
   virtual void record_domain_effect(const std::string& domain, const VectorClock& clock,
                                     const std::string& cert_hash, int64_t seq, int64_t now) = 0;

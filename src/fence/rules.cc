@@ -54,7 +54,7 @@ void mark_unknown(LedgerTxn& txn, IntentRow& row, const std::string& why, const 
                   const Context& ctx) {
   row.state = IntentState::unknown;
   row.reason = why;
-  txn.save_intent(row, ctx.now);
+  txn.save_outcome(row, ctx.now);
   EventRecord e = event_for(event_kind, row, ctx.me.describe());
   e.detail = {{"reason", why}, {"holder", row.holder.describe()}};
   txn.append_event(e, ctx.now);
@@ -277,23 +277,21 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
     return *refusal;
   }
 
-  const DomainRow domain = txn.load_domain(req.domain);
-  std::string parent = domain.head;
-  if (req.parent) {
-    if (!txn.load_certificate(*req.parent)) {
-      return Refusal{Reason::invalid_request,
-                     "parent certificate " + *req.parent + " is not in this ledger; pass the hash of a "
-                     "certificate this ledger issued, or omit parent",
-                     {{"parent", *req.parent}}};
-    }
-    parent = *req.parent;
+  if (req.parent && !txn.load_certificate(*req.parent)) {
+    return Refusal{Reason::invalid_request,
+                   "parent certificate " + *req.parent + " is not in this ledger; pass the hash of a "
+                   "certificate this ledger issued, or omit parent",
+                   {{"parent", *req.parent}}};
   }
-  if (!txn.advance_domain(req.domain, domain.seq, ctx.now)) {
+  const auto reserved = txn.reserve_seq(req.domain, ctx.now);
+  if (!reserved) {
     return refuse(txn, Reason::domain_race,
                   "domain '" + req.domain + "' moved while this attempt was being decided; do not run the "
                   "tool; re-read the domain and decide again.",
-                  {{"domain", req.domain}, {"expected", domain.seq}});
+                  {{"domain", req.domain}});
   }
+  const DomainRow& domain = *reserved;
+  const std::string parent = req.parent ? *req.parent : domain.head;
 
   IntentRow row;
   row.intent = req.intent;
@@ -314,7 +312,11 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   row.holder = ctx.me;
   row.lease_expires_at = ctx.now + ctx.lease_ttl_ms;
   row.admitted_at = ctx.now;
-  txn.save_intent(row, ctx.now);
+  if (existing) {
+    txn.save_intent(row, ctx.now);
+  } else {
+    txn.insert_intent(row, ctx.now);
+  }
 
   EventRecord e = event_for(admission, row, req.agent);
   e.detail = admission_detail;
@@ -393,7 +395,7 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   if (auto stale = check_read_set(txn, row.read_set, ctx, /*check_in_flight=*/false, row.domain, row.seq)) {
     row.state = IntentState::failed;
     row.reason = "commit refused: " + stale->message;
-    txn.save_intent(row, ctx.now);
+    txn.save_outcome(row, ctx.now);
     EventRecord e = event_for("commit_refused", row, row.agent);
     e.detail = {{"reason", "stale_read_set"}, {"read_set", stale->detail}, {"result", result}};
     txn.append_event(e, ctx.now);
@@ -432,7 +434,7 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   row.reason = before == IntentState::unknown   ? "resolved by its holder's late commit"
                : before == IntentState::cleared ? "its holder committed after it was cleared: the effect ran"
                                                 : "";
-  txn.save_intent(row, ctx.now);
+  txn.save_outcome(row, ctx.now);
   EventRecord e = event_for("committed", row, row.agent);
   e.detail = {{"certificate", cert.hash}};
   if (before == IntentState::unknown) e.detail["resolved_unknown"] = true;
@@ -459,7 +461,7 @@ AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reas
   }
   row.state = IntentState::failed;
   row.reason = reason.empty() ? "aborted by its holder" : "aborted: " + reason;
-  txn.save_intent(row, ctx.now);
+  txn.save_outcome(row, ctx.now);
   EventRecord e = event_for("aborted", row, row.agent);
   e.detail = {{"reason", reason}};
   // As text: such a result may hold integers past ±2^53, which the text

@@ -120,6 +120,28 @@ void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
   insert.exec();
 }
 
+void SqliteTxn::insert_intent(const IntentRow& r, int64_t now) {
+  static const std::string insert_sql = intent_sql::insert_row();
+  const StoredJson json{intent_sql::stored_read_set(r.read_set), intent_sql::stored_clock(r.known_clock)};
+  auto& insert = statement(insert_sql.c_str());
+  bind_intent(insert, r, json, now);
+  insert.exec();
+}
+
+void SqliteTxn::save_outcome(const IntentRow& r, int64_t now) {
+  // Only the outcome's columns: the triggers that guard an attempt's holder,
+  // token and lease do not fire for a write that leaves them alone.
+  auto& update = statement(
+      "UPDATE intents SET state = ?2, cert_hash = ?3, reason = ?4, updated_at = ?5, version = version + 1 "
+      "WHERE intent = ?1");
+  bind_text(update, 1, r.intent);
+  update.bindNoCopy(2, state_name(r.state));
+  bind_text_or_null(update, 3, r.cert_hash);
+  bind_text_or_null(update, 4, r.reason);
+  update.bind(5, static_cast<int64_t>(now));
+  if (update.exec() != 1) throw std::runtime_error("intent " + r.intent + " vanished before its outcome was written");
+}
+
 std::vector<IntentRow> SqliteTxn::in_flight_on_host(const std::string& host) {
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
                                  " FROM intents WHERE state = 'in_flight' AND holder_host = ?";
@@ -219,6 +241,25 @@ bool SqliteTxn::advance_domain(const std::string& domain, int64_t expected, int6
   insert.bind(2, static_cast<int64_t>(expected + 1));
   insert.bind(3, static_cast<int64_t>(now));
   return insert.exec() == 1;
+}
+
+std::optional<DomainRow> SqliteTxn::reserve_seq(const std::string& domain, int64_t now) {
+  // One statement for a domain that exists (the write lock is held, so
+  // nothing moves it between reading and advancing); a new one takes the
+  // long way, which never reuses an evicted domain's numbers.
+  auto& q = statement("UPDATE domains SET seq = seq + 1, updated_at = ? WHERE domain = ? RETURNING seq - 1, head, head_seq");
+  q.bind(1, static_cast<int64_t>(now));
+  bind_text(q, 2, domain);
+  if (!q.executeStep()) return LedgerTxn::reserve_seq(domain, now);
+  DomainRow d;
+  d.domain = domain;
+  d.exists = true;
+  d.seq = q.getColumn(0).getInt64();
+  d.head = text_or_empty(q.getColumn(1));
+  d.head_seq = q.getColumn(2).getInt64();
+  while (q.executeStep()) {
+  }
+  return d;
 }
 
 void SqliteTxn::record_domain_effect(const std::string& domain, const VectorClock& clock,

@@ -19,6 +19,8 @@ class SqliteTxn final : public LedgerTxn {
 
   std::optional<IntentRow> load_intent(const std::string& intent) override;
   void save_intent(const IntentRow& row, int64_t now) override;
+  void insert_intent(const IntentRow& row, int64_t now) override;
+  void save_outcome(const IntentRow& row, int64_t now) override;
   std::vector<IntentRow> in_flight_on_host(const std::string& host) override;
   int64_t count_live_in_flight(const std::string& domain, int64_t now) override;
   std::vector<IntentRow> expired_in_flight(const std::string& domain, int64_t now) override;
@@ -27,6 +29,7 @@ class SqliteTxn final : public LedgerTxn {
                                                   int64_t generation) override;
   DomainRow load_domain(const std::string& domain) override;
   bool advance_domain(const std::string& domain, int64_t expected, int64_t now) override;
+  std::optional<DomainRow> reserve_seq(const std::string& domain, int64_t now) override;
   void record_domain_effect(const std::string& domain, const VectorClock& clock,
                             const std::string& cert_hash, int64_t seq, int64_t now) override;
   std::optional<Certificate> load_certificate(const std::string& hash) override;
