@@ -27,6 +27,7 @@
 namespace effectfence {
 
 class FastPath;
+class SealedAhead;
 class LedgerTxn;
 namespace rules { struct Context; struct Attempt; }
 
@@ -170,6 +171,8 @@ class Fence {
   // recorded: this call recorded the outcome (a retry is not counted again).
   // epoch_before: the ledger's external_changes() before the commit was asked for.
   CommitOutcome finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded, uint64_t epoch_before);
+  // The ticket no longer holds its intent here (aborted, refused, lost).
+  void released(const Ticket& ticket);
   // ledger_->write, adding the fast path's pending counters to the same transaction.
   std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn);
   void write_async(std::function<void(LedgerTxn&)> fn, Ledger::WriteDone done);
@@ -179,6 +182,7 @@ class Fence {
   Settings settings_;
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<FastPath> fast_;
+  std::unique_ptr<SealedAhead> sealed_ahead_;  // certificates sealed off the ledger's writer
   mutable std::mutex counters_mu_;
   Counters process_;  // every outcome of this Fence
   Counters pending_;  // fast-path outcomes not yet added to the ledger's counters

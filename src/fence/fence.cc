@@ -10,6 +10,7 @@
 #include "core/utf8_length.h"
 #include "fence/fast_path.h"
 #include "fence/rules.h"
+#include "fence/sealed_ahead.h"
 #include "ledger/holder.h"
 #include "ledger/open_ledger.h"
 
@@ -114,7 +115,10 @@ std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
 }
 
 Fence::Fence(Settings settings, std::unique_ptr<Ledger> ledger)
-    : settings_(std::move(settings)), ledger_(std::move(ledger)), fast_(std::make_unique<FastPath>()) {
+    : settings_(std::move(settings)),
+      ledger_(std::move(ledger)),
+      fast_(std::make_unique<FastPath>()),
+      sealed_ahead_(std::make_unique<SealedAhead>()) {
   fast_->set_cache_ttl(std::min<int64_t>(settings_.result_ttl_ms, 600'000));
 }
 
@@ -209,11 +213,13 @@ struct Fence::PendingPrepare {
   FastPath::Entry entry;
   int64_t now = 0;
   PrepareOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  IntentRow admitted;  // what an admission recorded
 };
 
 struct Fence::PendingCommit {
   Ticket ticket;
   Json result;
+  std::optional<rules::Sealed> sealed;
   uint64_t epoch_before = 0;  // the ledger epoch before the decision was asked for
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   bool recorded = false;  // false for a retried commit: counted once
@@ -232,6 +238,7 @@ std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begi
     return std::move(*pending->entry.decided);
   }
   pending->attempt.token = random_token_hex();
+  pending->attempt.token_sha256 = sha256_hex(pending->attempt.token);
   return pending;
 }
 
@@ -243,6 +250,8 @@ PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optiona
     unanswered_.push_back(UnansweredAdmission{pending.attempt.request.intent, pending.attempt.token});
   }
   fast_->leave(pending.attempt, pending.entry, pending.outcome, pending.now);
+  if (!failure && std::holds_alternative<Admitted>(pending.outcome)) sealed_ahead_->admitted(pending.admitted);
+  if (const auto* replayed = std::get_if<Replayed>(&pending.outcome)) sealed_ahead_->certified(replayed->cert);
   tally(pending.outcome, /*decided_here=*/false);
   return std::move(pending.outcome);
 }
@@ -251,7 +260,9 @@ PrepareOutcome Fence::prepare(const PrepareRequest& request) {
   auto begun = begin_prepare(request);
   if (auto* decided = std::get_if<PrepareOutcome>(&begun)) return std::move(*decided);
   PendingPrepare& pending = *std::get<std::shared_ptr<PendingPrepare>>(begun);
-  auto failure = write([&](LedgerTxn& txn) { pending.outcome = rules::prepare(txn, pending.attempt, context(txn)); });
+  auto failure = write([&](LedgerTxn& txn) {
+    pending.outcome = rules::prepare(txn, pending.attempt, context(txn), &pending.admitted);
+  });
   return finish_prepare(pending, failure);
 }
 
@@ -262,7 +273,9 @@ void Fence::prepare_async(const PrepareRequest& request, PrepareDone done) {
     return;
   }
   auto pending = std::get<std::shared_ptr<PendingPrepare>>(std::move(begun));
-  write_async([this, pending](LedgerTxn& txn) { pending->outcome = rules::prepare(txn, pending->attempt, context(txn)); },
+  write_async([this, pending](LedgerTxn& txn) {
+                pending->outcome = rules::prepare(txn, pending->attempt, context(txn), &pending->admitted);
+              },
               [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
                 done(finish_prepare(*pending, failure));
               });
@@ -275,10 +288,12 @@ CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
   CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
   bool recorded = false;
   const uint64_t epoch_before = ledger_->external_changes();
+  const auto sealed = sealed_ahead_->seal(ticket, result);
   // On a ledger failure nothing changed: the ticket still holds the intent
   // (and this process keeps refusing duplicates) until the commit is retried.
-  if (auto failure = write(
-          [&](LedgerTxn& txn) { outcome = rules::commit(txn, ticket, result, context(txn), &recorded); })) {
+  if (auto failure = write([&](LedgerTxn& txn) {
+        outcome = rules::commit(txn, ticket, result, context(txn), &recorded, sealed ? &*sealed : nullptr);
+      })) {
     return *failure;
   }
   return finish_commit(ticket, std::move(outcome), recorded, epoch_before);
@@ -298,9 +313,11 @@ void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
   pending->ticket = ticket;
   pending->result = std::move(result);
   pending->epoch_before = ledger_->external_changes();
+  pending->sealed = sealed_ahead_->seal(pending->ticket, pending->result);
   write_async(
       [this, pending](LedgerTxn& txn) {
-        pending->outcome = rules::commit(txn, pending->ticket, pending->result, context(txn), &pending->recorded);
+        pending->outcome = rules::commit(txn, pending->ticket, pending->result, context(txn), &pending->recorded,
+                                         pending->sealed ? &*pending->sealed : nullptr);
       },
       [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
         if (failure) {
@@ -315,12 +332,18 @@ CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome, 
                                    uint64_t epoch_before) {
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
     fast_->committed(ticket, *cert, settings_.now_ms(), epoch_before);
+    sealed_ahead_->certified(*cert);
     std::lock_guard<std::mutex> lock(counters_mu_);
     if (recorded) process_.committed += 1;
   } else {
-    fast_->released(ticket);
+    released(ticket);
   }
   return outcome;
+}
+
+void Fence::released(const Ticket& ticket) {
+  fast_->released(ticket);
+  sealed_ahead_->forget(ticket);
 }
 
 AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
@@ -340,7 +363,7 @@ AbortOutcome Fence::abort_with(const Ticket& ticket, const std::string& reason, 
       })) {
     return *failure;
   }
-  fast_->released(ticket);
+  released(ticket);
   if (recorded) {
     std::lock_guard<std::mutex> lock(counters_mu_);
     process_.aborted += 1;
@@ -357,7 +380,7 @@ void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::fu
       [this, ticket, withdrawn, done = std::move(done)](std::optional<Refusal> failure) {
         const bool taken_back = !failure && *withdrawn;
         if (taken_back) {
-          fast_->released(ticket);
+          released(ticket);
           std::lock_guard<std::mutex> lock(counters_mu_);
           process_.aborted += 1;
         }
@@ -371,7 +394,7 @@ HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
   if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context(txn)); })) {
     return *failure;
   }
-  if (!std::holds_alternative<Extended>(outcome)) fast_->released(ticket);
+  if (!std::holds_alternative<Extended>(outcome)) released(ticket);
   return outcome;
 }
 
@@ -519,7 +542,7 @@ int64_t Fence::fence_own_in_flight(const std::string& why, std::vector<std::stri
       continue;  // still held: the next call tries again
     }
     if (done) ++fenced;
-    fast_->released(ticket);
+    released(ticket);
   }
   return fenced;
 }
@@ -527,7 +550,7 @@ int64_t Fence::fence_own_in_flight(const std::string& why, std::vector<std::stri
 bool Fence::fence_unknown(const Ticket& ticket, const std::string& why) {
   bool fenced = false;
   auto failure = write([&](LedgerTxn& txn) { fenced = rules::fence_held(txn, ticket, why, context(txn)); });
-  if (!failure) fast_->released(ticket);
+  if (!failure) released(ticket);
   return !failure && fenced;
 }
 

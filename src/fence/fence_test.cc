@@ -754,6 +754,53 @@ TEST_CASE("certificates chain to their parent and their clocks dominate it", "[f
   CHECK(refusal_reason(fence->prepare(c)) == Reason::invalid_request);
 }
 
+TEST_CASE("a certificate sealed before its commit reaches the ledger is the one the ledger would seal",
+          "[fence][certificate]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  auto chain = [&](Fence& f, const std::string& intent, const std::string& agent, int n) {
+    PrepareRequest r = charge(intent, n, agent);
+    r.domain = "pipeline";
+    return committed(f, admitted_ticket(f.prepare(r)), {{"n", n}});
+  };
+  const Certificate first = chain(*fence, "step-1", "agent-a", 1);
+  // This process admitted step-2 and committed its parent: sealed ahead.
+  const Certificate second = chain(*fence, "step-2", "agent-b", 2);
+  // Another process knows neither: its writer seals step-3.
+  auto other = open_fence(ledger.settings());
+  const Certificate third = chain(*other, "step-3", "agent-a", 3);
+
+  VectorClock expected = first.vector_clock;
+  expected.tick("agent-b");
+  CHECK(second.parent == first.hash);
+  CHECK(second.vector_clock == expected);
+  expected.tick("agent-a");
+  CHECK(third.parent == second.hash);
+  CHECK(third.vector_clock == expected);
+  for (const Certificate* cert : {&first, &second, &third}) {
+    INFO(cert->intent);
+    CHECK(cert->verify());
+    const auto status = std::get<IntentStatus>(fence->intent_status(cert->intent));
+    REQUIRE(status.cert);
+    CHECK(status.cert->hash == cert->hash);
+  }
+}
+
+TEST_CASE("a commit is certified with the admission the ledger holds, not the one its process remembers",
+          "[fence][certificate]") {
+  TestLedger ledger;
+  auto fence = open_fence(ledger.settings());
+  const Ticket t = admitted_ticket(fence->prepare(charge("o-9", 4900)));
+  // Changed by hand while its tool runs: the ledger's row is the record.
+  ledger.exec("UPDATE intents SET args = '{\"amount_cents\":1,\"order\":\"o-9\"}' WHERE intent = 'o-9'");
+  const Certificate cert = committed(*fence, t, {{"charge_id", "ch_9"}});
+  CHECK(cert.args == Json{{"amount_cents", 1}, {"order", "o-9"}});
+  CHECK(cert.verify());
+  const auto status = std::get<IntentStatus>(fence->intent_status("o-9"));
+  REQUIRE(status.cert);
+  CHECK(status.cert->hash == cert.hash);
+}
+
 TEST_CASE("sweep drops finished intents after the result TTL but keeps certificates", "[fence][sweep]") {
   TestLedger ledger;
   ManualClock clock;

@@ -199,7 +199,7 @@ int64_t unsettled_actions(LedgerTxn& txn, const std::string& domain, const Conte
   return n;
 }
 
-PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
+PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, IntentRow* admitted) {
   const PrepareRequest& req = a.request;
   auto existing = txn.load_intent(req.intent);
   int64_t generation = 1;
@@ -323,12 +323,31 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx) {
   e.detail["holder"] = ctx.me.describe();
   // The token is the capability and stays secret; its hash tells a ticket
   // this admission issued from a made-up one, after the token has changed.
-  e.detail["token_sha256"] = sha256_hex(a.token);
+  e.detail["token_sha256"] = a.token_sha256.empty() ? sha256_hex(a.token) : a.token_sha256;
   txn.append_event(e, ctx.now);
   Counters delta;
   delta.admitted = 1;
   txn.add_counters(delta);
+  if (admitted) *admitted = row;
   return Admitted{ticket_of(row)};
+}
+
+Certificate certificate_of(const IntentRow& row, Json args, const Json& result, const VectorClock& parent_clock) {
+  Certificate cert;
+  cert.intent = row.intent;
+  cert.parent = row.parent;
+  cert.domain = row.domain;
+  cert.seq = row.seq;
+  cert.generation = row.generation;
+  cert.tool = row.tool;
+  cert.args = std::move(args);
+  cert.result = result;
+  cert.read_set = row.read_set;
+  cert.agent = row.agent;
+  cert.vector_clock = row.known_clock;
+  cert.vector_clock.merge(parent_clock);
+  cert.vector_clock.tick(row.agent);
+  return cert;
 }
 
 namespace {
@@ -350,8 +369,18 @@ void keep_refused_result(LedgerTxn& txn, const Ticket& ticket, const Json& resul
 
 }  // namespace
 
+namespace {
+
+bool same_admission(const IntentRow& a, const IntentRow& b) {
+  return a.intent == b.intent && a.domain == b.domain && a.seq == b.seq && a.generation == b.generation &&
+         a.tool == b.tool && a.args == b.args && a.parent == b.parent && a.read_set == b.read_set &&
+         a.known_clock == b.known_clock && a.agent == b.agent;
+}
+
+}  // namespace
+
 CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx,
-                     bool* recorded) {
+                     bool* recorded, const Sealed* sealed) {
   if (recorded) *recorded = false;
   auto held = row_held_by(txn, ticket, "fence_commit");
   if (auto* refusal = std::get_if<Refusal>(&held)) {
@@ -405,25 +434,19 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   }
 
   Certificate cert;
-  cert.intent = row.intent;
-  cert.parent = row.parent;
-  cert.domain = row.domain;
-  cert.seq = row.seq;
-  cert.generation = row.generation;
-  cert.tool = row.tool;
-  JsonError stored_args_error;
-  auto args = parse_strict(row.args, &stored_args_error);
-  if (!args) throw std::runtime_error("stored args of " + row.intent + ": " + stored_args_error.message);
-  cert.args = *args;
-  cert.result = result;
-  cert.read_set = row.read_set;
-  cert.agent = row.agent;
-  cert.vector_clock = row.known_clock;
-  if (!row.parent.empty()) {
-    if (auto parent_clock = txn.certificate_clock(row.parent)) cert.vector_clock.merge(*parent_clock);
+  std::string body;
+  if (sealed && same_admission(row, sealed->from)) {
+    cert = sealed->cert;
+    body = sealed->body;
+  } else {
+    JsonError stored_args_error;
+    auto args = parse_strict(row.args, &stored_args_error);
+    if (!args) throw std::runtime_error("stored args of " + row.intent + ": " + stored_args_error.message);
+    VectorClock parent_clock;
+    if (!row.parent.empty()) parent_clock = txn.certificate_clock(row.parent).value_or(VectorClock{});
+    cert = certificate_of(row, std::move(*args), result, parent_clock);
+    body = cert.seal();
   }
-  cert.vector_clock.tick(row.agent);
-  const std::string body = cert.seal();
   if (cert.hash.empty()) throw std::runtime_error("certificate of " + row.intent + " has no canonical form");
   txn.insert_certificate(cert, body, ctx.now);
   txn.record_domain_effect(row.domain, cert.vector_clock, cert.hash, row.seq, ctx.now);

@@ -32,9 +32,11 @@ struct Attempt {
   PrepareRequest request;
   std::string canonical_args;
   std::string payload_hash;  // SHA-256 of canonical {"args":..,"tool":..}
-  // The ticket's token if this attempt is admitted, drawn before it is
-  // queued: the writer thread's time is what every decision waits for.
+  // The ticket's token if this attempt is admitted, and its SHA-256 (for the
+  // admission's event), drawn before it is queued: the writer thread's time
+  // is what every decision waits for. An empty hash is computed by prepare.
   std::string token;
+  std::string token_sha256;
 };
 
 // The refusal of a prepare whose intent was recorded for another tool or
@@ -46,11 +48,28 @@ Refusal payload_mismatch(const std::string& intent, const std::string& recorded_
 // live, or it ran out while their holder is still seen running on this host.
 int64_t unsettled_actions(LedgerTxn& txn, const std::string& domain, const Context& ctx);
 
-PrepareOutcome prepare(LedgerTxn& txn, const Attempt& attempt, const Context& ctx);
+// *admitted, if given, receives the intent row an admission recorded.
+PrepareOutcome prepare(LedgerTxn& txn, const Attempt& attempt, const Context& ctx, IntentRow* admitted = nullptr);
+
+// The certificate of the effect admitted as row, with result, building on
+// the parent whose clock is parent_clock (empty for none). Not sealed.
+Certificate certificate_of(const IntentRow& row, Json args, const Json& result, const VectorClock& parent_clock);
+
+// A certificate sealed outside the ledger's transaction (fence/sealed_ahead.h)
+// from the row `from`: commit uses it iff the row it holds carries the same
+// admission (intent, domain, seq, generation, tool, args, parent, read-set,
+// clock, agent), and seals its own otherwise. REQUIRES: cert was sealed
+// with the result commit is given.
+struct Sealed {
+  IntentRow from;
+  Certificate cert;
+  std::string body;  // what cert.seal() returned
+};
+
 // commit and abort set *recorded iff they recorded the outcome now (false
 // for a retry answered with what is already recorded, and for refusals).
 CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx,
-                     bool* recorded = nullptr);
+                     bool* recorded = nullptr, const Sealed* sealed = nullptr);
 // unrecorded_result (if any): a result the effect gave that could not be
 // recorded, kept in the aborted event as JSON text.
 AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx,
