@@ -24,6 +24,7 @@
 #include "child_process.h"
 #include "fence_driver.h"
 #include "latency.h"
+#include "ledger/sqlite_ledger.h"
 #include "pair_driver.h"
 
 namespace effectfence::bench {
@@ -555,7 +556,7 @@ bool succeeded(const Report& r) { return r.anomalies.total() == 0 && r.server_ex
 int main(int argc, char** argv) {
   using namespace effectfence::bench;
   std::signal(SIGPIPE, SIG_IGN);  // a dead server is an error to report, not our death
-  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);  // the baseline gets what the server gets
+  effectfence::configure_sqlite_for_process();  // the baseline and the in-process fence get what the server gets
   Options options;
   if (auto done = parse_options(argc, argv, &options)) return *done;
   if (::access(options.bin.c_str(), X_OK) != 0) {

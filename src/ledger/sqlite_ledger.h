@@ -3,8 +3,9 @@
 // Why it is safe across processes: every decision runs inside BEGIN
 // IMMEDIATE, which takes the file's single write lock before the first read,
 // so the rows a decision reads cannot change until it commits; and with
-// synchronous=FULL the commit is fsync'd before write() returns, so no
-// answer is ever given for a decision a crash could undo.
+// every answer waits for the sync of the log that covers its commit (made
+// on a thread of its own, see SqliteLedger), so no answer is ever given for
+// a decision a crash could undo.
 #pragma once
 
 #include <memory>
@@ -24,8 +25,9 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
 
 // Process-wide SQLite settings for a program that serves a ledger: SQLite
 // otherwise counts every allocation under one global mutex, statistics
-// nothing here reads. Call first thing in main, before any thread or
-// connection exists; later calls (SQLite already running) change nothing.
+// nothing here reads, and keeps statement journals in 1 KiB pieces. Call
+// first thing in main, before any thread or connection exists; later calls
+// (SQLite already running) change nothing.
 void configure_sqlite_for_process();
 
 }  // namespace effectfence
