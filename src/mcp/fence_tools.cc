@@ -216,10 +216,12 @@ bool is_ledger_failure(const Refusal& refusal) {
 }
 
 void log_refusal(Logger& log, const std::string& what, const Refusal& refusal) {
+  LogLevel level = LogLevel::info;
+  if (is_routine(refusal.reason)) level = LogLevel::debug;
+  else if (is_ledger_failure(refusal)) level = LogLevel::warn;
+  if (!log.enabled(level)) return;  // routine refusals at the default level: no line to build
   const std::string line = what + ": refused " + reason_name(refusal.reason) + ": " + refusal.message;
-  if (is_routine(refusal.reason)) log.debug(line);
-  else if (is_ledger_failure(refusal)) log.warn(line);
-  else log.info(line);
+  log.log(level, line);
 }
 
 // ---- the tools -------------------------------------------------------------
@@ -318,8 +320,10 @@ ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool
     // Per-call successes are debug: the ledger's events table is the record
     // of every admission and commit, and a line per call cost a sixth of
     // serve's CPU per decision.
-    log.debug(what + ": fresh (seq " + std::to_string(admitted->ticket.seq) + ", generation " +
-             std::to_string(admitted->ticket.generation) + ")");
+    if (log.enabled(LogLevel::debug)) {
+      log.debug(what + ": fresh (seq " + std::to_string(admitted->ticket.seq) + ", generation " +
+                std::to_string(admitted->ticket.generation) + ")");
+    }
     return ToolResult{Json{{"status", "fresh"},
                            {"prepared", admitted->ticket.to_json()},
                            {"message", "you hold this action: run " + tool +
@@ -329,7 +333,7 @@ ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool
                       false};
   }
   if (auto* replayed = std::get_if<Replayed>(&outcome)) {
-    log.debug(what + ": already done, replaying " + replayed->cert.hash);
+    if (log.enabled(LogLevel::debug)) log.debug(what + ": already done, replaying " + replayed->cert.hash);
     return ToolResult{Json{{"status", "already_done"},
                            {"cert", replayed->cert.to_json()},
                            {"message", "this action already ran: do NOT run " + tool +
@@ -374,7 +378,7 @@ Tool commit_tool(Fence& fence, Logger& log, Admissions admissions) {
 
 ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, Logger& log) {
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
-    log.debug(what + ": committed " + cert->hash);
+    if (log.enabled(LogLevel::debug)) log.debug(what + ": committed " + cert->hash);
     return ToolResult{Json{{"status", "committed"},
                            {"cert", cert->to_json()},
                            {"message", "recorded: duplicates of this intent now get this certificate"}},

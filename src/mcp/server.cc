@@ -206,17 +206,19 @@ void Server::set_info(ServerInfo info, Json capabilities) {
   capabilities_ = std::move(capabilities);
 }
 
-void Server::send(const Json& message) { deliver(jsonrpc::serialize(message), "a message"); }
+void Server::send(const Json& message) {
+  deliver(jsonrpc::serialize(message), [] { return std::string("a message"); });
+}
 
-bool Server::deliver(const std::string& line, const char* what) {
+bool Server::deliver(const std::string& line, const std::function<std::string()>& what) {
   try {
     sink_(line);
   } catch (const OutputClosed& e) {
-    log_.warn(std::string("could not send ") + what + ": " + e.what());
+    log_.warn("could not send " + what() + ": " + e.what());
     return false;
   } catch (const std::exception& e) {
     // It may have gone out in part: as far as anyone can tell, it was sent.
-    log_.error(std::string("could not send ") + what + ": " + e.what());
+    log_.error("could not send " + what() + ": " + e.what());
   }
   return true;
 }
@@ -251,7 +253,7 @@ Json Server::request(const std::string& method, const Json& params, ReplyHandler
     log_.debug("holding " + method + " until the client is initialized");
     return sent_id;
   }
-  deliver(line, ("request " + method).c_str());
+  deliver(line, [&] { return "request " + method; });
   return sent_id;
 }
 
@@ -281,7 +283,7 @@ void Server::client_ready() {
   std::lock_guard<std::mutex> lock(requests_mutex_);
   if (client_ready_) return;
   client_ready_ = true;
-  for (const auto& queued : queued_) deliver(queued.second, "a queued request");
+  for (const auto& queued : queued_) deliver(queued.second, [] { return std::string("a queued request"); });
   queued_.clear();
 }
 
@@ -334,8 +336,10 @@ void Server::notify(const std::string& method, const Json& params) {
 }
 
 void Server::send_error(const Json& id, int code, std::string message) {
-  log_.debug("answering " + (id.is_null() ? std::string("null") : id.dump()) + " with " + std::to_string(code) +
-             ": " + shorten(message));
+  if (log_.enabled(LogLevel::debug)) {
+    log_.debug("answering " + (id.is_null() ? std::string("null") : id.dump()) + " with " + std::to_string(code) +
+               ": " + shorten(message));
+  }
   send(jsonrpc::error_response(id, code, std::move(message)));
 }
 
@@ -526,7 +530,8 @@ void Server::start_tool_call(const Json& id, const Json& params) {
   }
   if (tool.check_arguments) {
     if (std::string why = schema_violation(tool.input_schema, arguments); !why.empty()) {
-      deliver(invalid_arguments_line(id, tool, why), "a refusal");  // a line already: not serialized again
+      // A line already: not serialized again.
+      deliver(invalid_arguments_line(id, tool, why), [] { return std::string("a refusal"); });
       return;
     }
   }
@@ -691,7 +696,7 @@ bool Server::finish_call(const std::shared_ptr<Call>& call, const std::string& r
               shorten(response));
     return false;
   }
-  return deliver(response, ("the result of call " + call->key + " (" + call->label + ")").c_str());
+  return deliver(response, [&] { return "the result of call " + call->key + " (" + call->label + ")"; });
 }
 
 void Server::drain() {

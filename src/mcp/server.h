@@ -266,7 +266,8 @@ class Server {
   bool finish_call(const std::shared_ptr<Call>& call, const std::string& response);
   // Hands line to the sink. Returns false iff it could not be delivered at
   // all (OutputClosed); a line that may have gone out in part counts as sent.
-  bool deliver(const std::string& line, const char* what);
+  // what names the line for the log, and is only asked when delivery fails.
+  bool deliver(const std::string& line, const std::function<std::string()>& what);
   void send(const Json& message);
   void send_error(const Json& id, int code, std::string message);
 
