@@ -180,19 +180,22 @@ ToolResult malformed_ticket(FenceStep step) {
                     true};
 }
 
-PrepareRequest prepare_request(const Json& a) {
+// Moves the fields out of a (checked against the inputSchema already)
+// rather than copying them.
+PrepareRequest prepare_request(Json& a) {
+  auto take_string = [&a](const char* key) { return std::move(a.at(key).get_ref<std::string&>()); };
   PrepareRequest request;
-  request.intent = a.at("intent").get<std::string>();
-  request.domain = a.at("domain").get<std::string>();
-  request.tool = a.at("tool").get<std::string>();
-  request.args = a.at("args");
-  request.agent = a.at("agent").get<std::string>();
+  request.intent = take_string("intent");
+  request.domain = take_string("domain");
+  request.tool = take_string("tool");
+  request.args = std::move(a.at("args"));
+  request.agent = take_string("agent");
   if (auto rs = a.find("read_set"); rs != a.end()) {
     auto read_set = read_set_from_json(*rs);
     if (!read_set) throw InvalidArguments("read_set must be a list of {domain, seq} with integer seq >= 0");
     request.read_set = std::move(*read_set);
   }
-  if (auto parent = a.find("parent"); parent != a.end()) request.parent = parent->get<std::string>();
+  if (auto parent = a.find("parent"); parent != a.end()) request.parent = std::move(parent->get_ref<std::string&>());
   if (auto clock = a.find("known_clock"); clock != a.end()) {
     auto known = VectorClock::from_json(*clock);
     if (!known) throw InvalidArguments("known_clock must map agent names to integer counters >= 0");
@@ -282,7 +285,7 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
       {{"fresh", {"prepared", "message"}}, {"already_done", {"cert", "message"}}, {"refused", {"reason", "message"}}},
       {{"prepared", issued_ticket_schema()}, {"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
-  tool.async_handler = [&fence, &log, admissions](const Json& arguments, Tool::Respond respond) {
+  tool.async_handler = [&fence, &log, admissions](Json&& arguments, Tool::Respond respond) {
     PrepareRequest request = prepare_request(arguments);
     std::string tool_name = request.tool;
     std::string what = "fence_prepare " + request.intent + " by " + request.agent;
@@ -362,11 +365,11 @@ Tool commit_tool(Fence& fence, Logger& log, Admissions admissions) {
   tool.output_schema = outcome_schema({{"committed", {"cert", "message"}}, {"refused", {"reason", "message"}}},
                                       {{"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
-  tool.async_handler = [&fence, &log, admissions](const Json& arguments, Tool::Respond respond) {
+  tool.async_handler = [&fence, &log, admissions](Json&& arguments, Tool::Respond respond) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
     if (!well_formed) return respond(malformed_ticket(FenceStep::commit));
-    fence.commit_async(ticket, arguments.at("result"),
+    fence.commit_async(ticket, std::move(arguments.at("result")),
                        [&log, admissions, ticket, respond = std::move(respond), what = "fence_commit " + ticket.intent](
                            CommitOutcome outcome) {
                          if (admissions && settles(outcome)) admissions->settled(ticket);

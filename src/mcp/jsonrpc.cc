@@ -231,7 +231,7 @@ std::optional<size_t> first_invalid_utf8(std::string_view text) {
 Message classify(std::string_view line, WideIntegers wide) {
   JsonError error{JsonErrorCode::syntax, ""};
   std::optional<Json> document = parse_strict(line, &error, wide);
-  if (document) return classify_document(*document);
+  if (document) return classify_document(std::move(*document));
 
   if (error.code == JsonErrorCode::syntax) {
     if (auto bad = first_invalid_utf8(line)) {
@@ -251,7 +251,7 @@ Message classify(std::string_view line, WideIntegers wide) {
   return Invalid{std::move(id), kInvalidParams, std::move(message)};
 }
 
-Message classify_document(const Json& document) {
+Message classify_document(Json document) {
   if (document.is_array()) {
     return Invalid{Json(), kInvalidRequest,
                    "invalid request: batches (JSON arrays) are not supported; send one JSON-RPC message per line"};
@@ -279,8 +279,8 @@ Message classify_document(const Json& document) {
 
   if (is_response) {
     Response response{id, std::nullopt, std::nullopt};
-    if (auto r = document.find("result"); r != document.end()) response.result = *r;
-    if (auto e = document.find("error"); e != document.end()) response.error = *e;
+    if (auto r = document.find("result"); r != document.end()) response.result = std::move(*r);
+    if (auto e = document.find("error"); e != document.end()) response.error = std::move(*e);
     return response;
   }
   if (method_it == document.end()) {
@@ -308,10 +308,11 @@ Message classify_document(const Json& document) {
     if (!p->is_object() && has_id) {
       return Invalid{id, kInvalidParams, "invalid params: \"params\" must be an object"};
     }
-    if (p->is_object()) params = *p;
+    if (p->is_object()) params = std::move(*p);  // the document is ours: its params are not copied
   }
-  if (has_id) return Request{id, method_it->get<std::string>(), std::move(params)};
-  return Notification{method_it->get<std::string>(), std::move(params)};
+  std::string method = std::move(method_it->get_ref<std::string&>());
+  if (has_id) return Request{id, std::move(method), std::move(params)};
+  return Notification{std::move(method), std::move(params)};
 }
 
 Invalid oversized(std::string_view prefix, std::string_view tail, size_t limit) {

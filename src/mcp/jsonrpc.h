@@ -55,8 +55,9 @@ using Message = std::variant<Request, Notification, Response, Invalid>;
 // checks the JSON-RPC envelope. A client reading a server's messages keeps
 // 64-bit integers (WideIntegers::keep): they are its data, not arguments.
 Message classify(std::string_view line, WideIntegers wide = WideIntegers::refuse);
-// Classifies a parsed document (the envelope checks of classify()).
-Message classify_document(const Json& document);
+// Classifies a parsed document (the envelope checks of classify()); the
+// message takes its params (or result, error) from it without a copy.
+Message classify_document(Json document);
 // The answer to a line longer than limit, of which prefix is the start and
 // tail the end: to the id in prefix, else to an id that closes the line.
 Invalid oversized(std::string_view prefix, std::string_view tail, size_t limit);

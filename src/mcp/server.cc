@@ -350,7 +350,7 @@ void Server::handle_line(std::string_view line) {
     jsonrpc::Message message = jsonrpc::classify(line);
     if (auto* request = std::get_if<jsonrpc::Request>(&message)) {
       id = request->id;
-      dispatch(request->id, request->method, request->params);
+      dispatch(request->id, request->method, std::move(request->params));
     } else if (auto* note = std::get_if<jsonrpc::Notification>(&message)) {
       on_notification(note->method, note->params);
     } else if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
@@ -396,7 +396,7 @@ ReadEvent Server::pump(FdLineReader& reader, const std::function<bool()>& keep_r
   }
 }
 
-void Server::dispatch(const Json& id, const std::string& method, const Json& params) {
+void Server::dispatch(const Json& id, const std::string& method, Json params) {
   // Answered here at once, so never registered: still, its answer must not
   // share an id with one still to come.
   const bool answered_inline = method == "initialize" || method == "ping" || method == "tools/list";
@@ -437,7 +437,7 @@ void Server::dispatch(const Json& id, const std::string& method, const Json& par
     }
     send(jsonrpc::result_response(id, list_tools()));
   } else if (method == "tools/call") {
-    start_tool_call(id, params);
+    start_tool_call(id, std::move(params));
   } else if (extensions_.on_request) {
     start_other_request(id, method, params);
   } else {
@@ -505,7 +505,7 @@ void Server::on_notification(const std::string& method, const Json& params) {
   }
 }
 
-void Server::start_tool_call(const Json& id, const Json& params) {
+void Server::start_tool_call(const Json& id, Json params) {
   const auto name = params.find("name");
   if (name == params.end() || !name->is_string()) {
     send_error(id, jsonrpc::kInvalidParams, "invalid params: tools/call needs \"name\" (a string)");
@@ -526,7 +526,7 @@ void Server::start_tool_call(const Json& id, const Json& params) {
       send_error(id, jsonrpc::kInvalidParams, "invalid params: \"arguments\" must be an object");
       return;
     }
-    arguments = *a;
+    arguments = std::move(*a);  // params keep their _meta, which register_call reads
   }
   if (tool.check_arguments) {
     if (std::string why = schema_violation(tool.input_schema, arguments); !why.empty()) {
@@ -666,7 +666,7 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
     async_call_finished();
   };
   const std::string failure = guarded_response(call->id, tool, log_, [&] {
-    tool.async_handler(call->arguments, [call, answer](ToolResult result) {
+    tool.async_handler(std::move(call->arguments), [call, answer](ToolResult result) {
       answer([&] { return tool_result_line(call->id, result); },
              [&] {
                if (call->tool->on_undelivered) call->tool->on_undelivered(result);

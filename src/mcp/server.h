@@ -125,9 +125,10 @@ struct Tool {
   // Used instead of both when set, for work that answers by callback (the
   // fence's ledger): runs on the reading thread, must not block, and calls
   // respond exactly once, from any thread, possibly before it returns. No
-  // thread waits for the call meanwhile.
+  // thread waits for the call meanwhile. The arguments are the handler's to
+  // keep (moved in, not copied).
   using Respond = std::function<void(ToolResult)>;
-  std::function<void(const Json& arguments, Respond respond)> async_handler;
+  std::function<void(Json&& arguments, Respond respond)> async_handler;
   // Called with an async_handler's result when it was not sent because the
   // client cancelled the call first: whatever the result hands over (an
   // admission) reached no one and can be taken back. Must not block.
@@ -240,7 +241,7 @@ class Server {
     std::map<std::string, size_t> index;
   };
 
-  void dispatch(const Json& id, const std::string& method, const Json& params);
+  void dispatch(const Json& id, const std::string& method, Json params);
   void on_response(const Json& id, const std::optional<Json>& result, const std::optional<Json>& error);
   // Sends the requests queued before the client was initialized.
   void client_ready();
@@ -249,7 +250,7 @@ class Server {
   void on_notification(const std::string& method, const Json& params);
   Reply initialize(const Json& params);
   Json list_tools() const;
-  void start_tool_call(const Json& id, const Json& params);
+  void start_tool_call(const Json& id, Json params);
   // Gives call its context (from params._meta) and enters it in calls_;
   // false (answered -32600) when its id is already in flight.
   bool register_call(const std::shared_ptr<Call>& call, const Json& params);

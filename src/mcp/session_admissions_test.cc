@@ -29,7 +29,7 @@ class SessionTools {
     const Tool& tool = tools_.at(name);
     if (!tool.async_handler) return tool.handler(arguments).structured;
     std::promise<ToolResult> answered;
-    tool.async_handler(arguments, [&answered](ToolResult result) { answered.set_value(std::move(result)); });
+    tool.async_handler(Json(arguments), [&answered](ToolResult result) { answered.set_value(std::move(result)); });
     return answered.get_future().get().structured;
   }
 
