@@ -377,6 +377,61 @@ TEST_CASE("bad arguments are refused invalid_request, naming the field", "[fence
   CHECK(f.structured("fence_prepare", top_clock)["status"] == "fresh");
 }
 
+TEST_CASE("the server's compiled check of every fence tool's schemas answers as schema_violation does",
+          "[fence_tools][schema]") {
+  Logger log("test", LogLevel::error);
+  auto fence = testing::open_fence(Settings{});
+  std::vector<Json> values;
+  auto variant = [&](const char* field, Json value) {
+    Json args = charge_args("o-7");
+    if (value.is_null()) args.erase(field);
+    else args[field] = std::move(value);
+    values.push_back(std::move(args));
+  };
+  values.push_back(charge_args("o-7"));
+  for (const char* field : {"intent", "domain", "tool", "agent", "args"}) {
+    variant(field, nullptr);  // missing
+    variant(field, 7);
+    variant(field, "");
+    variant(field, Json::object());
+  }
+  variant("intent", std::string(1024, 'i'));
+  variant("intent", std::string(1025, 'i'));
+  variant("agent", std::string(1024 / 4 * 3, '\xE2'));  // not text, but counted all the same
+  variant("read_set", Json::array({{{"domain", "d"}, {"seq", 0}}, {{"domain", "e"}, {"seq", 2.0}}}));
+  variant("read_set", Json::array({{{"domain", "d"}, {"seq", -1}}}));
+  variant("read_set", Json::array({{{"domain", "d"}, {"seq", 1.5}}}));
+  variant("read_set", Json::array({{{"domain", std::string(1025, 'd')}, {"seq", 0}}}));
+  variant("read_set", Json::array({{{"domain", "d"}}}));
+  variant("read_set", Json::array({{{"domain", "d"}, {"seq", 0}, {"extra", 1}}}));
+  variant("read_set", Json::array({"d"}));
+  variant("read_set", Json::object());
+  variant("known_clock", {{"agent-a", 2}, {"a/b~c", uint64_t{1} << 52}});
+  variant("known_clock", {{"agent-a", (uint64_t{1} << 52) + 1}});
+  variant("known_clock", {{"agent-a", -1}});
+  variant("known_clock", {{"agent-a", "three"}});
+  variant("parent", nullptr);
+  variant("parent", "abc");
+  variant("parent", 3);
+  variant("read_sets", Json::array());
+  values.push_back(Json::object());
+  values.push_back(Json{{"prepared", "ticket"}, {"result", 1}});
+  values.push_back(Json{{"prepared", {{"intent", "i"}}}, {"result", nullptr}});
+  values.push_back(Json{{"prepared", {{"intent", "i"}}}, {"reason", ""}});
+  values.push_back(Json{{"prepared", {{"intent", "i"}}}, {"reason", "r"}, {"x", 1}});
+  values.push_back(Json{{"intent", "i"}, {"domain", 3}});
+  values.push_back(Json{{"x", 1}});
+  for (const Tool& tool : fence_tools(*fence, log)) {
+    for (const Json* schema : {&tool.input_schema, &tool.output_schema}) {
+      const CompiledSchema compiled(*schema);
+      for (const Json& value : values) {
+        INFO(tool.name << ": " << value.dump(-1, ' ', false, Json::error_handler_t::replace));
+        CHECK(compiled.violation(value) == schema_violation(*schema, value));
+      }
+    }
+  }
+}
+
 TEST_CASE("concurrent prepares of one intent through the server admit exactly one", "[fence_tools]") {
   FenceToolsFixture f;
   constexpr int kRacers = 32;

@@ -1,5 +1,7 @@
 #include "mcp/schema_check.h"
 
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 using effectfence::Json;
@@ -56,4 +58,100 @@ TEST_CASE("schema_violation handles const, enum, oneOf and type lists", "[schema
   CHECK(schema_violation(schema, Json{{"status", "c"}}) != "");
   CHECK(schema_violation(schema, Json{{"status", "a"}, {"y", 1}}) != "");
   CHECK(schema_violation(schema, Json{{"status", "b"}, {"y", 1}, {"parent", 3}}) == "/parent: must be of type string or null");
+}
+
+namespace {
+
+// Values that reach every branch of the subset: each type, numbers at and
+// past bounds, integers written as floats, strings counted by characters,
+// unknown and missing members, keys that need escaping in a pointer.
+std::vector<Json> tricky_values() {
+  std::vector<Json> values = {
+      nullptr, true, false, 0, -1, 1, 3.0, 1.5, -0.0, 1e300, 9007199254740992, "", "x", "\u00e9", "abcd",
+      "\U0001F600\U0001F600", Json::array(), Json::object(),
+  };
+  const std::vector<Json> members = {
+      Json{{"name", "x"}},
+      Json{{"name", ""}},
+      Json{{"name", 3}},
+      Json{{"name", "x"}, {"count", 3.0}},
+      Json{{"name", "x"}, {"count", -1}},
+      Json{{"name", "x"}, {"count", 11}},
+      Json{{"name", "x"}, {"count", 1.5}},
+      Json{{"name", "x"}, {"items", {Json::object(), {{"k", "v"}}}}},
+      Json{{"name", "x"}, {"items", {{{"k", 1}}}}},
+      Json{{"name", "x"}, {"clock", {{"a", "b"}}}},
+      Json{{"name", "x"}, {"clock", {{"a/b~c", 1}, {"d", -2}}}},
+      Json{{"name", "x"}, {"nmae", 1}},
+      Json{{"a/b", 1}, {"~", 2}},
+      Json{{"status", "a"}, {"x", 1}},
+      Json{{"status", "b"}, {"y", 1}, {"parent", nullptr}},
+      Json{{"status", "b"}, {"y", 1}, {"parent", 3}},
+      Json{{"status", "c"}},
+      Json{{"status", "a"}, {"x", 1}, {"y", 2}},
+      Json::array({1, "two", Json::object()}),
+  };
+  values.insert(values.end(), members.begin(), members.end());
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("a compiled schema answers exactly as schema_violation does", "[schema]") {
+  const std::vector<Json> schemas = {
+      Json::parse(R"({
+        "type": "object",
+        "properties": {
+          "name": {"type": "string", "minLength": 1, "maxLength": 3},
+          "count": {"type": "integer", "minimum": 0, "maximum": 10},
+          "items": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
+          "clock": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
+        },
+        "required": ["name"],
+        "additionalProperties": false
+      })"),
+      Json::parse(R"({
+        "type": "object",
+        "properties": {"status": {"enum": ["a", "b"]}, "parent": {"type": ["string", "null"]}},
+        "required": ["status"],
+        "oneOf": [
+          {"properties": {"status": {"const": "a"}}, "required": ["x"]},
+          {"properties": {"status": {"const": "b"}}, "required": ["y"]}
+        ]
+      })"),
+      Json::parse(R"({"anyOf": [{"type": "string", "minLength": 2}, {"type": "integer", "maximum": 0}], "oneOf": []})"),
+      Json::parse(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})"),
+      Json::parse(R"({"type": "object", "additionalProperties": true, "properties": {"a/b": {"const": 2}}})"),
+      Json::parse(R"({"type": "object", "additionalProperties": false})"),
+      Json::parse(R"({"type": ["frobnicate"], "items": 7})"),
+      Json::parse(R"({"type": [], "description": "nothing conforms"})"),
+      Json::parse(R"({"type": 5, "items": {"const": "two"}})"),
+      Json::parse(R"({"anyOf": []})"),
+      Json::parse(R"(true)"),
+      // Shapes outside the subset, which the compiled form leaves to schema_violation.
+      Json::parse(R"({"type": "string", "minLength": 1.0})"),
+      Json::parse(R"({"type": "object", "required": "name"})"),
+      Json::parse(R"({"enum": "x"})"),
+      Json::parse(R"({"oneOf": {"a": {"type": "string"}}})"),
+      Json::parse(R"({"type": "object", "properties": [{"type": "string"}]})"),
+      Json{{"type", "string"}, {"minLength", 1}, {"maxLength", 2}},  // signed counts, as the fence tools write them
+  };
+  for (const Json& schema : schemas) {
+    const effectfence::mcp::CompiledSchema compiled(schema);
+    for (const Json& value : tricky_values()) {
+      INFO("schema " << schema.dump() << ", value " << value.dump());
+      std::string expected;
+      bool threw = false;
+      try {
+        expected = schema_violation(schema, value);
+      } catch (const std::exception&) {
+        threw = true;
+      }
+      if (threw) {
+        CHECK_THROWS(compiled.violation(value));
+      } else {
+        CHECK(compiled.violation(value) == expected);
+      }
+    }
+  }
 }

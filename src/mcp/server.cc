@@ -6,7 +6,6 @@
 #include <variant>
 
 #include "mcp/jsonrpc.h"
-#include "mcp/schema_check.h"
 
 namespace effectfence::mcp {
 
@@ -190,7 +189,12 @@ Server::~Server() { drain(); }
 void Server::set_tools(std::vector<Tool> tools) {
   auto set = std::make_shared<ToolSet>();
   set->tools = std::move(tools);
-  for (size_t i = 0; i < set->tools.size(); ++i) set->index[set->tools[i].name] = i;
+  for (size_t i = 0; i < set->tools.size(); ++i) {
+    const Tool& tool = set->tools[i];
+    set->index[tool.name] = i;
+    set->input_checks.emplace_back();
+    if (tool.check_arguments) set->input_checks.back().emplace(tool.input_schema);
+  }
   std::lock_guard<std::mutex> lock(tools_mutex_);
   tools_ = std::move(set);
 }
@@ -520,6 +524,7 @@ void Server::start_tool_call(const Json& id, Json params) {
     return;
   }
   const Tool& tool = tools->tools[tool_it->second];
+  const std::optional<CompiledSchema>& input_check = tools->input_checks[tool_it->second];
   Json arguments = Json::object();
   if (auto a = params.find("arguments"); a != params.end() && !a->is_null()) {
     if (!a->is_object()) {
@@ -528,8 +533,8 @@ void Server::start_tool_call(const Json& id, Json params) {
     }
     arguments = std::move(*a);  // params keep their _meta, which register_call reads
   }
-  if (tool.check_arguments) {
-    if (std::string why = schema_violation(tool.input_schema, arguments); !why.empty()) {
+  if (input_check) {
+    if (std::string why = input_check->violation(arguments); !why.empty()) {
       // A line already: not serialized again.
       deliver(invalid_arguments_line(id, tool, why), [] { return std::string("a refusal"); });
       return;

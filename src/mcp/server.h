@@ -24,6 +24,7 @@
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
+#include "mcp/schema_check.h"
 #include "mcp/worker_pool.h"
 
 namespace effectfence::mcp {
@@ -239,6 +240,8 @@ class Server {
   struct ToolSet {
     std::vector<Tool> tools;
     std::map<std::string, size_t> index;
+    // tools[i].input_schema read once, for the tools whose arguments are checked.
+    std::vector<std::optional<CompiledSchema>> input_checks;
   };
 
   void dispatch(const Json& id, const std::string& method, Json params);
