@@ -299,8 +299,9 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
   // and left in flight it would keep every retry refused while this process
   // lives (its holder is alive), then be fenced for an operator at exit.
   tool.on_undelivered = [&fence, &log, admissions](const ToolResult& result) {
-    if (result.structured.value("status", "") != "fresh") return;
-    const std::optional<Ticket> ticket = Ticket::from_json(result.structured.at("prepared"));
+    const Json structured = result.structured_json();  // rare: read back from the text
+    if (structured.value("status", "") != "fresh") return;
+    const std::optional<Ticket> ticket = Ticket::from_json(structured.at("prepared"));
     if (!ticket) return;
     fence.withdraw_async(*ticket,
                          "fence_prepare's ticket never reached the client (the call was cancelled, or the "
@@ -327,21 +328,25 @@ ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool
       log.debug(what + ": fresh (seq " + std::to_string(admitted->ticket.seq) + ", generation " +
                 std::to_string(admitted->ticket.generation) + ")");
     }
-    return ToolResult{Json{{"status", "fresh"},
-                           {"prepared", admitted->ticket.to_json()},
-                           {"message", "you hold this action: run " + tool +
-                                           " now, then call fence_commit with this prepared ticket and its "
-                                           "result (fence_abort if it failed; fence_heartbeat if it may outlast "
-                                           "the lease)"}},
-                      false};
+    JsonText out;
+    out.begin_object()
+        .member("message", "you hold this action: run " + tool +
+                               " now, then call fence_commit with this prepared ticket and its result "
+                               "(fence_abort if it failed; fence_heartbeat if it may outlast the lease)")
+        .key("prepared");
+    write_ticket(out, admitted->ticket);
+    out.member("status", "fresh").end_object();
+    return ToolResult::of_text(out.take(), false);
   }
   if (auto* replayed = std::get_if<Replayed>(&outcome)) {
     if (log.enabled(LogLevel::debug)) log.debug(what + ": already done, replaying " + replayed->cert.hash);
-    return ToolResult{Json{{"status", "already_done"},
-                           {"cert", replayed->cert.to_json()},
-                           {"message", "this action already ran: do NOT run " + tool +
-                                           " again; its recorded result is cert.result"}},
-                      false};
+    JsonText out;
+    out.begin_object().key("cert");
+    write_certificate(out, replayed->cert);
+    out.member("message", "this action already ran: do NOT run " + tool + " again; its recorded result is cert.result")
+        .member("status", "already_done")
+        .end_object();
+    return ToolResult::of_text(out.take(), false);
   }
   const Refusal& refusal = std::get<Refusal>(outcome);
   log_refusal(log, what, refusal);
@@ -382,10 +387,13 @@ Tool commit_tool(Fence& fence, Logger& log, Admissions admissions) {
 ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, Logger& log) {
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
     if (log.enabled(LogLevel::debug)) log.debug(what + ": committed " + cert->hash);
-    return ToolResult{Json{{"status", "committed"},
-                           {"cert", cert->to_json()},
-                           {"message", "recorded: duplicates of this intent now get this certificate"}},
-                      false};
+    JsonText out;
+    out.begin_object().key("cert");
+    write_certificate(out, *cert);
+    out.member("message", "recorded: duplicates of this intent now get this certificate")
+        .member("status", "committed")
+        .end_object();
+    return ToolResult::of_text(out.take(), false);
   }
   log_refusal(log, what, std::get<Refusal>(outcome));
   return refused(std::get<Refusal>(outcome), FenceStep::commit);
@@ -562,6 +570,37 @@ Tool stats_tool(Fence& fence) {
 }
 
 }  // namespace
+
+// Members in the order serialize writes them (sorted keys), the values as
+// Ticket::to_json and Certificate::to_json give them.
+void write_ticket(JsonText& out, const Ticket& ticket) {
+  out.begin_object()
+      .member("domain", ticket.domain)
+      .member("generation", ticket.generation)
+      .member("intent", ticket.intent)
+      .member("lease_expires_at_ms", ticket.lease_expires_at_ms)
+      .member("seq", ticket.seq)
+      .member("token", ticket.token)
+      .end_object();
+}
+
+void write_certificate(JsonText& out, const Certificate& cert) {
+  out.begin_object()
+      .member("agent", cert.agent)
+      .key("args").json(cert.args)
+      .member("domain", cert.domain)
+      .member("generation", cert.generation)
+      .member("hash", cert.hash)
+      .member("intent", cert.intent);
+  if (cert.parent.empty()) out.key("parent").null();
+  else out.member("parent", cert.parent);
+  out.key("read_set").json(read_set_to_json(cert.read_set))
+      .key("result").json(cert.result)
+      .member("seq", cert.seq)
+      .member("tool", cert.tool)
+      .key("vector_clock").json(cert.vector_clock.to_json())
+      .end_object();
+}
 
 std::string refusal_advice(Reason reason, FenceStep step) {
   const bool before_effect = step == FenceStep::prepare;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "effectfence/fence.h"
+#include "mcp/json_text.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/session_admissions.h"
@@ -30,6 +31,11 @@ Json refusal_json(const Refusal& refusal, FenceStep step);
 // this intent is in flight; do not run the tool; retry fence_prepare in a
 // few seconds".
 std::string refusal_advice(Reason reason, FenceStep step);
+
+// A ticket and a certificate written into text, byte for byte as
+// jsonrpc::serialize writes their to_json().
+void write_ticket(JsonText& out, const Ticket& ticket);
+void write_certificate(JsonText& out, const Certificate& cert);
 
 // Guidance for hosts to show the model (initialize's "instructions").
 extern const char* const kFenceInstructions;

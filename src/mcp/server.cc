@@ -5,6 +5,7 @@
 #include <limits>
 #include <variant>
 
+#include "mcp/json_text.h"
 #include "mcp/jsonrpc.h"
 
 namespace effectfence::mcp {
@@ -57,6 +58,17 @@ void CallContext::cancel() {
     fn = std::move(on_cancel_);
   }
   if (fn) fn();
+}
+
+ToolResult ToolResult::of_text(std::string structured_text, bool is_error) {
+  ToolResult result;
+  result.structured_text = std::move(structured_text);
+  result.is_error = is_error;
+  return result;
+}
+
+Json ToolResult::structured_json() const {
+  return structured_text.empty() ? structured : Json::parse(structured_text);
 }
 
 Reply Reply::of(Json result) {
@@ -156,14 +168,15 @@ RpcError rpc_error_from(const Json& error) {
 // bytes are those jsonrpc::serialize gives the equivalent Json (keys in
 // sorted order), without building that tree or serializing the result twice.
 std::string tool_result_line(const Json& id, const ToolResult& result) {
-  const std::string structured = jsonrpc::serialize(result.structured);
-  const std::string text = jsonrpc::serialize(Json(structured));
+  const bool written = !result.structured_text.empty();
+  const std::string serialized = written ? std::string() : jsonrpc::serialize(result.structured);
+  const std::string& structured = written ? result.structured_text : serialized;
   std::string line;
-  line.reserve(structured.size() + text.size() + 128);
+  line.reserve(2 * structured.size() + 160);
   line += "{\"id\":";
   line += jsonrpc::serialize(id);
   line += ",\"jsonrpc\":\"2.0\",\"result\":{\"content\":[{\"text\":";
-  line += text;
+  append_serialized_as_string(line, structured);
   line += ",\"type\":\"text\"}],\"isError\":";
   line += result.is_error ? "true" : "false";
   line += ",\"structuredContent\":";

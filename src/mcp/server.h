@@ -50,8 +50,19 @@ struct RpcError {
 RpcError rpc_error_from(const Json& error);
 
 struct ToolResult {
+  ToolResult() = default;
+  ToolResult(Json structured, bool is_error) : structured(std::move(structured)), is_error(is_error) {}
+
   Json structured = Json::object();  // structuredContent; also sent as JSON text
   bool is_error = false;
+  // When not empty: structuredContent as JSON text, byte for byte what
+  // jsonrpc::serialize writes for it, and structured is not used. For the
+  // results sent on every call, written without building a tree first.
+  std::string structured_text;
+
+  static ToolResult of_text(std::string structured_text, bool is_error);
+  // structuredContent as a tree, however the tool gave it.
+  Json structured_json() const;
 };
 
 // The JSON-RPC response line carrying a tool's result: structuredContent and

@@ -27,10 +27,10 @@ class SessionTools {
 
   Json call(const std::string& name, const Json& arguments) {
     const Tool& tool = tools_.at(name);
-    if (!tool.async_handler) return tool.handler(arguments).structured;
+    if (!tool.async_handler) return tool.handler(arguments).structured_json();
     std::promise<ToolResult> answered;
     tool.async_handler(Json(arguments), [&answered](ToolResult result) { answered.set_value(std::move(result)); });
-    return answered.get_future().get().structured;
+    return answered.get_future().get().structured_json();
   }
 
   Json prepare(const std::string& intent) {
