@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "mcp/plain_json.h"
+
 namespace effectfence::mcp::jsonrpc {
 namespace {
 
@@ -229,6 +231,9 @@ std::optional<size_t> first_invalid_utf8(std::string_view text) {
 }
 
 Message classify(std::string_view line, WideIntegers wide) {
+  // Nearly every line is plain JSON, read quickly; anything else, and every
+  // line to refuse, is read by parse_strict, which says what is wrong.
+  if (std::optional<Json> plain = parse_plain(line)) return classify_document(std::move(*plain));
   JsonError error{JsonErrorCode::syntax, ""};
   std::optional<Json> document = parse_strict(line, &error, wide);
   if (document) return classify_document(std::move(*document));
