@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "mcp/plain_json.h"
@@ -200,6 +201,15 @@ std::optional<size_t> first_invalid_utf8(std::string_view text) {
   const size_t n = text.size();
   size_t i = 0;
   while (i < n) {
+    // Messages are mostly ASCII: eight bytes at a time while no high bit is set.
+    if (i + 8 <= n) {
+      uint64_t word = 0;
+      std::memcpy(&word, s + i, 8);
+      if ((word & 0x8080808080808080u) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     const unsigned char c = s[i];
     size_t len;
     uint32_t cp;

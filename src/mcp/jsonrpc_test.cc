@@ -211,6 +211,14 @@ TEST_CASE("first_invalid_utf8", "[jsonrpc]") {
   CHECK(first_invalid_utf8("ab\xc3") == size_t(2));          // truncated sequence
   CHECK(first_invalid_utf8("\xc0\xaf") == size_t(0));        // overlong
   CHECK(first_invalid_utf8("x\xed\xa0\x80") == size_t(1));   // encoded surrogate
+  // Bad bytes after and between runs of ASCII read eight at a time.
+  const std::string ascii(37, 'a');
+  for (size_t at = 0; at <= ascii.size(); ++at) {
+    const std::string text = ascii.substr(0, at) + "\xff" + ascii.substr(at);
+    CHECK(first_invalid_utf8(text) == at);
+    CHECK_FALSE(first_invalid_utf8(ascii.substr(0, at) + "\xc3\xa9" + ascii.substr(at)));
+    CHECK(first_invalid_utf8(ascii.substr(0, at) + "\xc3") == at);
+  }
 }
 
 TEST_CASE("builders and serialize", "[jsonrpc]") {
