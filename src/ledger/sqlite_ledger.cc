@@ -223,15 +223,9 @@ class SqliteLedger final : public Ledger {
   // reader: a second connection for read-only work, so reads never queue
   // behind a write that waits for another process's lock (WAL lets them run
   // side by side). nullptr (in-memory ledgers): reads go through the writer.
-  // log_sync: given, the writer runs with synchronous = NORMAL and its
-  // commits are made durable by the syncer thread, which answers them.
   SqliteLedger(std::unique_ptr<SQLite::Database> db, std::unique_ptr<SQLite::Database> reader,
-               std::string description, std::optional<LogSync> log_sync)
-      : db_(std::move(db)),
-        txn_(*db_),
-        reader_db_(std::move(reader)),
-        description_(std::move(description)),
-        log_sync_(log_sync) {
+               std::string description)
+      : db_(std::move(db)), txn_(*db_), reader_db_(std::move(reader)), description_(std::move(description)) {
     if (reader_db_) reader_txn_ = std::make_unique<SqliteTxn>(*reader_db_);
     last_data_version_ = db_->execAndGet("PRAGMA data_version").getInt64();
     // Parsed once: these run several times per decision.
@@ -241,12 +235,6 @@ class SqliteLedger final : public Ledger {
     savepoint_ = std::make_unique<SQLite::Statement>(*db_, "SAVEPOINT job");
     release_ = std::make_unique<SQLite::Statement>(*db_, "RELEASE job");
     data_version_ = std::make_unique<SQLite::Statement>(*db_, "PRAGMA data_version");
-    if (log_sync_) {
-      syncer_ = std::thread([this] {
-        pthread_setname_np(pthread_self(), "ledger-sync");
-        syncer_loop();
-      });
-    }
     writer_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "ledger-writer");
       writer_loop();
@@ -261,13 +249,7 @@ class SqliteLedger final : public Ledger {
       stopping_ = true;
     }
     cv_.notify_all();
-    if (writer_.joinable()) writer_.join();  // every queued job is decided
-    {
-      std::lock_guard<std::mutex> lock(sync_mu_);
-      sync_stopping_ = true;
-    }
-    sync_cv_.notify_all();
-    if (syncer_.joinable()) syncer_.join();  // and made durable, its answer posted
+    if (writer_.joinable()) writer_.join();  // every queued job is decided and its answer posted
     completions_.stop();                     // and every answer delivered
   }
 
@@ -378,81 +360,7 @@ class SqliteLedger final : public Ledger {
     }
   }
 
-  // A decided batch: its jobs, each one's answer, and whether its
-  // transaction wrote (and so must be durable before anyone is answered).
-  struct Decided {
-    std::vector<Job*> jobs;
-    std::vector<std::optional<Refusal>> results;
-    bool committed = false;
-  };
-
-  // Answers a batch, in the order batches were decided. With a syncer,
-  // answers wait until the log is durable up to their commit; a batch that
-  // committed nothing waits too, since it may have read what one before it
-  // committed.
-  void deliver(Decided decided) {
-    if (!log_sync_) {
-      std::vector<std::function<void()>> completions;
-      for (size_t i = 0; i < decided.jobs.size(); ++i) finish(decided.jobs[i], std::move(decided.results[i]), completions);
-      completions_.post(std::move(completions));
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(sync_mu_);
-      to_sync_.push_back(std::move(decided));
-    }
-    sync_cv_.notify_one();
-  }
-
-  // Group fsync: one sync of the log covers every batch committed before it
-  // began, so the syncer takes all that are waiting at once.
-  void syncer_loop() {
-    for (;;) {
-      std::vector<Decided> batches;
-      {
-        std::unique_lock<std::mutex> lock(sync_mu_);
-        sync_cv_.wait(lock, [this] { return sync_stopping_ || !to_sync_.empty(); });
-        if (to_sync_.empty()) return;  // stopping, nothing left
-        batches.swap(to_sync_);
-      }
-      bool wrote = false;
-      for (const Decided& d : batches) wrote = wrote || d.committed;
-      std::optional<Refusal> failure = sync_failure();
-      if (wrote && !failure) {
-        const int rc = log_sync_->sync();
-        if (rc != SQLITE_OK) failure = fail_on_sync(rc);
-      }
-      std::vector<std::function<void()>> completions;
-      for (Decided& d : batches) {
-        for (size_t i = 0; i < d.jobs.size(); ++i) {
-          // A committed decision whose sync failed may or may not survive.
-          finish(d.jobs[i], d.committed && failure ? failure : std::move(d.results[i]), completions);
-        }
-      }
-      completions_.post(std::move(completions));
-    }
-  }
-
-  std::optional<Refusal> sync_failure() {
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    return sync_failed_;
-  }
-
-  // As stop_if_disk_failed: after a failed sync nothing this process writes
-  // can be trusted to survive.
-  Refusal fail_on_sync(int rc) {
-    Refusal refusal{Reason::ledger_error,
-                    std::string("ledger: could not sync the log: the disk failed (") + sqlite3_errstr(rc) +
-                        "); whether the decisions in flight were recorded is unknown. This process refuses every "
-                        "decision from now on, since what it writes after a failed write or sync cannot be trusted "
-                        "to survive: free space or repair the disk, then restart it"};
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    if (!sync_failed_) sync_failed_ = refusal;
-    return *sync_failed_;
-  }
-
   void run_batch(std::vector<Job*>& batch) {
-    if (!failed_ && log_sync_) failed_ = sync_failure();
     if (!failed_) stop_if_file_moved();
     if (failed_) {
       answer_all(batch, *failed_);
@@ -496,8 +404,9 @@ class SqliteLedger final : public Ledger {
     }
     transactions_.fetch_add(1);
     decisions_.fetch_add(batch.size());
-    deliver(Decided{std::move(batch), std::move(results), !read_only});
-    batch.clear();
+    std::vector<std::function<void()>> completions;
+    for (size_t i = 0; i < batch.size(); ++i) finish(batch[i], std::move(results[i]), completions);
+    completions_.post(std::move(completions));
   }
 
   // Each job is all-or-nothing inside the shared transaction.
@@ -624,9 +533,9 @@ class SqliteLedger final : public Ledger {
   }
 
   void answer_all(std::vector<Job*>& batch, const Refusal& refusal) {
-    std::vector<std::optional<Refusal>> results(batch.size(), refusal);
-    deliver(Decided{std::move(batch), std::move(results), false});
-    batch.clear();
+    std::vector<std::function<void()>> completions;
+    for (Job* j : batch) finish(j, refusal, completions);
+    completions_.post(std::move(completions));
   }
 
   std::unique_ptr<SQLite::Database> db_;
@@ -652,29 +561,20 @@ class SqliteLedger final : public Ledger {
   // writer's last batches handed it; declared after the queue and its mutex,
   // because an answer may ask for more work, which the closing queue refuses.
   JobThreads completions_{1, "ledger-answers"};
-  std::optional<LogSync> log_sync_;
-  std::mutex sync_mu_;
-  std::condition_variable sync_cv_;
-  std::vector<Decided> to_sync_;
-  bool sync_stopping_ = false;
-  std::optional<Refusal> sync_failed_;  // set once by the syncer, kept
-  std::thread syncer_;
   std::thread writer_;
 };
 
 // writer: the connection that decides. Its log frames go to the kernel in
 // one write per commit (ledger/wal_write_batching.h), which is safe because
 // it runs with synchronous = FULL and never leaves the normal locking mode.
-// log_sync: where given, set to the writer's handle on its log.
 std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, int64_t busy_timeout_ms,
-                                          bool writer, std::optional<LogSync>* log_sync = nullptr) {
+                                          bool writer) {
   const int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   std::optional<BatchedLogVfs> vfs;  // registered only while the connection is opened
   if (writer && !memory) vfs.emplace();
   const std::string file = memory ? ":memory:" : sqlite_file_name(path);
   auto db = std::make_unique<SQLite::Database>(file.c_str(), flags, static_cast<int>(busy_timeout_ms),
                                                vfs ? vfs->name() : nullptr);
-  if (log_sync && vfs && vfs->name()) *log_sync = vfs->log_sync();
   vfs.reset();
   // An answer is given only after its decision is on disk.
   db->exec("PRAGMA synchronous = FULL");
@@ -743,8 +643,7 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
     if (auto error = check_room(path)) return *error;
   }
   try {
-    std::optional<LogSync> log_sync;
-    auto db = connect(path, memory, busy_timeout_ms, /*writer=*/true, &log_sync);
+    auto db = connect(path, memory, busy_timeout_ms, /*writer=*/true);
     if (auto error = check_identity(*db, path)) return *error;
     if (auto error = check_pages(*db, path)) return *error;
     if (auto error = check_writable(*db, path)) return *error;
@@ -753,20 +652,10 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
     // Writability is proven now rather than at the first decision.
     db->exec("BEGIN IMMEDIATE");
     db->exec("COMMIT");
-    // Its log open now: commits need not wait for their sync on the writer's
-    // thread, which decides the next batch meanwhile. Each is answered only
-    // once the syncer has made it durable; it is visible to other
-    // connections a little earlier, which DESIGN.md explains is safe.
-    if (log_sync && log_sync->ready()) {
-      db->exec("PRAGMA synchronous = NORMAL");
-    } else {
-      log_sync.reset();
-    }
     const std::string description = (memory ? std::string("memory") : "sqlite:" + path) +
                                     " (schema " + std::to_string(latest_schema_version()) + ")";
     auto reader = memory ? nullptr : connect(path, false, busy_timeout_ms, /*writer=*/false);
-    return std::unique_ptr<Ledger>(
-        std::make_unique<SqliteLedger>(std::move(db), std::move(reader), description, log_sync));
+    return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(std::move(db), std::move(reader), description));
   } catch (const SQLite::Exception& e) {
     return classify_open_failure(path, e);
   } catch (const std::exception& e) {

@@ -3,9 +3,8 @@
 // Why it is safe across processes: every decision runs inside BEGIN
 // IMMEDIATE, which takes the file's single write lock before the first read,
 // so the rows a decision reads cannot change until it commits; and with
-// every answer waits for the sync of the log that covers its commit (made
-// on a thread of its own, see SqliteLedger), so no answer is ever given for
-// a decision a crash could undo.
+// synchronous=FULL the commit is fsync'd before write() returns, so no
+// answer is ever given for a decision a crash could undo.
 #pragma once
 
 #include <memory>
@@ -25,7 +24,8 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
 
 // Process-wide SQLite settings for a program that serves a ledger: SQLite
 // otherwise counts every allocation under one global mutex, statistics
-// nothing here reads, and keeps statement journals in 1 KiB pieces. Call
+// nothing here reads, and keeps statement journals in 1 KiB pieces (see
+// temp_store in sqlite_ledger.cc). Call
 // first thing in main, before any thread or connection exists; later calls
 // (SQLite already running) change nothing.
 void configure_sqlite_for_process();

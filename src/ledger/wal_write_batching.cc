@@ -3,7 +3,6 @@
 #include <sqlite3.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
@@ -22,20 +21,14 @@ constexpr size_t kMaxWrite = 0x1f000;
 // The shared-memory lock slot of the log's single writer, fixed by SQLite's
 // WAL format.
 constexpr int kWriteLockSlot = 0;
-// A log frame's header, fixed by the WAL format: bytes 4-7 hold the
-// database's size in pages after a commit, and are zero in every other frame.
-constexpr int kFrameHeaderBytes = 24;
 
 // Writes to a log file not yet handed to the kernel: bytes, contiguous,
 // starting at offset. failed: a write of gathered bytes failed once, so
 // the file no longer holds what SQLite believes it wrote.
-// commit_frame: the last write was the header of a commit frame, so the
-// page that follows it ends a transaction. failed is read by LogSync too.
 struct Gathered {
   std::vector<char> bytes;
   sqlite3_int64 offset = 0;
-  std::atomic<bool> failed{false};
-  bool commit_frame = false;
+  bool failed = false;
 };
 
 struct File;
@@ -51,7 +44,7 @@ struct Connection {
   std::string name;
   sqlite3_vfs vfs{};
   sqlite3_vfs* wrapped = nullptr;
-  std::atomic<File*> log{nullptr};  // read by LogSync on another thread
+  File* log = nullptr;
   bool powersafe_overwrite = false;
 };
 
@@ -76,7 +69,6 @@ sqlite3_vfs* base(sqlite3_vfs* v) { return owner(v)->wrapped; }
 int flush(File* f) {
   Gathered* g = f->gathered;
   if (!g) return SQLITE_OK;
-  g->commit_frame = false;
   if (g->failed) return SQLITE_IOERR_WRITE;
   int rc = SQLITE_OK;
   for (size_t done = 0; done < g->bytes.size() && rc == SQLITE_OK; done += kMaxWrite) {
@@ -95,15 +87,7 @@ int flush(File* f) {
 // SQLite never reads them, and written later, without the lock, they could
 // land on frames another writer has committed since.
 void discard(File* f) {
-  if (!f->gathered) return;
-  f->gathered->bytes.clear();
-  f->gathered->commit_frame = false;
-}
-
-bool is_commit_header(const void* data, int n) {
-  if (n != kFrameHeaderBytes) return false;
-  const unsigned char* b = static_cast<const unsigned char*>(data);
-  return (b[4] | b[5] | b[6] | b[7]) != 0;
+  if (f->gathered) f->gathered->bytes.clear();
 }
 
 int file_write(sqlite3_file* file, const void* data, int n, sqlite3_int64 offset) {
@@ -125,11 +109,6 @@ int file_write(sqlite3_file* file, const void* data, int n, sqlite3_int64 offset
     g->failed = true;
     return SQLITE_IOERR_NOMEM;
   }
-  // Without a sync at commit (synchronous = NORMAL) nothing else would write
-  // the transaction out before SQLite publishes it to other connections: its
-  // last page goes to the kernel now, and a failure fails the commit.
-  if (g->commit_frame) return flush(f);
-  g->commit_frame = is_commit_header(data, n);
   return SQLITE_OK;
 }
 
@@ -137,7 +116,7 @@ int file_close(sqlite3_file* file) {
   File* f = self(file);
   // Whatever is still gathered was never committed (a commit flushed its
   // own): it goes with the buffer.
-  if (f->gathered && f->owner->log.load() == f) f->owner->log.store(nullptr);
+  if (f->gathered && f->owner->log == f) f->owner->log = nullptr;
   const int closed = f->real->pMethods ? f->real->pMethods->xClose(f->real) : SQLITE_OK;
   sqlite3_free(f->real);
   delete f->gathered;
@@ -148,8 +127,7 @@ int file_close(sqlite3_file* file) {
 
 int shm_lock(sqlite3_file* file, int offset, int n, int flags) {
   File* f = self(file);
-  File* log = f->owner->log.load();
-  if ((flags & SQLITE_SHM_UNLOCK) && offset == kWriteLockSlot && log) discard(log);
+  if ((flags & SQLITE_SHM_UNLOCK) && offset == kWriteLockSlot && f->owner->log) discard(f->owner->log);
   return f->real->pMethods->xShmLock(f->real, offset, n, flags);
 }
 
@@ -188,13 +166,7 @@ const sqlite3_io_methods kMethods = {
       return real(f)->pMethods->xShmMap(real(f), page, size, extend, out);
     },
     &shm_lock,
-    [](sqlite3_file* f) {
-      // SQLite publishes a commit to other connections right after this
-      // barrier; whatever is still gathered (a frame header it rewrote) goes
-      // first. A failed write marks the log failed: its next sync fails.
-      if (File* log = self(f)->owner->log.load()) flush(log);
-      real(f)->pMethods->xShmBarrier(real(f));
-    },
+    [](sqlite3_file* f) { real(f)->pMethods->xShmBarrier(real(f)); },
     [](sqlite3_file* f, int delete_flag) { return real(f)->pMethods->xShmUnmap(real(f), delete_flag); },
     nullptr,  // xFetch
     nullptr,  // xUnfetch
@@ -222,14 +194,14 @@ int vfs_open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, 
   }
   // One log per connection; a second one (an attached database's) passes
   // straight through.
-  if ((flags & SQLITE_OPEN_WAL) && !f->owner->log.load() && f->owner->powersafe_overwrite) {
+  if ((flags & SQLITE_OPEN_WAL) && !f->owner->log && f->owner->powersafe_overwrite) {
     f->gathered = new (std::nothrow) Gathered;
     if (!f->gathered) {
       inner->pMethods->xClose(inner);
       sqlite3_free(inner);
       return SQLITE_NOMEM;
     }
-    f->owner->log.store(f);
+    f->owner->log = f;
   }
   f->real = inner;
   f->base.pMethods = &kMethods;
@@ -294,18 +266,5 @@ BatchedLogVfs::~BatchedLogVfs() {
 }
 
 const char* BatchedLogVfs::name() const { return registered_ ? registered_->zName : nullptr; }
-
-LogSync BatchedLogVfs::log_sync() const { return LogSync(registered_ ? registered_->pAppData : nullptr); }
-
-bool LogSync::ready() const { return connection_ && static_cast<Connection*>(connection_)->log.load(); }
-
-int LogSync::sync() const {
-  File* log = connection_ ? static_cast<Connection*>(connection_)->log.load() : nullptr;
-  if (!log) return SQLITE_IOERR_FSYNC;
-  // The wrapped file, not this VFS's: the gathered bytes belong to the
-  // writer's thread, and a commit's are written out before it returns.
-  if (log->gathered->failed) return SQLITE_IOERR_WRITE;
-  return log->real->pMethods->xSync(log->real, SQLITE_SYNC_NORMAL);
-}
 
 }  // namespace effectfence

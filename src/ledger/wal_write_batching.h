@@ -21,16 +21,11 @@
 // to a sector boundary, for a database without powersafe overwrite: such a
 // database's log is not gathered at all.
 //
-// A commit's gathered bytes are written out when its last frame is (the
-// one whose header holds the database size), and anything still gathered
-// before SQLite publishes a commit to other connections (its shared-memory
-// barrier), so no other connection can ever look for a frame that is still
-// in the buffer, with `PRAGMA synchronous = FULL` (which syncs the log at
-// every commit) or NORMAL (which does not: LogSync then makes commits
-// durable, on any thread).
-//
-// REQUIRES: connections opened through it run in the normal locking mode.
-// Then every transaction ends by releasing the write lock, which is when a
+// REQUIRES: only connections that run with `PRAGMA synchronous = FULL`, in
+// the normal locking mode, are opened through it. Then every commit syncs
+// the log before it makes its frames visible to other connections, so no
+// other connection can ever look for a frame that is still in the buffer,
+// and every transaction ends by releasing the write lock, which is when a
 // rolled-back one's bytes are dropped (`PRAGMA locking_mode = EXCLUSIVE`
 // keeps the lock in memory, so they would be kept).
 #pragma once
@@ -49,21 +44,6 @@ namespace effectfence {
 // connection's VFS up by name again (VACUUM, ATTACH) fail on such a
 // connection; the ledger's writer runs neither. Holds a process-wide lock:
 // open the connection, then let this go.
-// Syncs the log of one connection opened through BatchedLogVfs, from any
-// thread: everything the connection had committed when sync() began is
-// durable once it returns SQLITE_OK. ready(): the connection has its log
-// open and gathered (its database has powersafe overwrite); otherwise
-// sync() fails and the connection must sync at commit itself.
-class LogSync {
- public:
-  explicit LogSync(void* connection) : connection_(connection) {}
-  bool ready() const;
-  int sync() const;
-
- private:
-  void* connection_;  // the VFS's record of its connection, which is never freed
-};
-
 class BatchedLogVfs {
  public:
   BatchedLogVfs();
@@ -73,8 +53,6 @@ class BatchedLogVfs {
 
   // nullptr if SQLite refused to register it: open with the default then.
   const char* name() const;
-  // For the connection opened through this VFS, valid after it is gone.
-  LogSync log_sync() const;
 
  private:
   std::lock_guard<std::mutex> lock_;

@@ -4,7 +4,6 @@
 #include <sqlite3.h>
 
 #include <filesystem>
-#include <optional>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -97,45 +96,6 @@ TEST_CASE("a commit's log frames reach the file in one write, and other connecti
     CHECK(query(other, "SELECT count(*) FROM t") == 1 + 10 * (commit + 1));
   }
   CHECK(integrity(other) == "ok");
-  sqlite3_close(other);
-  sqlite3_close(writer);
-}
-
-TEST_CASE("without a sync at commit, a commit's frames still reach the file in one write before other connections "
-          "see it, and LogSync makes them durable",
-          "[ledger][wal_batching]") {
-  PowerLossVfs disk;  // the default VFS, so the batching VFS wraps it
-  TempDir dir;
-  const std::string path = dir.file("t.sqlite");
-  sqlite3* writer = nullptr;
-  std::optional<LogSync> log;
-  {
-    BatchedLogVfs vfs;
-    writer = open_db(path, vfs.name());
-    log = vfs.log_sync();
-  }
-  REQUIRE(exec(writer, "PRAGMA journal_mode = WAL; CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)") ==
-          SQLITE_OK);
-  REQUIRE(exec(writer, "PRAGMA synchronous = NORMAL") == SQLITE_OK);
-  REQUIRE(exec(writer, insert_rows(1)) == SQLITE_OK);
-  REQUIRE(log->ready());
-  REQUIRE(log->sync() == SQLITE_OK);
-  sqlite3* other = open_db(path, nullptr);
-  const int syncs = disk.syncs();
-  for (int commit = 0; commit < 20; ++commit) {
-    const int before = disk.writes_of("-wal");
-    REQUIRE(exec(writer, "BEGIN IMMEDIATE; " + insert_rows(10) + "; COMMIT") == SQLITE_OK);
-    CHECK(disk.writes_of("-wal") - before == 1);
-    CHECK(query(other, "SELECT count(*) FROM t") == 1 + 10 * (commit + 1));
-  }
-  CHECK(disk.syncs() == syncs);  // nothing synced them yet: a power cut now loses them
-  TempDir unsynced;
-  disk.crash_copy(dir.path().string(), unsynced.path().string());
-  expect_file_holds(unsynced.file("t.sqlite"), 1);
-  REQUIRE(log->sync() == SQLITE_OK);
-  TempDir synced;
-  disk.crash_copy(dir.path().string(), synced.path().string());
-  expect_file_holds(synced.file("t.sqlite"), 201);
   sqlite3_close(other);
   sqlite3_close(writer);
 }
