@@ -88,7 +88,7 @@ class Fence {
   // done must not block for long: it holds up the answers behind it.
   using PrepareDone = std::function<void(PrepareOutcome)>;
   using CommitDone = std::function<void(CommitOutcome)>;
-  void prepare_async(const PrepareRequest& request, PrepareDone done);
+  void prepare_async(PrepareRequest request, PrepareDone done);
   void commit_async(const Ticket& ticket, Json result, CommitDone done);
   // Fences the intent as failed until cleared.
   AbortOutcome abort(const Ticket& ticket, const std::string& reason);
@@ -165,7 +165,7 @@ class Fence {
   void tally(const PrepareOutcome& outcome, bool decided_here);
   // The halves of prepare around the ledger: begin_prepare returns the
   // outcome when it needs no ledger, else what the ledger must decide.
-  std::variant<PrepareOutcome, std::shared_ptr<PendingPrepare>> begin_prepare(const PrepareRequest& request);
+  std::variant<PrepareOutcome, std::shared_ptr<PendingPrepare>> begin_prepare(PrepareRequest request);
   PrepareOutcome finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure);
   AbortOutcome abort_with(const Ticket& ticket, const std::string& reason, const Json* unrecorded_result);
   // recorded: this call recorded the outcome (a retry is not counted again).

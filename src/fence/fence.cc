@@ -50,7 +50,7 @@ std::optional<Refusal> check_name(const char* field, const std::string& value) {
 }
 
 // Validates a request and computes its canonical form and payload hash.
-std::variant<rules::Attempt, Refusal> make_attempt(const PrepareRequest& req) {
+std::variant<rules::Attempt, Refusal> make_attempt(PrepareRequest req) {
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"intent", &req.intent},
                                      {"domain", &req.domain},
                                      {"tool", &req.tool},
@@ -61,15 +61,17 @@ std::variant<rules::Attempt, Refusal> make_attempt(const PrepareRequest& req) {
     if (auto refusal = check_name("read_set domain", e.domain)) return *refusal;
     if (e.seq < 0) return invalid("read_set seq must be >= 0 (domain '" + e.domain + "')");
   }
-  JsonError error;
-  if (!validate_canonicalizable(req.args, &error)) return invalid("args: " + error.message);
   rules::Attempt attempt;
-  attempt.request = req;
-  attempt.canonical_args = canonicalize(req.args);
+  try {
+    attempt.canonical_args = canonicalize(req.args);  // validates as it goes
+  } catch (const std::invalid_argument& e) {
+    return invalid(std::string("args: ") + e.what());
+  }
   // canonicalize({"tool": tool, "args": args}), spelled out so the arguments
   // are not copied and canonicalized twice: RFC 8785 puts "args" first.
   attempt.payload_hash =
       sha256_hex("{\"args\":" + attempt.canonical_args + ",\"tool\":" + canonicalize(Json(req.tool)) + "}");
+  attempt.request = std::move(req);
   return attempt;
 }
 
@@ -225,9 +227,8 @@ struct Fence::PendingCommit {
   bool recorded = false;  // false for a retried commit: counted once
 };
 
-std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begin_prepare(
-    const PrepareRequest& request) {
-  auto made = make_attempt(request);
+std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begin_prepare(PrepareRequest request) {
+  auto made = make_attempt(std::move(request));
   if (auto* refusal = std::get_if<Refusal>(&made)) return PrepareOutcome{std::move(*refusal)};
   auto pending = std::make_shared<PendingPrepare>();
   pending->attempt = std::move(std::get<rules::Attempt>(made));
@@ -266,8 +267,8 @@ PrepareOutcome Fence::prepare(const PrepareRequest& request) {
   return finish_prepare(pending, failure);
 }
 
-void Fence::prepare_async(const PrepareRequest& request, PrepareDone done) {
-  auto begun = begin_prepare(request);
+void Fence::prepare_async(PrepareRequest request, PrepareDone done) {
+  auto begun = begin_prepare(std::move(request));
   if (auto* decided = std::get_if<PrepareOutcome>(&begun)) {
     done(std::move(*decided));
     return;

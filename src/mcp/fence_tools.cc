@@ -289,7 +289,7 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
     PrepareRequest request = prepare_request(arguments);
     std::string tool_name = request.tool;
     std::string what = "fence_prepare " + request.intent + " by " + request.agent;
-    fence.prepare_async(request, [&log, admissions, respond = std::move(respond), tool_name = std::move(tool_name),
+    fence.prepare_async(std::move(request), [&log, admissions, respond = std::move(respond), tool_name = std::move(tool_name),
                                   what = std::move(what)](PrepareOutcome outcome) {
       if (auto* admitted = std::get_if<Admitted>(&outcome); admitted && admissions) admissions->held(admitted->ticket);
       respond(prepare_result(outcome, tool_name, what, log));
