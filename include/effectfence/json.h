@@ -60,6 +60,12 @@ bool validate_canonicalizable(const Json& value, JsonError* error);
 // REQUIRES: validate_canonicalizable(value) (throws std::invalid_argument otherwise).
 std::string canonicalize(const Json& value);
 
+// Appends text as a quoted JSON string, escaped as RFC 8785 escapes it (the
+// two-character escapes, \u00xx for other control characters, nothing
+// else), which is also how nlohmann's serializer writes it.
+// REQUIRES: text is valid UTF-8.
+void append_canonical_string(std::string_view text, std::string& out);
+
 // ECMAScript Number::toString of a finite double (RFC 8785 section 3.2.2.3).
 // REQUIRES: std::isfinite(value).
 std::string format_es_number(double value);

@@ -99,6 +99,8 @@ std::string printable(std::string_view text) {
 // ---------------------------------------------------------------------------
 // Canonical strings (RFC 8785 section 3.2.2.2)
 
+}  // namespace
+
 void append_canonical_string(std::string_view text, std::string& out) {
   out += '"';
   for (const char c : text) {
@@ -122,6 +124,8 @@ void append_canonical_string(std::string_view text, std::string& out) {
   }
   out += '"';
 }
+
+namespace {
 
 std::string json_quoted(std::string_view text) {
   std::string out;

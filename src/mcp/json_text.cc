@@ -3,35 +3,6 @@
 #include "mcp/jsonrpc.h"
 
 namespace effectfence::mcp {
-namespace {
-
-// As nlohmann's serializer escapes a string that is valid UTF-8 with
-// ensure_ascii off: the two-character escapes, \u00xx (lowercase) for other
-// control characters, everything else as it is.
-void append_escaped(std::string& out, std::string_view text) {
-  static const char kHex[] = "0123456789abcdef";
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += "\\u00";
-          out += kHex[(c >> 4) & 0xF];
-          out += kHex[c & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-}
-
-}  // namespace
 
 JsonText& JsonText::begin_object() {
   out_ += '{';
@@ -60,9 +31,7 @@ JsonText& JsonText::string(std::string_view text) {
     out_ += jsonrpc::serialize(Json(std::string(text)));
     return *this;
   }
-  out_ += '"';
-  append_escaped(out_, text);
-  out_ += '"';
+  append_canonical_string(text, out_);
   return *this;
 }
 
