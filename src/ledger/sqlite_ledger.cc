@@ -32,14 +32,6 @@ namespace {
 
 constexpr size_t kMaxBatch = 512;
 
-// A decision's savepoint journal holds the pages it touched, a few dozen at
-// most; a sweep's may be larger, and spills to a temporary file beyond this.
-// Under 128 KiB: the spill writes a whole chunk at once, and the unix VFS
-// takes less than that per write.
-constexpr int kJournalSpillBytes = 120 << 10;
-// Set once configure_sqlite_for_process() has made journals that size.
-std::atomic<bool> journals_in_large_chunks{false};
-
 OpenError open_error(OpenErrorCode code, const std::string& path, const std::string& what) {
   return OpenError{code, "ledger " + path + ": " + what};
 }
@@ -578,12 +570,11 @@ std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, 
   vfs.reset();
   // An answer is given only after its decision is on disk.
   db->exec("PRAGMA synchronous = FULL");
-  // Savepoint and statement journals stay in memory instead of spilling to a
-  // temporary file on every decision: with temp_store = MEMORY, in chunks of
-  // about 1 KiB, a malloc and a free for each (every page a write touches is
-  // copied there); once configure_sqlite_for_process() has raised the spill
-  // size, in one chunk of kJournalSpillBytes, spilling only beyond it.
-  db->exec(journals_in_large_chunks.load() ? "PRAGMA temp_store = FILE" : "PRAGMA temp_store = MEMORY");
+  // Savepoint and statement journals (and sorts) stay in memory, however
+  // large: a decision needs no temporary file, so a full or unwritable
+  // /var/tmp never refuses one, nor reads as the ledger's disk failing.
+  // (SQLite's larger journal chunks come only with spilling to such a file.)
+  db->exec("PRAGMA temp_store = MEMORY");
   return db;
 }
 
@@ -632,7 +623,6 @@ const char* open_error_name(OpenErrorCode code) {
 
 void configure_sqlite_for_process() {
   sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-  if (sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, kJournalSpillBytes) == SQLITE_OK) journals_in_large_chunks = true;
 }
 
 std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::string& path,

@@ -24,10 +24,8 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
 
 // Process-wide SQLite settings for a program that serves a ledger: SQLite
 // otherwise counts every allocation under one global mutex, statistics
-// nothing here reads, and keeps statement journals in 1 KiB pieces (see
-// temp_store in sqlite_ledger.cc). Call
-// first thing in main, before any thread or connection exists; later calls
-// (SQLite already running) change nothing.
+// nothing here reads. Call first thing in main, before any thread or
+// connection exists; later calls (SQLite already running) change nothing.
 void configure_sqlite_for_process();
 
 }  // namespace effectfence

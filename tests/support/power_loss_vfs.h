@@ -98,6 +98,20 @@ class PowerLossVfs {
     write_error_ = error;
   }
 
+  // From now on, opening a temporary file (a spilled journal, a sort's run:
+  // any file SQLite opens without a name) fails as it does when no
+  // temporary directory can be written: SQLITE_IOERR_GETTEMPPATH.
+  void refuse_temporary_files() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    refuse_temporary_ = true;
+  }
+
+  // Temporary files SQLite tried to open so far, refused or not.
+  int temporary_files_asked_for() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return temporary_asked_;
+  }
+
   // Successful writes so far to files whose name ends with suffix.
   int writes_of(const std::string& suffix) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -129,6 +143,15 @@ class PowerLossVfs {
     std::memset(shim->real, 0, static_cast<size_t>(me->real_->szOsFile));
     shim->vfs = me;
     if (name) shim->path = name;
+    if (!name) {
+      std::lock_guard<std::mutex> lock(me->mutex_);
+      ++me->temporary_asked_;
+      if (me->refuse_temporary_) {
+        shim->~File();
+        f->pMethods = nullptr;
+        return SQLITE_IOERR_GETTEMPPATH;
+      }
+    }
     const int rc = me->real_->xOpen(me->real_, name, shim->real, flags, out_flags);
     if (rc != SQLITE_OK) {
       if (shim->real->pMethods) shim->real->pMethods->xClose(shim->real);
@@ -226,6 +249,8 @@ class PowerLossVfs {
   std::string failing_suffix_;
   std::string failing_writes_suffix_;
   int write_error_ = SQLITE_OK;
+  bool refuse_temporary_ = false;
+  int temporary_asked_ = 0;
   std::map<std::string, int> writes_;
 };
 
