@@ -7,6 +7,7 @@
 
 #include "support/fence_helpers.h"
 #include "support/power_loss_vfs.h"
+#include "support/sqlite_query.h"
 #include "support/temp_dir.h"
 
 using namespace effectfence;
@@ -70,4 +71,34 @@ TEST_CASE("a ledger deleted or replaced while the fence has it open refuses ever
   CHECK_THAT(std::get<Refusal>(fresh).message,
              Catch::Contains("was deleted or replaced while this process had it open") && Catch::Contains("restart"));
   CHECK(refusal_reason(fence->prepare(charge("another"))) == Reason::ledger_error);
+}
+
+TEST_CASE("a decision or a read refused on a damaged row leaves the ledger deciding and reading the newest rows, "
+          "after other processes have written",
+          "[fence][disk]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto fence = open_fence(file_settings(path));
+  admitted_ticket(fence->prepare(charge("damaged")));
+  // A hand edit no trigger refuses: the row's read-set is no longer JSON.
+  exec_sql(path, "UPDATE intents SET read_set = '[not json' WHERE intent = 'damaged'");
+
+  // Refused where the row is read, in the middle of a query, on the writer
+  // and on the reader...
+  CHECK(refusal_reason(fence->prepare(charge("damaged"))) == Reason::ledger_error);
+  const auto status = fence->intent_status("damaged");
+  REQUIRE(std::holds_alternative<Refusal>(status));
+  CHECK(std::get<Refusal>(status).reason == Reason::ledger_error);
+
+  // ...then another process writes (it meets the damaged row too, as it
+  // looks for dead holders on opening)...
+  auto other = open_fence(file_settings(path));
+  admitted_ticket(other->prepare(charge("theirs")));
+
+  // ...and this process still decides, and reads what was written.
+  CHECK(std::holds_alternative<Admitted>(fence->prepare(charge("mine"))));
+  const auto theirs = fence->intent_status("theirs");
+  REQUIRE(std::holds_alternative<IntentStatus>(theirs));
+  CHECK(std::get<IntentStatus>(theirs).state == IntentState::in_flight);
+  CHECK(std::holds_alternative<Admitted>(other->prepare(charge("theirs-too"))));
 }

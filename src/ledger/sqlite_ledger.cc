@@ -388,6 +388,9 @@ class SqliteLedger final : public Ledger {
     try {
       txn_.flush_counters();
       run(*commit_);
+      // No query stays stepped past its batch, whatever a job left behind:
+      // the next BEGIN IMMEDIATE then starts on the newest snapshot.
+      txn_.reset_statements();
     } catch (const SQLite::Exception& e) {
       txn_.discard_batch();
       rollback_quietly();
@@ -435,6 +438,7 @@ class SqliteLedger final : public Ledger {
 
   void undo_job() {
     txn_.discard_decision();
+    txn_.reset_statements();  // a query the job left mid-row would hold its snapshot past COMMIT
     try {
       db_->exec("ROLLBACK TO job");
       db_->exec("RELEASE job");
@@ -444,6 +448,7 @@ class SqliteLedger final : public Ledger {
   }
 
   void end_read_quietly() {
+    reader_txn_->reset_statements();
     try {
       reader_db_->exec("ROLLBACK");
     } catch (const SQLite::Exception&) {
@@ -451,6 +456,7 @@ class SqliteLedger final : public Ledger {
   }
 
   void rollback_quietly() {
+    txn_.reset_statements();
     try {
       db_->exec("ROLLBACK");
     } catch (const SQLite::Exception&) {

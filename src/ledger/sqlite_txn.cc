@@ -98,6 +98,10 @@ SQLite::Statement& SqliteTxn::statement(const char* sql) {
   return *slot;
 }
 
+void SqliteTxn::reset_statements() {
+  for (auto& [sql, q] : statements_) q->tryReset();
+}
+
 std::optional<IntentRow> SqliteTxn::load_intent(const std::string& intent) {
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns + " FROM intents WHERE intent = ?";
   auto& q = statement(sql.c_str());

@@ -54,6 +54,12 @@ class SqliteTxn final : public LedgerTxn {
   int64_t sweep_finished(int64_t cutoff) override;
   bool evict_domain(const std::string& domain, int64_t now) override;
 
+  // Resets every cached statement. A query left stepped (its caller threw
+  // between reading a row and resetting it) keeps the connection's read
+  // transaction, and with it a snapshot, open past COMMIT: once another
+  // process writes, every BEGIN IMMEDIATE on that snapshot fails at once.
+  void reset_statements();
+
  private:
   // A cached prepared statement, reset and unbound, ready to bind.
   SQLite::Statement& statement(const char* sql);
