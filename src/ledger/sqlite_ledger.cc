@@ -358,6 +358,14 @@ class SqliteLedger final : public Ledger {
       answer_all(batch, *failed_);
       return;
     }
+    // However the batch ends (committed, rolled back, lost), no query stays
+    // stepped past it: one a job left mid-row would keep the connection's
+    // snapshot open past COMMIT, and once another process wrote, every
+    // BEGIN IMMEDIATE on it would fail at once.
+    struct StatementsReset {
+      SqliteTxn& txn;
+      ~StatementsReset() { txn.reset_statements(); }
+    } statements_reset{txn_};
     bool read_only = true;
     for (Job* j : batch) read_only = read_only && j->read_only;
     std::vector<std::optional<Refusal>> results(batch.size());
@@ -388,9 +396,6 @@ class SqliteLedger final : public Ledger {
     try {
       txn_.flush_counters();
       run(*commit_);
-      // No query stays stepped past its batch, whatever a job left behind:
-      // the next BEGIN IMMEDIATE then starts on the newest snapshot.
-      txn_.reset_statements();
     } catch (const SQLite::Exception& e) {
       txn_.discard_batch();
       rollback_quietly();
@@ -438,7 +443,6 @@ class SqliteLedger final : public Ledger {
 
   void undo_job() {
     txn_.discard_decision();
-    txn_.reset_statements();  // a query the job left mid-row would hold its snapshot past COMMIT
     try {
       db_->exec("ROLLBACK TO job");
       db_->exec("RELEASE job");
@@ -456,7 +460,6 @@ class SqliteLedger final : public Ledger {
   }
 
   void rollback_quietly() {
-    txn_.reset_statements();
     try {
       db_->exec("ROLLBACK");
     } catch (const SQLite::Exception&) {
