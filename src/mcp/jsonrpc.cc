@@ -25,6 +25,9 @@ class IdFinder {
   // ours: it has a "result" or "error", or nothing but "jsonrpc" and "id"
   // (anything else, "params" say, may be a broken request of its own).
   bool may_answer() const { return saw_outcome_ || (!saw_method_ && !saw_other_); }
+  // True iff the text has a top-level "method" and no "id": a notification,
+  // which is never answered, not even when it cannot be read.
+  bool says_notification() const { return saw_method_ && !found_; }
 
   bool null() { return scalar(Json()); }
   bool boolean(bool v) { return scalar(Json(v)); }
@@ -261,7 +264,20 @@ Message classify(std::string_view line, WideIntegers wide) {
   const bool ambiguous = error.code != JsonErrorCode::too_deep && error.code != JsonErrorCode::non_finite;
   std::string message = std::string(ambiguous ? "ambiguous JSON refused: " : "JSON refused: ") + error.message +
                         " (" + json_error_name(error.code) + ")";
-  Json id = recover_id(line);
+  const IdFinder finder = top_level_of(line);
+  if (finder.says_notification()) {
+    // A lone surrogate only spoils a string: read with U+FFFD in its place,
+    // a cancellation still stops the call it names.
+    if (error.code == JsonErrorCode::lone_surrogate) {
+      JsonError again{JsonErrorCode::syntax, ""};
+      if (std::optional<Json> readable = parse_strict(without_lone_surrogates(line), &again, wide)) {
+        Message note = classify_document(std::move(*readable));
+        if (std::holds_alternative<Notification>(note)) return note;
+      }
+    }
+    return Invalid{Json(), kParseError, std::move(message) + " in a notification", false};
+  }
+  Json id = finder.id();
   if (id.is_null()) return Invalid{Json(), kParseError, std::move(message)};
   return Invalid{std::move(id), kInvalidParams, std::move(message)};
 }

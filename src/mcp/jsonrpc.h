@@ -45,7 +45,7 @@ struct Invalid {
   Json id;  // the request's id when it can be told unambiguously, else null
   int code;
   std::string message;
-  bool answer = true;  // false for a malformed response: a response is never answered
+  bool answer = true;  // false for a malformed response or notification: neither is ever answered
 };
 
 using Message = std::variant<Request, Notification, Response, Invalid>;

@@ -140,6 +140,29 @@ TEST_CASE("ambiguous JSON is refused and answered to the request that sent it", 
   CHECK_THAT(duplicate.message, Catch::StartsWith("ambiguous JSON refused: "));
 }
 
+TEST_CASE("an ambiguous notification is refused unanswered; a lone surrogate in one is read as U+FFFD", "[jsonrpc]") {
+  for (const char* text : {R"({"jsonrpc":"2.0","method":"notifications/x","params":{"a":1,"a":2}})",
+                           R"({"jsonrpc":"2.0","method":"notifications/x","params":{"n":9007199254740993}})",
+                           R"({"jsonrpc":"2.0","method":"notifications/x","method":"notifications/y"})"}) {
+    INFO(text);
+    Invalid refused = invalid_of(text);
+    CHECK_FALSE(refused.answer);
+    CHECK(refused.id.is_null());
+  }
+  // Two ids are no notification: refused, and answered (to no id).
+  CHECK(invalid_of(R"({"jsonrpc":"2.0","id":1,"id":2,"method":"notifications/x"})").answer);
+
+  Message cancel = classify(
+      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r1","reason":"cut \ud83d"}})");
+  REQUIRE(std::holds_alternative<Notification>(cancel));
+  const Notification& note = std::get<Notification>(cancel);
+  CHECK(note.method == "notifications/cancelled");
+  CHECK(note.params["requestId"] == "r1");
+  CHECK(note.params["reason"] == "cut \xef\xbf\xbd");  // U+FFFD
+  // Still refused when something besides the surrogate is wrong with it.
+  CHECK_FALSE(invalid_of(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r","requestId":"\ud800"}})").answer);
+}
+
 TEST_CASE("JSON too deep or too large to hold is refused as such, not called ambiguous", "[jsonrpc]") {
   std::string deep = R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"a":)";
   deep += std::string(200, '[') + std::string(200, ']') + "}}}";

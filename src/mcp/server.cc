@@ -367,12 +367,15 @@ void Server::handle_line(std::string_view line) {
     jsonrpc::Message message = jsonrpc::classify(line);
     if (auto* request = std::get_if<jsonrpc::Request>(&message)) {
       id = request->id;
-      dispatch(request->id, request->method, std::move(request->params));
+      // Checked before anything can answer it, an error included: a second
+      // answer to an id still in flight would be taken for the first.
+      if (id_in_flight(request->id)) refuse_reused_id(request->id);
+      else dispatch(request->id, request->method, std::move(request->params));
     } else if (auto* note = std::get_if<jsonrpc::Notification>(&message)) {
       on_notification(note->method, note->params);
     } else if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
       log_.warn("refused a message: " + invalid->message + (invalid->answer ? "" : " (not answered)"));
-      if (invalid->answer) send_error(invalid->id, invalid->code, invalid->message);
+      if (invalid->answer) answer_invalid(*invalid);
     } else {
       const auto& response = std::get<jsonrpc::Response>(message);
       on_response(response.id, response.result, response.error);
@@ -399,7 +402,17 @@ void Server::handle_oversized(std::string_view prefix, std::string_view tail) {
   }
   jsonrpc::Invalid invalid = jsonrpc::oversized(prefix, tail, kMaxMessageBytes);
   log_.warn("refused a message: " + invalid.message);
-  send_error(invalid.id, invalid.code, invalid.message);
+  answer_invalid(invalid);
+}
+
+void Server::answer_invalid(const jsonrpc::Invalid& invalid) {
+  if (!invalid.id.is_null() && id_in_flight(invalid.id)) refuse_reused_id(invalid.id);
+  else send_error(invalid.id, invalid.code, invalid.message);
+}
+
+bool Server::id_in_flight(const Json& id) const {
+  std::lock_guard<std::mutex> lock(calls_mutex_);
+  return calls_.count(id.dump()) > 0;
 }
 
 ReadEvent Server::pump(FdLineReader& reader, const std::function<bool()>& keep_reading) {
@@ -414,20 +427,6 @@ ReadEvent Server::pump(FdLineReader& reader, const std::function<bool()>& keep_r
 }
 
 void Server::dispatch(const Json& id, const std::string& method, Json params) {
-  // Answered here at once, so never registered: still, its answer must not
-  // share an id with one still to come.
-  const bool answered_inline = method == "initialize" || method == "ping" || method == "tools/list";
-  if (answered_inline) {
-    bool taken = false;
-    {
-      std::lock_guard<std::mutex> lock(calls_mutex_);
-      taken = calls_.count(id.dump()) > 0;
-    }
-    if (taken) {
-      refuse_reused_id(id);
-      return;
-    }
-  }
   if (method == "initialize") {
     if (!params.contains("protocolVersion") || !params["protocolVersion"].is_string()) {
       send_error(id, jsonrpc::kInvalidParams, "invalid params: initialize needs \"protocolVersion\" (a string)");

@@ -29,6 +29,10 @@
 
 namespace effectfence::mcp {
 
+namespace jsonrpc {
+struct Invalid;
+}
+
 // Protocol revisions this server speaks, newest first.
 extern const char* const kSupportedProtocolVersions[4];
 // Echoes requested if supported, else the newest we speak.
@@ -270,6 +274,9 @@ class Server {
   bool register_call(const std::shared_ptr<Call>& call, const Json& params);
   // -32600: the id names a call still in flight.
   void refuse_reused_id(const Json& id);
+  bool id_in_flight(const Json& id) const;
+  // Sends invalid's error, or the reused-id one if its id is in flight.
+  void answer_invalid(const jsonrpc::Invalid& invalid);
   void run_tool_call(const std::shared_ptr<Call>& call);
   void start_async_tool_call(const std::shared_ptr<Call>& call);
   void async_call_finished();

@@ -265,6 +265,25 @@ TEST_CASE("malformed lines are answered and blank lines, notifications and malfo
   CHECK(all[0]["id"].is_null());
 }
 
+TEST_CASE("an unreadable notification is not answered, and a cancellation with a lone surrogate still cancels",
+          "[server]") {
+  Fixture f;
+  f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/whatever","params":{"a":1,"a":2}})");
+  f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/whatever","params":{"s":"\udc00"}})");
+  f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/whatever","params":{"n":123456789012345678901}})");
+  CHECK(f.out.all().empty());
+
+  f.server.handle_line(jsonrpc::serialize(
+      jsonrpc::request("c", "tools/call", {{"name", "slow"}, {"arguments", {{"text", "x"}}}})));
+  REQUIRE(f.gate.wait_entered());
+  // A reason cut mid-emoji, as JSON.stringify writes it.
+  f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c","reason":"stop \ud83d"}})");
+  f.gate.release();
+  f.server.drain();
+  CHECK(f.out.all().empty());
+  CHECK(f.server.calls_in_flight() == 0);
+}
+
 TEST_CASE("a slow call does not hold up other requests", "[server]") {
   Fixture f;
   f.server.handle_line(jsonrpc::serialize(
@@ -571,15 +590,37 @@ TEST_CASE("an id already used by a call in flight is refused -32600, the first c
   Json dup = f.call(7, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "second"}}}});
   CHECK(dup["error"]["code"] == jsonrpc::kInvalidRequest);
   CHECK_THAT(dup["error"]["message"].get<std::string>(), Catch::Contains("already used by a call in flight"));
-  // So are requests answered on the spot (each answered before handle_line returns).
-  for (const char* method : {"ping", "tools/list"}) {
+  // So are requests answered on the spot, and requests refused on the spot
+  // for what they hold: every answer below would otherwise be a second
+  // answer to 7 (each is sent before handle_line returns).
+  const std::vector<std::string> answered_at_once = {
+      jsonrpc::serialize(jsonrpc::request(7, "ping", Json::object())),
+      jsonrpc::serialize(jsonrpc::request(7, "tools/list", Json::object())),
+      jsonrpc::serialize(jsonrpc::request(7, "no/such/method", Json::object())),
+      jsonrpc::serialize(jsonrpc::request(7, "tools/call", {{"name", "nope"}})),
+      jsonrpc::serialize(jsonrpc::request(7, "tools/call", {{"name", "echo"}, {"arguments", {{"text", 1}}}})),
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":[1]})",
+      R"({"jsonrpc":"1.0","id":7,"method":"ping"})",
+      R"({"jsonrpc":"2.0","id":7,"method":"ping","params":{"a":1,"a":2}})",
+      R"({"jsonrpc":"2.0","id":7,"method":"ping","params":{"s":"\ud800"}})",
+  };
+  for (const std::string& line : answered_at_once) {
     const size_t before = f.out.all().size();
-    f.server.handle_line(jsonrpc::serialize(jsonrpc::request(7, method, Json::object())));
+    f.server.handle_line(line);
     const std::vector<Json> after = f.out.all();
     REQUIRE(after.size() == before + 1);
-    INFO(method << ": " << after.back().dump());
+    INFO(line << " -> " << after.back().dump());
     CHECK(after.back()["id"] == 7);
     CHECK(after.back()["error"]["code"] == jsonrpc::kInvalidRequest);
+    CHECK_THAT(after.back()["error"]["message"].get<std::string>(), Catch::Contains("already used by a call in flight"));
+  }
+  {
+    const size_t before = f.out.all().size();
+    f.server.handle_oversized(R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"aaa)", "aaa\"}}");
+    const std::vector<Json> after = f.out.all();
+    REQUIRE(after.size() == before + 1);
+    CHECK(after.back()["id"] == 7);
+    CHECK_THAT(after.back()["error"]["message"].get<std::string>(), Catch::Contains("already used by a call in flight"));
   }
   f.gate.release();
   f.server.drain();
