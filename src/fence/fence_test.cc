@@ -337,14 +337,47 @@ TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fen
   auto fence = open_fence(s);
   auto other = open_fence(s);
   const Ticket t = admitted_ticket(fence->prepare(charge("slow")));
+  holder_on_another_host(ledger, "slow");  // so only the lease keeps it: a live holder here would anyway
   for (int i = 0; i < 5; ++i) {
     clock.advance(600);
     auto beat = fence->heartbeat(t);
     REQUIRE(std::holds_alternative<Extended>(beat));
     CHECK(std::get<Extended>(beat).lease_expires_at_ms == clock.now->load() + 1000);
+    CHECK(ledger.count("SELECT lease_expires_at FROM intents WHERE intent = 'slow'") == clock.now->load() + 1000);
     CHECK(refusal_reason(other->prepare(charge("slow"))) == Reason::in_flight);
   }
   committed(*fence, t, {{"ok", true}});
+
+  // The same holder without its heartbeats loses the intent to a successor.
+  const Ticket silent = admitted_ticket(fence->prepare(charge("silent")));
+  holder_on_another_host(ledger, "silent");
+  clock.advance(1200);
+  CHECK(admitted_ticket(other->prepare(charge("silent"))).generation == silent.generation + 1);
+}
+
+TEST_CASE("an admission left by a destroyed Fence stays in flight while its process runs; a restarted host's is "
+          "fenced unknown",
+          "[fence][lease]") {
+  TestLedger ledger;
+  ManualClock clock;
+  const Settings s = one_second_lease(ledger, clock);
+  Ticket left;
+  {
+    auto gone = open_fence(s);
+    left = admitted_ticket(gone->prepare(charge("left")));
+  }
+  auto other = open_fence(s);
+  clock.advance(5000);  // far past its lease: the process that holds it still runs, so the effect may be under way
+  CHECK(refusal_reason(other->prepare(charge("left", 4900, "agent-b"))) == Reason::in_flight);
+  CHECK(ledger.count("SELECT count(*) FROM intents WHERE intent = 'left' AND state = 'in_flight' AND generation = " +
+                     std::to_string(left.generation)) == 1);
+
+  // The same host under another boot id: it was restarted since, so its holder is gone.
+  ledger.exec_past_trigger("intents_holder_kept",
+                           "UPDATE intents SET holder_boot = 'an-earlier-boot' WHERE intent = 'left'");
+  CHECK(refusal_reason(other->prepare(charge("left", 4900, "agent-b"))) == Reason::prior_failure);
+  CHECK(ledger.count("SELECT count(*) FROM intents WHERE intent = 'left' AND state = 'unknown'") == 1);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'left' AND kind = 'takeover'") == 0);
 }
 
 TEST_CASE("a heartbeat never brings a lease's expiry closer", "[fence][lease]") {

@@ -32,6 +32,7 @@ TEST_CASE("a replica whose clock is set far ahead cannot steal a live lease", "[
   auto holder = open_fence(s);
   auto ahead = open_fence(with_skewed_clock(s, kYearMs));
   const Ticket t = admitted_ticket(holder->prepare(charge("skew")));
+  holder_on_another_host(ledger, "skew");  // so only the lease keeps it: a live holder here would anyway
 
   auto stolen = ahead->prepare(charge("skew", 4900, "agent-ahead"));
   CHECK(refusal_reason(stolen) == Reason::in_flight);
