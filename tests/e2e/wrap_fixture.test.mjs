@@ -114,9 +114,14 @@ test('a tool slower than the lease is not run twice: its lease is kept while it 
   const { stdout: lease } = await promisify(execFile)('sqlite3', [setup.db,
     "SELECT lease_expires_at - updated_at FROM intents WHERE state = 'in_flight'"]);
   assert.equal(lease.trim(), '1000');
-  // What is tested is time passing: without heartbeats the lease would have
-  // run out twice over by now, and bob's identical call would take it over.
+  // Without heartbeats the lease would have run out twice over by now. Bob's
+  // wrap runs on this host, where a holder seen running keeps its intent
+  // anyway, so the ledger shows what the heartbeats did: moved the lease on
+  // (a holder on another host is kept by nothing else).
   await delay(2500);
+  const { stdout: moved } = await promisify(execFile)('sqlite3', [setup.db,
+    "SELECT lease_expires_at - admitted_at FROM intents WHERE state = 'in_flight'"]);
+  assert.ok(Number(moved.trim()) >= 1500, `heartbeats moved the lease ${moved.trim()} ms past its admission`);
   const duplicate = await bob.client.callTool({ name: 'gated_effect', arguments: { name: 'slow' } });
   assert.equal(duplicate.isError, true);
   assert.equal(duplicate._meta.effectfence.refused, 'in_flight');
