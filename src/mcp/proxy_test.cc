@@ -196,8 +196,10 @@ TEST_CASE("identify_call: the canonical arguments decide, or the agent's key", "
   REQUIRE(other_tool);
   CHECK(a->intent == b->intent);
   CHECK(a->intent != c->intent);
-  CHECK(a->intent.rfind("wrap:pay:", 0) == 0);
-  CHECK(a->intent.size() == std::string("wrap:pay:").size() + 64);
+  // Pinned byte for byte: intents recorded by an earlier version must keep
+  // replaying. SHA-256 of the RFC 8785 form of {"tool":..,"args":..}:
+  // {"args":{"cents":100,"to":"bob"},"tool":"pay"}.
+  CHECK(a->intent == "wrap:pay:c3dc0b3f61dd77352cfe037124ecce817478817d86f89038fc1bac5ebba7abb2");
   CHECK(other_tool->intent != a->intent);
   CHECK(a->domain == "tool:pay");
   CHECK_FALSE(a->keyed);
