@@ -785,6 +785,14 @@ TEST_CASE("certificates chain to their parent and their clocks dominate it", "[f
   PrepareRequest c = charge("step-3", 3);
   c.parent = std::string(64, 'f');
   CHECK(refusal_reason(fence->prepare(c)) == Reason::invalid_request);
+  // Nothing was decided: no intent, no seq handed out, no admission.
+  CHECK(ledger.count("SELECT count(*) FROM intents WHERE intent = 'step-3'") == 0);
+  CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'step-3'") == 0);
+  CHECK(std::get<DomainStatus>(fence->domain_status(c.domain)).seq == 0);
+  c.parent = second.hash;
+  const Certificate third = std::get<Certificate>(fence->commit(admitted_ticket(fence->prepare(c)), {{"n", 3}}));
+  CHECK(third.seq == 1);
+  CHECK(third.parent == second.hash);
 }
 
 TEST_CASE("a certificate sealed before its commit reaches the ledger is the one the ledger would seal",
