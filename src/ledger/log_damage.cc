@@ -95,6 +95,7 @@ LogScan scan_log(std::istream& log, uint32_t database_page_size) {
   bool in_prefix = header_sound;  // SQLite reads no frame of a log whose header is damaged
   Checksum running = stored_checksum(header.data() + 24);
   Checksum before = running;  // what the previous frame stored
+  std::optional<Checksum> before_alternative;  // what the damaged frame at the break should have stored
   uint64_t run_commits = 0;
   Frame frame{std::vector<unsigned char>(kFrameHeaderBytes + page_size)};
   Frame previous{std::vector<unsigned char>(frame.bytes.size())};
@@ -117,11 +118,23 @@ LogScan scan_log(std::istream& log, uint32_t database_page_size) {
       }
       in_prefix = false;
       scan.break_offset = kHeaderBytes + (index - 1) * frame.bytes.size();
+      // The damaged frame may itself end a transaction: one the next commit
+      // proves was made durable, since it was written after it.
+      run_commits = ours && new_commit ? 1 : 0;
+      // The next frame chains from what this one stores, or, if the damage
+      // is in its stored checksum, from what it should store.
+      before_alternative = frame.expected(running, word_orders[0]);
+      before = frame.stored();
+      std::swap(frame.bytes, previous.bytes);
+      continue;
     }
     // Past the break: does this frame follow from the one before it?
     const bool follows = ours && std::any_of(word_orders.begin(), word_orders.end(), [&](bool order) {
-                           return frame.expected(before, order) == frame.stored();
+                           const Checksum sum = frame.expected(before, order);
+                           if (sum == frame.stored()) return true;
+                           return before_alternative && frame.expected(*before_alternative, order) == frame.stored();
                          });
+    before_alternative.reset();
     if (!follows) run_commits = 0;
     if (follows && new_commit) scan.commits_lost = std::max(scan.commits_lost, ++run_commits);
     before = frame.stored();

@@ -24,7 +24,9 @@ struct LogScan {
 // frames that each check out against the one before and carry the log's
 // salts, holding two commits or more, is what damage leaves, not a crash: a
 // writer starts a transaction only once the one before it is durable, so a
-// crash leaves at most one transaction half written, at the end.
+// crash leaves at most one transaction half written, at the end. The bad
+// frame itself counts when it is a commit frame of the log: the damage may
+// be in the very frame that ends a transaction.
 // commits_lost is the most commits one such run holds, when two or more.
 // database_page_size (0 if unknown) stands in for a damaged header's.
 LogScan scan_log(std::istream& log, uint32_t database_page_size = 0);

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 #include <variant>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -120,6 +121,40 @@ TEST_CASE("a damaged frame early in the log: SQLite drops what follows, and it i
   SECTION("what SQLite alone would have done: the rows after the damage are gone, without an error") {
     CHECK(count_rows(ledger) < kTransactions - 2);
   }
+}
+
+TEST_CASE("damage in the frame that commits the next-to-last transaction: two commits dropped, and it is reported",
+          "[ledger][log_damage]") {
+  TempDir dir;
+  // Two transactions of several frames each at the end, as the ledger's
+  // decisions are: the damaged commit frame is followed by a whole
+  // transaction, so both were durable.
+  const std::string ledger = ledger_with_log(
+      dir, "INSERT INTO t VALUES (randomblob(20000)); INSERT INTO t VALUES (randomblob(20000))");
+  const std::string log = ledger + "-wal";
+  std::vector<size_t> commit_frames;
+  {
+    std::ifstream in(log, std::ios::binary);
+    for (size_t i = 0; i < frames_in(log); ++i) {
+      unsigned char header[24] = {0};
+      in.seekg(static_cast<std::streamoff>(kHeader + i * kFrame));
+      REQUIRE(in.read(reinterpret_cast<char*>(header), 24));
+      if (header[4] | header[5] | header[6] | header[7]) commit_frames.push_back(i);
+    }
+  }
+  REQUIRE(commit_frames.size() == kTransactions + 3);
+  const size_t next_to_last = commit_frames[commit_frames.size() - 2];
+  REQUIRE(commit_frames.back() > next_to_last + 1);  // the last transaction has frames of its own
+  const size_t at = kHeader + next_to_last * kFrame;
+  const size_t offset = GENERATE_COPY(at + 24 + 100, at + 16, at + 20);  // its page, its checksum's two words
+  flip_byte(log, offset);
+
+  const LogScan damaged = scan(log);
+  CHECK(damaged.break_offset == at);
+  CHECK(damaged.commits_lost == 2);
+  CHECK_THAT(damaged_log(ledger), Catch::Contains("is damaged at byte " + std::to_string(at)));
+  // What SQLite alone would do: both large rows gone, without an error.
+  CHECK(count_rows(ledger) == kTransactions);
 }
 
 TEST_CASE("a damaged log header: SQLite drops the whole log, and it is reported", "[ledger][log_damage]") {
