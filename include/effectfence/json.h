@@ -41,6 +41,10 @@ enum class WideIntegers {
   refuse,  // the default: as arguments they could make two actions look alike
   keep,    // kept exactly (a server's 64-bit ids in a result it returns); still
            // not canonicalizable, so never recorded or hashed as they are
+  as_doubles,  // read as the doubles they were written from: for canonical
+               // text the ledger wrote itself, where RFC 8785 writes the
+               // double 1e20 as 100000000000000000000 (what was recorded
+               // must read back as it was hashed)
 };
 
 // Parses text as one JSON document, refusing everything JsonErrorCode names

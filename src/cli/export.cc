@@ -132,12 +132,12 @@ OrderedJson or_null(const std::optional<T>& value) {
 // kept as a string.
 OrderedJson detail_json(const std::string& text) {
   JsonError error;
-  auto parsed = parse_strict(text, &error);
+  auto parsed = parse_strict(text, &error, WideIntegers::as_doubles);
   if (!parsed) {
     const std::string replaced =
         OrderedJson::parse(OrderedJson(text).dump(-1, ' ', false, OrderedJson::error_handler_t::replace))
             .get<std::string>();
-    parsed = parse_strict(replaced, &error);
+    parsed = parse_strict(replaced, &error, WideIntegers::as_doubles);
   }
   return parsed ? OrderedJson::parse(parsed->dump()) : OrderedJson(text);
 }

@@ -129,7 +129,7 @@ int64_t ledger_now_ms(LedgerReader& db, const std::string& path) {
 // args is canonical JSON in the ledger; shown as a string if someone broke it.
 Json args_json(const std::string& text) {
   JsonError error;
-  auto parsed = parse_strict(text, &error);
+  auto parsed = parse_strict(text, &error, WideIntegers::as_doubles);
   return parsed ? *parsed : Json(text);
 }
 

@@ -133,7 +133,7 @@ std::optional<Certificate> check_body(const std::string& hash, const std::string
   const bool hash_matches = body_hash == hash;
   if (!hash_matches) problem("hash_mismatch", "the stored body hashes to " + body_hash + ", not to this hash");
   JsonError error;
-  auto parsed = parse_strict(body, &error);
+  auto parsed = parse_strict(body, &error, WideIntegers::as_doubles);
   if (!parsed) {
     problem("not_a_certificate", "the body is not valid JSON (" + error.message + ")");
     return std::nullopt;
@@ -168,7 +168,7 @@ std::optional<Certificate> check_body(const std::string& hash, const std::string
 // The vector clock inside a stored body, if it has one.
 std::optional<VectorClock> clock_of_body(const std::string& body) {
   JsonError error;
-  auto parsed = parse_strict(body, &error);
+  auto parsed = parse_strict(body, &error, WideIntegers::as_doubles);
   if (!parsed || !parsed->is_object() || !parsed->contains("vector_clock")) return std::nullopt;
   return VectorClock::from_json(parsed->at("vector_clock"));
 }
@@ -182,7 +182,7 @@ std::string certificate_named_by(const Json& detail) {
 
 std::string certificate_named_by(const std::string& detail_text) {
   JsonError error;
-  auto detail = parse_strict(detail_text, &error);
+  auto detail = parse_strict(detail_text, &error, WideIntegers::as_doubles);
   return detail ? certificate_named_by(*detail) : "";
 }
 
@@ -656,7 +656,7 @@ class ExportVerifier {
 
   void line(int64_t number, const std::string& text) {
     JsonError error;
-    auto record = parse_strict(text, &error);
+    auto record = parse_strict(text, &error, WideIntegers::as_doubles);
     if (!record || !record->is_object() || !record->contains("type") || !(*record)["type"].is_string()) {
       problems_.add({"", "bad_record", "not an export record (" + (record ? "no \"type\"" : error.message) + ")",
                      number});

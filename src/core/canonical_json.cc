@@ -230,22 +230,21 @@ class StrictBuilder final : public Json::json_sax_t {
   bool boolean(bool value) override { return add(Json(value)); }
 
   bool number_integer(number_integer_t value) override {
-    if (!is_safe_integer(value) && wide_ == WideIntegers::refuse) {
-      return fail(unsafe_integer_error(std::to_string(value), value_pointer()));
-    }
+    if (!is_safe_integer(value)) return wide(value);
     return add(Json(value));
   }
 
   bool number_unsigned(number_unsigned_t value) override {
-    if (!is_safe_magnitude(value) && wide_ == WideIntegers::refuse) {
-      return fail(unsafe_integer_error(std::to_string(value), value_pointer()));
-    }
+    if (!is_safe_magnitude(value)) return wide(value);
     return add(Json(value));
   }
 
   bool number_float(number_float_t value, const string_t& literal) override {
-    // Integers too wide for 64 bits arrive here, already rounded.
-    if (is_integer_literal(literal)) return fail(unsafe_integer_error(literal, value_pointer()));
+    // Integers too wide for 64 bits arrive here, already rounded: the
+    // nearest double, which is the one such text was written from.
+    if (is_integer_literal(literal) && wide_ != WideIntegers::as_doubles) {
+      return fail(unsafe_integer_error(literal, value_pointer()));
+    }
     if (!std::isfinite(value)) return fail(non_finite_error(literal, value_pointer()));
     return add(Json(value));
   }
@@ -283,6 +282,21 @@ class StrictBuilder final : public Json::json_sax_t {
   bool fail(JsonError error) {
     error_ = std::move(error);
     return false;
+  }
+
+  // An integer beyond +/-2^53 that fits 64 bits, as the caller chose.
+  template <typename Integer>
+  bool wide(Integer value) {
+    switch (wide_) {
+      case WideIntegers::refuse:
+        return fail(unsafe_integer_error(std::to_string(value), value_pointer()));
+      case WideIntegers::keep:
+        return add(Json(value));
+      case WideIntegers::as_doubles:
+        // The shortest text of a double reads back, rounded to nearest, as that double.
+        return add(Json(static_cast<double>(value)));
+    }
+    return fail(unsafe_integer_error(std::to_string(value), value_pointer()));
   }
 
   // Places value where the document is currently being read and returns

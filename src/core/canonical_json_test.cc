@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <optional>
 #include <string>
 
 #include "effectfence/json.h"
@@ -18,6 +19,7 @@ using effectfence::JsonError;
 using effectfence::JsonErrorCode;
 using effectfence::parse_strict;
 using effectfence::validate_canonicalizable;
+using effectfence::WideIntegers;
 
 namespace {
 
@@ -261,6 +263,30 @@ TEST_CASE("integers beyond +/-2^53 are refused, 2^53 itself is not", "[canonical
     // With an exponent it is a double, as the README says: one action with 2^53.
     CHECK(jcs("9007199254740993e0") == "9007199254740992");
   }
+}
+
+TEST_CASE("canonical text of wide doubles reads back as those doubles with as_doubles, and hashes alike",
+          "[canonical_json]") {
+  // Doubles whose ECMAScript form is an integer literal beyond 2^53: in
+  // 64 bits, beyond them, negative, and one shortest form that is not the
+  // double's exact value (2^60 + 2^8).
+  for (const double d : {1e18, 1e20, -2.5e17, 1152921504606847232.0, 9.999999999999999e20}) {
+    const std::string text = canonicalize(Json::array({d}));
+    INFO(text);
+    JsonError error;
+    CHECK_FALSE(parse_strict(text, &error).has_value());  // as input it is still refused
+    CHECK(error.code == JsonErrorCode::unsafe_integer);
+    const std::optional<Json> read = parse_strict(text, &error, WideIntegers::as_doubles);
+    REQUIRE(read.has_value());
+    REQUIRE((*read)[0].is_number_float());
+    CHECK((*read)[0].get<double>() == d);
+    CHECK(canonicalize(*read) == text);
+  }
+  // Still refused with as_doubles: what no double holds, and ambiguity.
+  JsonError error;
+  CHECK_FALSE(parse_strict("[1" + std::string(400, '0') + "]", &error, WideIntegers::as_doubles).has_value());
+  CHECK_FALSE(parse_strict(R"({"a":1,"a":2})", &error, WideIntegers::as_doubles).has_value());
+  CHECK(error.code == JsonErrorCode::duplicate_key);
 }
 
 TEST_CASE("numbers that overflow to infinity are refused", "[canonical_json]") {

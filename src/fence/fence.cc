@@ -425,7 +425,7 @@ std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& inte
     status.tool = row->tool;
     status.agent = row->agent;
     JsonError ignored;
-    status.args = parse_strict(row->args, &ignored).value_or(Json());
+    status.args = parse_strict(row->args, &ignored, WideIntegers::as_doubles).value_or(Json());
     status.seq = row->seq;
     status.generation = row->generation;
     status.lease_expires_at_ms = row->lease_expires_at;

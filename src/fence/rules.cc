@@ -440,7 +440,7 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
     body = sealed->body;
   } else {
     JsonError stored_args_error;
-    auto args = parse_strict(row.args, &stored_args_error);
+    auto args = parse_strict(row.args, &stored_args_error, WideIntegers::as_doubles);
     if (!args) throw std::runtime_error("stored args of " + row.intent + ": " + stored_args_error.message);
     VectorClock parent_clock;
     if (!row.parent.empty()) parent_clock = txn.certificate_clock(row.parent).value_or(VectorClock{});

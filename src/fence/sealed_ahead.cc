@@ -41,7 +41,7 @@ std::optional<rules::Sealed> SealedAhead::seal(const Ticket& ticket, const Json&
     return std::nullopt;
   }
   JsonError error;
-  auto args = parse_strict(row.args, &error);
+  auto args = parse_strict(row.args, &error, WideIntegers::as_doubles);
   if (!args) return std::nullopt;
   rules::Sealed sealed;
   sealed.from = std::move(row);

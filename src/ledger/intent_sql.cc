@@ -72,7 +72,7 @@ Json parse_stored(const std::string& text, const char* column) {
   if (text == "[]") return Json::array();
   if (text == "{}") return Json::object();
   JsonError error;
-  auto value = parse_strict(text, &error);
+  auto value = parse_strict(text, &error, WideIntegers::as_doubles);
   if (!value) throw std::runtime_error(std::string("ledger holds malformed ") + column + ": " + error.message);
   return *value;
 }

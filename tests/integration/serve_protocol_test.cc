@@ -341,3 +341,56 @@ TEST_CASE("stdout carries only JSON-RPC, stderr carries one-line levelled logs",
   }
   CHECK_THAT(err, Catch::Contains("warn: refused a message: parse error"));
 }
+
+TEST_CASE("numbers RFC 8785 writes as wide integers (1e20) are recorded, replayed after a restart, and verify",
+          "[serve]") {
+  // The double 1e20 is written 100000000000000000000 in canonical JSON, an
+  // integer literal the fence refuses as input: what it recorded itself
+  // must still read back as the double it hashed.
+  TempDir dir;
+  const std::string db = dir.file("ledger.sqlite");
+  Json prepare = prepare_args("o-wide");
+  prepare["args"]["amount"] = 1e18;
+  const Json result = {{"amount", 1e20}, {"fee", 2.5e17}};
+  std::string hash;
+  {
+    ServeProcess serve{{"serve", "--db", db}};
+    serve.initialize();
+    const Json fresh = serve.call_tool(1, "fence_prepare", prepare)["result"]["structuredContent"];
+    REQUIRE(fresh["status"] == "fresh");
+    const Json committed =
+        serve.call_tool(2, "fence_commit", {{"prepared", fresh["prepared"]}, {"result", result}})["result"];
+    REQUIRE(committed["structuredContent"]["status"] == "committed");
+    hash = committed["structuredContent"]["cert"]["hash"].get<std::string>();
+    serve.close_stdin();
+    REQUIRE(serve.wait_exit() == 0);
+  }
+  {
+    // A new process: nothing cached, every value read from the ledger.
+    ServeProcess serve{{"serve", "--db", db}};
+    serve.initialize();
+    const Json replay = serve.call_tool(1, "fence_prepare", prepare)["result"]["structuredContent"];
+    REQUIRE(replay["status"] == "already_done");
+    CHECK(replay["cert"]["hash"] == hash);
+    CHECK(replay["cert"]["result"] == result);
+    CHECK(replay["cert"]["args"]["amount"] == 1e18);
+    // The next effect on the domain reads the certificate before it to chain to it.
+    Json next = prepare_args("o-wide-2");
+    next["domain"] = prepare["domain"];
+    next["parent"] = hash;
+    const Json fresh = serve.call_tool(2, "fence_prepare", next)["result"]["structuredContent"];
+    REQUIRE(fresh["status"] == "fresh");
+    const Json committed =
+        serve.call_tool(3, "fence_commit", {{"prepared", fresh["prepared"]}, {"result", {{"ok", true}}}})["result"];
+    CHECK(committed["structuredContent"]["status"] == "committed");
+    serve.close_stdin();
+    REQUIRE(serve.wait_exit() == 0);
+  }
+  ServeProcess verify{{"verify", "--db", db}};
+  CHECK(verify.wait_exit() == 0);
+  const std::string dump = dir.file("audit.jsonl");
+  ServeProcess exporter{{"export", "--db", db, "--out", dump}};
+  REQUIRE(exporter.wait_exit() == 0);
+  ServeProcess verify_export{{"verify", "--export", dump}};
+  CHECK(verify_export.wait_exit() == 0);
+}
