@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 9), for people.
+-- effectfence ledger: the full current schema (version 10), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -17,7 +17,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 9;             -- schema version
+PRAGMA user_version = 10;            -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -91,6 +91,14 @@ WHEN (OLD.state = 'failed' OR OLD.state = 'unknown') AND NEW.state IS NOT OLD.st
      NEW.state IS NOT 'cleared' AND
      NOT (OLD.state = 'unknown' AND (NEW.state = 'failed' OR NEW.state = 'done'))
 BEGIN SELECT RAISE(ABORT, 'effectfence: a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason)'); END;
+-- In flight to failed or unknown only with the event that says why
+-- (written first): an abort, a stale commit, a holder gone, a server stopping.
+CREATE TRIGGER intents_in_flight_fenced_with_event BEFORE UPDATE OF state ON intents
+WHEN OLD.state = 'in_flight' AND (NEW.state = 'failed' OR NEW.state = 'unknown') AND NOT EXISTS (
+  SELECT 1 FROM events
+   WHERE intent = NEW.intent AND generation = OLD.generation AND at = NEW.updated_at AND
+         (kind = 'aborted' OR kind = 'commit_refused' OR kind = 'holder_dead' OR kind = 'fenced_on_exit'))
+BEGIN SELECT RAISE(ABORT, 'effectfence: an attempt in flight may be running its tool: it is fenced only by its holder (fence_abort), by a commit whose read-set moved, or once its holder is gone, each with the event that says so. Wait for it, or stop its holder process (the next prepare then fences it unknown), then clear it with INSERT INTO clears(intent, operator, reason)'); END;
 -- Done only with the certificate of its effect (inserted first, in the same
 -- transaction).
 CREATE TRIGGER intents_done_with_certificate BEFORE UPDATE OF state ON intents

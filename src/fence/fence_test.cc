@@ -355,8 +355,8 @@ TEST_CASE("a heartbeat keeps a slow holder's lease from being taken over", "[fen
   CHECK(admitted_ticket(other->prepare(charge("silent"))).generation == silent.generation + 1);
 }
 
-TEST_CASE("an admission left by a destroyed Fence stays in flight while its process runs; a restarted host's is "
-          "fenced unknown",
+TEST_CASE("an admission left by a destroyed Fence stays in flight while its process runs, and a restarted host's "
+          "is fenced unknown",
           "[fence][lease]") {
   TestLedger ledger;
   ManualClock clock;

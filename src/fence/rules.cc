@@ -54,10 +54,12 @@ void mark_unknown(LedgerTxn& txn, IntentRow& row, const std::string& why, const 
                   const Context& ctx) {
   row.state = IntentState::unknown;
   row.reason = why;
-  txn.save_outcome(row, ctx.now);
+  // The event first: the ledger fences an attempt in flight only with the
+  // event that says why (schema 10).
   EventRecord e = event_for(event_kind, row, ctx.me.describe());
   e.detail = {{"reason", why}, {"holder", row.holder.describe()}};
   txn.append_event(e, ctx.now);
+  txn.save_outcome(row, ctx.now);
 }
 
 std::string dead_holder_reason(const IntentRow& row) {
@@ -424,10 +426,10 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   if (auto stale = check_read_set(txn, row.read_set, ctx, /*check_in_flight=*/false, row.domain, row.seq)) {
     row.state = IntentState::failed;
     row.reason = "commit refused: " + stale->message;
-    txn.save_outcome(row, ctx.now);
     EventRecord e = event_for("commit_refused", row, row.agent);
     e.detail = {{"reason", "stale_read_set"}, {"read_set", stale->detail}, {"result", result}};
-    txn.append_event(e, ctx.now);
+    txn.append_event(e, ctx.now);  // first, as in mark_unknown
+    txn.save_outcome(row, ctx.now);
     stale->message = "the effect was run but not certified: " + stale->message +
                      " The intent is now fenced as failed for an operator to reconcile.";
     return *stale;
@@ -484,7 +486,6 @@ AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reas
   }
   row.state = IntentState::failed;
   row.reason = reason.empty() ? "aborted by its holder" : "aborted: " + reason;
-  txn.save_outcome(row, ctx.now);
   EventRecord e = event_for("aborted", row, row.agent);
   e.detail = {{"reason", reason}};
   // As text: such a result may hold integers past ±2^53, which the text
@@ -492,7 +493,8 @@ AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reas
   if (unrecorded_result) {
     e.detail["result_json"] = unrecorded_result->dump(-1, ' ', false, Json::error_handler_t::replace);
   }
-  txn.append_event(e, ctx.now);
+  txn.append_event(e, ctx.now);  // first, as in mark_unknown
+  txn.save_outcome(row, ctx.now);
   Counters delta;
   delta.aborted = 1;
   txn.add_counters(delta);

@@ -548,6 +548,16 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, row and hol
                          fenced);
   const std::string no_certificate = "effectfence: an intent is done only with the certificate of its effect";
   expect_trigger_refuses(db, "UPDATE intents SET state = 'done' WHERE intent = 'in-flight'", no_certificate);
+  // An attempt in flight may be running its tool: fenced by hand, a clear
+  // would then let it run a second time.
+  const std::string running = "effectfence: an attempt in flight may be running its tool";
+  for (const char* state : {"failed", "unknown"}) {
+    expect_trigger_refuses(db, std::string("UPDATE intents SET state = '") + state + "' WHERE intent = 'in-flight'",
+                           running);
+    expect_trigger_refuses(
+        db, std::string("UPDATE intents SET state = '") + state + "', updated_at = 9 WHERE intent = 'in-flight'",
+        running);
+  }
   expect_trigger_refuses(db, "UPDATE intents SET state = 'done' WHERE intent = 'unknown'", no_certificate);
   // An attempt's holder, token and lease change only with a new admission
   // (a new generation); a lease is only ever lengthened.
@@ -586,6 +596,11 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, row and hol
   expect_ok(db,  // admitted again, as effectfence does it, then aborted
             "UPDATE intents SET state = 'in_flight', generation = 2, token = 't2', admitted_at = updated_at + 5, "
             "updated_at = updated_at + 5 WHERE intent = 'failed'");
+  // Fenced by hand it is refused; with the event an abort writes first, it passes.
+  expect_trigger_refuses(db, "UPDATE intents SET state = 'failed' WHERE intent = 'failed'", running);
+  expect_ok(db,
+            "INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail) SELECT updated_at, "
+            "'aborted', intent, domain, seq, generation, agent, '{}' FROM intents WHERE intent = 'failed'");
   expect_ok(db, "UPDATE intents SET state = 'failed' WHERE intent = 'failed'");
   expect_trigger_refuses(db, "UPDATE intents SET state = 'cleared' WHERE intent = 'failed'", by_hand);
   // Not even dated like that clear, from the same state: it cleared generation 1.

@@ -140,7 +140,7 @@ TEST_CASE("ambiguous JSON is refused and answered to the request that sent it", 
   CHECK_THAT(duplicate.message, Catch::StartsWith("ambiguous JSON refused: "));
 }
 
-TEST_CASE("an ambiguous notification is refused unanswered; a lone surrogate in one is read as U+FFFD", "[jsonrpc]") {
+TEST_CASE("an ambiguous notification is refused unanswered, and a lone surrogate in one is read as U+FFFD", "[jsonrpc]") {
   for (const char* text : {R"({"jsonrpc":"2.0","method":"notifications/x","params":{"a":1,"a":2}})",
                            R"({"jsonrpc":"2.0","method":"notifications/x","params":{"n":9007199254740993}})",
                            R"({"jsonrpc":"2.0","method":"notifications/x","method":"notifications/y"})"}) {

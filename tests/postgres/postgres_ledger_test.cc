@@ -297,6 +297,12 @@ TEST_CASE("an intent is cleared only through clears, keeps its name and holder, 
                      "effectfence: a failed or unknown intent stays fenced until it is cleared");
   expect_refused_sql(ledger, "UPDATE intents SET state = 'done' WHERE intent = 'in-flight'",
                      "effectfence: an intent is done only with the certificate of its effect");
+  // An attempt in flight may be running its tool: fenced by hand, a clear
+  // would then let it run a second time.
+  expect_refused_sql(ledger, "UPDATE intents SET state = 'unknown' WHERE intent = 'in-flight'",
+                     "effectfence: an attempt in flight may be running its tool");
+  expect_refused_sql(ledger, "UPDATE intents SET state = 'failed', updated_at = 9 WHERE intent = 'in-flight'",
+                     "effectfence: an attempt in flight may be running its tool");
   // An attempt's holder, token and lease change only with a new admission.
   const std::string holder =
       "effectfence: an attempt's holder, token, generation and lease change only when it is admitted again";
