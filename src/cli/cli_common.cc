@@ -413,6 +413,12 @@ std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path,
     *error = path + " is not a ledger file";
     return nullptr;
   }
+  // Read under another name than its servers', the ledger would be read
+  // without its log: an audit missing the latest outcomes, and exit 0.
+  if (st.st_nlink > 1) {
+    *error = path + " " + hard_links_problem(path, st.st_nlink);
+    return nullptr;
+  }
   try {
     try {
       return checked_ledger(

@@ -123,4 +123,13 @@ bool is_wal_database(const std::string& path) {
   return head.size() == 20 && head.compare(0, database.size(), database) == 0 && head[18] == 2 && head[19] == 2;
 }
 
+std::string hard_links_problem(const std::string& path, unsigned long long names) {
+  return "has " + std::to_string(names) +
+         " names (hard links). SQLite keeps a ledger's lock and log beside the name it is opened by, so servers "
+         "opening it under different names would not fence each other, and a reader under another name would not "
+         "see what is still in the log. Find the others with find \"$(stat -c %m " + path + ")\" -xdev -samefile " +
+         path + ", remove them, and give every server one name. A hard link is not a backup: it is the same file "
+         "(make copies with sqlite3 " + path + " \".backup copy.sqlite\")";
+}
+
 }  // namespace effectfence

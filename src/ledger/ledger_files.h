@@ -33,6 +33,12 @@ std::string database_beside(const std::string& path);
 // outcomes that late duplicates must be replayed.
 std::string orphaned_log(const std::string& path);
 
+// What is wrong with a ledger file of names > 1 names (hard links), and how
+// to fix it. SQLite keeps a ledger's lock and log beside the name it is
+// opened by: under two names, servers would not fence each other, and a
+// reader under the other name would not see the log's transactions.
+std::string hard_links_problem(const std::string& path, unsigned long long names);
+
 // Returns true iff path (or, while it does not exist, its directory) is on
 // a filesystem mounted read-only.
 bool on_read_only_filesystem(const std::string& path);

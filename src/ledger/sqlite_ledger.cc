@@ -77,13 +77,7 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
   // SQLite keeps the write lock and the log beside the name it was given, so
   // processes opening one file under two names would not fence each other.
   if (st.st_nlink > 1) {
-    return open_error(OpenErrorCode::linked, path,
-                      "has " + std::to_string(st.st_nlink) +
-                          " names (hard links). SQLite keeps a ledger's lock and log beside the name it is "
-                          "opened by, so servers opening it under different names would not fence each other. "
-                          "Find the others with find \"$(stat -c %m " + path + ")\" -xdev -samefile " + path +
-                          ", remove them, and give every server one name. A hard link is not a backup: it is the "
-                          "same file (make copies with sqlite3 " + path + " \".backup copy.sqlite\")");
+    return open_error(OpenErrorCode::linked, path, hard_links_problem(path, st.st_nlink));
   }
   if (st.st_size == 0) return std::nullopt;  // a creator died before writing: initialise it
   std::ifstream in(path, std::ios::binary);

@@ -587,6 +587,15 @@ ln "$LEDGER" "$WORK/ledger-hardlink.sqlite"
 run "$EF" export --db "$LEDGER" --out "$WORK/ledger-hardlink.sqlite"
 expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out .*ledger-hardlink.sqlite is .*, the ledger or a file SQLite keeps beside it" \
   "export refuses a hard link to the ledger (same device and inode)"
+# Read under a name its servers do not use, a ledger would be read without
+# its log: refused under either name, as serve refuses it.
+for name in "$LEDGER" "$WORK/ledger-hardlink.sqlite"; do
+  for cmd in stats fenced verify export; do
+    run "$EF" $cmd --db "$name"
+    expect_match "$RC $ERR" "^2 effectfence $cmd: .*has 2 names \(hard links\)" \
+      "$cmd refuses a ledger with a second name (a hard link), under $(basename "$name")"
+  done
+done
 rm -f "$WORK/ledger-hardlink.sqlite"
 for suffix in -wal -shm -journal; do
   run "$EF" export --db "$LEDGER" --out "$LEDGER$suffix"
