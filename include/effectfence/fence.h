@@ -159,6 +159,10 @@ class Fence {
   struct PendingCommit;
 
   Fence(Settings settings, std::unique_ptr<Ledger> ledger);
+  // Records this process's result TTL in the ledger if it is longer than
+  // what is there, so a sweep by anyone (an operator's by hand too) keeps
+  // the results this process promises, before its first sweep of its own.
+  void promise_result_ttl();
   // The rules' context for one transaction; its time is lease_now(txn).
   rules::Context context(LedgerTxn& txn) const;
   int64_t lease_now(LedgerTxn& txn) const;

@@ -346,6 +346,10 @@ std::unique_ptr<SQLite::Database> checked_ledger(std::unique_ptr<SQLite::Databas
                                                  std::string* error) {
   const int app_id = db->execAndGet("PRAGMA application_id").getInt();
   const int version = db->execAndGet("PRAGMA user_version").getInt();
+  if (const std::string damaged = misidentified_ledger(*db, path); !damaged.empty()) {
+    *error = path + " " + damaged;
+    return nullptr;
+  }
   if (app_id != kApplicationId) {
     *error = path + " is not an effectfence ledger (application_id " + std::to_string(app_id) + ")";
     return nullptr;

@@ -113,7 +113,13 @@ std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
   if (auto* error = std::get_if<OpenError>(&opened)) return *error;
   std::unique_ptr<Fence> fence(new Fence(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened))));
   fence->reap_dead_holders();
+  fence->promise_result_ttl();
   return fence;
+}
+
+void Fence::promise_result_ttl() {
+  // Best effort: a ledger that cannot take it now gets it with the first sweep.
+  ledger_->write([&](LedgerTxn& txn) { txn.raise_result_ttl(settings_.result_ttl_ms); });
 }
 
 Fence::Fence(Settings settings, std::unique_ptr<Ledger> ledger)

@@ -616,6 +616,8 @@ TEST_CASE("a replay answered late is not cached past a change this process notic
   while (a->ledger_metrics().decisions < decided_before + 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
 
   // Meanwhile b sweeps late-1 and runs it again, and a notices the change.
+  // (a promised its default TTL as it opened: the operator lowered it.)
+  ledger.exec("UPDATE retention SET value = 1000 WHERE name = 'result_ttl_ms'");
   host.advance(5000);
   REQUIRE(b->sweep() >= 1);
   const Certificate c2 = committed(*b, admitted_ticket(b->prepare(charge("late-1"))), {{"n", 2}});
@@ -886,6 +888,21 @@ TEST_CASE("a process with a shorter result TTL does not sweep results a longer-l
                      ledger.json_member("detail", "result_ttl_ms") + " AS BIGINT) = 86400000") == 1);
 }
 
+TEST_CASE("opening a fence records its result TTL in the ledger at once, before any sweep of its own",
+          "[fence][sweep]") {
+  TestLedger ledger;
+  Settings s = ledger.settings();
+  s.result_ttl_ms = 5 * 86'400'000LL;
+  auto fence = open_fence(s);
+  // What a sweep by hand (docs/OPERATIONS.md) reads for its cutoff: with
+  // nothing recorded, it would forget every result at once.
+  CHECK(ledger.count("SELECT value FROM retention WHERE name = 'result_ttl_ms'") == s.result_ttl_ms);
+  Settings shorter = s;
+  shorter.result_ttl_ms = 1000;
+  auto other = open_fence(shorter);  // never lowers it
+  CHECK(ledger.count("SELECT value FROM retention WHERE name = 'result_ttl_ms'") == s.result_ttl_ms);
+}
+
 TEST_CASE("withdrawing an admission no one received makes the next prepare fresh, and touches nothing else",
           "[fence][withdraw]") {
   TestLedger ledger;
@@ -918,13 +935,13 @@ TEST_CASE("withdrawing an admission no one received makes the next prepare fresh
 
 TEST_CASE("an evicted domain never hands out an old sequence number again", "[fence][domain]") {
   TestLedger ledger;
-  auto fence = open_fence(ledger.settings());
+  Settings s = ledger.settings();
+  s.result_ttl_ms = 0;  // every process on this ledger keeps no result: a sweep forgets them at once
+  auto fence = open_fence(s);
   PrepareRequest r = charge("e-1");
   r.domain = "scratch";
   committed(*fence, admitted_ticket(fence->prepare(r)), {{"ok", 1}});
   CHECK_FALSE(fence->evict_domain("scratch"));  // an intent still refers to it
-  Settings s = ledger.settings();
-  s.result_ttl_ms = 0;
   auto sweeper = open_fence(s);
   CHECK(sweeper->sweep() == 1);
   CHECK(sweeper->evict_domain("scratch"));

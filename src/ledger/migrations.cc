@@ -4,6 +4,21 @@
 
 namespace effectfence {
 
+std::string misidentified_ledger(SQLite::Database& db, const std::string& path) {
+  const int app_id = db.execAndGet("PRAGMA application_id").getInt();
+  if (app_id == kApplicationId) return "";
+  const int ledger_tables = db.execAndGet(
+                                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                                  "('intents', 'domains', 'certificates', 'events', 'clears')")
+                                .getInt();
+  if (ledger_tables < 5) return "";
+  const std::string id = std::to_string(kApplicationId);
+  return "holds an effectfence ledger's tables, but its header's application_id is " + std::to_string(app_id) +
+         ", not " + id + ": the header is damaged or was changed by hand. Nothing was changed. Restore the ledger "
+         "from a backup; or, if nothing else is wrong with it, set it back with sqlite3 " + path +
+         " \"PRAGMA application_id = " + id + "\" and check it with effectfence verify --db " + path;
+}
+
 int latest_schema_version() {
   const auto& all = embedded_migrations();
   return all.empty() ? 0 : all.back().version;

@@ -18,6 +18,12 @@ struct Migration {
 // Marks a file as an effectfence ledger ("EFNC"), in PRAGMA application_id.
 constexpr int32_t kApplicationId = 0x45464E43;
 
+// When db's application_id is not kApplicationId but it holds a ledger's
+// tables (intents, domains, certificates, events, clears): what is wrong
+// and how to fix it. A damaged header is not another application's file,
+// and restoring is the way out, not another --db. "" otherwise.
+std::string misidentified_ledger(SQLite::Database& db, const std::string& path);
+
 // Every migration shipped in this binary, ordered by version (generated).
 const std::vector<Migration>& embedded_migrations();
 int latest_schema_version();

@@ -126,6 +126,9 @@ std::optional<OpenError> check_identity(SQLite::Database& db, const std::string&
   const int app_id = db.execAndGet("PRAGMA application_id").getInt();
   const int version = db.execAndGet("PRAGMA user_version").getInt();
   const int tables = db.execAndGet("SELECT count(*) FROM sqlite_master").getInt();
+  if (const std::string damaged = misidentified_ledger(db, path); !damaged.empty()) {
+    return open_error(OpenErrorCode::corrupt, path, damaged);
+  }
   if (app_id != kApplicationId && !(app_id == 0 && version == 0 && tables == 0)) {
     return open_error(OpenErrorCode::not_a_ledger, path,
                       "is an SQLite database of another application (application_id " +

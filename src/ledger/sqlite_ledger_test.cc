@@ -136,6 +136,24 @@ TEST_CASE("a ledger whose schema version was set back by hand is refused as corr
   }
 }
 
+TEST_CASE("a ledger whose application_id was damaged is refused as corrupt, not as another application's file",
+          "[ledger][open]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  exec_sql(path, "PRAGMA application_id = 1430670915");  // one bit of byte 68 away, say
+  const std::string before = schema_dump(path);
+  const OpenError e = expect_refused(path);
+  CHECK(e.code == OpenErrorCode::corrupt);
+  CHECK_THAT(e.message, Catch::Contains("holds an effectfence ledger's tables") &&
+                            Catch::Contains("application_id is 1430670915") && Catch::Contains("backup") &&
+                            Catch::Contains("PRAGMA application_id = " + std::to_string(kApplicationId)));
+  CHECK(schema_dump(path) == before);
+  // Set back as the message says, it opens.
+  exec_sql(path, "PRAGMA application_id = " + std::to_string(kApplicationId));
+  CHECK(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+}
+
 TEST_CASE("files that are not ledgers are refused and left untouched", "[ledger][open]") {
   TempDir dir;
   SECTION("a text file") {

@@ -587,6 +587,16 @@ ln "$LEDGER" "$WORK/ledger-hardlink.sqlite"
 run "$EF" export --db "$LEDGER" --out "$WORK/ledger-hardlink.sqlite"
 expect_match "$RC $ERR" "^2 effectfence export: opening the output: --out .*ledger-hardlink.sqlite is .*, the ledger or a file SQLite keeps beside it" \
   "export refuses a hard link to the ledger (same device and inode)"
+# A ledger whose header's application_id was damaged is one to restore, not
+# another application's file.
+"$SQLITE3" -batch "$LEDGER" ".backup $WORK/misidentified.sqlite"
+q "$WORK/misidentified.sqlite" "PRAGMA application_id = 1430670915" >/dev/null
+for cmd in stats fenced verify export; do
+  run "$EF" $cmd --db "$WORK/misidentified.sqlite"
+  expect_match "$RC $ERR" "^2 effectfence $cmd: .*holds an effectfence ledger's tables, but its header's application_id is 1430670915" \
+    "$cmd names a damaged application_id as such"
+done
+rm -f "$WORK/misidentified.sqlite"
 # Read under a name its servers do not use, a ledger would be read without
 # its log: refused under either name, as serve refuses it.
 for name in "$LEDGER" "$WORK/ledger-hardlink.sqlite"; do
@@ -1108,12 +1118,13 @@ expect_eq "$RC $PROBLEMS" "1 $(pairs "$twin_hash" duplicate_seq "$twin_hash" mis
   "verify fails two certificates for one (domain, seq)"
 
 # export --since: a parent committed before the window. A chain of two on a
-# new ledger, the second committed after the first.
+# new ledger, the second committed after the first, and after its own
+# admission (outside a window that starts at its commit).
 CHAIN=$WORK/chain.sqlite
 coproc CHAIN_SESSION { exec "$FIXTURE" session "$CHAIN"; }
 session_pid=$CHAIN_SESSION_PID
 read -r -t 60 ready <&"${CHAIN_SESSION[0]}" || true
-for step in "prepare charge:order-300" "commit charge:order-300" "sleep" "prepare receipt:order-300" "commit receipt:order-300"; do
+for step in "prepare charge:order-300" "commit charge:order-300" "sleep" "prepare receipt:order-300" "sleep" "commit receipt:order-300"; do
   if [[ $step == sleep ]]; then sleep 0.05; continue; fi
   echo "$step" >&"${CHAIN_SESSION[1]}"
   read -r -t 60 answer <&"${CHAIN_SESSION[0]}" || true
