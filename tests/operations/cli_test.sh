@@ -1065,6 +1065,30 @@ export_problems gap.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$gap_hash" not_admitted)" \
   "verify fails an export with a certificate and its committed event added at a seq no admission handed it"
 
+# A time index damaged in the file (a page of it as an older ledger had it)
+# would leave records out of a dump that looks whole: export counts the
+# tables themselves before the end record, and writes no complete dump.
+"$FIXTURE" bulk "$WORK/index-old.sqlite" 1 && "$FIXTURE" bulk "$WORK/index-new.sqlite" 2 ||
+  fail "could not write the two small ledgers"
+for f in index-old index-new; do q "$WORK/$f.sqlite" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null; done
+index_root=$(q "$WORK/index-new.sqlite" "SELECT rootpage FROM sqlite_master WHERE name = 'certificates_by_time'")
+page_size=$(q "$WORK/index-new.sqlite" "PRAGMA page_size")
+expect_eq "$(q "$WORK/index-old.sqlite" "SELECT rootpage FROM sqlite_master WHERE name = 'certificates_by_time'")" \
+  "$index_root" "both ledgers keep the index at one page"
+dd if="$WORK/index-old.sqlite" of="$WORK/index-new.sqlite" bs="$page_size" skip=$((index_root - 1)) \
+  seek=$((index_root - 1)) count=1 conv=notrunc status=none
+expect_eq "$(q "$WORK/index-new.sqlite" "SELECT (SELECT count(*) FROM certificates NOT INDEXED) || ' ' ||
+                                                (SELECT count(*) FROM certificates INDEXED BY certificates_by_time
+                                                  WHERE committed_at > -1)")" \
+  "2 1" "the damaged index lists one certificate of two"
+run "$EF" export --db "$WORK/index-new.sqlite" --out "$WORK/index.jsonl"
+expect_match "$RC $ERR" "^2 effectfence export: reading the ledger: the certificates table holds 2 row\(s\) for this dump, but its time index gave 1: the index is damaged" \
+  "export refuses to vouch for a dump read through a damaged index"
+expect_eq "$(ls "$WORK" | grep -c '^index.jsonl')" 0 "and leaves no dump behind"
+run "$EF" export --db "$WORK/index-new.sqlite"
+expect_no_match "$OUT" '"type":"end"' "nor an end record on stdout, so verify --export calls the dump cut short"
+rm -f "$WORK"/index-*.sqlite*
+
 head -n 4 audit.jsonl >cut.jsonl
 export_problems cut.jsonl
 expect_eq "$RC $PROBLEMS" "1 $(pairs "" truncated)" "verify fails an export cut short"
