@@ -1,8 +1,12 @@
 // Settings from the environment: the README's configuration table.
+#include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -14,6 +18,30 @@
 
 using namespace effectfence;
 using namespace effectfence::testing;
+
+namespace {
+
+// What fn writes to stderr (fd 2), and its settings.
+Settings settings_and_stderr(std::string* written) {
+  TempDir dir;
+  const std::string path = dir.file("stderr.txt");
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(saved >= 0);
+  REQUIRE(file >= 0);
+  ::dup2(file, 2);
+  ::close(file);
+  const Settings s = Settings::from_environment();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::ifstream in(path);
+  written->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return s;
+}
+
+}  // namespace
 
 TEST_CASE("lease and result lifetimes come from the environment, in seconds", "[settings]") {
   ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", "7"}, {"EFFECTFENCE_RESULT_TTL_SECS", "1.5"}});
@@ -34,10 +62,23 @@ TEST_CASE("a lifetime that is not a positive number of seconds is ignored, not h
   for (const char* bad : {"abc", "10s", "0", "-5", "1e12", "0.0005", "nan"}) {
     INFO(bad);
     ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", bad}, {"EFFECTFENCE_RESULT_TTL_SECS", bad}});
-    const Settings s = Settings::from_environment();
+    std::string warned;
+    const Settings s = settings_and_stderr(&warned);
     CHECK(s.lease_ttl_ms == 60000);
     CHECK(s.result_ttl_ms == 86400000);
+    // Ignored out loud, naming the variable, the value and what is accepted.
+    for (const char* name : {"EFFECTFENCE_LEASE_SECS", "EFFECTFENCE_RESULT_TTL_SECS"}) {
+      CHECK_THAT(warned, Catch::Contains(std::string("ignoring ") + name + "='" + bad + "'") &&
+                             Catch::Contains("from 0.001 to 315360000"));
+    }
   }
+  // The shortest accepted, 1 ms, is taken without a warning.
+  ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", "0.001"}, {"EFFECTFENCE_RESULT_TTL_SECS", "0.001"}});
+  std::string warned;
+  const Settings s = settings_and_stderr(&warned);
+  CHECK(s.lease_ttl_ms == 1);
+  CHECK(s.result_ttl_ms == 1);
+  CHECK(warned.empty());
 }
 
 TEST_CASE("ten years is the longest lifetime accepted, as the warning and the README say", "[settings]") {

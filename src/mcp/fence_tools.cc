@@ -632,8 +632,9 @@ std::string refusal_advice(Reason reason, FenceStep step) {
                "fenced), so the result was not recorded; do not retry the commit; tell an operator the tool ran, "
                "with its result";
       }
-      return "this ticket no longer holds the intent (its lease lapsed and another attempt took over, or it was "
-             "fenced); nothing was recorded; check fence_status before doing anything else";
+      return "this ticket no longer holds the intent (it was already committed, its lease lapsed and another "
+             "attempt took over, or it was fenced; see explanation); nothing was recorded; check fence_status before "
+             "doing anything else";
     case Reason::ticket_invalid:
       if (step == FenceStep::commit) {
         return "the ledger did not take this commit (see explanation): the ticket differs from what fence_prepare "

@@ -146,6 +146,19 @@ TEST_CASE("prepare, commit, then a duplicate prepare replays the same certificat
   CHECK(status["intent"]["cert"]["hash"] == committed["cert"]["hash"]);
   CHECK(status["domain"]["domain"] == "order:o-1");
   CHECK(status["domain"]["seq"] == committed["cert"]["seq"]);
+
+  // An abort or heartbeat after the commit changes nothing, and says the
+  // intent may be committed already, not only that its lease lapsed.
+  for (const char* tool : {"fence_abort", "fence_heartbeat"}) {
+    Json args = {{"prepared", fresh["prepared"]}};
+    if (std::string(tool) == "fence_abort") args["reason"] = "late";
+    Json late = f.structured(tool, args);
+    INFO(tool << ": " << late.dump());
+    CHECK(late["status"] == "refused");
+    CHECK(late["reason"] == "lease_lost");
+    CHECK_THAT(late["message"].get<std::string>(), Catch::Contains("already committed"));
+  }
+  CHECK(f.structured("fence_status", {{"intent", "o-1"}})["intent"]["state"] == "done");
 }
 
 TEST_CASE("a concurrent duplicate is refused with a message a model can act on", "[fence_tools]") {

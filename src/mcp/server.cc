@@ -446,7 +446,7 @@ void Server::dispatch(const Json& id, const std::string& method, Json params) {
     send(jsonrpc::result_response(id, Json::object()));
   } else if (method == "tools/list") {
     // Every tool is on one page, so no cursor was ever handed out.
-    if (params.is_object() && params.contains("cursor")) {
+    if (params.is_object() && params.contains("cursor") && !params["cursor"].is_null()) {
       send_error(id, jsonrpc::kInvalidParams,
                  "invalid params: unknown cursor (every tool is listed on one page; call tools/list without one)");
       return;
@@ -456,6 +456,10 @@ void Server::dispatch(const Json& id, const std::string& method, Json params) {
     start_tool_call(id, std::move(params));
   } else if (extensions_.on_request) {
     start_other_request(id, method, params);
+  } else if (method.rfind("notifications/", 0) == 0) {
+    send_error(id, jsonrpc::kMethodNotFound,
+               "method not found: " + method + " is a notification, which has no id and gets no answer; send it "
+               "without an \"id\"");
   } else {
     send_error(id, jsonrpc::kMethodNotFound, "method not found: " + method);
   }

@@ -185,6 +185,14 @@ TEST_CASE("ping, tools/list and unknown methods", "[server]") {
   Json cursor = f.call(3, "tools/list", {{"cursor", "page-2"}});
   CHECK(cursor["error"]["code"] == jsonrpc::kInvalidParams);
   CHECK_THAT(cursor["error"]["message"].get<std::string>(), Catch::Contains("unknown cursor"));
+  // A null cursor is no cursor: the first page.
+  CHECK(f.call(4, "tools/list", {{"cursor", nullptr}})["result"]["tools"].size() == 5);
+  // A notification sent with an id is a request for a method there is not;
+  // the answer says what it is.
+  Json noted = f.call(5, "notifications/initialized");
+  CHECK(noted["error"]["code"] == jsonrpc::kMethodNotFound);
+  CHECK_THAT(noted["error"]["message"].get<std::string>(), Catch::Contains("is a notification") &&
+                                                               Catch::Contains("without an \"id\""));
 }
 
 TEST_CASE("tools/call returns structuredContent and the same JSON as text", "[server]") {

@@ -567,6 +567,8 @@ expect_eq "$? $(cat "$WORK/err")" "2 effectfence serve: stdout is closed: it spe
   "serve started with stdout closed names it and exits 2"
 "$EF" wrap --db "$WORK/closed.sqlite" -- true >&- 2>"$WORK/err" </dev/null
 expect_match "$? $(cat "$WORK/err")" "^2 effectfence wrap: stdout is closed" "wrap started with stdout closed names it and exits 2"
+"$EF" wrap --db "$WORK/closed.sqlite" -- true <&- >"$WORK/out" 2>"$WORK/err"
+expect_match "$? $(cat "$WORK/err")" "^2 effectfence wrap: stdin is closed" "wrap started with stdin closed names it and exits 2"
 expect_eq "$(ls "$WORK" | grep -c closed.sqlite)" 0 "and neither created a ledger"
 
 echo "--- export --out never replaces the ledger or another database"
