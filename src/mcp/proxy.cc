@@ -35,7 +35,10 @@ std::string result_excerpt(const Json& result, size_t limit = kErrorExcerptBytes
   std::string text;
   if (auto content = result.find("content"); content != result.end() && content->is_array()) {
     for (const Json& block : *content) {
-      if (block.is_object() && block.value("type", "") == "text" && block.contains("text") && block["text"].is_string()) {
+      // The child's JSON: a "type" that is no string is no text block (value() would throw).
+      const auto type = block.is_object() ? block.find("type") : block.end();
+      if (block.is_object() && type != block.end() && *type == "text" && block.contains("text") &&
+          block["text"].is_string()) {
         if (!text.empty()) text += " ";
         text += block["text"].get<std::string>();
       }
@@ -521,6 +524,32 @@ std::optional<Reply> Proxy::answer_without_child(const std::string& tool, const 
 Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const CallIdentity& identity,
                           const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session,
                           CallContext& context) {
+  std::string failure;
+  try {
+    return run_admitted_unguarded(tool, arguments, identity, ticket, session, context);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "an unknown exception";
+  }
+  // The call may have run: fenced, never left to lapse and run again. A
+  // ticket whose result was recorded first refuses this, and stays done.
+  const std::string why = "effectfence wrap failed while handling the call (" + failure +
+                          "); the child may have run it, so its effect may have happened";
+  log_.error(tool + " (" + identity.intent + "): " + why);
+  if (!fence_.fence_unknown(ticket, why)) log_.warn("did not fence " + ticket.intent + " as unknown (already decided?)");
+  return Reply::of(with_fence_note(text_result("The call to " + tool + " may have run, but " + why +
+                                                   ". Unless its result was recorded, it is fenced as unknown; a "
+                                                   "person must check and clear it (effectfence clear " +
+                                                   options_.ledger_option + " " + quoted(identity.intent) +
+                                                   " --reason '...').",
+                                               true),
+                                   {{"fenced", "unknown"}, {"intent", identity.intent}}));
+}
+
+Reply Proxy::run_admitted_unguarded(const std::string& tool, const Json& arguments, const CallIdentity& identity,
+                                    const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session,
+                                    CallContext& context) {
   McpClient& client = session->client();
   if (context.cancelled()) {
     // Cancelled while it was being admitted: the child never hears of it.

@@ -146,8 +146,14 @@ class Proxy {
   std::optional<Reply> answer_without_child(const std::string& tool, const PrepareRequest& request,
                                             const CallIdentity& identity);
   Reply replay_reply(const std::string& tool, const CallIdentity& identity, const Certificate& cert);
+  // Runs an admitted call on the child and records its outcome. Whatever
+  // goes wrong on the way (a throw included), the ticket does not stay held
+  // with no answer coming: it is fenced unknown.
   Reply run_admitted(const std::string& tool, const Json& arguments, const CallIdentity& identity,
                      const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session, CallContext& context);
+  Reply run_admitted_unguarded(const std::string& tool, const Json& arguments, const CallIdentity& identity,
+                               const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session,
+                               CallContext& context);
   std::optional<ClientReply> await_reply(McpClient::Request& request, const Ticket* ticket, CallContext& context,
                                          McpClient& client);
   Reply record_result(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result);

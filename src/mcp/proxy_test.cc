@@ -658,6 +658,13 @@ TEST_CASE("a tool error fences by default, a protocol refusal by the child relea
     if (m["params"]["arguments"].value("ran", false)) {
       return {jsonrpc::error_response(m["id"], jsonrpc::kInvalidParams, "output validation error").dump()};
     }
+    // Blocks whose "type" is no string, beside a text block.
+    if (m["params"]["arguments"].value("odd_type", false)) {
+      Json odd = {{"isError", true},
+                  {"content", Json::array({Json{{"type", nullptr}, {"text", "card"}}, Json{{"type", 7}},
+                                           Json{{"type", "text"}, {"text", "declined"}}})}};
+      return {answer(m["id"], odd)};
+    }
     // A long error whose excerpt limit (2000 bytes) falls inside "é".
     Json failed = text_content(m["params"]["arguments"].value("long", false) ? std::string(1999, 'a') + "\xc3\xa9"
                                                                               : std::string("disk full"));
@@ -692,6 +699,17 @@ TEST_CASE("a tool error fences by default, a protocol refusal by the child relea
   REQUIRE(std::holds_alternative<IntentStatus>(ran_status));
   CHECK(std::get<IntentStatus>(ran_status).state == IntentState::failed);
   CHECK(h.call("act", {{"ran", true}}).result["_meta"]["effectfence"]["refused"] == "prior_failure");
+
+  // A tool error with blocks of odd types is fenced and answered like any
+  // other, its text blocks kept as the reason.
+  Reply odd = h.call("act", {{"odd_type", true}});
+  CHECK(odd.result["isError"] == true);
+  CHECK(odd.result["_meta"]["effectfence"]["fenced"] == "failed");
+  auto odd_identity = identify_call("act", {{"odd_type", true}}, Json::object(), "", &ignored);
+  auto odd_status = h.fence->intent_status(odd_identity->intent);
+  REQUIRE(std::holds_alternative<IntentStatus>(odd_status));
+  CHECK(std::get<IntentStatus>(odd_status).state == IntentState::failed);
+  CHECK_THAT(std::get<IntentStatus>(odd_status).reason, Catch::Contains("declined"));
 
   // The excerpt kept as the reason is cut on a character boundary: the
   // ledger holds text, and reports of it must not break on half a character.
