@@ -333,6 +333,13 @@ void Bridge::relay(const std::string& line) {
       if (sent_by_recovery()) return;
       continue;
     }
+    // A notification or a response is never answered, not even with the
+    // server's refusal of it (which names no id).
+    if (!is_request && exchange.status >= 300) {
+      log_.warn("the shared server refused a notification or response of the client (not answered) with HTTP " +
+                std::to_string(exchange.status) + ": " + error_message_of(exchange));
+      return;
+    }
     if (is_request && exchange.status != 200 && !answers(exchange, id)) {
       write_error(id, "the shared server refused the request with HTTP " + std::to_string(exchange.status) + ": " +
                           error_message_of(exchange), "http_" + std::to_string(exchange.status));

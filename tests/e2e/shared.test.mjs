@@ -497,6 +497,17 @@ test('a ping before initialize is answered through the bridge, as by a server of
   assert.doesNotMatch(bridge.stderr(), /Sanitizer|runtime error:/);
 });
 
+test('a notification the shared server refuses (sent before initialize) is never answered through the bridge', async (t) => {
+  const { db } = await ledgerIn(t);
+  const bridge = lineProcess(t, BIN, ['serve', '--shared', '--db', db]);
+  bridge.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/roots/list_changed' }));
+  // The next line on stdout is the ping's answer: nothing came for the notification.
+  const next = await bridge.ask(JSON.stringify({ jsonrpc: '2.0', id: 'after', method: 'ping' }));
+  assert.deepEqual(next, { jsonrpc: '2.0', id: 'after', result: {} });
+  assert.equal((await bridge.ask(INITIALIZE)).result.protocolVersion, '2025-11-25');
+  assert.equal(await bridge.close(), 0);
+});
+
 test('SIGTERM while a call waits on a locked ledger: the call is answered, and its ticket commits through the next server', async (t) => {
   const { db, lease } = await ledgerIn(t);
   const session = await shared(t, db, { name: 'drain' });
