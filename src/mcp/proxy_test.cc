@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <cstdlib>
 #include <condition_variable>
 #include <mutex>
@@ -985,6 +986,26 @@ TEST_CASE("the child is offered the protocol revision the agent was answered wit
   std::lock_guard<std::mutex> lock(asking.mutex);
   CHECK(asking.offered_version == negotiate_protocol_version("1999-01-01"));
   CHECK(asking.offered_version == "2025-11-25");
+}
+
+TEST_CASE("a stop does not wait for a child that never answers a refresh of its tool list", "[proxy]") {
+  // The child announces a changed tool list, then answers no tools/list but the first.
+  auto lists = std::make_shared<std::atomic<int>>(0);
+  Harness h([lists](const Json& m) -> std::vector<std::string> {
+    const std::string method = m.value("method", "");
+    if (method == "notifications/initialized") {
+      return {jsonrpc::serialize(jsonrpc::notification("notifications/tools/list_changed", Json::object()))};
+    }
+    if (method == "tools/list" && lists->fetch_add(1) > 0) return {};
+    return server_script([](const Json&) { return std::vector<std::string>{}; })(m);
+  });
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  for (int i = 0; i < 1000 && lists->load() < 2; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(lists->load() >= 2);  // the refresh is waiting on the child now
+  // Its wait ends with the stop, not with the 60 s handshake timeout.
+  auto stopped = std::async(std::launch::async, [&] { h.proxy->stop(); });
+  CHECK(stopped.wait_for(20s) == std::future_status::ready);
 }
 
 TEST_CASE("a child that finishes starting after a stop is never used", "[upstream]") {

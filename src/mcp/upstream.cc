@@ -291,6 +291,10 @@ void Upstream::stop() {
   if (starting && starting->link && starting->link->client) {
     starting->link->client->give_up("effectfence wrap is shutting down");
   }
+  // So is a request to the running child that nobody finishes now: the
+  // calls were drained before the stop, and a refresh of its tool list
+  // would otherwise hold the stop (and every stop signal) for a minute.
+  if (last && last->link && last->link->client) last->link->client->give_up("effectfence wrap is shutting down");
   last.reset();
 }
 

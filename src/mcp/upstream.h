@@ -97,7 +97,8 @@ class Upstream {
   // Sends a notification to the live child, if there is one (a dead child
   // is not restarted for it). Returns false iff it was not sent.
   bool notify(const std::string& method, const Json& params);
-  // Stops the child; acquire() fails from then on.
+  // Stops the child; acquire() fails from then on, and a request still
+  // waiting on the child fails as closed at once.
   void stop();
   // Like stop(), but ends the child process now even while calls still use
   // it: they fail as if it had died (their connection closes). A child in
