@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "mcp/jsonrpc.h"
+#include "shared_server/http_transport.h"
 
 namespace effectfence::shared {
 namespace {
@@ -291,6 +292,16 @@ void Bridge::open_session(const std::string& initialize_line) {
   }
 }
 
+void Bridge::write_server_lost(const Json& id, bool recovered) {
+  write_error(id,
+              "the shared fence server stopped while this call was in flight, so it is unknown whether the "
+              "ledger recorded it. Do not run the effect now: if this was fence_prepare, the intent is fenced "
+              "as unknown once the server's death is noticed (check fence_status); if it was fence_commit, "
+              "check fence_status before anything else. " +
+                  std::string(recovered ? "This session goes on." : "No server is reachable now."),
+              "server_lost");
+}
+
 void Bridge::relay(const std::string& line) {
   Json id;
   const bool tool_call = is_tool_call(line, &id);
@@ -310,13 +321,7 @@ void Bridge::relay(const std::string& line) {
       log_.warn("the shared server at " + state.endpoint.url + " went away: " + exchange.transport_error);
       const bool recovered = recover(state.generation, true, &replayed);
       if (tool_call && exchange.maybe_received) {
-        write_error(id,
-                    "the shared fence server stopped while this call was in flight, so it is unknown whether the "
-                    "ledger recorded it. Do not run the effect now: if this was fence_prepare, the intent is fenced "
-                    "as unknown once the server's death is noticed (check fence_status); if it was fence_commit, "
-                    "check fence_status before anything else. " +
-                        std::string(recovered ? "This session goes on." : "No server is reachable now."),
-                    "server_lost");
+        write_server_lost(id, recovered);
         return;
       }
       if (recovered && sent_by_recovery()) return;
@@ -338,6 +343,12 @@ void Bridge::relay(const std::string& line) {
     if (!is_request && exchange.status >= 300) {
       log_.warn("the shared server refused a notification or response of the client (not answered) with HTTP " +
                 std::to_string(exchange.status) + ": " + error_message_of(exchange));
+      return;
+    }
+    // Taken, perhaps decided, and not answered: never sent again.
+    if (tool_call && exchange.status == kAnswerLost) {
+      log_.warn("the shared server took a call and stopped before answering it: " + error_message_of(exchange));
+      write_server_lost(id, true);  // the next message finds the next server, as after any stop
       return;
     }
     if (is_request && exchange.status != 200 && !answers(exchange, id)) {

@@ -105,6 +105,8 @@ class Bridge {
   void deliver_alone(const std::string& line);
   void keepalive();
   void write_error(const Json& id, const std::string& message, const std::string& reason);
+  // The answer to a call the server may have decided and did not answer.
+  void write_server_lost(const Json& id, bool recovered);
 
   mcp::LineWriter& out_;
   mcp::Logger& log_;

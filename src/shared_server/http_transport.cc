@@ -317,6 +317,10 @@ size_t HttpTransport::expire_idle_sessions() {
     for (auto& [id, session] : sessions_) {
       std::lock_guard<std::mutex> session_lock(session->mutex);
       if (session->active_requests == 0 && now - session->last_active_ms > options_.session_ttl_ms) {
+        // Closed under the lock the check was made under: a request that
+        // comes in between is refused 404 (never processed, safe to send
+        // again), not taken and then cut off.
+        session->closed = true;
         idle.push_back(session);
       }
     }
@@ -422,8 +426,12 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     return;
   }
   if (!reply) {
-    send_json(res, 503, mcp::jsonrpc::error_response(request->id, mcp::jsonrpc::kInternalError,
-                                                     "the server is stopping or the session ended before the answer"));
+    // Taken and handled, so perhaps decided: not 503, which says it was
+    // never processed and may be sent again.
+    send_json(res, kAnswerLost,
+              mcp::jsonrpc::error_response(request->id, mcp::jsonrpc::kInternalError,
+                                           "the server stopped, or the session ended, after it took this request "
+                                           "and before its answer: it may have been decided"));
     return;
   }
   if (opening) {

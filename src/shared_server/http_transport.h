@@ -33,6 +33,11 @@ struct Response;
 
 namespace effectfence::shared {
 
+// The status of a request the server took and handled but could not answer
+// (it stopped, or the session ended, meanwhile): it may have been decided,
+// so unlike 503 and 404 (never processed) it must not be sent again.
+constexpr int kAnswerLost = 500;
+
 struct HttpOptions {
   std::string bind_host = "127.0.0.1";
   int port = 0;  // 0: chosen by the operating system

@@ -536,6 +536,33 @@ test('SIGTERM while a call waits on a locked ledger: the call is answered, and i
   assert.equal(committed.sc.status, 'committed', JSON.stringify(committed.sc));
 });
 
+test('a call the stopping server took but could not answer within its drain grace is answered server_lost, never sent again', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  const session = await shared(t, db, { name: 'grace' });
+  await expectFresh(session, 'warm:2');
+  const server = await readLease(lease);
+  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
+  t.after(() => locker.kill('SIGKILL'));
+  locker.stdin.write('.timeout 10000\nBEGIN IMMEDIATE;\n');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  // Two calls: the second waits out two busy timeouts (10 s each), past the 15 s grace.
+  const first = call(session, 'fence_prepare', prepareArgs('grace:a'));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const second = call(session, 'fence_prepare', prepareArgs('grace:b'));
+  await new Promise((resolve) => setTimeout(resolve, 700));
+  process.kill(server.pid, 'SIGTERM');
+  assert.equal((await first).sc.reason, 'ledger_busy');
+  await assert.rejects(second, /stopped while this call was in flight.*Do not run the effect/);
+  locker.stdin.end('COMMIT;\n');
+  await eventually(() => !isAlive(server.pid), { what: 'the old server to exit' });
+  // Decided by the old server after all, and fenced as its session ended: never sent to a new one.
+  const { sc } = await call(session, 'fence_status', { intent: 'grace:b' });
+  assert.ok(['unknown', 'none'].includes(sc.intent.state), JSON.stringify(sc.intent));
+  const log = await readFile(db + '.server.log', 'utf8');
+  assert.equal((log.match(/fence_prepare grace:b by/g) || []).length <= 1, true, 'grace:b decided at most once');
+  assert.doesNotMatch(log, /grace:b[^\n]*prior_failure/);
+});
+
 test('a session the server expired is reopened by the bridge with the client\'s own initialize; an abandoned one ends and the server leaves', async (t) => {
   const { db, lease } = await ledgerIn(t);
   const env = { EFFECTFENCE_SHARED_SESSION_TTL_MS: '300', EFFECTFENCE_SHARED_KEEPALIVE_MS: '60000', EFFECTFENCE_SHARED_IDLE_MS: '1500' };
