@@ -375,6 +375,11 @@ bool Proxy::is_fenced_now(const std::string& tool) {
   return it == mirror_.fenced.end() || it->second;  // a tool missing from the mirror is fenced: the safe side
 }
 
+bool Proxy::offers_tool(const std::string& tool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return mirror_.fenced.count(tool) > 0;
+}
+
 Reply Proxy::call(const std::string& tool, const Json& arguments, CallContext& context) {
   return is_fenced_now(tool) ? fenced_call(tool, arguments, context) : forward_call(tool, arguments, context);
 }
@@ -472,6 +477,13 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
     auto session = upstream_.acquire(&why);
     if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
     adopt_tools_of(*session);  // fenced either way; the agent sees the new child's list
+    // Asked for on an older child's list: a tool the child no longer offers
+    // is refused before anything is admitted (its "unknown tool" could not
+    // be told from a refusal after a run, and would fence the intent).
+    if (!offers_tool(tool)) {
+      return Reply::failure(jsonrpc::kInvalidParams, "unknown tool \"" + tool + "\": the child server was restarted "
+                                                     "and no longer offers it; nothing was run");
+    }
     PrepareOutcome outcome = fence_.prepare(request);
     if (auto* admitted = std::get_if<Admitted>(&outcome)) {
       return run_admitted(tool, arguments, *identity, admitted->ticket, session, context);

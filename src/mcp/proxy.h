@@ -181,6 +181,8 @@ class Proxy {
   void adopt_tools_of(const Upstream::Session& session);
   // Whether the mirror fences tool now (a tool it does not hold: yes).
   bool is_fenced_now(const std::string& tool);
+  // Whether the mirror holds tool: the child it was read from offers it.
+  bool offers_tool(const std::string& tool);
   // Publishes the mirror's tools to the agent's server, announcing them.
   void announce_mirror();
   bool stays_fenced(const std::string& tool);

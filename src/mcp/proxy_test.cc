@@ -988,6 +988,38 @@ TEST_CASE("the child is offered the protocol revision the agent was answered wit
   CHECK(asking.offered_version == "2025-11-25");
 }
 
+TEST_CASE("a call to a tool a restarted child no longer offers is refused before it is admitted", "[proxy]") {
+  // The first child offers "act"; every later one offers only "other".
+  auto handshakes = std::make_shared<std::atomic<int>>(0);
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  Harness h([handshakes, runs](const Json& m) -> std::vector<std::string> {
+    const std::string method = m.value("method", "");
+    if (method == "initialize") ++*handshakes;
+    if (method == "tools/list") {
+      return {answer(m["id"], {{"tools", {tool_entry(handshakes->load() == 1 ? "act" : "other")}}})};
+    }
+    if (method == "tools/call") {
+      ++*runs;
+      return {jsonrpc::error_response(m["id"], jsonrpc::kInvalidParams, "unknown tool").dump()};
+    }
+    return server_script([](const Json&) { return std::vector<std::string>{}; })(m);
+  });
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  h.kill_child(0);
+  // Asked for on the first child's list; the call starts the second child.
+  Reply refused = h.call("act", {{"x", 1}});
+  REQUIRE(refused.error);
+  CHECK(refused.error->code == jsonrpc::kInvalidParams);
+  CHECK_THAT(refused.error->message, Catch::Contains("no longer offers it"));
+  CHECK(runs->load() == 0);
+  std::string ignored;
+  auto identity = identify_call("act", {{"x", 1}}, Json::object(), "", &ignored);
+  auto status = h.fence->intent_status(identity->intent);
+  REQUIRE(std::holds_alternative<IntentStatus>(status));
+  CHECK(std::get<IntentStatus>(status).state == IntentState::none);  // nothing admitted, nothing fenced
+}
+
 TEST_CASE("a stop does not wait for a child that never answers a refresh of its tool list", "[proxy]") {
   // The child announces a changed tool list, then answers no tools/list but the first.
   auto lists = std::make_shared<std::atomic<int>>(0);
