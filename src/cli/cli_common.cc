@@ -403,7 +403,7 @@ std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path,
     *error = path + ": " + log;
     return nullptr;
   }
-  for (const std::string& log : {damaged_log(path), foreign_log(path)}) {
+  for (const std::string& log : {damaged_log(path), foreign_log(path), companion_not_a_file(path)}) {
     if (log.empty()) continue;
     *error = path + ": " + log;
     return nullptr;

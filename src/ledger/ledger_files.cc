@@ -132,4 +132,17 @@ std::string hard_links_problem(const std::string& path, unsigned long long names
          "(make copies with sqlite3 " + path + " \".backup copy.sqlite\")";
 }
 
+std::string companion_not_a_file(const std::string& path) {
+  const std::vector<std::string> files = ledger_files(path);
+  for (size_t i = 1; i < files.size(); ++i) {  // files[0] is the ledger itself
+    if (files[i] == path || files[i] == resolved_path(path)) continue;
+    struct stat st {};
+    if (::stat(files[i].c_str(), &st) != 0 || S_ISREG(st.st_mode)) continue;
+    const char* what = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
+    return "has " + files[i] + " beside it, which is " + what + ": SQLite keeps the ledger's log, lock or journal "
+           "under that name, so it cannot open the ledger. Move " + files[i] + " away (it is no part of the ledger)";
+  }
+  return "";
+}
+
 }  // namespace effectfence

@@ -33,6 +33,12 @@ std::string database_beside(const std::string& path);
 // outcomes that late duplicates must be replayed.
 std::string orphaned_log(const std::string& path);
 
+// When a name SQLite keeps beside the ledger (its -wal, -shm or -journal,
+// as spelled or resolved) is taken by something that is not a regular file
+// (a directory, a fifo): what it is and what to do; "" otherwise. SQLite
+// would only say it cannot open the database.
+std::string companion_not_a_file(const std::string& path);
+
 // What is wrong with a ledger file of names > 1 names (hard links), and how
 // to fix it. SQLite keeps a ledger's lock and log beside the name it is
 // opened by: under two names, servers would not fence each other, and a

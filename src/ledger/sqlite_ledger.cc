@@ -59,6 +59,9 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
   if (const std::string log = foreign_log(path); !log.empty()) {
     return open_error(OpenErrorCode::newer_schema, path, log);
   }
+  if (const std::string taken = companion_not_a_file(path); !taken.empty()) {
+    return open_error(OpenErrorCode::io, path, taken);
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const std::string directory = directory_of(path);

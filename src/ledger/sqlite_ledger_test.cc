@@ -182,6 +182,18 @@ TEST_CASE("files that are not ledgers are refused and left untouched", "[ledger]
   SECTION("a directory") {
     CHECK(expect_refused(dir.path().string()).code == OpenErrorCode::io);
   }
+  SECTION("a directory where its -wal or -shm goes, named as such, not as an unwritable ledger") {
+    const std::string path = dir.file("l.sqlite");
+    REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+    const std::string suffix = GENERATE(std::string("-wal"), std::string("-shm"));
+    std::filesystem::remove(path + suffix);
+    std::filesystem::create_directory(path + suffix);
+    const OpenError refused = expect_refused(path);
+    CHECK(refused.code == OpenErrorCode::io);
+    CHECK_THAT(refused.message, Catch::Contains(path + suffix + " beside it, which is a directory") &&
+                                    Catch::Contains("Move " + path + suffix + " away"));
+    CHECK(std::filesystem::is_directory(path + suffix));
+  }
   SECTION("a pipe or a device") {
     const std::string fifo = dir.file("ledger.fifo");
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);

@@ -599,6 +599,17 @@ for cmd in stats fenced verify export; do
     "$cmd names a damaged application_id as such"
 done
 rm -f "$WORK/misidentified.sqlite"
+# A directory where the ledger's -wal goes is named, not taken for an
+# unwritable ledger.
+"$SQLITE3" -batch "$LEDGER" ".backup $WORK/dirwal.sqlite"
+rm -f "$WORK/dirwal.sqlite-wal"
+mkdir "$WORK/dirwal.sqlite-wal"
+for cmd in stats export; do
+  run "$EF" $cmd --db "$WORK/dirwal.sqlite"
+  expect_match "$RC $ERR" "^2 effectfence $cmd: .*dirwal.sqlite-wal beside it, which is a directory" \
+    "$cmd names a directory where the ledger's -wal goes"
+done
+rm -rf "$WORK"/dirwal.sqlite*
 # Read under a name its servers do not use, a ledger would be read without
 # its log: refused under either name, as serve refuses it.
 for name in "$LEDGER" "$WORK/ledger-hardlink.sqlite"; do
