@@ -28,12 +28,15 @@ class IdFinder {
   // True iff the text has a top-level "method" and no "id": a notification,
   // which is never answered, not even when it cannot be read.
   bool says_notification() const { return saw_method_ && !found_; }
+  // True iff the one top-level "id" holds a number no id may be (beyond
+  // +/-2^53, or a fraction): the message is well-formed JSON with a bad id.
+  bool id_out_of_range() const { return bad_number_id_ && !duplicate_id_; }
 
   bool null() { return scalar(Json()); }
   bool boolean(bool v) { return scalar(Json(v)); }
-  bool number_integer(json::number_integer_t v) { return scalar(Json(v)); }
-  bool number_unsigned(json::number_unsigned_t v) { return scalar(Json(v)); }
-  bool number_float(json::number_float_t v, const json::string_t&) { return scalar(Json(v)); }
+  bool number_integer(json::number_integer_t v) { return number(Json(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return number(Json(v)); }
+  bool number_float(json::number_float_t v, const json::string_t&) { return number(Json(v)); }
   bool string(json::string_t& v) { return scalar(Json(v)); }
   bool binary(json::binary_t&) { return scalar(Json()); }
   bool start_object(std::size_t) { return open(); }
@@ -46,7 +49,7 @@ class IdFinder {
   bool key(json::string_t& k) {
     if (depth_ == 1) {
       at_id_ = (k == "id");
-      if (at_id_ && found_) ambiguous_ = true;
+      if (at_id_ && found_) ambiguous_ = duplicate_id_ = true;
       saw_outcome_ = saw_outcome_ || k == "result" || k == "error";
       saw_method_ = saw_method_ || k == "method";
       saw_other_ = saw_other_ || !(k == "jsonrpc" || k == "id" || k == "result" || k == "error" || k == "method");
@@ -56,6 +59,10 @@ class IdFinder {
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
 
  private:
+  bool number(Json value) {
+    if (depth_ == 1 && at_id_ && !is_valid_id(value)) bad_number_id_ = true;
+    return scalar(std::move(value));
+  }
   bool scalar(Json value) {
     if (depth_ == 1 && at_id_) take(is_valid_id(value) ? std::move(value) : Json());
     return !ambiguous_;
@@ -82,6 +89,8 @@ class IdFinder {
   bool saw_outcome_ = false;
   bool saw_method_ = false;
   bool saw_other_ = false;
+  bool bad_number_id_ = false;
+  bool duplicate_id_ = false;
   Json id_;
 };
 
@@ -276,6 +285,11 @@ Message classify(std::string_view line, WideIntegers wide) {
       }
     }
     return Invalid{Json(), kParseError, std::move(message) + " in a notification", false};
+  }
+  if (finder.id_out_of_range()) {
+    // Valid JSON, read whole: what is wrong is the id, as classify_document says.
+    return Invalid{Json(), kInvalidRequest,
+                   "invalid request: \"id\" must be a string or an integer within +/-2^53 (" + error.message + ")"};
   }
   Json id = finder.id();
   if (id.is_null()) return Invalid{Json(), kParseError, std::move(message)};

@@ -138,6 +138,18 @@ TEST_CASE("ambiguous JSON is refused and answered to the request that sent it", 
   CHECK(two_ids.id.is_null());
   CHECK(two_ids.code == kParseError);
   CHECK_THAT(duplicate.message, Catch::StartsWith("ambiguous JSON refused: "));
+
+  // Well-formed JSON whose id no JSON-RPC peer can keep apart: an invalid
+  // request (-32600, id null), as an id of another type is, not a parse error.
+  for (const char* text : {R"({"jsonrpc":"2.0","id":9007199254740993,"method":"ping"})",
+                           R"({"jsonrpc":"2.0","method":"ping","id":-18446744073709551617})"}) {
+    INFO(text);
+    Invalid wide_id = invalid_of(text);
+    CHECK(wide_id.code == kInvalidRequest);
+    CHECK(wide_id.id.is_null());
+    CHECK(wide_id.answer);
+    CHECK_THAT(wide_id.message, Catch::Contains("\"id\" must be a string or an integer within +/-2^53"));
+  }
 }
 
 TEST_CASE("an ambiguous notification is refused unanswered, and a lone surrogate in one is read as U+FFFD", "[jsonrpc]") {
