@@ -50,8 +50,13 @@ httplib::Headers auth_headers(const Endpoint& endpoint) {
   return {{"Authorization", "Bearer " + endpoint.token}, {"Accept", "application/json, text/event-stream"}};
 }
 
-bool is_tool_call(const std::string& line, Json* id) {
+bool is_tool_call(const std::string& line, Json* id, bool* gets_no_answer) {
   const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(line);
+  // A notification, a response, or a malformed one of those: answered by
+  // nobody. A malformed request is answered (to its id if it can be read).
+  const auto* invalid = std::get_if<mcp::jsonrpc::Invalid>(&message);
+  *gets_no_answer = std::holds_alternative<mcp::jsonrpc::Notification>(message) ||
+                    std::holds_alternative<mcp::jsonrpc::Response>(message) || (invalid && !invalid->answer);
   const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
   if (!request) return false;
   *id = request->id;
@@ -304,7 +309,8 @@ void Bridge::write_server_lost(const Json& id, bool recovered) {
 
 void Bridge::relay(const std::string& line) {
   Json id;
-  const bool tool_call = is_tool_call(line, &id);
+  bool gets_no_answer = false;
+  const bool tool_call = is_tool_call(line, &id, &gets_no_answer);
   const bool is_request = !id.is_null();
   // A recovery opens the new session with the client's initialize and
   // initialized; a line it sent there is not sent a second time.
@@ -340,7 +346,7 @@ void Bridge::relay(const std::string& line) {
     }
     // A notification or a response is never answered, not even with the
     // server's refusal of it (which names no id).
-    if (!is_request && exchange.status >= 300) {
+    if (gets_no_answer && exchange.status >= 300) {
       log_.warn("the shared server refused a notification or response of the client (not answered) with HTTP " +
                 std::to_string(exchange.status) + ": " + error_message_of(exchange));
       return;

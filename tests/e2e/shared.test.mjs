@@ -505,6 +505,10 @@ test('a notification the shared server refuses (sent before initialize) is never
   const next = await bridge.ask(JSON.stringify({ jsonrpc: '2.0', id: 'after', method: 'ping' }));
   assert.deepEqual(next, { jsonrpc: '2.0', id: 'after', result: {} });
   assert.equal((await bridge.ask(INITIALIZE)).result.protocolVersion, '2025-11-25');
+  // A malformed request, though, is answered to its id, as plain serve answers it.
+  const refused = await bridge.ask('{"jsonrpc":"2.0","id":"dup","method":"ping","params":{"a":1,"a":2}}');
+  assert.equal(refused.id, 'dup');
+  assert.equal(refused.error.code, -32602);
   assert.equal(await bridge.close(), 0);
 });
 
