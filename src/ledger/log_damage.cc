@@ -58,6 +58,11 @@ struct Frame {
     return std::equal(bytes.begin(), bytes.begin() + 8, other.bytes.begin()) &&
            std::equal(bytes.begin() + kFrameHeaderBytes, bytes.end(), other.bytes.begin() + kFrameHeaderBytes);
   }
+  // The same page number and commit mark: all a damaged frame and a padding
+  // copy of it are sure to share.
+  bool same_header(const Frame& other) const {
+    return std::equal(bytes.begin(), bytes.begin() + 8, other.bytes.begin());
+  }
   Checksum stored() const { return stored_checksum(bytes.data() + 16); }
   // The checksum this frame should store, given the one before it.
   Checksum expected(Checksum before, bool big_endian_words) const {
@@ -96,6 +101,7 @@ LogScan scan_log(std::istream& log, uint32_t database_page_size) {
   Checksum running = stored_checksum(header.data() + 24);
   Checksum before = running;  // what the previous frame stored
   std::optional<Checksum> before_alternative;  // what the damaged frame at the break should have stored
+  bool just_past_break = false;                // this frame is the one after the damaged one
   uint64_t run_commits = 0;
   Frame frame{std::vector<unsigned char>(kFrameHeaderBytes + page_size)};
   Frame previous{std::vector<unsigned char>(frame.bytes.size())};
@@ -119,8 +125,12 @@ LogScan scan_log(std::istream& log, uint32_t database_page_size) {
       in_prefix = false;
       scan.break_offset = kHeaderBytes + (index - 1) * frame.bytes.size();
       // The damaged frame may itself end a transaction: one the next commit
-      // proves was made durable, since it was written after it.
-      run_commits = ours && new_commit ? 1 : 0;
+      // proves was made durable, since it was written after it. Not when it
+      // may be a padding copy of the commit before it (its page bytes are
+      // damaged, so only its header can say): a torn padding frame, written
+      // after its transaction's sync, loses nothing.
+      run_commits = ours && frame.is_commit() && !(index > 1 && frame.same_header(previous)) ? 1 : 0;
+      just_past_break = true;
       // The next frame chains from what this one stores, or, if the damage
       // is in its stored checksum, from what it should store.
       before_alternative = frame.expected(running, word_orders[0]);
@@ -128,7 +138,12 @@ LogScan scan_log(std::istream& log, uint32_t database_page_size) {
       std::swap(frame.bytes, previous.bytes);
       continue;
     }
-    // Past the break: does this frame follow from the one before it?
+    // Past the break: does this frame follow from the one before it? Right
+    // after a damaged commit frame, one with its header is taken for its
+    // padding copy (a torn last commit, padded: one transaction, lost unsynced).
+    const bool padding_of_damaged = just_past_break && frame.same_header(previous);
+    just_past_break = false;
+    const bool counts = new_commit && !padding_of_damaged;
     const bool follows = ours && std::any_of(word_orders.begin(), word_orders.end(), [&](bool order) {
                            const Checksum sum = frame.expected(before, order);
                            if (sum == frame.stored()) return true;
@@ -136,7 +151,7 @@ LogScan scan_log(std::istream& log, uint32_t database_page_size) {
                          });
     before_alternative.reset();
     if (!follows) run_commits = 0;
-    if (follows && new_commit) scan.commits_lost = std::max(scan.commits_lost, ++run_commits);
+    if (follows && counts) scan.commits_lost = std::max(scan.commits_lost, ++run_commits);
     before = frame.stored();
     std::swap(frame.bytes, previous.bytes);
   }

@@ -196,6 +196,54 @@ TEST_CASE("commits padded to a sector (no powersafe overwrite), the last one tor
   CHECK(damaged_log(ledger).empty());
 }
 
+namespace {
+
+// Each transaction's commit frames in a log: its commit frame, then the
+// padding copies SQLite writes without powersafe overwrite.
+std::vector<std::vector<size_t>> commit_runs(const std::string& log) {
+  std::ifstream in(log, std::ios::binary);
+  std::vector<std::vector<size_t>> runs;
+  std::string previous;
+  for (size_t i = 0; i < frames_in(log); ++i) {
+    std::string frame(kFrame, '\0');
+    in.seekg(static_cast<std::streamoff>(kHeader + i * kFrame));
+    REQUIRE(in.read(&frame[0], static_cast<std::streamsize>(kFrame)));
+    const bool commit = frame[4] || frame[5] || frame[6] || frame[7];
+    const bool copy = commit && !runs.empty() && runs.back().back() + 1 == i &&
+                      frame.compare(0, 8, previous, 0, 8) == 0 && frame.compare(24, kFrame - 24, previous, 24, kFrame - 24) == 0;
+    if (copy) runs.back().push_back(i);
+    else if (commit) runs.push_back({i});
+    previous = frame;
+  }
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("padded commits torn at a commit frame or a padding copy of one: not reported", "[ledger][log_damage]") {
+  TempDir dir;
+  const std::string ledger = ledger_with_log(
+      dir, "PRAGMA synchronous=FULL; INSERT INTO t VALUES (randomblob(20000)); INSERT INTO t VALUES (randomblob(20000))",
+      "psow=0");
+  const std::string log = ledger + "-wal";
+  const auto runs = commit_runs(log);
+  REQUIRE(runs.size() >= 2);
+  const auto& last = runs.back();
+  const auto& next_to_last = runs[runs.size() - 2];
+  REQUIRE(last.size() >= 2);  // padded
+  REQUIRE(next_to_last.size() >= 2);
+  SECTION("the last commit frame torn, its padding copies whole: one unsynced transaction lost") {
+    flip_byte(log, kHeader + last.front() * kFrame + 24 + 100);
+    CHECK(scan(log).commits_lost == 0);
+    CHECK(damaged_log(ledger).empty());
+  }
+  SECTION("the last padding copy of the next-to-last commit torn") {
+    flip_byte(log, kHeader + next_to_last.back() * kFrame + 24 + 100);
+    CHECK(scan(log).commits_lost == 0);
+    CHECK(damaged_log(ledger).empty());
+  }
+}
+
 TEST_CASE("a log whose last transaction a crash left half written is not reported", "[ledger][log_damage]") {
   TempDir dir;
   // A last transaction of several frames (a row spilling onto overflow pages),
