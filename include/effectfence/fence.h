@@ -43,6 +43,10 @@ struct Settings {
   int64_t lease_ttl_ms = 60'000;          // EFFECTFENCE_LEASE_SECS
   int64_t result_ttl_ms = 86'400'000;     // EFFECTFENCE_RESULT_TTL_SECS
   int64_t busy_timeout_ms = 10'000;       // how long to wait for a locked ledger
+  // Whether opening records result_ttl_ms in the ledger (only ever raising
+  // it), as every process that serves decisions must; a one-off operator
+  // command (clear) that promises no replay to anyone leaves it alone.
+  bool promises_result_ttl = true;
   // Set when ledger_path is the default: its directory is created (0700).
   bool create_parent_directories = false;
   // This process's wall clock in ms since the epoch (the fast path's cache

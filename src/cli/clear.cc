@@ -175,6 +175,7 @@ int clear(const Args& args) {
   Settings settings = Settings::from_environment();
   settings.ledger_path = path;
   settings.create_parent_directories = false;
+  settings.promises_result_ttl = false;  // it serves no replays: the servers' TTL stands
   auto opened = Fence::open(settings);
   if (const auto* open_error = std::get_if<OpenError>(&opened)) {
     print_error(kCommand, "opening the ledger", open_error->message);

@@ -113,7 +113,7 @@ std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
   if (auto* error = std::get_if<OpenError>(&opened)) return *error;
   std::unique_ptr<Fence> fence(new Fence(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened))));
   fence->reap_dead_holders();
-  fence->promise_result_ttl();
+  if (fence->settings_.promises_result_ttl) fence->promise_result_ttl();
   return fence;
 }
 

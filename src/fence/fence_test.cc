@@ -901,6 +901,12 @@ TEST_CASE("opening a fence records its result TTL in the ledger at once, before 
   shorter.result_ttl_ms = 1000;
   auto other = open_fence(shorter);  // never lowers it
   CHECK(ledger.count("SELECT value FROM retention WHERE name = 'result_ttl_ms'") == s.result_ttl_ms);
+  // A process that promises no replays (an operator's clear) does not raise it.
+  Settings longer = s;
+  longer.result_ttl_ms = 9 * 86'400'000LL;
+  longer.promises_result_ttl = false;
+  auto operator_command = open_fence(longer);
+  CHECK(ledger.count("SELECT value FROM retention WHERE name = 'result_ttl_ms'") == s.result_ttl_ms);
 }
 
 TEST_CASE("withdrawing an admission no one received makes the next prepare fresh, and touches nothing else",

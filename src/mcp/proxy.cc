@@ -481,8 +481,9 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
     // is refused before anything is admitted (its "unknown tool" could not
     // be told from a refusal after a run, and would fence the intent).
     if (!offers_tool(tool)) {
-      return Reply::failure(jsonrpc::kInvalidParams, "unknown tool \"" + tool + "\": the child server was restarted "
-                                                     "and no longer offers it; nothing was run");
+      return Reply::failure(jsonrpc::kInvalidParams, "unknown tool \"" + tool + "\": the child server no longer "
+                                                     "offers it (it was restarted, or changed its tool list); nothing "
+                                                     "was run");
     }
     PrepareOutcome outcome = fence_.prepare(request);
     if (auto* admitted = std::get_if<Admitted>(&outcome)) {

@@ -456,8 +456,11 @@ expect_eq "$RC $(escaped_state "'twin' || char(27)") $(escaped_state "'twin\\x1b
 copy_fenced "'C:\\tmp\\x'"
 run "$EF" clear --db "$WORK/escaped.sqlite" 'C:\tmp\x' --reason "checked"
 expect_eq "$RC $(escaped_state "'C:\\tmp\\x'")" "0 cleared" "a name with backslashes that is no printed form is taken as it is"
-run env USER=carol "$EF" clear --db "$LEDGER" charge:order-124 --reason "provider: no such charge"
+ttl_before=$(q "$LEDGER" "SELECT coalesce((SELECT value FROM retention WHERE name = 'result_ttl_ms'), 'none')")
+run env USER=carol EFFECTFENCE_RESULT_TTL_SECS=315360000 "$EF" clear --db "$LEDGER" charge:order-124 --reason "provider: no such charge"
 expect_eq "$RC $OUT" "0 cleared charge:order-124 (was failed) by carol: provider: no such charge" "clear clears, as \$USER"
+expect_eq "$(q "$LEDGER" "SELECT coalesce((SELECT value FROM retention WHERE name = 'result_ttl_ms'), 'none')")" "$ttl_before" \
+  "clear leaves the ledger's result TTL as the servers set it, whatever its own environment says"
 expect_eq "$(q "$LEDGER" "SELECT actor || '|' || json_extract(detail, '\$.reason') FROM events WHERE kind = 'cleared' AND intent = 'charge:order-124'")" \
   "carol|provider: no such charge" "clear writes the audit event"
 expect_eq "$(state_of payout:batch-9)" "unknown" "clear opens the ledger for writing: the dead holder's attempt is fenced"
