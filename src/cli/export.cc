@@ -252,17 +252,22 @@ struct ExportCounts {
 // before the end record that vouches for the dump. Throws on a mismatch.
 void check_against_tables(LedgerReader& db, int64_t since, const ExportCounts& counts) {
   if (!db.is_sqlite()) return;
-  const std::pair<const char*, int64_t> tables[] = {
-      {"SELECT count(*) FROM certificates NOT INDEXED WHERE committed_at >= ?1", counts.certificates},
-      {"SELECT count(*) FROM events NOT INDEXED WHERE at >= ?1", counts.events}};
-  for (const auto& [sql, read] : tables) {
-    auto rows = db.query(sql, {since});
+  struct Table {
+    const char* name;
+    const char* time_column;
+    int64_t read;
+  };
+  for (const Table& t : {Table{"certificates", "committed_at", counts.certificates},
+                         Table{"events", "at", counts.events}}) {
+    auto rows = db.query(std::string("SELECT count(*) FROM ") + t.name + " NOT INDEXED WHERE " + t.time_column +
+                             " >= ?1",
+                         {since});
     const int64_t held = rows->next() ? rows->integer(0) : -1;
-    if (held == read) continue;
-    const std::string table = std::string(sql).find("certificates") != std::string::npos ? "certificates" : "events";
+    if (held == t.read) continue;
+    const std::string table = t.name;
     throw std::runtime_error(
         "the " + table + " table holds " + std::to_string(held) + " row(s) for this dump, but its time index gave " +
-        std::to_string(read) + ": the index is damaged, and a dump read through it would miss records. No dump was "
+        std::to_string(t.read) + ": the index is damaged, and a dump read through it would miss records. No dump was "
         "written as complete. Stop the servers, run sqlite3 " + db.name() + " \"PRAGMA integrity_check\", "
         "then restore the ledger from a backup, or rebuild the index with REINDEX " + table + " and export again");
   }

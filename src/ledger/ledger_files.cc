@@ -134,8 +134,9 @@ std::string hard_links_problem(const std::string& path, unsigned long long names
 
 std::string companion_not_a_file(const std::string& path) {
   const std::vector<std::string> files = ledger_files(path);
+  const std::string resolved = resolved_path(path);
   for (size_t i = 1; i < files.size(); ++i) {  // files[0] is the ledger itself
-    if (files[i] == path || files[i] == resolved_path(path)) continue;
+    if (files[i] == path || files[i] == resolved) continue;
     struct stat st {};
     if (::stat(files[i].c_str(), &st) != 0 || S_ISREG(st.st_mode)) continue;
     const char* what = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
