@@ -123,6 +123,30 @@ TEST_CASE("a damaged frame early in the log: SQLite drops what follows, and it i
   }
 }
 
+namespace {
+
+// Each transaction's commit frames in a log: its commit frame, then the
+// padding copies SQLite writes without powersafe overwrite.
+std::vector<std::vector<size_t>> commit_runs(const std::string& log) {
+  std::ifstream in(log, std::ios::binary);
+  std::vector<std::vector<size_t>> runs;
+  std::string previous;
+  for (size_t i = 0; i < frames_in(log); ++i) {
+    std::string frame(kFrame, '\0');
+    in.seekg(static_cast<std::streamoff>(kHeader + i * kFrame));
+    REQUIRE(in.read(&frame[0], static_cast<std::streamsize>(kFrame)));
+    const bool commit = frame[4] || frame[5] || frame[6] || frame[7];
+    const bool copy = commit && !runs.empty() && runs.back().back() + 1 == i &&
+                      frame.compare(0, 8, previous, 0, 8) == 0 && frame.compare(24, kFrame - 24, previous, 24, kFrame - 24) == 0;
+    if (copy) runs.back().push_back(i);
+    else if (commit) runs.push_back({i});
+    previous = frame;
+  }
+  return runs;
+}
+
+}  // namespace
+
 TEST_CASE("damage in the frame that commits the next-to-last transaction: two commits dropped, and it is reported",
           "[ledger][log_damage]") {
   TempDir dir;
@@ -132,19 +156,11 @@ TEST_CASE("damage in the frame that commits the next-to-last transaction: two co
   const std::string ledger = ledger_with_log(
       dir, "INSERT INTO t VALUES (randomblob(20000)); INSERT INTO t VALUES (randomblob(20000))");
   const std::string log = ledger + "-wal";
-  std::vector<size_t> commit_frames;
-  {
-    std::ifstream in(log, std::ios::binary);
-    for (size_t i = 0; i < frames_in(log); ++i) {
-      unsigned char header[24] = {0};
-      in.seekg(static_cast<std::streamoff>(kHeader + i * kFrame));
-      REQUIRE(in.read(reinterpret_cast<char*>(header), 24));
-      if (header[4] | header[5] | header[6] | header[7]) commit_frames.push_back(i);
-    }
-  }
-  REQUIRE(commit_frames.size() == kTransactions + 3);
-  const size_t next_to_last = commit_frames[commit_frames.size() - 2];
-  REQUIRE(commit_frames.back() > next_to_last + 1);  // the last transaction has frames of its own
+  const auto runs = commit_runs(log);  // one commit frame each: no padding here
+  REQUIRE(runs.size() == kTransactions + 3);
+  for (const auto& run : runs) REQUIRE(run.size() == 1);
+  const size_t next_to_last = runs[runs.size() - 2].front();
+  REQUIRE(runs.back().front() > next_to_last + 1);  // the last transaction has frames of its own
   const size_t at = kHeader + next_to_last * kFrame;
   const size_t offset = GENERATE_COPY(at + 24 + 100, at + 16, at + 20);  // its page, its checksum's two words
   flip_byte(log, offset);
@@ -195,30 +211,6 @@ TEST_CASE("commits padded to a sector (no powersafe overwrite), the last one tor
   CHECK(scan(log).commits_lost == 0);
   CHECK(damaged_log(ledger).empty());
 }
-
-namespace {
-
-// Each transaction's commit frames in a log: its commit frame, then the
-// padding copies SQLite writes without powersafe overwrite.
-std::vector<std::vector<size_t>> commit_runs(const std::string& log) {
-  std::ifstream in(log, std::ios::binary);
-  std::vector<std::vector<size_t>> runs;
-  std::string previous;
-  for (size_t i = 0; i < frames_in(log); ++i) {
-    std::string frame(kFrame, '\0');
-    in.seekg(static_cast<std::streamoff>(kHeader + i * kFrame));
-    REQUIRE(in.read(&frame[0], static_cast<std::streamsize>(kFrame)));
-    const bool commit = frame[4] || frame[5] || frame[6] || frame[7];
-    const bool copy = commit && !runs.empty() && runs.back().back() + 1 == i &&
-                      frame.compare(0, 8, previous, 0, 8) == 0 && frame.compare(24, kFrame - 24, previous, 24, kFrame - 24) == 0;
-    if (copy) runs.back().push_back(i);
-    else if (commit) runs.push_back({i});
-    previous = frame;
-  }
-  return runs;
-}
-
-}  // namespace
 
 TEST_CASE("padded commits torn at a commit frame or a padding copy of one: not reported", "[ledger][log_damage]") {
   TempDir dir;
