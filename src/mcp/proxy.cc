@@ -26,6 +26,11 @@ constexpr const char* kReleaseOperator = "effectfence wrap";
 
 std::string quoted(const std::string& text) { return "'" + text + "'"; }
 
+// The command a person runs to clear intent once they have reconciled it.
+std::string clear_command(const std::string& ledger_option, const std::string& intent) {
+  return "effectfence clear " + ledger_option + " " + quoted(intent) + " --reason '...'";
+}
+
 Json text_result(const std::string& text, bool is_error) {
   return Json{{"content", Json::array({Json{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
 }
@@ -179,8 +184,7 @@ Json refusal_result(const std::string& tool, const CallIdentity& identity, const
       text = call + " failed earlier or its outcome is unknown (" +
              refusal.detail.value("recorded_reason", refusal.message) +
              "). It was not run again, because its effect may have happened. A person must check what happened "
-             "and clear it before it can run again: effectfence clear " + ledger_option + " " +
-             quoted(identity.intent) + " --reason '...'";
+             "and clear it before it can run again: " + clear_command(ledger_option, identity.intent);
       break;
     case Reason::payload_mismatch:
       text = "The idempotency key of this call was already used for a different call (tool '" +
@@ -553,9 +557,8 @@ Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const 
   if (!fence_.fence_unknown(ticket, why)) log_.warn("did not fence " + ticket.intent + " as unknown (already decided?)");
   return Reply::of(with_fence_note(text_result("The call to " + tool + " may have run, but " + why +
                                                    ". Unless its result was recorded, it is fenced as unknown; a "
-                                                   "person must check and clear it (effectfence clear " +
-                                                   options_.ledger_option + " " + quoted(identity.intent) +
-                                                   " --reason '...').",
+                                                   "person must check and clear it (" +
+                                                   clear_command(options_.ledger_option, identity.intent) + ").",
                                                true),
                                    {{"fenced", "unknown"}, {"intent", identity.intent}}));
 }
@@ -608,9 +611,9 @@ Reply Proxy::run_admitted_unguarded(const std::string& tool, const Json& argumen
       return Reply::of(with_fence_note(
           text_result("The child server exited (or its connection broke) while running " + tool + ": " + reply->why +
                           ". Whether the call's effect happened is unknown, so it is fenced: identical calls are "
-                          "refused until a person checks and clears it (effectfence clear " +
-                          options_.ledger_option + " " + quoted(identity.intent) +
-                          " --reason '...'). The child server is restarted for the next call.",
+                          "refused until a person checks and clears it (" +
+                          clear_command(options_.ledger_option, identity.intent) +
+                          "). The child server is restarted for the next call.",
                       true),
           {{"fenced", "unknown"}, {"intent", identity.intent}}));
     case ClientReply::Kind::unreadable: {
@@ -618,8 +621,8 @@ Reply Proxy::run_admitted_unguarded(const std::string& tool, const Json& argumen
       if (!fence_.fence_unknown(ticket, why)) log_.error("could not fence " + ticket.intent + " as unknown");
       return Reply::of(with_fence_note(text_result("The call to " + tool + " ran, but " + why +
                                                        ". It is fenced as unknown; a person must check and clear it "
-                                                       "(effectfence clear " + options_.ledger_option + " " +
-                                                       quoted(identity.intent) + " --reason '...').",
+                                                       "(" + clear_command(options_.ledger_option, identity.intent) +
+                                                       ").",
                                                    true),
                                        {{"fenced", "unknown"}, {"intent", identity.intent}}));
     }
@@ -660,8 +663,8 @@ Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity
           ? refusal.message
           : "The tool ran and this is its result, but the ledger could not record it (" +
                 std::string(reason_name(refusal.reason)) + "). Identical calls are refused, never run again, until "
-                "a person checks it and clears the intent (effectfence clear " + options_.ledger_option + " " +
-                quoted(identity.intent) + " --reason '...').";
+                "a person checks it and clears the intent (" +
+                clear_command(options_.ledger_option, identity.intent) + ").";
   return Reply::of(with_fence_note(std::move(result), {{"recorded", false},
                                                        {"intent", identity.intent},
                                                        {"refused", reason_name(refusal.reason)},
