@@ -68,6 +68,13 @@ void refuse(httplib::Response& res, int status, const std::string& message) {
   send_json(res, status, mcp::jsonrpc::error_response(nullptr, mcp::jsonrpc::kInvalidRequest, message));
 }
 
+// The answer to a message reusing the id of a call in flight, whatever else
+// is wrong with it: the same words as a stdio server's (mcp::Server).
+Json already_used(const Json& id) {
+  return mcp::jsonrpc::error_response(id, mcp::jsonrpc::kInvalidRequest,
+                                      "invalid request: id " + id.dump() + " is already used by a call in flight");
+}
+
 // How the client wants a request answered. nullopt: neither JSON nor SSE.
 std::optional<bool> wants_event_stream(const httplib::Request& req) {
   if (!req.has_header("Accept")) return false;
@@ -283,6 +290,14 @@ std::shared_ptr<HttpTransport::Session> HttpTransport::find_session(const std::s
   return it == sessions_.end() ? nullptr : it->second;
 }
 
+bool HttpTransport::id_in_flight(const httplib::Request& req, const Json& id) const {
+  if (id.is_null() || !req.has_header(kSessionHeader)) return false;
+  const std::shared_ptr<Session> session = find_session(req.get_header_value(kSessionHeader));
+  if (!session) return false;
+  std::lock_guard<std::mutex> lock(session->mutex);
+  return session->waiting.count(id.dump()) > 0;
+}
+
 std::shared_ptr<HttpTransport::Session> HttpTransport::open_session() {
   auto session = std::make_shared<Session>();
   session->id = random_token_hex(16);
@@ -350,7 +365,11 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
 
   mcp::jsonrpc::Message message = mcp::jsonrpc::classify(req.body);
   if (auto* invalid = std::get_if<mcp::jsonrpc::Invalid>(&message)) {
-    send_json(res, 400, mcp::jsonrpc::error_response(invalid->id, invalid->code, invalid->message));
+    if (id_in_flight(req, invalid->id)) {
+      send_json(res, 400, already_used(invalid->id));
+    } else {
+      send_json(res, 400, mcp::jsonrpc::error_response(invalid->id, invalid->code, invalid->message));
+    }
     return;
   }
   const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
@@ -386,8 +405,7 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     }
     if (request) {
       if (session->waiting.count(key) > 0) {
-        send_json(res, 400, mcp::jsonrpc::error_response(request->id, mcp::jsonrpc::kInvalidRequest,
-                                                         "invalid request: id " + key + " is already in flight"));
+        send_json(res, 400, already_used(request->id));
         return;
       }
       session->waiting.emplace(key, std::nullopt);

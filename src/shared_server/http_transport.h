@@ -93,6 +93,9 @@ class HttpTransport {
   bool host_allowed(const std::string& host_header) const;
   bool origin_allowed(const std::string& origin) const;
   std::shared_ptr<Session> find_session(const std::string& id) const;
+  // Returns true iff `id` is that of a call still waiting in the session the
+  // request names: a second answer under it would reach that call's client.
+  bool id_in_flight(const httplib::Request& req, const Json& id) const;
   std::shared_ptr<Session> open_session();
   void close_session(const std::shared_ptr<Session>& session, const char* why);
   void forget_session(const std::string& id);

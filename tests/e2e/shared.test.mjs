@@ -743,6 +743,52 @@ test('Streamable HTTP: token, Origin, Host, sessions, JSON and SSE answers, 202,
   assert.equal((await request(url, { headers: inSession, body: JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'ping' }) })).status, 404);
 });
 
+test('Streamable HTTP: a message reusing the id of a call in flight is refused "already used", even a malformed one; the call still gets its own answer', async (t) => {
+  const { db, lease } = await ledgerIn(t);
+  await shared(t, db, { name: 'keeper' });
+  const { url, token } = await readLease(lease);
+  const auth = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${token}` };
+  const opened = await request(url, { headers: auth, body: INITIALIZE });
+  assert.equal(opened.status, 200);
+  const inSession = { ...auth, 'Mcp-Session-Id': opened.headers['mcp-session-id'] };
+  t.after(() => request(url, { method: 'DELETE', headers: inSession }));
+  assert.equal((await request(url, { headers: inSession, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202);
+
+  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
+  t.after(() => locker.kill('SIGKILL'));
+  locker.stdin.write('.timeout 10000\nBEGIN IMMEDIATE;\n');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const pending = request(url, {
+    headers: inSession,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'fence_prepare', arguments: prepareArgs('reused:1') } }),
+  });
+  await new Promise((resolve) => setTimeout(resolve, 300));  // now waiting for the ledger
+
+  for (const body of [
+    JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping' }),
+    JSON.stringify({ jsonrpc: '1.0', id: 7, method: 'ping' }),  // a wrong envelope
+    '{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/list"}',  // ambiguous JSON
+  ]) {
+    const reused = await request(url, { headers: inSession, body });
+    assert.equal(reused.status, 400, body);
+    const answer = JSON.parse(reused.body);
+    assert.equal(answer.id, 7, body);
+    assert.equal(answer.error.code, -32600, body);
+    assert.match(answer.error.message, /already used by a call in flight/, body);
+  }
+  // Not in flight under another id: the malformed message gets its own error.
+  const other = JSON.parse((await request(url, { headers: inSession, body: JSON.stringify({ jsonrpc: '1.0', id: 8, method: 'ping' }) })).body);
+  assert.equal(other.id, 8);
+  assert.doesNotMatch(other.error.message, /already used/);
+
+  locker.stdin.end('COMMIT;\n');
+  const answered = await pending;
+  assert.equal(answered.status, 200);
+  const result = JSON.parse(answered.body);
+  assert.equal(result.id, 7);
+  assert.equal(result.result.structuredContent.status, 'fresh', answered.body);
+});
+
 test("the SDK's StreamableHTTPClientTransport talks to the shared server directly with the lease's token", async (t) => {
   const { db, lease } = await ledgerIn(t);
   const bridge = await shared(t, db, { name: 'bridge' });
