@@ -1,6 +1,8 @@
 #include "mcp/line_io.h"
 
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,8 +95,17 @@ constexpr int kMaxReadsAfterWriterExit = 1024;
 FdLineReader::FdLineReader(int fd, int stop_fd, size_t max_bytes, int writer_exit_fd)
     : fd_(fd), stop_fd_(stop_fd), writer_exit_fd_(writer_exit_fd), splitter_(max_bytes) {}
 
+bool FdLineReader::stop_fired() const {
+  if (stop_fd_ < 0) return false;
+  pollfd stop = {stop_fd_, POLLIN, 0};
+  return ::poll(&stop, 1, 0) == 1 && (stop.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
 ReadEvent FdLineReader::next(Line* line) {
   for (;;) {
+    // Lines one read() brought in together are not let through after a
+    // signal either: each could be admitted with nobody left to commit it.
+    if (stop_fired()) return ReadEvent::stopped;
     if (auto ready = splitter_.next()) {
       *line = std::move(*ready);
       return ReadEvent::line;
@@ -139,8 +150,21 @@ bool FdLineReader::read_more() {
   }
 }
 
+namespace {
+
+bool is_socket(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+}  // namespace
+
 LineWriter::LineWriter(int fd, int stop_fd, std::chrono::milliseconds stop_grace)
-    : fd_(fd), stop_fd_(stop_fd), stop_grace_(stop_grace) {}
+    : fd_(fd), stop_fd_(stop_fd), stop_grace_(stop_grace), socket_(is_socket(fd)) {}
+
+ssize_t LineWriter::write_some(const char* p, size_t n) const {
+  return socket_ ? ::send(fd_, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : ::write(fd_, p, n);
+}
 
 bool LineWriter::broken() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -166,7 +190,7 @@ bool LineWriter::write_line(std::string_view line, bool* nothing_written) {
   if (nothing_written) *nothing_written = false;
   if (broken_) return fail();
   while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
+    const ssize_t n = write_some(p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       pollfd waits[2] = {{fd_, POLLOUT, 0}, {stop_fd_, POLLIN, 0}};

@@ -74,6 +74,8 @@ class FdLineReader {
  private:
   // Returns false at end of input.
   bool read_more();
+  // True iff stop_fd is readable now.
+  bool stop_fired() const;
 
   const int fd_;
   const int stop_fd_;
@@ -88,10 +90,12 @@ class FdLineReader {
 // REQUIRES: SIGPIPE ignored, so a vanished reader is an error, not a death.
 class LineWriter {
  public:
-  // With a stop_fd (and fd non-blocking), a write waiting for a reader that
-  // does not read gives up once stop_fd is readable (after waiting up to
-  // stop_grace for the reader to make room), and the writer is then broken:
-  // whoever stops it is never left waiting on the other side.
+  // With a stop_fd (and fd a socket, or non-blocking), a write waiting for a
+  // reader that does not read gives up once stop_fd is readable (after
+  // waiting up to stop_grace for the reader to make room), and the writer is
+  // then broken: whoever stops it is never left waiting on the other side.
+  // A socket (what Node gives a child as its stdio) is written with
+  // MSG_DONTWAIT, leaving its shared description's flags alone.
   explicit LineWriter(int fd, int stop_fd = -1,
                       std::chrono::milliseconds stop_grace = std::chrono::milliseconds(0));
 
@@ -106,9 +110,13 @@ class LineWriter {
   bool broken() const;
 
  private:
+  // One write(2), or send(2) without blocking on a socket.
+  ssize_t write_some(const char* p, size_t n) const;
+
   const int fd_;
   const int stop_fd_;
   const std::chrono::milliseconds stop_grace_;
+  const bool socket_;
   mutable std::mutex mutex_;
   bool broken_ = false;
 };

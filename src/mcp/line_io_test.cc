@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -138,6 +139,17 @@ TEST_CASE("FdLineReader stops when the stop fd fires, even with input waiting", 
   CHECK(reader.next(&line) == ReadEvent::stopped);
 }
 
+TEST_CASE("FdLineReader stops when the stop fd fires, even with lines of one read still held", "[line_io]") {
+  Pipe input, stop;
+  FdLineReader reader(input.read_fd, stop.read_fd);
+  input.write("first\nsecond\nthird\n");  // one read() takes all three
+  Line line;
+  REQUIRE(reader.next(&line) == ReadEvent::line);
+  CHECK(line.text == "first");
+  stop.write("x");
+  CHECK(reader.next(&line) == ReadEvent::stopped);
+}
+
 TEST_CASE("FdLineReader wakes from a blocking wait when the stop fd fires", "[line_io]") {
   Pipe input, stop;
   FdLineReader reader(input.read_fd, stop.read_fd);
@@ -238,4 +250,22 @@ TEST_CASE("LineWriter gives up a write nobody reads once its stop fd fires, and 
   CHECK(writer.broken());
   CHECK_FALSE(writer.write_line("after a half-written line nothing can be framed", &nothing_written));
   CHECK(nothing_written);
+}
+
+TEST_CASE("LineWriter on a blocking socket nobody reads gives up once its stop fd fires, its flags untouched",
+          "[line_io]") {
+  int sockets[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0);  // as Node hands a child its stdio
+  Pipe stop;
+  LineWriter writer(sockets[0], stop.read_fd);
+  bool written = true;
+  std::thread blocked([&] { written = writer.write_line(std::string(8 << 20, 'x')); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(::write(stop.write_fd, "x", 1) == 1);
+  blocked.join();  // returns: the stop fd ended the wait
+  CHECK_FALSE(written);
+  CHECK(writer.broken());
+  CHECK((::fcntl(sockets[0], F_GETFL) & O_NONBLOCK) == 0);  // whoever shares it still blocks
+  ::close(sockets[0]);
+  ::close(sockets[1]);
 }

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -160,10 +161,18 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP stop the server cleanly with exit 0", "[se
 }
 
 TEST_CASE("a stop signal stops serve even while its client reads none of its output", "[serve][lifecycle]") {
+  // A pipe, or a socket: what Node's child_process gives a child as stdio.
+  const bool socket_stdout = GENERATE(false, true);
+  CAPTURE(socket_stdout);
   TempDir dir;
   int in[2], out[2];
   REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  if (socket_stdout) {
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out) == 0);
+    ::shutdown(out[0], SHUT_WR);  // out[0] reads, out[1] writes, as with the pipe
+  } else {
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  }
   const std::string binary = EFFECTFENCE_BIN;
   const std::string db = dir.file("l.sqlite");
   const std::string log = dir.file("serve.log");
