@@ -602,17 +602,30 @@ TEST_CASE("a replay answered late is not cached past a change this process notic
   std::condition_variable cv;
   bool release = false;
   bool replay_answered = false;
+  // Releases the answer thread however the test ends: a failed REQUIRE
+  // below must not leave a's destructor waiting for it.
+  struct ReleaseOnExit {
+    std::mutex& mu;
+    std::condition_variable& cv;
+    bool& release;
+    ~ReleaseOnExit() {
+      std::lock_guard<std::mutex> lock(mu);
+      release = true;
+      cv.notify_all();
+    }
+  };
   const uint64_t decided_before = a->ledger_metrics().decisions;
   a->prepare_async(charge("blocker"), [&](PrepareOutcome) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return release; });
   });
   a->prepare_async(charge("late-1"), [&](PrepareOutcome o) {
-    CHECK(std::get<Replayed>(o).cert.hash == c1.hash);
+    CHECK((std::holds_alternative<Replayed>(o) && std::get<Replayed>(o).cert.hash == c1.hash));
     std::lock_guard<std::mutex> lock(mu);
     replay_answered = true;
     cv.notify_all();
   });
+  const ReleaseOnExit release_on_exit{mu, cv, release};
   while (a->ledger_metrics().decisions < decided_before + 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
 
   // Meanwhile b sweeps late-1 and runs it again, and a notices the change.
