@@ -286,6 +286,11 @@ Message classify(std::string_view line, WideIntegers wide) {
     }
     return Invalid{Json(), kParseError, std::move(message) + " in a notification", false};
   }
+  if (finder.says_response()) {
+    // Never answered: an error under its id would reach the client as an
+    // answer to a request of its own.
+    return Invalid{finder.id(), kParseError, std::move(message) + " in a response", false, true};
+  }
   if (finder.id_out_of_range()) {
     // Valid JSON, read whole: what is wrong is the id, as classify_document says.
     return Invalid{Json(), kInvalidRequest,
@@ -319,6 +324,7 @@ Message classify_document(Json document) {
   }
   const auto version = document.find("jsonrpc");
   if (version == document.end() || *version != "2.0") {
+    if (is_response) return Invalid{id, kInvalidRequest, "invalid response: \"jsonrpc\" must be \"2.0\"", false, true};
     return Invalid{id, kInvalidRequest, "invalid request: \"jsonrpc\" must be \"2.0\""};
   }
 
@@ -332,7 +338,8 @@ Message classify_document(Json document) {
     if (document.contains("result") || document.contains("error")) {
       // Answering it would send the peer a response to its own request id.
       return Invalid{id, kInvalidRequest,
-                     "invalid response: it must hold exactly one of \"result\" and \"error\", and an id", false};
+                     "invalid response: it must hold exactly one of \"result\" and \"error\", and an id", false,
+                     true};
     }
     return Invalid{id, kInvalidRequest, "invalid request: no \"method\" (and not a response either)"};
   }

@@ -46,6 +46,9 @@ struct Invalid {
   int code;
   std::string message;
   bool answer = true;  // false for a malformed response or notification: neither is ever answered
+  // A response (no method, a result or an error) that could not be read: it
+  // fails the request of ours it answers (`id`, when readable) instead.
+  bool response = false;
 };
 
 using Message = std::variant<Request, Notification, Response, Invalid>;

@@ -375,7 +375,15 @@ void Server::handle_line(std::string_view line) {
       on_notification(note->method, note->params);
     } else if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
       log_.warn("refused a message: " + invalid->message + (invalid->answer ? "" : " (not answered)"));
-      if (invalid->answer) answer_invalid(*invalid);
+      if (invalid->response && !invalid->id.is_null()) {
+        // The request of ours it answers fails, rather than waiting for an
+        // answer that came and could not be read.
+        on_response(invalid->id, std::nullopt,
+                    Json{{"code", jsonrpc::kInternalError},
+                         {"message", "the client's answer could not be read: " + invalid->message}});
+      } else if (invalid->answer) {
+        answer_invalid(*invalid);
+      }
     } else {
       const auto& response = std::get<jsonrpc::Response>(message);
       on_response(response.id, response.result, response.error);

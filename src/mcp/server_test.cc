@@ -788,6 +788,37 @@ TEST_CASE("a call can wait on a request to the client without holding up the rea
   CHECK(out.response(1)["result"] == Json{{"client_said", {{"text", "hi"}}}});
 }
 
+TEST_CASE("a response that cannot be read is never answered: it fails the request of ours it answers",
+          "[server][requests]") {
+  Fixture f;
+  Replies replies;
+  f.call(1, "initialize", {{"protocolVersion", "2025-11-25"}});
+  f.server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  const size_t answers_before = f.out.all().size();
+  const std::vector<std::string> unreadable = {
+      R"(,"result":{"content":{"type":"text","text":"cut \ud83d"}}})",  // a lone surrogate
+      R"(,"result":{"n":12345678901234567000}})",                          // a number no double keeps apart
+      R"(,"result":{"a":1,"a":2}})",                                       // a duplicate key
+      R"(,"result":{},"error":{"code":1,"message":"both"}})",              // two outcomes
+  };
+  for (size_t i = 0; i < unreadable.size(); ++i) {
+    f.server.request("sampling/createMessage", {{"maxTokens", 5}}, replies.handler());
+    const Json id = requests_sent(f.out).back()["id"];
+    f.server.handle_line(R"({"jsonrpc":"2.0","id":)" + id.dump() + unreadable[i]);
+    REQUIRE(replies.size() == i + 1);
+    REQUIRE(replies.got[i].error);
+    CHECK_THAT(replies.got[i].error->message, Catch::Contains("could not be read"));
+  }
+  // A response with the wrong envelope fails its request too.
+  f.server.request("sampling/createMessage", {{"maxTokens", 5}}, replies.handler());
+  f.server.handle_line(R"({"jsonrpc":"1.0","id":)" + requests_sent(f.out).back()["id"].dump() + R"(,"result":{}})");
+  REQUIRE(replies.size() == unreadable.size() + 1);
+  CHECK(replies.got.back().error);
+  CHECK(f.server.requests_in_flight() == 0);
+  // None of them was answered: only our own requests went out.
+  CHECK(f.out.all().size() == answers_before + unreadable.size() + 1);
+}
+
 TEST_CASE("an oversized response is never answered: it fails the request of ours it answers", "[server][requests]") {
   Fixture f;
   Replies replies;
