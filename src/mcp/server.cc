@@ -716,10 +716,16 @@ void Server::async_call_finished() {
 }
 
 bool Server::finish_call(const std::shared_ptr<Call>& call, const std::string& response) {
-  {
-    std::lock_guard<std::mutex> lock(calls_mutex_);
-    calls_.erase(call->key);
-  }
+  // The id stays in flight until its answer is out: a message reusing it
+  // meanwhile is refused "already used", never answered ahead of it.
+  struct LeaveFlight {
+    Server& server;
+    const std::string& key;
+    ~LeaveFlight() {
+      std::lock_guard<std::mutex> lock(server.calls_mutex_);
+      server.calls_.erase(key);
+    }
+  } leave{*this, call->key};
   if (call->context->cancelled()) {
     log_.info("not sending the result of cancelled call " + call->key + " (" + call->label + "): " +
               shorten(response));

@@ -642,6 +642,50 @@ TEST_CASE("an id already used by a call in flight is refused -32600, the first c
   CHECK(results_for_7 == 1);
 }
 
+TEST_CASE("an id stays in flight until its answer is out: a reuse meanwhile is refused, never answered first",
+          "[server]") {
+  Outbox out;
+  Logger log{"test", LogLevel::error};
+  Gate gate;
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool writing_answer = false, let_it_out = false;
+  const Server::Sink collect = out.sink();
+  // The answer to call 7 stalls in the sink, as on a stdout nobody reads yet.
+  Server::Sink stalling = [&](const std::string& line) {
+    const Json message = Json::parse(line);
+    if (message.value("id", Json()) == 7 && message.contains("result") && message["result"].contains("content")) {
+      std::unique_lock<std::mutex> lock(mutex);
+      writing_answer = true;
+      changed.notify_all();
+      changed.wait(lock, [&] { return let_it_out; });
+    }
+    collect(line);
+  };
+  Server server{ServerInfo{"t", "Test", "1.0", "use it"}, test_tools(&gate), stalling, log};
+  server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(7, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "first"}}}})));
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return writing_answer; }));
+  }
+  server.handle_line(jsonrpc::serialize(jsonrpc::request(7, "ping", Json::object())));
+  const std::vector<Json> meanwhile = out.all();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    let_it_out = true;
+    changed.notify_all();
+  }
+  server.drain();
+  REQUIRE(meanwhile.size() == 1);
+  CHECK(meanwhile[0]["id"] == 7);
+  CHECK_THAT(meanwhile[0]["error"]["message"].get<std::string>(), Catch::Contains("already used by a call in flight"));
+  const std::vector<Json> all = out.all();
+  REQUIRE(all.size() == 2);
+  CHECK(all[1]["result"]["structuredContent"]["text"] == "first");
+  CHECK(server.calls_in_flight() == 0);
+}
+
 namespace {
 
 // The replies a server's requests got, by the order they were made.
