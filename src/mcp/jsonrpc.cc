@@ -368,11 +368,15 @@ Message classify_document(Json document) {
 }
 
 Invalid oversized(std::string_view prefix, std::string_view tail, size_t limit) {
-  Json id = recover_id(prefix);
+  const IdFinder finder = top_level_of(prefix);
+  Json id = finder.id();
   if (id.is_null()) id = trailing_id(tail);
-  return Invalid{std::move(id), kInvalidRequest,
-                 "message too large: lines are limited to " + std::to_string(limit) +
-                     " bytes; the message was skipped"};
+  std::string message =
+      "message too large: lines are limited to " + std::to_string(limit) + " bytes; the message was skipped";
+  // A method and no id before its params nor at its end: a notification
+  // (SDKs write a request's id ahead of its params), never answered.
+  if (id.is_null() && finder.says_notification()) return Invalid{Json(), kInvalidRequest, message + " (a notification)", false};
+  return Invalid{std::move(id), kInvalidRequest, std::move(message)};
 }
 
 Json result_response(const Json& id, Json result) {

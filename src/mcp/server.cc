@@ -409,8 +409,8 @@ void Server::handle_oversized(std::string_view prefix, std::string_view tail) {
     return;
   }
   jsonrpc::Invalid invalid = jsonrpc::oversized(prefix, tail, kMaxMessageBytes);
-  log_.warn("refused a message: " + invalid.message);
-  answer_invalid(invalid);
+  log_.warn("refused a message: " + invalid.message + (invalid.answer ? "" : " (not answered)"));
+  if (invalid.answer) answer_invalid(invalid);
 }
 
 void Server::answer_invalid(const jsonrpc::Invalid& invalid) {

@@ -265,10 +265,14 @@ TEST_CASE("malformed lines are answered and blank lines, notifications and malfo
   f.server.handle_line(R"({"jsonrpc":"2.0","id":5,"result":{},"error":{"code":1,"message":"x"}})");
   f.server.handle_line(R"({"jsonrpc":"2.0","id":6,"result":{},"error":null})");
   f.server.handle_line("{nope");
+  // An oversized notification: a method, and no id ahead of its params nor at its end.
+  f.server.handle_oversized(R"({"jsonrpc":"2.0","method":"notifications/message","params":{"data":"aaa)", "aaa\"}}");
   f.server.handle_oversized(R"({"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"x":"aaa)");
   CHECK(f.out.response("big")["error"]["code"] == jsonrpc::kInvalidRequest);
+  f.server.handle_oversized(R"({"jsonrpc":"2.0","method":"tools/call","params":{"x":"aaa)", R"(aaa"},"id":"late"})");
+  CHECK(f.out.response("late")["error"]["code"] == jsonrpc::kInvalidRequest);
   auto all = f.out.all();
-  REQUIRE(all.size() == 2);
+  REQUIRE(all.size() == 3);
   CHECK(all[0]["error"]["code"] == jsonrpc::kParseError);
   CHECK(all[0]["id"].is_null());
 }

@@ -209,6 +209,10 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
         continue;
       }
       const mcp::jsonrpc::Invalid invalid = mcp::jsonrpc::oversized(line.text, line.tail, mcp::kMaxMessageBytes);
+      if (!invalid.answer) {
+        log_.warn("dropped a notification from the client: " + invalid.message);
+        continue;
+      }
       out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::error_response(invalid.id, invalid.code, invalid.message)));
       continue;
     }

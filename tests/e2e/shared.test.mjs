@@ -363,7 +363,7 @@ test('the server dies before the client\'s initialize and no other can start: th
   await client.close();
 });
 
-test('through the bridge, an oversized response from the client is dropped, never answered under its id', async (t) => {
+test('through the bridge, an oversized response or notification from the client is dropped, never answered', async (t) => {
   const { db } = await ledgerIn(t);
   const client = lineProcess(t, BIN, ['serve', '--shared', '--db', db, '--log-level', 'debug']);
   assert.equal((await client.ask(INITIALIZE)).id, 1);
@@ -371,9 +371,12 @@ test('through the bridge, an oversized response from the client is dropped, neve
   // Id last, as the TypeScript SDK writes it: the id is the server's, and
   // the client may have a request of its own under the same id.
   client.write(`{"result":{"content":"${'x'.repeat(5 * 1024 * 1024)}"},"jsonrpc":"2.0","id":"p-1"}`);
+  client.write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"${'x'.repeat(5 * 1024 * 1024)}"}}`);
+  // The next line read is the answer to this ping: nothing was sent for the two above.
   const pong = await client.ask(JSON.stringify({ jsonrpc: '2.0', id: 'p-1', method: 'ping' }));
   assert.deepEqual(pong, { jsonrpc: '2.0', id: 'p-1', result: {} });
   await logged(client, /dropped a response from the client larger than 4194304 bytes/);
+  await logged(client, /dropped a notification from the client: message too large/);
   await client.close();
 });
 
