@@ -4,8 +4,10 @@
 
 namespace effectfence::mcp {
 
-WorkerPool::WorkerPool(size_t max_threads, size_t max_queued)
-    : max_threads_(std::max<size_t>(1, max_threads)), max_queued_(std::max<size_t>(1, max_queued)) {}
+WorkerPool::WorkerPool(size_t max_threads, size_t max_queued, ThreadStarter start_thread)
+    : max_threads_(std::max<size_t>(1, max_threads)),
+      max_queued_(std::max<size_t>(1, max_queued)),
+      start_thread_(std::move(start_thread)) {}
 
 WorkerPool::~WorkerPool() {
   {
@@ -19,23 +21,30 @@ WorkerPool::~WorkerPool() {
 void WorkerPool::submit(std::function<void()> job) {
   std::unique_lock<std::mutex> lock(mutex_);
   room_or_idle_.wait(lock, [&] { return queue_.size() < max_queued_; });
-  enqueue(std::move(job));
+  if (enqueue(job)) return;
+  lock.unlock();
+  job();
 }
 
 bool WorkerPool::try_submit(std::function<void()> job) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (queue_.size() >= max_queued_) return false;
-  enqueue(std::move(job));
-  return true;
+  return enqueue(job);
 }
 
-void WorkerPool::enqueue(std::function<void()> job) {
-  queue_.push_back(std::move(job));
+bool WorkerPool::enqueue(std::function<void()>& job) {
   // One waiting job per idle thread; beyond that, grow while allowed.
-  if (queue_.size() > idle_ && threads_.size() < max_threads_) {
-    threads_.emplace_back([this] { work(); });
+  if (queue_.size() + 1 > idle_ && threads_.size() < max_threads_) {
+    try {
+      threads_.push_back(start_thread_([this] { work(); }));
+    } catch (const std::system_error&) {
+      // The threads there take it in their turn; with none, nobody would.
+      if (threads_.empty()) return false;
+    }
   }
+  queue_.push_back(std::move(job));
   job_ready_.notify_one();
+  return true;
 }
 
 void WorkerPool::wait_idle() {

@@ -81,3 +81,41 @@ TEST_CASE("WorkerPool's try_submit refuses, without running the job, once every 
   pool.wait_idle();
   CHECK(ran == 3);
 }
+
+TEST_CASE("WorkerPool with no thread to run a job refuses it from try_submit and runs it inline from submit",
+          "[worker_pool]") {
+  const WorkerPool::ThreadStarter none = [](std::function<void()>) -> std::thread {
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+  };
+  int ran = 0;
+  {
+    WorkerPool pool(4, 4, none);
+    CHECK_FALSE(pool.try_submit([&] { ++ran; }));  // refused, never left queued for nobody
+    CHECK(ran == 0);
+    const std::thread::id caller = std::this_thread::get_id();
+    std::thread::id ran_on;
+    pool.submit([&] {
+      ++ran;
+      ran_on = std::this_thread::get_id();
+    });
+    CHECK(ran == 1);
+    CHECK(ran_on == caller);
+    pool.wait_idle();  // returns: nothing is queued
+    CHECK(pool.thread_count() == 0);
+  }
+  CHECK(ran == 1);
+}
+
+TEST_CASE("WorkerPool that cannot grow queues jobs for the threads it has", "[worker_pool]") {
+  int started = 0;
+  const WorkerPool::ThreadStarter one = [&](std::function<void()> body) -> std::thread {
+    if (started++ > 0) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    return std::thread(std::move(body));
+  };
+  std::atomic<int> ran{0};
+  WorkerPool pool(4, 8, one);
+  for (int i = 0; i < 5; ++i) CHECK(pool.try_submit([&] { ++ran; }));
+  pool.wait_idle();
+  CHECK(ran == 5);
+  CHECK(pool.thread_count() == 1);
+}
