@@ -18,6 +18,9 @@ class IdFinder {
   using json = Json;
 
   Json id() const { return ambiguous_ || !found_ ? Json() : id_; }
+  // The id found cannot be told (it held a lone surrogate): id() is null,
+  // and the text still has an id.
+  void lose_id() { ambiguous_ = true; }
   // True iff a top-level "result" or "error" key was read, and no "method":
   // the text says it is a response.
   bool says_response() const { return saw_outcome_ && !saw_method_; }
@@ -106,11 +109,12 @@ uint32_t hex4(std::string_view s, size_t at) {
   return static_cast<uint32_t>(std::stoul(std::string(s.substr(at, 4)), nullptr, 16));
 }
 
-// The text with every \u escape of a lone UTF-16 surrogate made \uFFFD.
-// The SAX parser stops at one, and JSON.stringify writes them (a string cut
-// mid-emoji), often before a trailing "id": refused as ambiguous, such a
-// message must still be answered to the request that sent it.
-std::string without_lone_surrogates(std::string_view text) {
+// The text with every \u escape of a lone UTF-16 surrogate made
+// \u<stand_in> (FFFD unless told). The SAX parser stops at one, and
+// JSON.stringify writes them (a string cut mid-emoji), often before a
+// trailing "id": refused as ambiguous, such a message must still be
+// answered to the request that sent it.
+std::string without_lone_surrogates(std::string_view text, const char* stand_in = "FFFD") {
   std::string out(text);
   for (size_t i = 0; i + 1 < out.size(); ++i) {
     if (out[i] != '\\') continue;
@@ -125,7 +129,7 @@ std::string without_lone_surrogates(std::string_view text) {
     if (paired) {
       i += 11;
     } else {
-      if (unit >= 0xD800 && unit <= 0xDFFF) out.replace(i + 2, 4, "FFFD");
+      if (unit >= 0xD800 && unit <= 0xDFFF) out.replace(i + 2, 4, stand_in);
       i += 5;
     }
   }
@@ -146,10 +150,27 @@ bool is_valid_id(const Json& id) {
 
 namespace {
 
+// Another stand-in for a lone surrogate: what reads differently with it
+// than with U+FFFD held one, and cannot be told (an id "\ud800" is not "\ufffd").
+constexpr const char* kOtherStandIn = "FFFE";
+
+// The params' "requestId" of a notification document, or null.
+Json request_id_in(const Json& document) {
+  if (!document.is_object()) return Json();
+  const auto params = document.find("params");
+  return params != document.end() && params->is_object() ? params->value("requestId", Json()) : Json();
+}
+
 IdFinder top_level_of(std::string_view text) {
   const std::string readable = without_lone_surrogates(text);
   IdFinder finder;
   Json::sax_parse(readable.begin(), readable.end(), &finder);
+  if (readable != text) {
+    const std::string other = without_lone_surrogates(text, kOtherStandIn);
+    IdFinder check;
+    Json::sax_parse(other.begin(), other.end(), &check);
+    if (check.id() != finder.id()) finder.lose_id();
+  }
   return finder;
 }
 
@@ -281,7 +302,10 @@ Message classify(std::string_view line, WideIntegers wide) {
       JsonError again{JsonErrorCode::syntax, ""};
       if (std::optional<Json> readable = parse_strict(without_lone_surrogates(line), &again, wide)) {
         Message note = classify_document(std::move(*readable));
-        if (std::holds_alternative<Notification>(note)) return note;
+        // Unless the call it names held the surrogate: that one cannot be told.
+        const std::optional<Json> other = parse_strict(without_lone_surrogates(line, kOtherStandIn), &again, wide);
+        const auto* read = std::get_if<Notification>(&note);
+        if (read && other && read->params.value("requestId", Json()) == request_id_in(*other)) return note;
       }
     }
     return Invalid{Json(), kParseError, std::move(message) + " in a notification", false};

@@ -296,6 +296,27 @@ TEST_CASE("an unreadable notification is not answered, and a cancellation with a
   CHECK(f.server.calls_in_flight() == 0);
 }
 
+TEST_CASE("an id holding a lone surrogate is not read as another id that holds U+FFFD", "[server]") {
+  Fixture f;
+  // A call whose id really is U+FFFD.
+  f.server.handle_line(R"({"jsonrpc":"2.0","id":"\ufffd","method":"tools/call","params":{"name":"slow","arguments":{"text":"kept"}}})");
+  REQUIRE(f.gate.wait_entered());
+  // Neither names it: a ping under "\ud800" is no reuse of its id, and a
+  // cancellation of "\ud800" does not cancel it.
+  f.server.handle_line(R"({"jsonrpc":"2.0","id":"\ud800","method":"ping"})");
+  f.server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"\ud800"}})");
+  const std::vector<Json> meanwhile = f.out.all();
+  REQUIRE(meanwhile.size() == 1);
+  CHECK(meanwhile[0]["id"].is_null());  // its id cannot be told: answered as unreadable
+  CHECK_THAT(meanwhile[0]["error"]["message"].get<std::string>(), !Catch::Contains("already used"));
+  f.gate.release();
+  f.server.drain();
+  const std::vector<Json> all = f.out.all();
+  REQUIRE(all.size() == 2);
+  CHECK(all[1]["id"] == "\xEF\xBF\xBD");
+  CHECK(all[1]["result"]["structuredContent"]["text"] == "kept");  // not cancelled
+}
+
 TEST_CASE("a slow call does not hold up other requests", "[server]") {
   Fixture f;
   f.server.handle_line(jsonrpc::serialize(
