@@ -242,6 +242,39 @@ TEST_CASE("a log that cannot be synced: nothing is answered as decided, and the 
   CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'later'") == 0);
 }
 
+TEST_CASE("a decision that fails for its own reason as the log's disk fails: restart, never retry",
+          "[ledger][power_loss]") {
+  PowerLossVfs vfs;
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  {
+    auto ledger = open_file_ledger(path);
+    REQUIRE_FALSE(record_event(*ledger, "before"));
+    const auto failed = ledger->write([&](LedgerTxn& txn) {
+      // Past the page cache: pages go to the log before any commit.
+      for (int i = 0; i < 5000; ++i) {
+        EventRecord e;
+        e.kind = "admitted";
+        e.intent = "spill-" + std::to_string(i) + std::string(500, 'x');
+        e.actor = "test";
+        txn.append_event(e, 0);
+      }
+      // The decision fails for its own reason, and the disk fails meanwhile.
+      vfs.fail_writes_of("-wal", SQLITE_IOERR_WRITE);
+      throw std::runtime_error("the decision's own failure");
+    });
+    REQUIRE(failed);
+    CHECK(failed->reason == Reason::ledger_error);
+    CHECK_THAT(failed->message, Catch::Contains("restart") && !Catch::Contains("retry"));
+    vfs.fail_writes_of("", 0);
+    const auto later = record_event(*ledger, "later");
+    REQUIRE(later);
+    CHECK_THAT(later->message, Catch::Contains("refuses every decision") && !Catch::Contains("retry"));
+  }
+  auto reopened = open_file_ledger(path);
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent LIKE 'spill-%' OR intent = 'later'") == 0);
+}
+
 TEST_CASE("a log write that fails inside a batch, or a full disk: the ledger says to restart, never to retry",
           "[ledger][power_loss]") {
   // What the file system's layer reports: an I/O error, or a full disk (ENOSPC).

@@ -424,11 +424,9 @@ class SqliteLedger final : public Ledger {
       return std::nullopt;
     } catch (const SQLite::Exception& e) {
       if (disk_failed(e)) return stop_if_disk_failed(e, "decision failed");  // the caller ends the batch
-      undo_job();
-      return storage_refusal(e, "decision failed");
+      return undone(storage_refusal(e, "decision failed"));
     } catch (const std::exception& e) {
-      undo_job();
-      return Refusal{Reason::ledger_error, std::string("ledger: decision failed: ") + e.what()};
+      return undone(Refusal{Reason::ledger_error, std::string("ledger: decision failed: ") + e.what()});
     }
   }
 
@@ -441,14 +439,30 @@ class SqliteLedger final : public Ledger {
                        "; nothing was decided; retry in a few seconds"};
   }
 
-  void undo_job() {
+  // Undoes a failed decision's writes and returns why it failed. Writes that
+  // cannot be undone must not be committed with the batch: an I/O error
+  // stops the ledger (failed_); anything else rolls back the whole
+  // transaction, which the caller then answers as a whole; a transaction
+  // that cannot even be rolled back stops the ledger too.
+  Refusal undone(Refusal why) {
     txn_.discard_decision();
     try {
       db_->exec("ROLLBACK TO job");
       db_->exec("RELEASE job");
-    } catch (const SQLite::Exception&) {
-      // The enclosing COMMIT will fail too and report it.
+      return why;
+    } catch (const SQLite::Exception& e) {
+      if (disk_failed(e)) return stop_if_disk_failed(e, "could not undo a failed decision");
+      why.message += " (and undoing it failed: " + std::string(e.what()) + ")";
     }
+    rollback_quietly();
+    if (!transaction_lost()) {
+      failed_ = Refusal{Reason::ledger_error,
+                        "ledger: a failed decision could be neither undone nor rolled back with its "
+                        "transaction, so whether what this process writes next is sound is unknown. This process "
+                        "refuses every decision from now on: restart it"};
+      return *failed_;
+    }
+    return why;
   }
 
   void end_read_quietly() {
