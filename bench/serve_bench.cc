@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -37,6 +38,7 @@ constexpr size_t kWarmupInFlight = 16;
 
 struct Options {
   std::string bin = "./build/effectfence";
+  std::string floor_bin;  // empty: effectfence_floor beside this benchmark; "none": not measured
   std::string parent_dir = ".";
   double seconds = 3;
   double warmup_seconds = 1;
@@ -76,6 +78,8 @@ struct LevelResult {
   Reference protocol_only;  // pairs of `ping`s through serve: pipes, JSON-RPC, threads, no ledger
   Reference fence_only;     // the fence library in this process: the ledger as shipped, no protocol
   Reference bare_rows;      // raw SQLite writing only the rows a pair cannot do without
+  Reference floor;          // effectfence_floor: the least a server of serve's shape does per pair
+  bool floor_measured = false;
 };
 
 struct Report {
@@ -84,6 +88,7 @@ struct Report {
   std::string directory;
   std::string filesystem;
   std::vector<std::string> server_command;
+  std::vector<std::string> floor_command;  // empty when the floor was left out
   Summary fdatasync;
   Summary sqlite_pooled;
   double sqlite_cpu_us_per_tx = 0;  // this process's CPU per serial transaction
@@ -102,6 +107,8 @@ void print_usage(std::FILE* out) {
                "same filesystem, and reports the ratio. Every answer is checked; any anomaly exits 1.\n\n"
                "options:\n"
                "  --bin PATH        the effectfence binary (default ./build/effectfence)\n"
+               "  --floor PATH      the floor server measured alongside (default: effectfence_floor in\n"
+               "                    this benchmark's directory); none to leave it out\n"
                "  --dir DIR         where to create the scratch directory (default: the current directory)\n"
                "  --seconds S       serve time per level, and serial SQLite time per level (default 3)\n"
                "  --rounds R        slices each level's SQLite and serve time is cut into, run\n"
@@ -154,6 +161,7 @@ std::optional<int> parse_options(int argc, char** argv, Options* options) {
         print_usage(stdout);
         return 0;
       } else if (arg == "--bin") options->bin = value();
+      else if (arg == "--floor") options->floor_bin = value();
       else if (arg == "--dir") options->parent_dir = value();
       else if (arg == "--seconds") options->seconds = parse_seconds(value(), 0.001);
       else if (arg == "--warmup") options->warmup_seconds = parse_seconds(value(), 0);
@@ -171,6 +179,16 @@ std::optional<int> parse_options(int argc, char** argv, Options* options) {
     return 2;
   }
   return std::nullopt;
+}
+
+// A file in the directory this benchmark's binary is in.
+std::string beside_this_program(const std::string& name) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return name;
+  const std::string path(self, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/" + name;
 }
 
 // ---- the machine -----------------------------------------------------------
@@ -210,7 +228,8 @@ std::string load_average() {
 
 void remove_scratch_dir(const std::string& dir) {
   for (const char* name : {"ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "in-process.sqlite",
-                           "in-process.sqlite-wal", "in-process.sqlite-shm", "serve.log"}) {
+                           "in-process.sqlite-wal", "in-process.sqlite-shm", "serve.log",
+                           "floor.sqlite", "floor.sqlite-wal", "floor.sqlite-shm", "floor.log"}) {
     ::unlink((dir + "/" + name).c_str());
   }
   ::rmdir(dir.c_str());
@@ -305,6 +324,7 @@ struct LevelTallies {
   Tally pings;
   Tally fence_only;
   Tally bare_rows;
+  Tally floor;
 };
 
 LevelResult level_result(size_t in_flight, const LevelTallies& t, unsigned cpus) {
@@ -332,6 +352,7 @@ LevelResult level_result(size_t in_flight, const LevelTallies& t, unsigned cpus)
   level.protocol_only = reference(t.pings, t.pings.server_cpu_s, level.sqlite);
   level.fence_only = reference(t.fence_only, t.fence_only.bench_cpu_s, level.sqlite);
   level.bare_rows = reference(t.bare_rows, t.bare_rows.bench_cpu_s, level.sqlite);
+  level.floor = reference(t.floor, t.floor.server_cpu_s, level.sqlite);
   return level;
 }
 
@@ -340,9 +361,10 @@ void note_empty_measurements(const LevelResult& level, Anomalies* anomalies) {
   const std::pair<const char*, const Summary*> measured[] = {{"serve", &level.pairs},
                                                              {"protocol only", &level.protocol_only.pairs},
                                                              {"fence only", &level.fence_only.pairs},
-                                                             {"bare rows", &level.bare_rows.pairs}};
+                                                             {"bare rows", &level.bare_rows.pairs},
+                                                             {"floor server", &level.floor.pairs}};
   for (const auto& [name, summary] : measured) {
-    if (summary->count == 0) {
+    if (summary->count == 0 && (summary != &level.floor.pairs || level.floor_measured)) {
       anomalies->note(std::string(name) + ": no pair completed",
                       "at " + std::to_string(level.in_flight) + " in flight");
     }
@@ -359,9 +381,18 @@ void measure_levels(const Options& options, const std::string& dir, Report* repo
   PairDriver driver(server, report->anomalies);
   driver.handshake();
   FenceDriver in_process(dir + "/in-process.sqlite", report->anomalies);
+  std::unique_ptr<ChildProcess> floor_server;
+  std::unique_ptr<PairDriver> floor_driver;
+  if (!options.floor_bin.empty()) {
+    report->floor_command = {options.floor_bin, "serve", "--db", dir + "/floor.sqlite"};
+    floor_server = std::make_unique<ChildProcess>(report->floor_command, dir + "/floor.log");
+    floor_driver = std::make_unique<PairDriver>(*floor_server, report->anomalies);
+    floor_driver->handshake();
+  }
   if (options.warmup_seconds > 0) {
     progress(options, "warming up the server");
     driver.run(kWarmupInFlight, options.warmup_seconds);
+    if (floor_driver) floor_driver->run(kWarmupInFlight, options.warmup_seconds);
   }
   const double slice = options.seconds / static_cast<double>(options.rounds);
   Tally all_sqlite;
@@ -375,13 +406,20 @@ void measure_levels(const Options& options, const std::string& dir, Report* repo
       measure_in_this_process([&] { return in_process.run(in_flight, slice); }, &t.fence_only);
       measure_in_this_process([&] { return measure_sqlite_bare_pairs(dir + "/bare.sqlite", in_flight, slice); },
                               &t.bare_rows);
+      if (floor_driver) {
+        measure_serve_slice(*floor_driver, *floor_server, in_flight, slice, PairDriver::Work::fence, &t.floor);
+      }
     }
     report->levels.push_back(level_result(in_flight, t, report->cpus));
+    report->levels.back().floor_measured = floor_driver != nullptr;
     note_empty_measurements(report->levels.back(), &report->anomalies);
     all_sqlite.timings.merge(t.sqlite.timings);
     all_sqlite.bench_cpu_s += t.sqlite.bench_cpu_s;
   }
   report->server_exit_status = server.finish();
+  if (floor_server && floor_server->finish() != 0) {
+    report->anomalies.note("floor server: exit status not 0", "see floor.log in the scratch directory");
+  }
   report->sqlite_pooled = summarize(all_sqlite.timings);
   report->sqlite_cpu_us_per_tx = per_item_us(all_sqlite.bench_cpu_s, report->sqlite_pooled);
   for (LevelResult& level : report->levels) {
@@ -458,17 +496,24 @@ void print_text(const Options& options, const Report& r) {
     std::printf("\n");
   }
   std::printf("\nwhat bounds it: the same pairs with one part at a time, measured alongside (pairs/s, ratio)\n");
-  std::printf("%9s %18s %20s %20s %20s\n", "in flight", "serve", "protocol only", "fence only", "bare rows");
-  std::printf("%9s %18s %20s %20s %20s\n", "", "(as above)", "(ping pairs)", "(in-process)", "(raw SQLite)");
+  std::printf("%9s %18s %20s %20s %20s %20s\n", "in flight", "serve", "protocol only", "fence only", "bare rows",
+              "floor server");
+  std::printf("%9s %18s %20s %20s %20s %20s\n", "", "(as above)", "(ping pairs)", "(in-process)", "(raw SQLite)",
+              "(effectfence_floor)");
   for (const LevelResult& l : r.levels) {
-    std::printf("%9zu %10.0f %6.2fx %12.0f %6.2fx %12.0f %6.2fx %12.0f %6.2fx\n", l.in_flight, l.pairs.per_second,
+    std::printf("%9zu %10.0f %6.2fx %12.0f %6.2fx %12.0f %6.2fx %12.0f %6.2fx", l.in_flight, l.pairs.per_second,
                 l.ratio, l.protocol_only.pairs.per_second, l.protocol_only.ratio, l.fence_only.pairs.per_second,
                 l.fence_only.ratio, l.bare_rows.pairs.per_second, l.bare_rows.ratio);
+    if (l.floor_measured) std::printf(" %12.0f %6.2fx", l.floor.pairs.per_second, l.floor.ratio);
+    else std::printf(" %20s", "not measured");
+    std::printf("\n");
   }
-  std::printf("%9s %18s %20s %20s %20s\n", "CPU/pair", "", "(server)", "(this process)", "(this process)");
+  std::printf("%9s %18s %20s %20s %20s %20s\n", "CPU/pair", "", "(server)", "(this process)", "(this process)",
+              "(server)");
   for (const LevelResult& l : r.levels) {
-    std::printf("%9zu %15.0f us %17.0f us %17.0f us %17.0f us\n", l.in_flight, l.server_cpu_us_per_pair,
-                l.protocol_only.cpu_us_per_pair, l.fence_only.cpu_us_per_pair, l.bare_rows.cpu_us_per_pair);
+    std::printf("%9zu %15.0f us %17.0f us %17.0f us %17.0f us %17.0f us\n", l.in_flight, l.server_cpu_us_per_pair,
+                l.protocol_only.cpu_us_per_pair, l.fence_only.cpu_us_per_pair, l.bare_rows.cpu_us_per_pair,
+                l.floor.cpu_us_per_pair);
   }
   std::printf("\nCPU ceiling: pairs/s if all %u CPUs did nothing but this server and this client, at the CPU\n"
               "per pair measured above (ratio to the serial SQLite slices)\n",
@@ -482,6 +527,12 @@ void print_text(const Options& options, const Report& r) {
                 "%.0fx: %s)\n",
                 kTargetLevel, t->ratio, kRequiredRatio, t->ratio >= kRequiredRatio ? "met" : "MISSED", kAimedRatio,
                 t->ratio >= kAimedRatio ? "met" : "not reached");
+    if (t->floor_measured && t->floor.pairs.per_second > 0) {
+      std::printf("the floor server, alongside: %.2fx (serve does %.0f%% of its pairs/s); the target is %s what\n"
+                  "the floor reaches on this machine\n",
+                  t->floor.ratio, 100 * t->pairs.per_second / t->floor.pairs.per_second,
+                  t->floor.ratio >= kRequiredRatio ? "within" : "ABOVE");
+    }
   }
   std::printf("server exit status: %d\n", r.server_exit_status);
   std::printf("anomalies: %zu\n", r.anomalies.total());
@@ -521,13 +572,15 @@ Json report_json(const Options& options, const Report& r) {
                           {"decisions_per_transaction", l.decisions_per_transaction},
                           {"protocol_only", reference_json(l.protocol_only)},
                           {"fence_only", reference_json(l.fence_only)},
-                          {"bare_rows", reference_json(l.bare_rows)}});
+                          {"bare_rows", reference_json(l.bare_rows)},
+                          {"floor_server", l.floor_measured ? reference_json(l.floor) : Json()}});
   }
   Json out = {{"command", options.command_line},
               {"machine", {{"cpus", r.cpus}, {"load_average_at_start", r.load_average}}},
               {"directory", r.directory},
               {"filesystem", r.filesystem},
               {"server_command", r.server_command},
+              {"floor_command", r.floor_command},
               {"seconds_per_level", options.seconds},
               {"warmup_seconds", options.warmup_seconds},
               {"rounds", options.rounds},
@@ -543,7 +596,8 @@ Json report_json(const Options& options, const Report& r) {
                      {"ratio", t->ratio},
                      {"required", kRequiredRatio},
                      {"aim", kAimedRatio},
-                     {"met", t->ratio >= kRequiredRatio}};
+                     {"met", t->ratio >= kRequiredRatio},
+                     {"floor_ratio", t->floor_measured ? Json(t->floor.ratio) : Json()}};
   }
   return out;
 }
@@ -559,6 +613,13 @@ int main(int argc, char** argv) {
   effectfence::configure_sqlite_for_process();  // the baseline and the in-process fence get what the server gets
   Options options;
   if (auto done = parse_options(argc, argv, &options)) return *done;
+  if (options.floor_bin.empty()) options.floor_bin = beside_this_program("effectfence_floor");
+  if (options.floor_bin == "none") options.floor_bin.clear();
+  if (!options.floor_bin.empty() && ::access(options.floor_bin.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "effectfence_bench: %s is not an executable; build the effectfence_floor target, or pass "
+                 "--floor none\n", options.floor_bin.c_str());
+    return 1;
+  }
   if (::access(options.bin.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "effectfence_bench: %s is not an executable; build it or pass --bin\n", options.bin.c_str());
     return 1;

@@ -1,0 +1,493 @@
+// effectfence_floor: the least any server of `serve`'s shape can do per
+// prepare+commit pair on this machine, run by the same benchmark as `serve`
+// (`effectfence_bench --bin ./build/bench/effectfence_floor`).
+//
+// It speaks the benchmark's part of MCP over stdio (initialize, ping,
+// fence_prepare, fence_commit, fence_stats) and keeps only what no fence can
+// leave out: a JSON parse of each request, the payload's canonical JSON and
+// SHA-256, a random token, the certificate's canonical JSON and SHA-256, the
+// rows a pair needs (the domain's next seq, the intent, its certificate, the
+// intent marked done) written by one writer thread in group-committed
+// BEGIN IMMEDIATE transactions (WAL, synchronous=FULL), and an answer with
+// structuredContent and the same JSON as text, sent only after its commit.
+//
+// Left out, because it is what `serve` adds on top of the floor: the audit
+// events, counters, guards (triggers), secondary indexes, savepoints, leases,
+// holders, read-sets, clocks, input validation and every refusal path. This
+// is a measuring instrument, not a fence: it trusts its one client.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/random_token.h"
+#include "core/sha256.h"
+#include "effectfence/json.h"
+
+namespace {
+
+using Json = nlohmann::json;
+
+class Db {
+ public:
+  explicit Db(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        nullptr) != SQLITE_OK) {
+      fail("open " + path);
+    }
+  }
+  ~Db() {
+    for (sqlite3_stmt* s : statements_) sqlite3_finalize(s);
+    sqlite3_close(db_);
+  }
+  void exec(const char* sql) {
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK) fail(sql);
+  }
+  sqlite3_stmt* prepare(const char* sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) fail(sql);
+    statements_.push_back(s);
+    return s;
+  }
+  // Steps once; returns true on a row. The statement is reset by the caller.
+  bool step(sqlite3_stmt* s) {
+    const int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) fail(sqlite3_sql(s));
+    return false;
+  }
+  [[noreturn]] void fail(const std::string& what) {
+    throw std::runtime_error("sqlite: " + what + ": " + sqlite3_errmsg(db_));
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::vector<sqlite3_stmt*> statements_;
+};
+
+void bind_text(sqlite3_stmt* s, int index, const std::string& text) {
+  sqlite3_bind_text(s, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+}
+
+struct Job {
+  bool is_commit = false;
+  std::string id;  // the request's id, as JSON text
+  std::string intent, domain, tool, args, agent, payload_hash, token;
+  int64_t seq = 0;  // a commit's from its ticket, a prepare's once reserved
+  std::string cert_hash, cert_body;
+  const char* refusal = nullptr;  // set when the writer refused it
+};
+
+std::string tool_answer(const std::string& id, const Json& structured) {
+  const std::string text = structured.dump();
+  Json text_block = {{"type", "text"}, {"text", text}};
+  return "{\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"content\":[" + text_block.dump() +
+         "],\"structuredContent\":" + text + "}}\n";
+}
+
+// The answer to a decided job, built off the writer's thread.
+std::string answer_to(const Job& job) {
+  if (job.refusal) return tool_answer(job.id, {{"status", "refused"}, {"reason", job.refusal}});
+  if (job.is_commit) {
+    return tool_answer(job.id, {{"status", "committed"},
+                                {"cert",
+                                 {{"hash", job.cert_hash},
+                                  {"intent", job.intent},
+                                  {"domain", job.domain},
+                                  {"seq", job.seq}}}});
+  }
+  return tool_answer(job.id, {{"status", "fresh"},
+                              {"prepared",
+                               {{"intent", job.intent},
+                                {"domain", job.domain},
+                                {"seq", job.seq},
+                                {"generation", 1},
+                                {"token", job.token}}}});
+}
+
+// A thread of this instrument that fails ends the process, loudly: the
+// benchmark then reports the floor's exit status and its log.
+template <typename Body>
+void run_or_exit(const char* name, Body body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "effectfence_floor: %s: %s\n", name, e.what());
+    std::_Exit(1);
+  }
+}
+
+// Lines to stdout, whole, from any thread. write() sends at once; post()
+// hands a committed batch's answers to a thread of their own, as serve
+// does, so the writer goes on to the next transaction.
+class Output {
+ public:
+  Output() : thread_([this] { run_or_exit("answers", [this] { run(); }); }) {}
+  ~Output() {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  void write(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(1, text.data() + done, text.size() - done);
+      if (n <= 0) throw std::runtime_error("stdout closed");
+      done += static_cast<size_t>(n);
+    }
+  }
+  void post(std::deque<Job>& decided) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      for (Job& job : decided) queue_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void run() {
+    pthread_setname_np(pthread_self(), "ledger-answers");
+    std::vector<Job> batch;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(queue_mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        batch.swap(queue_);
+      }
+      std::string text;
+      for (const Job& job : batch) text += answer_to(job);
+      write(text);
+      batch.clear();
+    }
+  }
+
+  std::mutex mutex_;
+  std::mutex queue_mutex_;
+  std::condition_variable wake_;
+  std::vector<Job> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// The rows, decided a batch per BEGIN IMMEDIATE transaction.
+class Ledger {
+ public:
+  explicit Ledger(const std::string& path) : db_(path) {
+    db_.exec("PRAGMA journal_mode = WAL");
+    db_.exec("PRAGMA synchronous = FULL");
+    db_.exec(
+        "CREATE TABLE IF NOT EXISTS intents (intent TEXT PRIMARY KEY, state TEXT NOT NULL, domain TEXT NOT NULL, "
+        "seq INTEGER NOT NULL, token TEXT NOT NULL, tool TEXT NOT NULL, args TEXT NOT NULL, "
+        "payload_hash TEXT NOT NULL, agent TEXT NOT NULL, cert_hash TEXT) WITHOUT ROWID");
+    db_.exec("CREATE TABLE IF NOT EXISTS domains (domain TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID");
+    db_.exec(
+        "CREATE TABLE IF NOT EXISTS certificates (hash TEXT PRIMARY KEY, intent TEXT NOT NULL, "
+        "domain TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID");
+    begin_ = db_.prepare("BEGIN IMMEDIATE");
+    commit_ = db_.prepare("COMMIT");
+    find_ = db_.prepare("SELECT state, token FROM intents WHERE intent = ?1");
+    reserve_ = db_.prepare("UPDATE domains SET seq = seq + 1 WHERE domain = ?1 RETURNING seq");
+    new_domain_ = db_.prepare("INSERT INTO domains (domain, seq) VALUES (?1, 1)");
+    admit_ = db_.prepare(
+        "INSERT INTO intents (intent, state, domain, seq, token, tool, args, payload_hash, agent) "
+        "VALUES (?1, 'in_flight', ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    certify_ = db_.prepare("INSERT INTO certificates (hash, intent, domain, seq, body) VALUES (?1, ?2, ?3, ?4, ?5)");
+    finish_ = db_.prepare("UPDATE intents SET state = 'done', cert_hash = ?1 WHERE intent = ?2");
+  }
+
+  // Decides every job in one durable transaction.
+  template <typename Jobs>
+  void decide(Jobs& batch) {
+    run_step(begin_);
+    for (Job& job : batch) job.is_commit ? commit(job) : prepare(job);
+    run_step(commit_);
+    transactions_ += 1;
+    decisions_ += static_cast<int64_t>(batch.size());
+  }
+  int64_t transactions() const { return transactions_; }
+  int64_t decisions() const { return decisions_; }
+
+ private:
+  void run_step(sqlite3_stmt* s) {
+    db_.step(s);
+    sqlite3_reset(s);
+  }
+
+  void prepare(Job& job) {
+    bind_text(find_, 1, job.intent);
+    const bool known = db_.step(find_);
+    sqlite3_reset(find_);
+    if (known) {
+      job.refusal = "in_flight";
+      return;
+    }
+    bind_text(reserve_, 1, job.domain);
+    int64_t seq = 1;
+    if (db_.step(reserve_)) {
+      seq = sqlite3_column_int64(reserve_, 0);
+      sqlite3_reset(reserve_);
+    } else {
+      sqlite3_reset(reserve_);
+      bind_text(new_domain_, 1, job.domain);
+      run_step(new_domain_);
+    }
+    bind_text(admit_, 1, job.intent);
+    bind_text(admit_, 2, job.domain);
+    sqlite3_bind_int64(admit_, 3, seq);
+    bind_text(admit_, 4, job.token);
+    bind_text(admit_, 5, job.tool);
+    bind_text(admit_, 6, job.args);
+    bind_text(admit_, 7, job.payload_hash);
+    bind_text(admit_, 8, job.agent);
+    run_step(admit_);
+    job.seq = seq;
+  }
+
+  void commit(Job& job) {
+    bind_text(find_, 1, job.intent);
+    const bool known = db_.step(find_);
+    const bool holds = known && std::strcmp(reinterpret_cast<const char*>(sqlite3_column_text(find_, 1)),
+                                            job.token.c_str()) == 0;
+    sqlite3_reset(find_);
+    if (!holds) {
+      job.refusal = "lease_lost";
+      return;
+    }
+    bind_text(certify_, 1, job.cert_hash);
+    bind_text(certify_, 2, job.intent);
+    bind_text(certify_, 3, job.domain);
+    sqlite3_bind_int64(certify_, 4, job.seq);
+    bind_text(certify_, 5, job.cert_body);
+    run_step(certify_);
+    bind_text(finish_, 1, job.cert_hash);
+    bind_text(finish_, 2, job.intent);
+    run_step(finish_);
+  }
+
+  Db db_;
+  sqlite3_stmt* begin_;
+  sqlite3_stmt* commit_;
+  sqlite3_stmt* find_;
+  sqlite3_stmt* reserve_;
+  sqlite3_stmt* new_domain_;
+  sqlite3_stmt* admit_;
+  sqlite3_stmt* certify_;
+  sqlite3_stmt* finish_;
+  std::atomic<int64_t> transactions_{0};
+  std::atomic<int64_t> decisions_{0};
+};
+
+// The ledger on a writer thread of its own, as serve has it: every job
+// queued while a transaction commits goes into the next one.
+class Writer {
+ public:
+  Writer(Ledger& ledger, Output& out)
+      : ledger_(ledger), out_(out), thread_([this] { run_or_exit("writer", [this] { run(); }); }) {}
+  ~Writer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  void submit(Job job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void run() {
+    pthread_setname_np(pthread_self(), "ledger-writer");
+    std::deque<Job> batch;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        batch.swap(queue_);
+      }
+      ledger_.decide(batch);
+      out_.post(batch);
+      batch.clear();
+    }
+  }
+
+  Ledger& ledger_;
+  Output& out_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// What this process admitted, for sealing its commits' certificates.
+struct Admission {
+  std::string tool, args, agent;
+};
+
+// Reads requests, seals what it can before the ledger, and hands decisions
+// on: to the writer thread (threaded), or to the ledger itself once every
+// line of one read is handled (single: one thread reads, decides and
+// answers, and the requests that arrive during a commit make the next batch).
+class Server {
+ public:
+  Server(const std::string& db_path, bool single_thread) : ledger_(db_path) {
+    if (!single_thread) writer_ = std::make_unique<Writer>(ledger_, out_);
+  }
+  ~Server() { writer_.reset(); }
+
+  void handle(const std::string& line) {
+    const Json request = Json::parse(line);
+    const auto id_it = request.find("id");
+    if (id_it == request.end()) return;  // a notification
+    const std::string id = id_it->dump();
+    const std::string method = request.at("method").get<std::string>();
+    if (method == "initialize") {
+      out_.write("{\"jsonrpc\":\"2.0\",\"id\":" + id +
+                 ",\"result\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"tools\":{}},"
+                 "\"serverInfo\":{\"name\":\"effectfence_floor\",\"version\":\"1\"}}}\n");
+    } else if (method == "ping") {
+      out_.write("{\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{}}\n");
+    } else if (method == "tools/call") {
+      call(id, request.at("params"));
+    } else {
+      out_.write("{\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"error\":{\"code\":-32601,\"message\":\"unknown\"}}\n");
+    }
+  }
+
+  // Single-thread mode: decides what the lines of one read asked for.
+  void end_of_read() {
+    if (held_.empty()) return;
+    ledger_.decide(held_);
+    std::string text;
+    for (const Job& job : held_) text += answer_to(job);
+    out_.write(text);
+    held_.clear();
+  }
+
+ private:
+  void call(const std::string& id, const Json& params) {
+    const std::string name = params.at("name").get<std::string>();
+    const Json& args = params.at("arguments");
+    if (name == "fence_prepare") {
+      Job job;
+      job.id = id;
+      job.intent = args.at("intent").get<std::string>();
+      job.domain = args.at("domain").get<std::string>();
+      job.tool = args.at("tool").get<std::string>();
+      job.agent = args.at("agent").get<std::string>();
+      job.args = effectfence::canonicalize(args.at("args"));
+      job.payload_hash =
+          effectfence::sha256_hex(effectfence::canonicalize(Json{{"args", args.at("args")}, {"tool", job.tool}}));
+      job.token = effectfence::random_token_hex();
+      admissions_[job.intent] = Admission{job.tool, job.args, job.agent};
+      decide(std::move(job));
+    } else if (name == "fence_commit") {
+      const Json& ticket = args.at("prepared");
+      Job job;
+      job.is_commit = true;
+      job.id = id;
+      job.intent = ticket.at("intent").get<std::string>();
+      job.domain = ticket.at("domain").get<std::string>();
+      job.seq = ticket.at("seq").get<int64_t>();
+      job.token = ticket.at("token").get<std::string>();
+      const auto admitted = admissions_.find(job.intent);
+      if (admitted == admissions_.end()) throw std::runtime_error("commit of an intent this process did not admit");
+      job.cert_body = effectfence::canonicalize(Json{{"intent", job.intent},
+                                                     {"domain", job.domain},
+                                                     {"seq", job.seq},
+                                                     {"generation", 1},
+                                                     {"tool", admitted->second.tool},
+                                                     {"args", Json::parse(admitted->second.args)},
+                                                     {"result", args.at("result")},
+                                                     {"agent", admitted->second.agent}});
+      job.cert_hash = effectfence::sha256_hex(job.cert_body);
+      admissions_.erase(admitted);
+      decide(std::move(job));
+    } else if (name == "fence_stats") {
+      out_.write(tool_answer(id, {{"batching",
+                                   {{"transactions", ledger_.transactions()}, {"decisions", ledger_.decisions()}}}}));
+    } else {
+      out_.write("{\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"error\":{\"code\":-32602,\"message\":\"unknown tool\"}}\n");
+    }
+  }
+
+  void decide(Job job) {
+    if (writer_) {
+      writer_->submit(std::move(job));
+    } else {
+      held_.push_back(std::move(job));
+    }
+  }
+
+  Output out_;
+  Ledger ledger_;
+  std::unique_ptr<Writer> writer_;
+  std::vector<Job> held_;
+  std::unordered_map<std::string, Admission> admissions_;
+};
+
+}  // namespace
+
+// EFFECTFENCE_FLOOR_THREADS=1 runs everything on one thread; otherwise the
+// ledger has a writer thread and answers a thread of their own, as in serve.
+int main(int argc, char** argv) {
+  std::string db_path;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--db") == 0) db_path = argv[i + 1];
+  }
+  if (argc < 2 || std::strcmp(argv[1], "serve") != 0 || db_path.empty()) {
+    std::fprintf(stderr, "usage: effectfence_floor serve --db PATH\n");
+    return 2;
+  }
+  const char* threads = std::getenv("EFFECTFENCE_FLOOR_THREADS");
+  const bool single_thread = threads != nullptr && std::strcmp(threads, "1") == 0;
+  try {
+    Server server(db_path, single_thread);
+    std::string pending;
+    char buffer[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(0, buffer, sizeof buffer);
+      if (n == 0) break;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw std::runtime_error(std::string("stdin: ") + std::strerror(errno));
+      }
+      pending.append(buffer, static_cast<size_t>(n));
+      size_t start = 0;
+      for (size_t end; (end = pending.find('\n', start)) != std::string::npos; start = end + 1) {
+        if (end > start) server.handle(pending.substr(start, end - start));
+      }
+      pending.erase(0, start);
+      server.end_of_read();
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "effectfence_floor: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
