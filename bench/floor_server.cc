@@ -300,8 +300,10 @@ class Ledger {
 // queued while a transaction commits goes into the next one.
 class Writer {
  public:
-  Writer(Ledger& ledger, Output& out)
-      : ledger_(ledger), out_(out), thread_([this] { run_or_exit("writer", [this] { run(); }); }) {}
+  // answers_inline: the writer writes a batch's answers itself, one hand-off
+  // fewer, instead of posting them to the answer thread.
+  Writer(Ledger& ledger, Output& out, bool answers_inline)
+      : ledger_(ledger), out_(out), answers_inline_(answers_inline), thread_([this] { run_or_exit("writer", [this] { run(); }); }) {}
   ~Writer() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -330,13 +332,20 @@ class Writer {
         batch.swap(queue_);
       }
       ledger_.decide(batch);
-      out_.post(batch);
+      if (answers_inline_) {
+        std::string text;
+        for (const Job& job : batch) text += answer_to(job);
+        out_.write(text);
+      } else {
+        out_.post(batch);
+      }
       batch.clear();
     }
   }
 
   Ledger& ledger_;
   Output& out_;
+  const bool answers_inline_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> queue_;
@@ -350,13 +359,13 @@ struct Admission {
 };
 
 // Reads requests, seals what it can before the ledger, and hands decisions
-// on: to the writer thread (threaded), or to the ledger itself once every
-// line of one read is handled (single: one thread reads, decides and
-// answers, and the requests that arrive during a commit make the next batch).
+// on: to the writer thread, or (threads == 1) to the ledger itself once
+// every line of one read is handled, so one thread reads, decides and
+// answers, and the requests that arrive during a commit make the next batch.
 class Server {
  public:
-  Server(const std::string& db_path, bool single_thread) : ledger_(db_path) {
-    if (!single_thread) writer_ = std::make_unique<Writer>(ledger_, out_);
+  Server(const std::string& db_path, int threads) : ledger_(db_path) {
+    if (threads > 1) writer_ = std::make_unique<Writer>(ledger_, out_, threads == 2);
   }
   ~Server() { writer_.reset(); }
 
@@ -453,8 +462,9 @@ class Server {
 
 }  // namespace
 
-// EFFECTFENCE_FLOOR_THREADS=1 runs everything on one thread; otherwise the
-// ledger has a writer thread and answers a thread of their own, as in serve.
+// EFFECTFENCE_FLOOR_THREADS: 3 (the default) reads on the main thread,
+// decides on a writer thread and answers on a third, as serve does; 2 has the
+// writer answer; 1 does everything on one thread.
 int main(int argc, char** argv) {
   std::string db_path;
   for (int i = 1; i + 1 < argc; ++i) {
@@ -464,10 +474,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: effectfence_floor serve --db PATH\n");
     return 2;
   }
-  const char* threads = std::getenv("EFFECTFENCE_FLOOR_THREADS");
-  const bool single_thread = threads != nullptr && std::strcmp(threads, "1") == 0;
+  const char* threads_text = std::getenv("EFFECTFENCE_FLOOR_THREADS");
+  const int threads = threads_text == nullptr ? 3 : std::atoi(threads_text);
+  if (threads < 1 || threads > 3) {
+    std::fprintf(stderr, "effectfence_floor: EFFECTFENCE_FLOOR_THREADS must be 1, 2 or 3\n");
+    return 2;
+  }
   try {
-    Server server(db_path, single_thread);
+    Server server(db_path, threads);
     std::string pending;
     char buffer[1 << 16];
     for (;;) {
