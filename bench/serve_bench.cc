@@ -80,6 +80,7 @@ struct LevelResult {
   Reference bare_rows;      // raw SQLite writing only the rows a pair cannot do without
   Reference floor;          // effectfence_floor: the least a server of serve's shape does per pair
   bool floor_measured = false;
+  double floor_cpu_ceiling_pairs_per_second = 0;  // the CPU ceiling, for the floor and its client
 };
 
 struct Report {
@@ -353,6 +354,8 @@ LevelResult level_result(size_t in_flight, const LevelTallies& t, unsigned cpus)
   level.fence_only = reference(t.fence_only, t.fence_only.bench_cpu_s, level.sqlite);
   level.bare_rows = reference(t.bare_rows, t.bare_rows.bench_cpu_s, level.sqlite);
   level.floor = reference(t.floor, t.floor.server_cpu_s, level.sqlite);
+  const double floor_cpu_us_per_pair = per_item_us(t.floor.server_cpu_s + t.floor.bench_cpu_s, level.floor.pairs);
+  level.floor_cpu_ceiling_pairs_per_second = floor_cpu_us_per_pair > 0 ? cpus * 1e6 / floor_cpu_us_per_pair : 0;
   return level;
 }
 
@@ -516,11 +519,17 @@ void print_text(const Options& options, const Report& r) {
                 l.floor.cpu_us_per_pair);
   }
   std::printf("\nCPU ceiling: pairs/s if all %u CPUs did nothing but this server and this client, at the CPU\n"
-              "per pair measured above (ratio to the serial SQLite slices)\n",
+              "per pair measured above (ratio to the serial SQLite slices); the same for the floor server\n",
               r.cpus);
   for (const LevelResult& l : r.levels) {
-    std::printf("%9zu %10.0f %6.2fx\n", l.in_flight, l.cpu_ceiling_pairs_per_second,
-                l.sqlite.per_second > 0 ? l.cpu_ceiling_pairs_per_second / l.sqlite.per_second : 0);
+    const double to_sqlite = l.sqlite.per_second > 0 ? 1 / l.sqlite.per_second : 0;
+    std::printf("%9zu %10.0f %6.2fx", l.in_flight, l.cpu_ceiling_pairs_per_second,
+                l.cpu_ceiling_pairs_per_second * to_sqlite);
+    if (l.floor_measured) {
+      std::printf("   floor %10.0f %6.2fx", l.floor_cpu_ceiling_pairs_per_second,
+                  l.floor_cpu_ceiling_pairs_per_second * to_sqlite);
+    }
+    std::printf("\n");
   }
   if (const LevelResult* t = target_level(r)) {
     std::printf("\nat %zu in flight: %.2fx the serial SQLite rate measured alongside (target >= %.0fx: %s; aim "
@@ -573,7 +582,9 @@ Json report_json(const Options& options, const Report& r) {
                           {"protocol_only", reference_json(l.protocol_only)},
                           {"fence_only", reference_json(l.fence_only)},
                           {"bare_rows", reference_json(l.bare_rows)},
-                          {"floor_server", l.floor_measured ? reference_json(l.floor) : Json()}});
+                          {"floor_server", l.floor_measured ? reference_json(l.floor) : Json()},
+                          {"floor_cpu_ceiling_pairs_per_second",
+                           l.floor_measured ? Json(l.floor_cpu_ceiling_pairs_per_second) : Json()}});
   }
   Json out = {{"command", options.command_line},
               {"machine", {{"cpus", r.cpus}, {"load_average_at_start", r.load_average}}},
