@@ -24,7 +24,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <deque>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -131,6 +130,55 @@ void run_or_exit(const char* name, Body body) {
   }
 }
 
+// The answers to a batch of decided jobs, as one write's worth of lines.
+std::string answers_to(const std::vector<Job>& jobs) {
+  std::string text;
+  for (const Job& job : jobs) text += answer_to(job);
+  return text;
+}
+
+// Jobs handed from one thread to another: every job queued while the taker
+// was busy is taken at once.
+class JobQueue {
+ public:
+  void push(Job job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+  void push_all(std::vector<Job>& jobs) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Job& job : jobs) queue_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+  // Waits for jobs and moves them all into `taken` (emptied first); false
+  // once stop() was called and nothing is left.
+  bool take_all(std::vector<Job>& taken) {
+    taken.clear();
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    taken.swap(queue_);
+    return !taken.empty();
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<Job> queue_;
+  bool stopping_ = false;
+};
+
 // Lines to stdout, whole, from any thread. write() sends at once; post()
 // hands a committed batch's answers to a thread of their own, as serve
 // does, so the writer goes on to the next transaction.
@@ -138,11 +186,7 @@ class Output {
  public:
   Output() : thread_([this] { run_or_exit("answers", [this] { run(); }); }) {}
   ~Output() {
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_one();
+    queue_.stop();
     thread_.join();
   }
   void write(const std::string& text) {
@@ -154,37 +198,16 @@ class Output {
       done += static_cast<size_t>(n);
     }
   }
-  void post(std::deque<Job>& decided) {
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      for (Job& job : decided) queue_.push_back(std::move(job));
-    }
-    wake_.notify_one();
-  }
+  void post(std::vector<Job>& decided) { queue_.push_all(decided); }
 
  private:
   void run() {
     pthread_setname_np(pthread_self(), "ledger-answers");
-    std::vector<Job> batch;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(queue_mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        batch.swap(queue_);
-      }
-      std::string text;
-      for (const Job& job : batch) text += answer_to(job);
-      write(text);
-      batch.clear();
-    }
+    for (std::vector<Job> batch; queue_.take_all(batch);) write(answers_to(batch));
   }
 
   std::mutex mutex_;
-  std::mutex queue_mutex_;
-  std::condition_variable wake_;
-  std::vector<Job> queue_;
-  bool stopping_ = false;
+  JobQueue queue_;
   std::thread thread_;
 };
 
@@ -215,8 +238,7 @@ class Ledger {
   }
 
   // Decides every job in one durable transaction.
-  template <typename Jobs>
-  void decide(Jobs& batch) {
+  void decide(std::vector<Job>& batch) {
     run_step(begin_);
     for (Job& job : batch) job.is_commit ? commit(job) : prepare(job);
     run_step(commit_);
@@ -303,53 +325,33 @@ class Writer {
   // answers_inline: the writer writes a batch's answers itself, one hand-off
   // fewer, instead of posting them to the answer thread.
   Writer(Ledger& ledger, Output& out, bool answers_inline)
-      : ledger_(ledger), out_(out), answers_inline_(answers_inline), thread_([this] { run_or_exit("writer", [this] { run(); }); }) {}
+      : ledger_(ledger),
+        out_(out),
+        answers_inline_(answers_inline),
+        thread_([this] { run_or_exit("writer", [this] { run(); }); }) {}
   ~Writer() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_one();
+    queue_.stop();
     thread_.join();
   }
-  void submit(Job job) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(std::move(job));
-    }
-    wake_.notify_one();
-  }
+  void submit(Job job) { queue_.push(std::move(job)); }
 
  private:
   void run() {
     pthread_setname_np(pthread_self(), "ledger-writer");
-    std::deque<Job> batch;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        batch.swap(queue_);
-      }
+    for (std::vector<Job> batch; queue_.take_all(batch);) {
       ledger_.decide(batch);
       if (answers_inline_) {
-        std::string text;
-        for (const Job& job : batch) text += answer_to(job);
-        out_.write(text);
+        out_.write(answers_to(batch));
       } else {
         out_.post(batch);
       }
-      batch.clear();
     }
   }
 
   Ledger& ledger_;
   Output& out_;
   const bool answers_inline_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Job> queue_;
-  bool stopping_ = false;
+  JobQueue queue_;
   std::thread thread_;
 };
 
@@ -392,9 +394,7 @@ class Server {
   void end_of_read() {
     if (held_.empty()) return;
     ledger_.decide(held_);
-    std::string text;
-    for (const Job& job : held_) text += answer_to(job);
-    out_.write(text);
+    out_.write(answers_to(held_));
     held_.clear();
   }
 
