@@ -506,6 +506,13 @@ void hold_closed_standard_streams() {
 
 bool stdout_closed_at_start() { return closed_at_start[1]; }
 
+bool ledger_changed_while_read_in_place() {
+  for (const auto& [path, opened] : read_in_place) {
+    if (!(state_of(path) == opened)) return true;
+  }
+  return false;
+}
+
 int check_reads_in_place(const char* command, int exit_code) {
   for (const auto& [path, opened] : read_in_place) {
     if (state_of(path) == opened) continue;

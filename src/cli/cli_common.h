@@ -108,6 +108,10 @@ bool stdout_closed_at_start();
 // Run in main once a command is done: exit_code, or a failure with a named
 // error if a ledger read in place on a read-only mount changed meanwhile.
 int check_reads_in_place(const char* command, int exit_code);
+// True iff a ledger read in place has changed since it was opened (what
+// check_reads_in_place reports), for a command that must know before it
+// puts what it read anywhere.
+bool ledger_changed_while_read_in_place();
 // Why a report to stdout could not be written, when it was closed at start.
 inline constexpr const char* kStdoutClosed =
     "it was closed when effectfence started (run it with stdout open, or give --out where the command has it)";

@@ -485,6 +485,9 @@ int export_ledger(const Args& args) {
     return kExitFailure;
   }
   if (file) {
+    // Not one consistent state: never put in place of an earlier dump.
+    // main's check_reads_in_place names the error.
+    if (ledger_changed_while_read_in_place()) return kExitFailure;
     if (!file->commit(&error)) {
       print_error(kCommand, "writing the output", error);
       return kExitFailure;

@@ -314,6 +314,26 @@ if mount -t tmpfs -o size=64m tmpfs "$RWSIDE" 2>/dev/null; then
     expect_match "$? $(cat "$WORK/live.err")" \
       "^2 .*effectfence export: reading the ledger: $ROSIDE/live.sqlite changed while it was read in place from a read-only mount" \
       "a ledger written through another mount while it is read in place fails the read"
+    # The same to --out: the dump of no one state is not put in place of the
+    # last good one. The export is stopped once its dump file is open (the
+    # read has just begun), the ledger is written, and the export goes on.
+    "$FIXTURE" bulk "$RWSIDE/big.sqlite" 20000
+    echo "the last good dump" >"$WORK/big.jsonl"
+    "$EF" export --db "$ROSIDE/big.sqlite" --out "$WORK/big.jsonl" 2>"$WORK/big.err" &
+    EXPORT_PID=$!
+    for _ in $(seq 1000); do
+      compgen -G "$WORK/big.jsonl.partial-*" >/dev/null && break
+      sleep 0.01
+    done
+    kill -STOP "$EXPORT_PID"
+    q "$RWSIDE/big.sqlite" "CREATE TABLE scratch(x); DROP TABLE scratch" >/dev/null
+    kill -CONT "$EXPORT_PID"
+    wait "$EXPORT_PID"
+    expect_match "$? $(cat "$WORK/big.err")" \
+      "^2 .*effectfence export: reading the ledger: $ROSIDE/big.sqlite changed while it was read in place" \
+      "an export to --out of a ledger written while it is read in place fails"
+    expect_eq "$(cat "$WORK/big.jsonl") $(compgen -G "$WORK/big.jsonl.partial-*" | wc -l)" "the last good dump 0" \
+      "and leaves the earlier dump as it was, with no partial dump behind"
     umount "$ROSIDE"
   else
     echo "skipped: a ledger changed while read in place (this user cannot make a read-only bind mount)"
