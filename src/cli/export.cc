@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -380,16 +381,47 @@ void remove_partial_dump_on_stop(const std::string& path) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
 }
 
+bool under_proc(const std::filesystem::path& path) {
+  std::error_code failed;
+  const std::string resolved = std::filesystem::canonical(path, failed).string();
+  return !failed && resolved.rfind("/proc/", 0) == 0;
+}
+
+// The regular file a symlink names, through a chain of links, or nothing
+// when it names something else, nothing yet, or a file descriptor
+// (/dev/stdout, /dev/fd/1: links into /proc that name whatever the stream
+// is, a file appended to included, which a rename would replace).
+std::optional<std::string> regular_file_behind_link(const std::string& link) {
+  namespace fs = std::filesystem;
+  std::error_code failed;
+  fs::path current = link;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(current, failed)); ++hops) {
+    fs::path next = fs::read_symlink(current, failed);
+    if (failed || under_proc(current.parent_path())) return std::nullopt;
+    current = next.is_relative() ? current.parent_path() / next : next;
+    if (under_proc(current.parent_path())) return std::nullopt;
+  }
+  if (!fs::is_regular_file(fs::symlink_status(current, failed))) return std::nullopt;
+  const fs::path file = fs::canonical(current, failed);
+  if (failed) return std::nullopt;
+  return file.string();
+}
+
 // The dump goes to a temporary file next to --out and is renamed over it
 // only when complete, so a failed export never leaves a truncated file that
-// looks like a whole audit trail. An --out that exists and is not a plain
-// regular file (/dev/null, a pipe, a symlink such as /dev/stdout) is written
-// in place: renaming over it would replace the device, pipe or link itself.
+// looks like a whole audit trail. A symlink to a regular file gets the same
+// for the file it names, and stays a link. An --out that exists and is not
+// a regular file (/dev/null, a pipe, a link to a descriptor such as
+// /dev/stdout, a link to nothing yet) is written in place: renaming over it
+// would replace the device, pipe or link itself.
 class OutputFile {
  public:
   explicit OutputFile(std::string path) : path_(std::move(path)) {
     struct stat st {};
-    in_place_ = ::lstat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+    const bool exists = ::lstat(path_.c_str(), &st) == 0;
+    const auto linked_file = exists && S_ISLNK(st.st_mode) ? regular_file_behind_link(path_) : std::nullopt;
+    if (linked_file) path_ = *linked_file;
+    in_place_ = exists && !S_ISREG(st.st_mode) && !linked_file;
     target_ = in_place_ ? path_ : path_ + ".partial-" + std::to_string(::getpid());
   }
   ~OutputFile() {
@@ -398,7 +430,9 @@ class OutputFile {
     partial_dump_exists = 0;
   }
   std::FILE* open(std::string* error) {
-    file_ = std::fopen(target_.c_str(), "wb");
+    // In place is appended to, never truncated: /dev/stdout of a shell's
+    // `>> audit.log` reopens that very file, whose earlier lines stay.
+    file_ = std::fopen(target_.c_str(), in_place_ ? "ab" : "wb");
     if (!file_) *error = "cannot create " + target_ + ": " + std::strerror(errno);
     if (file_ && !in_place_) remove_partial_dump_on_stop(target_);
     return file_;

@@ -578,6 +578,12 @@ ln -s "$WORK/link-target.jsonl" "$WORK/link.jsonl"
 run "$EF" export --db "$LEDGER" --out "$WORK/link.jsonl"
 expect_eq "$(stat -c %F "$WORK/link.jsonl") $(tail -n +2 "$WORK/link-target.jsonl" | wc -l)" "symbolic link $((CERTS + EVENTS + 1))" \
   "export writes through a symlink given as --out and keeps the link"
+# /dev/stdout is the shell's stream: appended to by `>>`, never truncated.
+echo "an earlier line" >"$WORK/appended.log"
+"$EF" export --db "$LEDGER" --out /dev/stdout >>"$WORK/appended.log" 2>/dev/null
+"$EF" export --db "$LEDGER" --out /dev/fd/1 >>"$WORK/appended.log" 2>/dev/null
+expect_eq "$(head -n 1 "$WORK/appended.log")|$(grep -c '"type":"end"' "$WORK/appended.log")" "an earlier line|2" \
+  "export --out /dev/stdout appends to a file the shell appends to, keeping its earlier lines"
 
 echo "--- serve and wrap refuse a closed stdin or stdout"
 # A closed stream's number would go to the next pipe or file opened (the stop
@@ -1121,6 +1127,18 @@ run "$EF" export --db "$WORK/index-new.sqlite" --out "$WORK/index.jsonl"
 expect_match "$RC $ERR" "^2 effectfence export: reading the ledger: the certificates table holds 2 row\(s\) for this dump, but its time index gave 1: the index is damaged" \
   "export refuses to vouch for a dump read through a damaged index"
 expect_eq "$(ls "$WORK" | grep -c '^index.jsonl')" 0 "and leaves no dump behind"
+# Through a symlink to a regular file, the file it names keeps the last good
+# dump, and the link stays a link.
+echo "the last good dump" >"$WORK/index-kept.jsonl"
+ln -s index-kept.jsonl "$WORK/index-link.jsonl"
+run "$EF" export --db "$WORK/index-new.sqlite" --out "$WORK/index-link.jsonl"
+expect_eq "$RC|$(stat -c %F "$WORK/index-link.jsonl")|$(cat "$WORK/index-kept.jsonl")|$(ls "$WORK" | grep -c partial)" \
+  "2|symbolic link|the last good dump|0" \
+  "a failed export through a symlink to a regular file leaves that file as it was, and the link"
+run "$EF" export --db "$LEDGER" --out "$WORK/index-link.jsonl"
+expect_eq "$RC|$(stat -c %F "$WORK/index-link.jsonl")|$(tail -n +2 "$WORK/index-kept.jsonl" | wc -l)" \
+  "0|symbolic link|$(q "$LEDGER" "SELECT (SELECT count(*) FROM certificates) + (SELECT count(*) FROM events) + 1")" \
+  "a whole one replaces the file the link names, and keeps the link"
 run "$EF" export --db "$WORK/index-new.sqlite"
 expect_no_match "$OUT" '"type":"end"' "nor an end record on stdout, so verify --export calls the dump cut short"
 rm -f "$WORK"/index-*.sqlite*
