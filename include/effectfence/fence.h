@@ -42,6 +42,9 @@ struct Settings {
   static constexpr int64_t kMaxLifetimeMs = int64_t{10} * 365 * 86'400'000;  // ten years: now + it cannot overflow
   int64_t lease_ttl_ms = 60'000;          // EFFECTFENCE_LEASE_SECS
   int64_t result_ttl_ms = 86'400'000;     // EFFECTFENCE_RESULT_TTL_SECS
+  // How often a long-running server (serve, wrap, the shared server) sweeps
+  // after the sweep when it starts. The fence itself sweeps only when asked.
+  int64_t sweep_interval_ms = 600'000;    // EFFECTFENCE_SWEEP_INTERVAL_SECS
   int64_t busy_timeout_ms = 10'000;       // how long to wait for a locked ledger
   // Whether opening records result_ttl_ms in the ledger (only ever raising
   // it), as every process that serves decisions must; a one-off operator
@@ -60,8 +63,8 @@ struct Settings {
   std::function<int64_t()> ledger_clock_ms;
 
   // Defaults overridden by EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS,
-  // EFFECTFENCE_RESULT_TTL_SECS. An unset ledger resolves to
-  // default_ledger_path(name).
+  // EFFECTFENCE_RESULT_TTL_SECS, EFFECTFENCE_SWEEP_INTERVAL_SECS. An unset
+  // ledger resolves to default_ledger_path(name).
   static Settings from_environment(const std::string& default_name = "server");
   // $XDG_STATE_HOME/effectfence/<name>.sqlite, else ~/.local/state/effectfence/<name>.sqlite
   static std::string default_ledger_path(const std::string& name);

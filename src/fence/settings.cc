@@ -12,8 +12,9 @@ namespace effectfence {
 namespace {
 
 // Reads a number of seconds from the environment, in ms: at least 0.001,
-// since a lifetime that rounds to 0 ms is over when it starts, and at most
-// ten years (Settings::kMaxLifetimeMs), so that now + it cannot overflow.
+// since a lifetime that rounds to 0 ms is over when it starts (and a sweep
+// interval of 0 ms never pauses), and at most ten years
+// (Settings::kMaxLifetimeMs), so that now + it cannot overflow.
 int64_t seconds_from_env(const char* name, int64_t default_ms) {
   const char* raw = std::getenv(name);
   if (!raw || !*raw) return default_ms;
@@ -61,6 +62,7 @@ Settings Settings::from_environment(const std::string& default_name) {
   }
   s.lease_ttl_ms = seconds_from_env("EFFECTFENCE_LEASE_SECS", s.lease_ttl_ms);
   s.result_ttl_ms = seconds_from_env("EFFECTFENCE_RESULT_TTL_SECS", s.result_ttl_ms);
+  s.sweep_interval_ms = seconds_from_env("EFFECTFENCE_SWEEP_INTERVAL_SECS", s.sweep_interval_ms);
   return s;
 }
 

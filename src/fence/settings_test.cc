@@ -94,6 +94,36 @@ TEST_CASE("ten years is the longest lifetime accepted, as the warning and the RE
   CHECK(s.result_ttl_ms == 86400000);
 }
 
+TEST_CASE("a server sweeps every EFFECTFENCE_SWEEP_INTERVAL_SECS, ten minutes without it", "[settings][sweep]") {
+  {
+    ScopedEnv env(Env{{"EFFECTFENCE_SWEEP_INTERVAL_SECS", std::nullopt}});
+    CHECK(Settings::from_environment().sweep_interval_ms == 600000);
+  }
+  for (const auto& [secs, ms] : {std::pair<const char*, int64_t>{"30", 30000},
+                                 {"0.25", 250},
+                                 {"0.001", 1},
+                                 {"315360000", Settings::kMaxLifetimeMs}}) {
+    INFO(secs);
+    ScopedEnv env(Env{{"EFFECTFENCE_SWEEP_INTERVAL_SECS", secs}});
+    std::string warned;
+    CHECK(settings_and_stderr(&warned).sweep_interval_ms == ms);
+    CHECK(warned.empty());
+  }
+}
+
+TEST_CASE("a sweep interval that is not a positive number of seconds up to ten years is ignored with a warning",
+          "[settings][sweep]") {
+  // 0.0005 s would round to 0 ms: a server sweeping without pause.
+  for (const char* bad : {"abc", "10m", "0", "-5", "0.0005", "315360001", "nan"}) {
+    INFO(bad);
+    ScopedEnv env(Env{{"EFFECTFENCE_SWEEP_INTERVAL_SECS", bad}});
+    std::string warned;
+    CHECK(settings_and_stderr(&warned).sweep_interval_ms == 600000);
+    CHECK_THAT(warned, Catch::Contains(std::string("ignoring EFFECTFENCE_SWEEP_INTERVAL_SECS='") + bad + "'") &&
+                           Catch::Contains("from 0.001 to 315360000"));
+  }
+}
+
 TEST_CASE("EFFECTFENCE_LEDGER names the ledger, otherwise the XDG state directory, created on demand", "[settings]") {
   {
     ScopedEnv env(Env{{"EFFECTFENCE_LEDGER", "/srv/ledger.sqlite"}});
