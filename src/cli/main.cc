@@ -42,7 +42,7 @@ void print_usage(std::FILE* out) {
   for (const auto& s : kSubcommands) std::fprintf(out, "  %-12s %s\n", s.name, s.summary);
   std::fprintf(out,
                "\nenvironment: EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS (60), "
-               "EFFECTFENCE_RESULT_TTL_SECS (86400)\n");
+               "EFFECTFENCE_RESULT_TTL_SECS (86400), EFFECTFENCE_SWEEP_INTERVAL_SECS (600)\n");
 }
 
 // A report that could not be written (a full disk behind `> report.txt`)

@@ -207,7 +207,7 @@ int run_serve(const Args& args) {
 
   size_t unfinished = 0;
   {
-    Maintenance maintenance(*fence, log);
+    Maintenance maintenance(*fence, std::chrono::milliseconds(settings.sweep_interval_ms), log);
     mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
     // A client that closed our stdout can be told nothing: what would have
     // been admitted for it is withdrawn (OutputClosed), and intake stops.

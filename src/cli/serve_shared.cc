@@ -179,7 +179,7 @@ class AloneFallback {
       return nullptr;
     }
     fence_ = std::move(std::get<std::unique_ptr<Fence>>(opened));
-    maintenance_ = std::make_unique<Maintenance>(*fence_, log_);
+    maintenance_ = std::make_unique<Maintenance>(*fence_, std::chrono::milliseconds(settings_.sweep_interval_ms), log_);
     return fence_server(*fence_, std::move(sink), log_);
   }
 
@@ -324,7 +324,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
       return give_up("cannot publish the lease: " + why);
     }
     http.start();
-    Maintenance maintenance(*fence, log);
+    Maintenance maintenance(*fence, std::chrono::milliseconds(settings.sweep_interval_ms), log);
     log.info("serving " + fence->describe_ledger() + " at " + lease.url + " (pid " + std::to_string(::getpid()) +
              ", lease " + lease_path + ", exits " + std::to_string(options.idle_ms) + " ms after its last session)");
     report(report_fd, "ready " + lease.url);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -17,7 +18,6 @@ namespace effectfence::cli {
 namespace {
 
 constexpr auto kReapInterval = std::chrono::seconds(2);
-constexpr auto kSweepInterval = std::chrono::minutes(10);
 
 }  // namespace
 
@@ -48,7 +48,8 @@ int claim_stdout() {
   return nonblocking_if_pipe(protocol_fd);
 }
 
-Maintenance::Maintenance(Fence& fence, mcp::Logger& log) : fence_(fence), log_(log), thread_([this] { run(); }) {}
+Maintenance::Maintenance(Fence& fence, std::chrono::milliseconds sweep_interval, mcp::Logger& log)
+    : fence_(fence), sweep_interval_(sweep_interval), log_(log), thread_([this] { run(); }) {}
 
 Maintenance::~Maintenance() {
   {
@@ -59,28 +60,43 @@ Maintenance::~Maintenance() {
   thread_.join();
 }
 
+// Each job on its own schedule, both due at start: a sweep interval shorter
+// than the reap interval is kept, not rounded up to it.
 void Maintenance::run() {
-  auto next_sweep = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point next_reap = Clock::now();
+  Clock::time_point next_sweep = next_reap;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     lock.unlock();
-    if (const int64_t taken_back = fence_.take_back_unanswered(); taken_back > 0) {
-      log_.info("took back " + std::to_string(taken_back) +
-                " admission(s) whose answer was lost with the ledger connection: their next prepare is fresh");
+    if (Clock::now() >= next_reap) {
+      reap();
+      next_reap = Clock::now() + kReapInterval;
     }
-    if (const int64_t reaped = fence_.reap_dead_holders(); reaped > 0) {
-      log_.warn("fenced " + std::to_string(reaped) +
-                " in-flight intent(s) as unknown: their holder process is gone; an operator must reconcile them");
-    }
-    if (std::chrono::steady_clock::now() >= next_sweep) {
-      const int64_t swept = fence_.sweep();
-      if (swept < 0) log_.warn("sweeping finished intents failed; will retry");
-      else if (swept > 0) log_.debug("swept " + std::to_string(swept) + " finished intent(s) past their TTL");
-      next_sweep = std::chrono::steady_clock::now() + kSweepInterval;
+    if (Clock::now() >= next_sweep) {
+      sweep();
+      next_sweep = Clock::now() + sweep_interval_;
     }
     lock.lock();
-    wake_.wait_for(lock, kReapInterval, [&] { return stopping_; });
+    wake_.wait_until(lock, std::min(next_reap, next_sweep), [&] { return stopping_; });
   }
+}
+
+void Maintenance::reap() {
+  if (const int64_t taken_back = fence_.take_back_unanswered(); taken_back > 0) {
+    log_.info("took back " + std::to_string(taken_back) +
+              " admission(s) whose answer was lost with the ledger connection: their next prepare is fresh");
+  }
+  if (const int64_t reaped = fence_.reap_dead_holders(); reaped > 0) {
+    log_.warn("fenced " + std::to_string(reaped) +
+              " in-flight intent(s) as unknown: their holder process is gone; an operator must reconcile them");
+  }
+}
+
+void Maintenance::sweep() {
+  const int64_t swept = fence_.sweep();
+  if (swept < 0) log_.warn("sweeping finished intents failed; will retry");
+  else if (swept > 0) log_.debug("swept " + std::to_string(swept) + " finished intent(s) past their TTL");
 }
 
 std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log,

@@ -46,18 +46,22 @@ bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log);
 void log_group_commit(const Fence& fence, mcp::Logger& log);
 
 // On a background thread: notices dead holders promptly (their in-flight
-// intents become unknown, fenced) and drops finished intents past their TTL.
+// intents become unknown, fenced) and drops finished intents past their TTL,
+// once at start and then every sweep_interval (Settings::sweep_interval_ms).
 class Maintenance {
  public:
-  Maintenance(Fence& fence, mcp::Logger& log);
+  Maintenance(Fence& fence, std::chrono::milliseconds sweep_interval, mcp::Logger& log);
   ~Maintenance();
   Maintenance(const Maintenance&) = delete;
   Maintenance& operator=(const Maintenance&) = delete;
 
  private:
   void run();
+  void reap();
+  void sweep();
 
   Fence& fence_;
+  const std::chrono::milliseconds sweep_interval_;
   mcp::Logger& log_;
   std::mutex mutex_;
   std::condition_variable wake_;

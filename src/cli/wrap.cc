@@ -252,7 +252,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   bool child_failed = false;
   {
     mcp::Proxy proxy(*fence, mcp::process_launcher(options.command, log), log, proxy_options);
-    Maintenance maintenance(*fence, log);
+    Maintenance maintenance(*fence, std::chrono::milliseconds(settings.sweep_interval_ms), log);
     mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
     mcp::Server* server_of_proxy = nullptr;  // set before any input is read
     mcp::ServerExtensions extensions;
