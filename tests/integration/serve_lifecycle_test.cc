@@ -15,6 +15,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -85,6 +86,28 @@ bool stderr_shows(ServeProcess& serve, const std::string& text) {
   while (serve.stderr_text().find(text) == std::string::npos) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// Prepares and commits a fresh intent through serve (request ids id and
+// id + 1); returns its certificate's hash.
+std::string commit_intent(ServeProcess& serve, int id, const std::string& intent) {
+  Json prepared = serve.call_tool(id, "fence_prepare", prepare_args(intent))["result"]["structuredContent"];
+  REQUIRE(prepared["status"] == "fresh");
+  Json committed = serve.call_tool(id + 1, "fence_commit",
+                                   {{"prepared", prepared["prepared"]}, {"result", {{"charged", intent}}}});
+  REQUIRE(committed["result"]["structuredContent"]["status"] == "committed");
+  return committed["result"]["structuredContent"]["cert"]["hash"].get<std::string>();
+}
+
+// Polls the ledger file, with a connection of its own, until count_sql
+// counts no row or bound passes; returns whether it did.
+bool no_rows_within(const std::string& db, const std::string& count_sql, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (query_int64(db, count_sql) != 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);
   }
   return true;
 }
@@ -571,14 +594,6 @@ TEST_CASE("serve sweeps intents finished longer ago than EFFECTFENCE_RESULT_TTL_
           "[serve][lifecycle]") {
   TempDir dir;
   const std::string db = dir.file("l.sqlite");
-  auto commit = [](ServeProcess& serve, int id, const std::string& intent) {
-    Json prepared = serve.call_tool(id, "fence_prepare", prepare_args(intent))["result"]["structuredContent"];
-    REQUIRE(prepared["status"] == "fresh");
-    Json committed = serve.call_tool(id + 1, "fence_commit",
-                                     {{"prepared", prepared["prepared"]}, {"result", {{"charged", intent}}}});
-    REQUIRE(committed["result"]["structuredContent"]["status"] == "committed");
-    return committed["result"]["structuredContent"]["cert"]["hash"].get<std::string>();
-  };
   // o-old is dated back past the TTL rather than waited for: a wait, under
   // load, could age o-young past it too.
   constexpr int kTtlSecs = 600;
@@ -588,8 +603,8 @@ TEST_CASE("serve sweeps intents finished longer ago than EFFECTFENCE_RESULT_TTL_
     // recorded in the ledger, would keep these results from the next server.
     ServeProcess serve({"serve", "--db", db}, {{"EFFECTFENCE_RESULT_TTL_SECS", std::to_string(kTtlSecs)}});
     serve.initialize();
-    old_hash = commit(serve, 1, "o-old");
-    commit(serve, 3, "o-young");
+    old_hash = commit_intent(serve, 1, "o-old");
+    commit_intent(serve, 3, "o-young");
     serve.close_stdin();
     REQUIRE(serve.wait_exit() == 0);
   }
@@ -619,6 +634,39 @@ TEST_CASE("serve sweeps intents finished longer ago than EFFECTFENCE_RESULT_TTL_
   // The domain keeps counting: the new attempt never reuses the old number.
   CHECK(old["prepared"]["seq"].get<int64_t>() >
         query_int64(db, "SELECT seq FROM certificates WHERE hash = '" + old_hash + "'"));
+  serve.close_stdin();
+  REQUIRE(serve.wait_exit() == 0);
+  CHECK_THAT(serve.stderr_text(), Catch::Contains("swept 1 finished intent(s) past their TTL"));
+}
+
+TEST_CASE("serve sweeps again every EFFECTFENCE_SWEEP_INTERVAL_SECS while it runs, not only when it starts",
+          "[serve][lifecycle]") {
+  TempDir dir;
+  const std::string db = dir.file("l.sqlite");
+  // Results replay for 1 ms and sweeps come every 0.2 s: at the default ten
+  // minutes, nothing committed after the sweep at start would go in 20 s.
+  ServeProcess serve({"serve", "--db", db, "--log-level", "debug"},
+                     {{"EFFECTFENCE_RESULT_TTL_SECS", "0.001"}, {"EFFECTFENCE_SWEEP_INTERVAL_SECS", "0.2"}});
+  serve.initialize();
+  // The second intent is committed only once the first is gone: the sweep at
+  // start, however late it ran, can have removed the first at most, so the
+  // second goes only through a sweep that came after it.
+  std::vector<std::string> hashes;
+  int id = 1;
+  for (const std::string intent : {"p-first", "p-second"}) {
+    INFO(intent);
+    hashes.push_back(commit_intent(serve, id, intent));
+    id += 2;
+    REQUIRE(no_rows_within(db, "SELECT count(*) FROM intents WHERE intent = '" + intent + "'", 20s));
+  }
+  CHECK_FALSE(serve.wait_exit(0ms));  // swept by the running serve, which has not been asked to stop
+  for (const std::string& hash : hashes) {
+    CHECK(query_int64(db, "SELECT count(*) FROM certificates WHERE hash = '" + hash + "'") == 1);
+  }
+  // One event per sweep that removed something, each naming its one intent.
+  CHECK(query_int64(db, "SELECT count(*) FROM events WHERE kind = 'swept'") == 2);
+  CHECK(query_int64(db, "SELECT count(*) FROM events WHERE kind = 'swept' AND json_extract(detail, '$.intents') = 1") ==
+        2);
   serve.close_stdin();
   REQUIRE(serve.wait_exit() == 0);
   CHECK_THAT(serve.stderr_text(), Catch::Contains("swept 1 finished intent(s) past their TTL"));
