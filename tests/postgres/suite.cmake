@@ -40,6 +40,27 @@ target_include_directories(postgres_tests PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAK
 catch_discover_tests(postgres_tests TEST_PREFIX "postgres: " EXTRA_ARGS --warn NoTests
                      PROPERTIES ${EFFECTFENCE_PG_TEST_PROPERTIES})
 
+# The server frozen (SIGSTOP) mid-decision, through real serve processes: on
+# a cluster of its own, since every test connected to a frozen server stops
+# with it, and one test at a time on it.
+set(EFFECTFENCE_PG_FROZEN_DIR /tmp/effectfence-pgf-${EFFECTFENCE_PG_TAG})
+add_test(NAME postgres.frozen_cluster_start COMMAND ${EFFECTFENCE_PG_TOOL} start ${EFFECTFENCE_PG_FROZEN_DIR})
+set_tests_properties(postgres.frozen_cluster_start PROPERTIES FIXTURES_SETUP pg_frozen_cluster TIMEOUT 120)
+add_test(NAME postgres.frozen_cluster_stop COMMAND ${EFFECTFENCE_PG_TOOL} stop ${EFFECTFENCE_PG_FROZEN_DIR})
+set_tests_properties(postgres.frozen_cluster_stop PROPERTIES FIXTURES_CLEANUP pg_frozen_cluster)
+add_executable(postgres_frozen_tests
+  ${CMAKE_CURRENT_SOURCE_DIR}/postgres/frozen_server.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/postgres/frozen_server_test.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/integration/serve_process.cc)
+target_link_libraries(postgres_frozen_tests PRIVATE
+  effectfence_catch_main effectfence_fence nlohmann_json::nlohmann_json Threads::Threads)
+target_include_directories(postgres_frozen_tests PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
+target_compile_definitions(postgres_frozen_tests PRIVATE EFFECTFENCE_BIN="$<TARGET_FILE:effectfence>")
+add_dependencies(postgres_frozen_tests effectfence)
+catch_discover_tests(postgres_frozen_tests TEST_PREFIX "postgres_frozen: " EXTRA_ARGS --warn NoTests
+                     PROPERTIES ENVIRONMENT "EFFECTFENCE_TEST_LEDGER=postgresql://effectfence@/effectfence?host=${EFFECTFENCE_PG_FROZEN_DIR}"
+                                FIXTURES_REQUIRED pg_frozen_cluster RESOURCE_LOCK pg_frozen_cluster TIMEOUT 120)
+
 # The end-to-end suites that take any ledger, again on PostgreSQL, plus the
 # replicas test of PostgreSQL's own (real serve and wrap processes).
 find_program(NODE_FOR_PG node)
