@@ -182,13 +182,14 @@ TEST_CASE("closing the ledger answers every asynchronous write still queued", "[
   CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent LIKE 'job-%'") == committed.load());
 }
 
-TEST_CASE("when SQLite rolls back the shared transaction, every decision in it is refused and none is kept",
+TEST_CASE("when SQLite rolls back the shared transaction, the decision it rolled back for is refused and the others "
+          "are decided again",
           "[ledger][group_commit]") {
   TempDir dir;
   const std::string path = dir.file("l.sqlite");
   auto ledger = open_ledger(path);
-  // RAISE(ROLLBACK) ends the whole transaction, as a full disk or an I/O
-  // error can: a real SQLite rollback in the middle of a batch.
+  // RAISE(ROLLBACK) ends the whole transaction, as an interrupt or a
+  // damaged page can: a real SQLite rollback in the middle of a batch.
   sqlite3* admin = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &admin) == SQLITE_OK);
   REQUIRE(sqlite3_exec(admin,
@@ -205,23 +206,67 @@ TEST_CASE("when SQLite rolls back the shared transaction, every decision in it i
     });
   });
   while (!writer_held) std::this_thread::yield();
-  // Queued in order: job-0, then job-1 (rolls everything back), then job-2.
+  // Queued in order: job-0, then job-1 (rolls everything back), then job-2,
+  // so all three share the transaction job-1 ends.
   std::vector<std::optional<Refusal>> answers(3);
+  std::vector<int> runs(3, 0);
   std::vector<std::thread> jobs;
   for (int i = 0; i < 3; ++i) {
     const uint64_t queued = ledger->metrics().queued;
-    jobs.emplace_back([&, i] { answers[i] = ledger->write([&](LedgerTxn& txn) { txn.append_event(marker(i), 1); }); });
+    jobs.emplace_back([&, i] {
+      answers[i] = ledger->write([&, i](LedgerTxn& txn) {
+        runs[i] += 1;
+        txn.append_event(marker(i), 1);
+      });
+    });
     while (ledger->metrics().queued == queued) std::this_thread::yield();
   }
   leader.join();
   for (auto& t : jobs) t.join();
-  for (int i = 0; i < 3; ++i) {
-    REQUIRE(answers[i]);
-    CHECK(answers[i]->reason == Reason::ledger_error);
-    CHECK_THAT(answers[i]->message, Catch::Contains("rolled back"));
-  }
-  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent IN ('job-0', 'job-1', 'job-2')") == 0);
+  REQUIRE(answers[1]);
+  CHECK(answers[1]->reason == Reason::ledger_error);
+  CHECK_THAT(answers[1]->message, Catch::Contains("rolled back"));
+  CHECK_FALSE(answers[0]);
+  CHECK_FALSE(answers[2]);
+  CHECK(runs == std::vector<int>{2, 1, 1});  // job-0 ran in the rolled-back transaction and again; job-2 once
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-1'") == 0);
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-0'") == 1);
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-2'") == 1);
   // The ledger goes on deciding.
   CHECK_FALSE(ledger->write([&](LedgerTxn& txn) { txn.append_event(marker(3), 1); }));
   CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-3'") == 1);
+}
+
+TEST_CASE("a batch SQLite rolls back at every decision still ends, each decision answered once",
+          "[ledger][group_commit]") {
+  TempDir dir;
+  const std::string path = dir.file("l.sqlite");
+  auto ledger = open_ledger(path);
+  sqlite3* admin = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &admin) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(admin,
+                       "CREATE TRIGGER test_rollback BEFORE INSERT ON events WHEN NEW.intent LIKE 'job-%' "
+                       "BEGIN SELECT RAISE(ROLLBACK, 'simulated rollback'); END",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(admin);
+  constexpr int kJobs = 20;
+  std::mutex mu;
+  std::condition_variable all_done;
+  std::vector<int> answers(kJobs, 0);
+  int refused = 0;
+  int answered = 0;
+  for (int i = 0; i < kJobs; ++i) {
+    ledger->write_async([i](LedgerTxn& txn) { txn.append_event(marker(i), 1); },
+                        [&, i](std::optional<Refusal> failure) {
+                          std::lock_guard<std::mutex> lock(mu);
+                          answers[i] += 1;
+                          if (failure) refused += 1;
+                          if (++answered == kJobs) all_done.notify_all();
+                        });
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  REQUIRE(all_done.wait_for(lock, std::chrono::seconds(30), [&] { return answered == kJobs; }));
+  CHECK(answers == std::vector<int>(kJobs, 1));
+  CHECK(refused == kJobs);
+  CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent LIKE 'job-%'") == 0);
 }

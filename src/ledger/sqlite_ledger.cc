@@ -333,6 +333,19 @@ class SqliteLedger final : public Ledger {
     delete job;
   }
 
+  // Puts a rolled-back batch's jobs, but the one at `skip`, back at the head
+  // of the queue in their order. Each round answers at least that one job,
+  // so a batch that keeps being rolled back still ends.
+  void decide_again_first(const std::vector<Job*>& batch, size_t skip) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t j = batch.size(); j-- > 0;) {
+        if (j != skip) queue_.push_front(batch[j]);
+      }
+    }
+    cv_.notify_one();
+  }
+
   // Group commit: every decision queued while the previous batch was being
   // fsync'd goes into the next transaction together.
   void writer_loop() {
@@ -387,9 +400,17 @@ class SqliteLedger final : public Ledger {
       if (transaction_lost()) {
         // SQLite rolled back the whole transaction (a trigger's
         // RAISE(ROLLBACK), an interrupt): the decisions before this one are
-        // gone, and each one after it would commit on its own.
+        // gone, and each one after it would commit on its own. This one is
+        // refused; the others are decided again, first in the next
+        // transaction, so one decision SQLite will not take does not refuse
+        // every call batched with it. A job writes only through its
+        // transaction and into its own outcome, so running it again after a
+        // rollback runs it once.
         txn_.discard_batch();
-        answer_all(batch, rolled_back(results[i]));
+        std::vector<std::function<void()>> completions;
+        finish(batch[i], rolled_back(results[i]), completions);
+        completions_.post(std::move(completions));
+        decide_again_first(batch, i);
         return;
       }
     }
