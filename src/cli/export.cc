@@ -387,11 +387,12 @@ bool under_proc(const std::filesystem::path& path) {
   return !failed && resolved.rfind("/proc/", 0) == 0;
 }
 
-// The regular file a symlink names, through a chain of links, or nothing
-// when it names something else, nothing yet, or a file descriptor
-// (/dev/stdout, /dev/fd/1: links into /proc that name whatever the stream
-// is, a file appended to included, which a rename would replace).
-std::optional<std::string> regular_file_behind_link(const std::string& link) {
+// The regular file a symlink names, through a chain of links, or the file it
+// will name when nothing is there yet; nothing when it names something else
+// or a file descriptor (/dev/stdout, /dev/fd/1: links into /proc that name
+// whatever the stream is, a file appended to included, which a rename would
+// replace).
+std::optional<std::string> file_behind_link(const std::string& link) {
   namespace fs = std::filesystem;
   std::error_code failed;
   fs::path current = link;
@@ -401,7 +402,13 @@ std::optional<std::string> regular_file_behind_link(const std::string& link) {
     current = next.is_relative() ? current.parent_path() / next : next;
     if (under_proc(current.parent_path())) return std::nullopt;
   }
-  if (!fs::is_regular_file(fs::symlink_status(current, failed))) return std::nullopt;
+  const fs::file_status status = fs::symlink_status(current, failed);
+  if (status.type() == fs::file_type::not_found) {
+    const fs::path parent = fs::canonical(current.has_parent_path() ? current.parent_path() : ".", failed);
+    if (failed || !fs::is_directory(parent, failed)) return std::nullopt;
+    return (parent / current.filename()).string();
+  }
+  if (!fs::is_regular_file(status)) return std::nullopt;
   const fs::path file = fs::canonical(current, failed);
   if (failed) return std::nullopt;
   return file.string();
@@ -409,17 +416,17 @@ std::optional<std::string> regular_file_behind_link(const std::string& link) {
 
 // The dump goes to a temporary file next to --out and is renamed over it
 // only when complete, so a failed export never leaves a truncated file that
-// looks like a whole audit trail. A symlink to a regular file gets the same
-// for the file it names, and stays a link. An --out that exists and is not
-// a regular file (/dev/null, a pipe, a link to a descriptor such as
-// /dev/stdout, a link to nothing yet) is written in place: renaming over it
+// looks like a whole audit trail. A symlink to a regular file, or to nothing
+// yet, gets the same for the file it names, and stays a link. An --out that
+// exists and is not a regular file (/dev/null, a pipe, a link to a
+// descriptor such as /dev/stdout) is written in place: renaming over it
 // would replace the device, pipe or link itself.
 class OutputFile {
  public:
   explicit OutputFile(std::string path) : path_(std::move(path)) {
     struct stat st {};
     const bool exists = ::lstat(path_.c_str(), &st) == 0;
-    const auto linked_file = exists && S_ISLNK(st.st_mode) ? regular_file_behind_link(path_) : std::nullopt;
+    const auto linked_file = exists && S_ISLNK(st.st_mode) ? file_behind_link(path_) : std::nullopt;
     if (linked_file) path_ = *linked_file;
     in_place_ = exists && !S_ISREG(st.st_mode) && !linked_file;
     target_ = in_place_ ? path_ : path_ + ".partial-" + std::to_string(::getpid());
@@ -437,7 +444,8 @@ class OutputFile {
     if (file_ && !in_place_) remove_partial_dump_on_stop(target_);
     return file_;
   }
-  bool commit(std::string* error) {
+  // Flushes, syncs and closes the dump; then put_in_place() publishes it.
+  bool finish_writing(std::string* error) {
     bool written = std::fflush(file_) == 0;
     // A regular file must be on disk before it replaces the old one.
     if (written && !in_place_) written = ::fsync(::fileno(file_)) == 0;
@@ -447,6 +455,9 @@ class OutputFile {
       *error = "writing " + target_ + ": " + std::strerror(errno);
       return false;
     }
+    return true;
+  }
+  bool put_in_place(std::string* error) {
     if (!in_place_ && std::rename(target_.c_str(), path_.c_str()) != 0) {
       *error = "renaming " + target_ + " to " + path_ + ": " + std::strerror(errno);
       return false;
@@ -519,10 +530,15 @@ int export_ledger(const Args& args) {
     return kExitFailure;
   }
   if (file) {
-    // Not one consistent state: never put in place of an earlier dump.
-    // main's check_reads_in_place names the error.
+    if (!file->finish_writing(&error)) {
+      print_error(kCommand, "writing the output", error);
+      return kExitFailure;
+    }
+    // Not one consistent state: never put in place of an earlier dump
+    // (checked after the sync, just before the rename; main's
+    // check_reads_in_place names the error).
     if (ledger_changed_while_read_in_place()) return kExitFailure;
-    if (!file->commit(&error)) {
+    if (!file->put_in_place(&error)) {
       print_error(kCommand, "writing the output", error);
       return kExitFailure;
     }

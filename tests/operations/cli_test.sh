@@ -1135,6 +1135,11 @@ run "$EF" export --db "$WORK/index-new.sqlite" --out "$WORK/index-link.jsonl"
 expect_eq "$RC|$(stat -c %F "$WORK/index-link.jsonl")|$(cat "$WORK/index-kept.jsonl")|$(ls "$WORK" | grep -c partial)" \
   "2|symbolic link|the last good dump|0" \
   "a failed export through a symlink to a regular file leaves that file as it was, and the link"
+# A link to nothing yet gets its file whole or not at all, like any other.
+ln -s index-dangling-target.jsonl "$WORK/index-dangling.jsonl"
+run "$EF" export --db "$WORK/index-new.sqlite" --out "$WORK/index-dangling.jsonl"
+expect_eq "$RC|$(ls "$WORK" | grep -c '^index-dangling-target.jsonl')|$(ls "$WORK" | grep -c partial)" "2|0|0" \
+  "a failed export through a link to nothing yet creates nothing there"
 run "$EF" export --db "$LEDGER" --out "$WORK/index-link.jsonl"
 expect_eq "$RC|$(stat -c %F "$WORK/index-link.jsonl")|$(tail -n +2 "$WORK/index-kept.jsonl" | wc -l)" \
   "0|symbolic link|$(q "$LEDGER" "SELECT (SELECT count(*) FROM certificates) + (SELECT count(*) FROM events) + 1")" \
