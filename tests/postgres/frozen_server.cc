@@ -93,6 +93,9 @@ int64_t monotonic_ms() {
 // thaws them all when the pipe closes (thaw(), or this test process dying) or
 // when kMaxFreeze has passed.
 [[noreturn]] void watch_and_thaw(int pipe_in, char* received, size_t capacity, int max_fd) {
+  // Nor the test's output: CTest reads it until every writer has closed it.
+  const int null_fd = ::open("/dev/null", O_RDWR);
+  for (int fd = 0; fd < 3 && null_fd >= 0; ++fd) ::dup2(null_fd, fd);
   for (int fd = 3; fd < max_fd; ++fd) {
     if (fd != pipe_in) ::close(fd);  // holds nothing of the test's open: pipes to serve, connections
   }
@@ -159,31 +162,29 @@ void FrozenServer::start_watchdog() {
   // Everything the child needs is made before fork.
   static char received[64 * 1024];
   const int max_fd = static_cast<int>(std::min<long>(::sysconf(_SC_OPEN_MAX), 65536));
+  // The watchdog outlives whatever ends this test: a session of its own and
+  // a second fork take it out of the process group and the process tree
+  // that CTest kills on a timeout, and it ignores the signals of a cancel.
   const pid_t pid = ::fork();
-  if (pid == 0) watch_and_thaw(fds[0], received, sizeof received, max_fd);
+  if (pid == 0) {
+    ::setsid();
+    if (::fork() != 0) ::_exit(0);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(sig, SIG_IGN);
+    watch_and_thaw(fds[0], received, sizeof received, max_fd);
+  }
   ::close(fds[0]);
   if (pid < 0) {
     ::close(fds[1]);
     FAIL("fork failed: " << std::strerror(errno));
   }
-  watchdog_ = pid;
+  ::waitpid(pid, nullptr, 0);  // the first child, gone once the watchdog is started
   watchdog_pipe_ = fds[1];
 }
 
+// Closing the pipe tells the watchdog to thaw what it knows and exit.
 void FrozenServer::stop_watchdog() {
   if (watchdog_pipe_ >= 0) ::close(watchdog_pipe_);
   watchdog_pipe_ = -1;
-  if (watchdog_ < 0) return;
-  const auto deadline = Clock::now() + kStopWithin;
-  while (::waitpid(watchdog_, nullptr, WNOHANG) == 0) {
-    if (Clock::now() >= deadline) {
-      ::kill(watchdog_, SIGKILL);
-      ::waitpid(watchdog_, nullptr, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  watchdog_ = -1;
 }
 
 }  // namespace effectfence::testing

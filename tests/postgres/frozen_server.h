@@ -36,7 +36,6 @@ class FrozenServer {
   void stop_watchdog();
 
   std::vector<pid_t> frozen_;
-  pid_t watchdog_ = -1;
   int watchdog_pipe_ = -1;  // its other end closing (thaw, or our death) makes the watchdog thaw
 };
 
