@@ -21,6 +21,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -36,16 +37,21 @@
 #include "core/random_token.h"
 #include "core/sha256.h"
 #include "effectfence/json.h"
+#include "ledger/sqlite_ledger.h"
+#include "ledger/wal_write_batching.h"
 
 namespace {
 
 using Json = nlohmann::json;
 
+// Opened as serve opens its writer: through the VFS that hands a commit's
+// log frames to the kernel in one write (ledger/wal_write_batching.h).
 class Db {
  public:
   explicit Db(const std::string& path) {
+    effectfence::BatchedLogVfs vfs;  // registered only while the connection is opened
     if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
+                        vfs.name()) != SQLITE_OK) {
       fail("open " + path);
     }
   }
@@ -194,7 +200,8 @@ class Output {
     size_t done = 0;
     while (done < text.size()) {
       const ssize_t n = ::write(1, text.data() + done, text.size() - done);
-      if (n <= 0) throw std::runtime_error("stdout closed");
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw std::runtime_error(std::string("stdout: ") + (n == 0 ? "closed" : std::strerror(errno)));
       done += static_cast<size_t>(n);
     }
   }
@@ -217,6 +224,7 @@ class Ledger {
   explicit Ledger(const std::string& path) : db_(path) {
     db_.exec("PRAGMA journal_mode = WAL");
     db_.exec("PRAGMA synchronous = FULL");
+    db_.exec("PRAGMA temp_store = MEMORY");
     db_.exec(
         "CREATE TABLE IF NOT EXISTS intents (intent TEXT PRIMARY KEY, state TEXT NOT NULL, domain TEXT NOT NULL, "
         "seq INTEGER NOT NULL, token TEXT NOT NULL, tool TEXT NOT NULL, args TEXT NOT NULL, "
@@ -357,7 +365,8 @@ class Writer {
 
 // What this process admitted, for sealing its commits' certificates.
 struct Admission {
-  std::string tool, args, agent;
+  std::string tool, agent;
+  Json args;
 };
 
 // Reads requests, seals what it can before the ledger, and hands decisions
@@ -413,7 +422,7 @@ class Server {
       job.payload_hash =
           effectfence::sha256_hex(effectfence::canonicalize(Json{{"args", args.at("args")}, {"tool", job.tool}}));
       job.token = effectfence::random_token_hex();
-      admissions_[job.intent] = Admission{job.tool, job.args, job.agent};
+      admissions_[job.intent] = Admission{job.tool, job.agent, args.at("args")};
       decide(std::move(job));
     } else if (name == "fence_commit") {
       const Json& ticket = args.at("prepared");
@@ -431,7 +440,7 @@ class Server {
                                                      {"seq", job.seq},
                                                      {"generation", 1},
                                                      {"tool", admitted->second.tool},
-                                                     {"args", Json::parse(admitted->second.args)},
+                                                     {"args", std::move(admitted->second.args)},
                                                      {"result", args.at("result")},
                                                      {"agent", admitted->second.agent}});
       job.cert_hash = effectfence::sha256_hex(job.cert_body);
@@ -474,6 +483,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: effectfence_floor serve --db PATH\n");
     return 2;
   }
+  effectfence::configure_sqlite_for_process();  // as serve: no allocation statistics
   const char* threads_text = std::getenv("EFFECTFENCE_FLOOR_THREADS");
   const int threads = threads_text == nullptr ? 3 : std::atoi(threads_text);
   if (threads < 1 || threads > 3) {

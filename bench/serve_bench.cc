@@ -514,9 +514,10 @@ void print_text(const Options& options, const Report& r) {
   std::printf("%9s %18s %20s %20s %20s %20s\n", "CPU/pair", "", "(server)", "(this process)", "(this process)",
               "(server)");
   for (const LevelResult& l : r.levels) {
-    std::printf("%9zu %15.0f us %17.0f us %17.0f us %17.0f us %17.0f us\n", l.in_flight, l.server_cpu_us_per_pair,
-                l.protocol_only.cpu_us_per_pair, l.fence_only.cpu_us_per_pair, l.bare_rows.cpu_us_per_pair,
-                l.floor.cpu_us_per_pair);
+    std::printf("%9zu %15.0f us %17.0f us %17.0f us %17.0f us", l.in_flight, l.server_cpu_us_per_pair,
+                l.protocol_only.cpu_us_per_pair, l.fence_only.cpu_us_per_pair, l.bare_rows.cpu_us_per_pair);
+    if (l.floor_measured) std::printf(" %17.0f us\n", l.floor.cpu_us_per_pair);
+    else std::printf(" %20s\n", "not measured");
   }
   std::printf("\nCPU ceiling: pairs/s if all %u CPUs did nothing but this server and this client, at the CPU\n"
               "per pair measured above (ratio to the serial SQLite slices); the same for the floor server\n",
@@ -591,7 +592,7 @@ Json report_json(const Options& options, const Report& r) {
               {"directory", r.directory},
               {"filesystem", r.filesystem},
               {"server_command", r.server_command},
-              {"floor_command", r.floor_command},
+              {"floor_command", r.floor_command.empty() ? Json() : Json(r.floor_command)},
               {"seconds_per_level", options.seconds},
               {"warmup_seconds", options.warmup_seconds},
               {"rounds", options.rounds},
