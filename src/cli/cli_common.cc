@@ -506,21 +506,27 @@ void hold_closed_standard_streams() {
 
 bool stdout_closed_at_start() { return closed_at_start[1]; }
 
-bool ledger_changed_while_read_in_place() {
+namespace {
+
+// The first ledger read in place that changed since it was opened, if any.
+const std::string* changed_read_in_place() {
   for (const auto& [path, opened] : read_in_place) {
-    if (!(state_of(path) == opened)) return true;
+    if (!(state_of(path) == opened)) return &path;
   }
-  return false;
+  return nullptr;
 }
 
+}  // namespace
+
+bool ledger_changed_while_read_in_place() { return changed_read_in_place() != nullptr; }
+
 int check_reads_in_place(const char* command, int exit_code) {
-  for (const auto& [path, opened] : read_in_place) {
-    if (state_of(path) == opened) continue;
+  if (const std::string* path = changed_read_in_place()) {
     std::fprintf(stderr,
                  "effectfence %s: reading the ledger: %s changed while it was read in place from a read-only mount "
                  "(a process writes it through another mount), so what was printed may not be one consistent "
                  "state. Read it where the servers run, or read a copy made while none has it open\n",
-                 command, path.c_str());
+                 command, path->c_str());
     return exit_code == 0 ? kExitFailure : exit_code;
   }
   return exit_code;
