@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,6 +34,19 @@ EventRecord marker(int i) {
   e.intent = "job-" + std::to_string(i);
   e.actor = "test";
   return e;
+}
+
+// Makes SQLite roll back the whole transaction of any decision that appends
+// an event matching `when`: RAISE(ROLLBACK) ends it, as an interrupt or a
+// damaged page can, a real SQLite rollback in the middle of a batch.
+void roll_back_events_where(const std::string& path, const std::string& when) {
+  sqlite3* admin = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &admin) == SQLITE_OK);
+  const std::string sql = "CREATE TRIGGER test_rollback BEFORE INSERT ON events WHEN " + when +
+                          " BEGIN SELECT RAISE(ROLLBACK, 'simulated rollback'); END";
+  const int rc = sqlite3_exec(admin, sql.c_str(), nullptr, nullptr, nullptr);
+  sqlite3_close(admin);
+  REQUIRE(rc == SQLITE_OK);
 }
 
 // Blocks the writer inside one decision until `n` more calls are queued
@@ -188,15 +202,7 @@ TEST_CASE("when SQLite rolls back the shared transaction, the decision it rolled
   TempDir dir;
   const std::string path = dir.file("l.sqlite");
   auto ledger = open_ledger(path);
-  // RAISE(ROLLBACK) ends the whole transaction, as an interrupt or a
-  // damaged page can: a real SQLite rollback in the middle of a batch.
-  sqlite3* admin = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &admin) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(admin,
-                       "CREATE TRIGGER test_rollback BEFORE INSERT ON events WHEN NEW.intent = 'job-1' "
-                       "BEGIN SELECT RAISE(ROLLBACK, 'simulated rollback'); END",
-                       nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(admin);
+  roll_back_events_where(path, "NEW.intent = 'job-1'");
 
   std::atomic<bool> writer_held{false};
   std::thread leader([&] {
@@ -242,13 +248,7 @@ TEST_CASE("a batch SQLite rolls back at every decision still ends, each decision
   TempDir dir;
   const std::string path = dir.file("l.sqlite");
   auto ledger = open_ledger(path);
-  sqlite3* admin = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &admin) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(admin,
-                       "CREATE TRIGGER test_rollback BEFORE INSERT ON events WHEN NEW.intent LIKE 'job-%' "
-                       "BEGIN SELECT RAISE(ROLLBACK, 'simulated rollback'); END",
-                       nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(admin);
+  roll_back_events_where(path, "NEW.intent LIKE 'job-%'");
   constexpr int kJobs = 20;
   std::mutex mu;
   std::condition_variable all_done;
