@@ -149,6 +149,16 @@ double ChildProcess::cpu_seconds() const {
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+double ChildProcess::disk_write_bytes() const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/io");
+  for (std::string name; in >> name;) {
+    double value = 0;
+    if (!(in >> value)) break;
+    if (name == "write_bytes:") return value;
+  }
+  return -1;
+}
+
 std::map<pid_t, ThreadTimes> ChildProcess::thread_times() const {
   std::map<pid_t, ThreadTimes> threads;
   const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";

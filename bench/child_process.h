@@ -43,6 +43,11 @@ class ChildProcess {
   // CPU time (user + system) the child has used so far, in seconds.
   double cpu_seconds() const;
 
+  // Bytes its writes have sent towards the disk so far (/proc/PID/io
+  // write_bytes: counted as page-cache pages are dirtied), or -1 where the
+  // kernel does not say.
+  double disk_write_bytes() const;
+
   // The same, thread by thread, with the time each waited for a CPU.
   std::map<pid_t, ThreadTimes> thread_times() const;
 

@@ -11,6 +11,14 @@
 // BEGIN IMMEDIATE transactions (WAL, synchronous=FULL), and an answer with
 // structuredContent and the same JSON as text, sent only after its commit.
 //
+// EFFECTFENCE_FLOOR_CERTS picks how certificates are keyed, to measure what
+// pages written at random places in the file cost the writer (a hash lands
+// on a leaf of its own in a large table): `hash` (the default) keys the rows
+// by their hash; `indexed` appends them under an integer key and indexes the
+// hash, as serve's ledger does; `appended` appends them with no index on the
+// hash, which leaves no way to find a certificate by its hash. At exit the
+// floor writes to stderr where its writer's time went.
+//
 // Left out, because it is what `serve` adds on top of the floor: the audit
 // events, counters, guards (triggers), secondary indexes, savepoints, leases,
 // holders, read-sets, clocks, input validation and every refusal path. This
@@ -19,11 +27,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -75,6 +85,7 @@ class Db {
     if (rc != SQLITE_DONE) fail(sqlite3_sql(s));
     return false;
   }
+  sqlite3* handle() { return db_; }
   [[noreturn]] void fail(const std::string& what) {
     throw std::runtime_error("sqlite: " + what + ": " + sqlite3_errmsg(db_));
   }
@@ -221,18 +232,19 @@ class Output {
 // The rows, decided a batch per BEGIN IMMEDIATE transaction.
 class Ledger {
  public:
-  explicit Ledger(const std::string& path) : db_(path) {
+  enum class CertificateKey { hash, indexed, appended };
+
+  Ledger(const std::string& path, CertificateKey certificate_key) : db_(path) {
     db_.exec("PRAGMA journal_mode = WAL");
     db_.exec("PRAGMA synchronous = FULL");
     db_.exec("PRAGMA temp_store = MEMORY");
+    sqlite3_wal_hook(db_.handle(), &Ledger::after_commit, this);
     db_.exec(
         "CREATE TABLE IF NOT EXISTS intents (intent TEXT PRIMARY KEY, state TEXT NOT NULL, domain TEXT NOT NULL, "
         "seq INTEGER NOT NULL, token TEXT NOT NULL, tool TEXT NOT NULL, args TEXT NOT NULL, "
         "payload_hash TEXT NOT NULL, agent TEXT NOT NULL, cert_hash TEXT) WITHOUT ROWID");
     db_.exec("CREATE TABLE IF NOT EXISTS domains (domain TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID");
-    db_.exec(
-        "CREATE TABLE IF NOT EXISTS certificates (hash TEXT PRIMARY KEY, intent TEXT NOT NULL, "
-        "domain TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID");
+    db_.exec(certificate_table(certificate_key));
     begin_ = db_.prepare("BEGIN IMMEDIATE");
     commit_ = db_.prepare("COMMIT");
     find_ = db_.prepare("SELECT state, token FROM intents WHERE intent = ?1");
@@ -247,16 +259,68 @@ class Ledger {
 
   // Decides every job in one durable transaction.
   void decide(std::vector<Job>& batch) {
+    const Clock::time_point start = Clock::now();
     run_step(begin_);
     for (Job& job : batch) job.is_commit ? commit(job) : prepare(job);
+    const Clock::time_point decided = Clock::now();
     run_step(commit_);
+    time_.statements_s += seconds_between(start, decided);
+    time_.commit_s += seconds_between(decided, Clock::now());
     transactions_ += 1;
     decisions_ += static_cast<int64_t>(batch.size());
   }
   int64_t transactions() const { return transactions_; }
   int64_t decisions() const { return decisions_; }
 
+  // Where the writer's time went: one line for floor.log.
+  std::string time_report() const {
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "writer: %lld transactions, %lld decisions; statements %.3f s, COMMIT %.3f s (of which "
+                  "checkpoints %.3f s); %lld log frames, %.2f per decision\n",
+                  static_cast<long long>(transactions_), static_cast<long long>(decisions_.load()),
+                  time_.statements_s, time_.commit_s, time_.checkpoint_s, static_cast<long long>(time_.log_frames),
+                  decisions_ > 0 ? static_cast<double>(time_.log_frames) / static_cast<double>(decisions_) : 0.0);
+    return line;
+  }
+
  private:
+  static const char* certificate_table(CertificateKey key) {
+    switch (key) {
+      case CertificateKey::hash:
+        return "CREATE TABLE IF NOT EXISTS certificates (hash TEXT PRIMARY KEY, intent TEXT NOT NULL, "
+               "domain TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID";
+      case CertificateKey::indexed:  // as serve's: rows appended, the hash in an index of its own
+        return "CREATE TABLE IF NOT EXISTS certificates (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, "
+               "intent TEXT NOT NULL, domain TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL)";
+      case CertificateKey::appended:
+        break;
+    }
+    return "CREATE TABLE IF NOT EXISTS certificates (id INTEGER PRIMARY KEY, hash TEXT NOT NULL, "
+           "intent TEXT NOT NULL, domain TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL)";
+  }
+
+  using Clock = std::chrono::steady_clock;
+  static double seconds_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  }
+
+  // Called by SQLite inside each COMMIT, with the frames now in the log. It
+  // checkpoints as SQLite's own automatic checkpoint does (at 1000 frames),
+  // timing it and counting the frames each commit added.
+  static int after_commit(void* self, sqlite3* db, const char* name, int frames_in_log) {
+    Ledger& ledger = *static_cast<Ledger*>(self);
+    WriterTime& time = ledger.time_;
+    time.log_frames += frames_in_log >= time.frames_in_log ? frames_in_log - time.frames_in_log : frames_in_log;
+    time.frames_in_log = frames_in_log;
+    if (frames_in_log >= 1000) {
+      const Clock::time_point start = Clock::now();
+      sqlite3_wal_checkpoint(db, name);
+      time.checkpoint_s += seconds_between(start, Clock::now());
+    }
+    return SQLITE_OK;
+  }
+
   void run_step(sqlite3_stmt* s) {
     db_.step(s);
     sqlite3_reset(s);
@@ -313,7 +377,16 @@ class Ledger {
     run_step(finish_);
   }
 
+  struct WriterTime {
+    double statements_s = 0;  // BEGIN and the decisions' statements
+    double commit_s = 0;      // COMMIT: the log's write and sync, and any checkpoint
+    double checkpoint_s = 0;
+    int64_t log_frames = 0;   // pages the commits appended to the log
+    int frames_in_log = 0;    // after the last commit
+  };
+
   Db db_;
+  WriterTime time_;
   sqlite3_stmt* begin_;
   sqlite3_stmt* commit_;
   sqlite3_stmt* find_;
@@ -375,10 +448,14 @@ struct Admission {
 // answers, and the requests that arrive during a commit make the next batch.
 class Server {
  public:
-  Server(const std::string& db_path, int threads) : ledger_(db_path) {
+  Server(const std::string& db_path, int threads, Ledger::CertificateKey certificate_key)
+      : ledger_(db_path, certificate_key) {
     if (threads > 1) writer_ = std::make_unique<Writer>(ledger_, out_, threads == 2);
   }
-  ~Server() { writer_.reset(); }
+  ~Server() {
+    writer_.reset();
+    std::fputs(ledger_.time_report().c_str(), stderr);
+  }
 
   void handle(const std::string& line) {
     const Json request = Json::parse(line);
@@ -471,6 +548,7 @@ class Server {
 
 }  // namespace
 
+// EFFECTFENCE_FLOOR_CERTS: hash (the default), indexed or appended, as above.
 // EFFECTFENCE_FLOOR_THREADS: 3 (the default) reads on the main thread,
 // decides on a writer thread and answers on a third, as serve does; 2 has the
 // writer answer; 1 does everything on one thread.
@@ -490,8 +568,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "effectfence_floor: EFFECTFENCE_FLOOR_THREADS must be 1, 2 or 3\n");
     return 2;
   }
+  const char* certs_text = std::getenv("EFFECTFENCE_FLOOR_CERTS");
+  const std::string certs = certs_text == nullptr ? "hash" : certs_text;
+  const std::map<std::string, Ledger::CertificateKey> certificate_keys = {
+      {"hash", Ledger::CertificateKey::hash},
+      {"indexed", Ledger::CertificateKey::indexed},
+      {"appended", Ledger::CertificateKey::appended}};
+  if (certificate_keys.count(certs) == 0) {
+    std::fprintf(stderr, "effectfence_floor: EFFECTFENCE_FLOOR_CERTS must be hash, indexed or appended\n");
+    return 2;
+  }
   try {
-    Server server(db_path, threads);
+    Server server(db_path, threads, certificate_keys.at(certs));
     std::string pending;
     char buffer[1 << 16];
     for (;;) {

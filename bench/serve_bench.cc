@@ -74,6 +74,7 @@ struct LevelResult {
   double cpu_ceiling_pairs_per_second = 0;  // every CPU busy with server and bench work, nothing else
   std::map<std::string, double> server_cpu_us_per_pair_by_thread;  // threads of one name summed
   double decisions_per_transaction = 0;  // the server's group commit (fence_stats "batching")
+  double disk_kib_per_pair = -1;         // what the server's writes sent towards the disk; -1: not known
   // What bounds serve, at the same in-flight count (see Reference):
   Reference protocol_only;  // pairs of `ping`s through serve: pipes, JSON-RPC, threads, no ledger
   Reference fence_only;     // the fence library in this process: the ledger as shipped, no protocol
@@ -81,6 +82,8 @@ struct LevelResult {
   Reference floor;          // effectfence_floor: the least a server of serve's shape does per pair
   bool floor_measured = false;
   double floor_cpu_ceiling_pairs_per_second = 0;  // the CPU ceiling, for the floor and its client
+  double floor_decisions_per_transaction = 0;
+  double floor_disk_kib_per_pair = -1;
 };
 
 struct Report {
@@ -262,6 +265,8 @@ struct Tally {
   std::map<std::string, double> cpu_s_by_thread;  // server threads, by name
   int64_t transactions = 0;  // the server's ledger transactions
   int64_t decisions = 0;     // and the decisions they carried
+  double disk_bytes = 0;     // what the server's writes sent towards the disk
+  bool disk_known = true;    // false once the kernel did not say
 };
 
 // Adds what each server thread did between two readings to the tally.
@@ -297,8 +302,12 @@ void measure_serve_slice(PairDriver& driver, const ChildProcess& server, size_t 
   const double server_cpu_before = server.cpu_seconds();
   const double bench_cpu_before = own_cpu_seconds();
   const auto threads_before = server.thread_times();
+  const double disk_before = server.disk_write_bytes();
   tally->timings.merge(driver.run(in_flight, seconds, work));
   add_thread_deltas(threads_before, server.thread_times(), tally);
+  const double disk_after = server.disk_write_bytes();
+  if (disk_before < 0 || disk_after < 0) tally->disk_known = false;
+  tally->disk_bytes += disk_after - disk_before;
   tally->server_cpu_s += server.cpu_seconds() - server_cpu_before;
   tally->bench_cpu_s += own_cpu_seconds() - bench_cpu_before;
   const PairDriver::Batching batching_after = driver.batching();
@@ -308,6 +317,15 @@ void measure_serve_slice(PairDriver& driver, const ChildProcess& server, size_t 
 
 double per_item_us(double cpu_s, const Summary& s) {
   return cpu_s / static_cast<double>(std::max<size_t>(s.count, 1)) * 1e6;
+}
+
+double decisions_per_transaction(const Tally& tally) {
+  return tally.transactions > 0 ? static_cast<double>(tally.decisions) / static_cast<double>(tally.transactions) : 0;
+}
+
+double disk_kib_per_pair(const Tally& tally, const Summary& pairs) {
+  if (!tally.disk_known || pairs.count == 0) return -1;
+  return tally.disk_bytes / 1024 / static_cast<double>(pairs.count);
 }
 
 Reference reference(const Tally& tally, double cpu_s, const Summary& sqlite) {
@@ -348,14 +366,16 @@ LevelResult level_result(size_t in_flight, const LevelTallies& t, unsigned cpus)
   const double cpu_us_per_pair = level.server_cpu_us_per_pair + level.bench_cpu_us_per_pair;
   level.cpu_ceiling_pairs_per_second =
       cpu_us_per_pair > 0 ? cpus * 1e6 / cpu_us_per_pair : 0;
-  level.decisions_per_transaction =
-      serve.transactions > 0 ? static_cast<double>(serve.decisions) / static_cast<double>(serve.transactions) : 0;
+  level.decisions_per_transaction = decisions_per_transaction(serve);
+  level.disk_kib_per_pair = disk_kib_per_pair(serve, level.pairs);
   level.protocol_only = reference(t.pings, t.pings.server_cpu_s, level.sqlite);
   level.fence_only = reference(t.fence_only, t.fence_only.bench_cpu_s, level.sqlite);
   level.bare_rows = reference(t.bare_rows, t.bare_rows.bench_cpu_s, level.sqlite);
   level.floor = reference(t.floor, t.floor.server_cpu_s, level.sqlite);
   const double floor_cpu_us_per_pair = per_item_us(t.floor.server_cpu_s + t.floor.bench_cpu_s, level.floor.pairs);
   level.floor_cpu_ceiling_pairs_per_second = floor_cpu_us_per_pair > 0 ? cpus * 1e6 / floor_cpu_us_per_pair : 0;
+  level.floor_decisions_per_transaction = decisions_per_transaction(t.floor);
+  level.floor_disk_kib_per_pair = disk_kib_per_pair(t.floor, level.floor.pairs);
   return level;
 }
 
@@ -462,6 +482,13 @@ void print_rate_line(const char* label, const char* unit, const Summary& s) {
               s.p99_ms, s.count);
 }
 
+std::string kib_text(double kib) {
+  char text[32];
+  if (kib < 0) std::snprintf(text, sizeof text, "%16s", "not known");
+  else std::snprintf(text, sizeof text, "%12.1f KiB/pair", kib);
+  return text;
+}
+
 void print_text(const Options& options, const Report& r) {
   std::printf("effectfence serve benchmark\n");
   std::printf("  command:    %s\n", options.command_line.c_str());
@@ -532,6 +559,19 @@ void print_text(const Options& options, const Report& r) {
     }
     std::printf("\n");
   }
+  std::printf("\nthe ledger's writes: KiB sent towards the disk per pair (the log, and what checkpoints copy into\n"
+              "the database file; /proc/PID/io write_bytes), and decisions per ledger transaction\n");
+  std::printf("%9s %28s %28s\n", "in flight", "serve", "floor server");
+  for (const LevelResult& l : r.levels) {
+    std::printf("%9zu %s %11.1f per tx", l.in_flight, kib_text(l.disk_kib_per_pair).c_str(),
+                l.decisions_per_transaction);
+    if (l.floor_measured) {
+      std::printf(" %s %11.1f per tx\n", kib_text(l.floor_disk_kib_per_pair).c_str(),
+                  l.floor_decisions_per_transaction);
+    } else {
+      std::printf(" %28s\n", "not measured");
+    }
+  }
   if (const LevelResult* t = target_level(r)) {
     std::printf("\nat %zu in flight: %.2fx the serial SQLite rate measured alongside (target >= %.0fx: %s; aim "
                 "%.0fx: %s)\n",
@@ -580,6 +620,12 @@ Json report_json(const Options& options, const Report& r) {
                           {"server_cpu_us_per_pair_by_thread", l.server_cpu_us_per_pair_by_thread},
                           {"cpu_ceiling_pairs_per_second", l.cpu_ceiling_pairs_per_second},
                           {"decisions_per_transaction", l.decisions_per_transaction},
+                          {"disk_kib_per_pair", l.disk_kib_per_pair >= 0 ? Json(l.disk_kib_per_pair) : Json()},
+                          {"floor_decisions_per_transaction",
+                           l.floor_measured ? Json(l.floor_decisions_per_transaction) : Json()},
+                          {"floor_disk_kib_per_pair",
+                           l.floor_measured && l.floor_disk_kib_per_pair >= 0 ? Json(l.floor_disk_kib_per_pair)
+                                                                               : Json()},
                           {"protocol_only", reference_json(l.protocol_only)},
                           {"fence_only", reference_json(l.fence_only)},
                           {"bare_rows", reference_json(l.bare_rows)},
@@ -649,7 +695,7 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "effectfence_bench: %s\n", e.what());
-    if (!dir.empty()) std::fprintf(stderr, "scratch directory kept (see serve.log): %s\n", dir.c_str());
+    if (!dir.empty()) std::fprintf(stderr, "scratch directory kept (see serve.log and floor.log): %s\n", dir.c_str());
     return 1;
   }
 }
