@@ -414,6 +414,18 @@ std::optional<std::string> file_behind_link(const std::string& link) {
   return file.string();
 }
 
+// Standard output or standard error, when `path` names the very file it is
+// (the same device and inode); -1 otherwise.
+int own_stream_named(const std::string& path) {
+  struct stat named {};
+  if (::stat(path.c_str(), &named) != 0) return -1;
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat stream {};
+    if (::fstat(fd, &stream) == 0 && stream.st_dev == named.st_dev && stream.st_ino == named.st_ino) return fd;
+  }
+  return -1;
+}
+
 // The dump goes to a temporary file next to --out and is renamed over it
 // only when complete, so a failed export never leaves a truncated file that
 // looks like a whole audit trail. A symlink to a regular file, or to nothing
@@ -437,6 +449,21 @@ class OutputFile {
     partial_dump_exists = 0;
   }
   std::FILE* open(std::string* error) {
+    if (in_place_) {
+      // The stream this process was given (/dev/stdout, /dev/fd/1) is
+      // written through its own descriptor, at the place the shell is in
+      // it: reopened, it would start a new offset, and the shell's next
+      // line would land on the dump.
+      if (const int fd = own_stream_named(target_); fd >= 0) {
+        const int copy = ::dup(fd);
+        file_ = copy < 0 ? nullptr : ::fdopen(copy, "ab");
+        if (!file_) {
+          if (copy >= 0) ::close(copy);
+          *error = "cannot write to " + target_ + ": " + std::strerror(errno);
+        }
+        return file_;
+      }
+    }
     // In place is appended to, never truncated: /dev/stdout of a shell's
     // `>> audit.log` reopens that very file, whose earlier lines stay.
     file_ = std::fopen(target_.c_str(), in_place_ ? "ab" : "wb");

@@ -584,6 +584,12 @@ echo "an earlier line" >"$WORK/appended.log"
 "$EF" export --db "$LEDGER" --out /dev/fd/1 >>"$WORK/appended.log" 2>/dev/null
 expect_eq "$(head -n 1 "$WORK/appended.log")|$(grep -c '"type":"end"' "$WORK/appended.log")" "an earlier line|2" \
   "export --out /dev/stdout appends to a file the shell appends to, keeping its earlier lines"
+# It writes through the shell's own stream, at its place: lines the shell
+# writes before and after the dump stay before and after it.
+{ echo "before"; "$EF" export --db "$LEDGER" --out /dev/stdout 2>/dev/null; echo "after"; } >"$WORK/between.log"
+expect_eq "$(head -n 1 "$WORK/between.log")|$(sed -n 2p "$WORK/between.log" | cut -c1-16)|$(tail -n 2 "$WORK/between.log" | head -n 1 | cut -c1-13)|$(tail -n 1 "$WORK/between.log")|$(wc -l <"$WORK/between.log")" \
+  'before|{"type":"export"|{"type":"end"|after|'"$((CERTS + EVENTS + 4))" \
+  "export --out /dev/stdout writes at the shell's place in its stream: what the shell wrote before and after stays around the dump"
 
 echo "--- serve and wrap refuse a closed stdin or stdout"
 # A closed stream's number would go to the next pipe or file opened (the stop
