@@ -16,8 +16,12 @@
 // on a leaf of its own in a large table): `hash` (the default) keys the rows
 // by their hash; `indexed` appends them under an integer key and indexes the
 // hash, as serve's ledger does; `appended` appends them with no index on the
-// hash, which leaves no way to find a certificate by its hash. At exit the
-// floor writes to stderr where its writer's time went.
+// hash, which leaves no way to find a certificate by its hash; `derived`
+// appends them and keeps the hash index as derived data in a file of its own
+// that is never synced, written after each commit's answers are on their
+// way (a crash would have it rebuilt from the certificates; this instrument
+// never reopens a ledger). At
+// exit the floor writes to stderr where its writer's time went.
 //
 // Left out, because it is what `serve` adds on top of the floor: the audit
 // events, counters, guards (triggers), secondary indexes, savepoints, leases,
@@ -40,6 +44,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -58,10 +63,12 @@ using Json = nlohmann::json;
 // log frames to the kernel in one write (ledger/wal_write_batching.h).
 class Db {
  public:
-  explicit Db(const std::string& path) {
+  // batched: through the VFS that writes a commit's log frames at once,
+  // which needs synchronous = FULL.
+  explicit Db(const std::string& path, bool batched = true) {
     effectfence::BatchedLogVfs vfs;  // registered only while the connection is opened
     if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        vfs.name()) != SQLITE_OK) {
+                        batched ? vfs.name() : nullptr) != SQLITE_OK) {
       fail("open " + path);
     }
   }
@@ -104,6 +111,7 @@ struct Job {
   std::string id;  // the request's id, as JSON text
   std::string intent, domain, tool, args, agent, payload_hash, token;
   int64_t seq = 0;  // a commit's from its ticket, a prepare's once reserved
+  int64_t cert_id = 0;
   std::string cert_hash, cert_body;
   const char* refusal = nullptr;  // set when the writer refused it
 };
@@ -229,10 +237,57 @@ class Output {
   std::thread thread_;
 };
 
+// EFFECTFENCE_FLOOR_CERTS=derived: certificates' hashes indexed in a file of
+// their own that is never synced, after their commit and its answers:
+// derived data, which a crash would have rebuilt from the certificates, and
+// which no answer waits for. (Written by a thread of its own instead, it
+// measured no faster: one more thread on two cores.)
+class DerivedHashIndex {
+ public:
+  explicit DerivedHashIndex(const std::string& path)
+      : db_(path, false) {  // SQLite's own VFS: the batching one needs synchronous = FULL
+    db_.exec("PRAGMA journal_mode = WAL");
+    db_.exec("PRAGMA synchronous = OFF");
+    db_.exec("CREATE TABLE IF NOT EXISTS hashes (hash TEXT PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID");
+    begin_ = db_.prepare("BEGIN IMMEDIATE");
+    commit_ = db_.prepare("COMMIT");
+    insert_ = db_.prepare("INSERT INTO hashes (hash, id) VALUES (?1, ?2)");
+  }
+  void add_committed(const std::vector<Job>& batch) {
+    for (const Job& job : batch) {
+      if (job.is_commit && !job.refusal) queued_.emplace_back(job.cert_hash, job.cert_id);
+    }
+  }
+  // Writes what was added since the last call, in one transaction.
+  void write_added() {
+    if (queued_.empty()) return;
+    step_and_reset(begin_);
+    for (const auto& [hash, id] : queued_) {
+      bind_text(insert_, 1, hash);
+      sqlite3_bind_int64(insert_, 2, id);
+      step_and_reset(insert_);
+    }
+    step_and_reset(commit_);
+    queued_.clear();
+  }
+
+ private:
+  void step_and_reset(sqlite3_stmt* s) {
+    db_.step(s);
+    sqlite3_reset(s);
+  }
+
+  Db db_;
+  sqlite3_stmt* begin_;
+  sqlite3_stmt* commit_;
+  sqlite3_stmt* insert_;
+  std::vector<std::pair<std::string, int64_t>> queued_;  // committed, not yet written
+};
+
 // The rows, decided a batch per BEGIN IMMEDIATE transaction.
 class Ledger {
  public:
-  enum class CertificateKey { hash, indexed, appended };
+  enum class CertificateKey { hash, indexed, appended, derived };
 
   Ledger(const std::string& path, CertificateKey certificate_key) : db_(path) {
     db_.exec("PRAGMA journal_mode = WAL");
@@ -245,6 +300,9 @@ class Ledger {
         "payload_hash TEXT NOT NULL, agent TEXT NOT NULL, cert_hash TEXT) WITHOUT ROWID");
     db_.exec("CREATE TABLE IF NOT EXISTS domains (domain TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID");
     db_.exec(certificate_table(certificate_key));
+    if (certificate_key == CertificateKey::derived) {
+      derived_index_ = std::make_unique<DerivedHashIndex>(path + ".hashes");
+    }
     begin_ = db_.prepare("BEGIN IMMEDIATE");
     commit_ = db_.prepare("COMMIT");
     find_ = db_.prepare("SELECT state, token FROM intents WHERE intent = ?1");
@@ -266,20 +324,31 @@ class Ledger {
     run_step(commit_);
     time_.statements_s += seconds_between(start, decided);
     time_.commit_s += seconds_between(decided, Clock::now());
+    if (derived_index_) derived_index_->add_committed(batch);
     transactions_ += 1;
     decisions_ += static_cast<int64_t>(batch.size());
   }
   int64_t transactions() const { return transactions_; }
   int64_t decisions() const { return decisions_; }
 
+  // `derived`: the hashes committed since the last call, into their index.
+  // Called once the batch's answers are on their way.
+  void index_committed() {
+    if (!derived_index_) return;
+    const Clock::time_point start = Clock::now();
+    derived_index_->write_added();
+    time_.derived_index_s += seconds_between(start, Clock::now());
+  }
+
   // Where the writer's time went: one line for floor.log.
   std::string time_report() const {
     char line[320];
     std::snprintf(line, sizeof line,
                   "writer: %lld transactions, %lld decisions; statements %.3f s, COMMIT %.3f s (of which "
-                  "checkpoints %.3f s); %lld log frames, %.2f per decision\n",
+                  "checkpoints %.3f s), derived hash index %.3f s; %lld log frames, %.2f per decision\n",
                   static_cast<long long>(transactions_), static_cast<long long>(decisions_.load()),
-                  time_.statements_s, time_.commit_s, time_.checkpoint_s, static_cast<long long>(time_.log_frames),
+                  time_.statements_s, time_.commit_s, time_.checkpoint_s, time_.derived_index_s,
+                  static_cast<long long>(time_.log_frames),
                   decisions_ > 0 ? static_cast<double>(time_.log_frames) / static_cast<double>(decisions_) : 0.0);
     return line;
   }
@@ -294,6 +363,7 @@ class Ledger {
         return "CREATE TABLE IF NOT EXISTS certificates (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, "
                "intent TEXT NOT NULL, domain TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL)";
       case CertificateKey::appended:
+      case CertificateKey::derived:
         break;
     }
     return "CREATE TABLE IF NOT EXISTS certificates (id INTEGER PRIMARY KEY, hash TEXT NOT NULL, "
@@ -372,6 +442,7 @@ class Ledger {
     sqlite3_bind_int64(certify_, 4, job.seq);
     bind_text(certify_, 5, job.cert_body);
     run_step(certify_);
+    job.cert_id = sqlite3_last_insert_rowid(db_.handle());
     bind_text(finish_, 1, job.cert_hash);
     bind_text(finish_, 2, job.intent);
     run_step(finish_);
@@ -381,11 +452,13 @@ class Ledger {
     double statements_s = 0;  // BEGIN and the decisions' statements
     double commit_s = 0;      // COMMIT: the log's write and sync, and any checkpoint
     double checkpoint_s = 0;
+    double derived_index_s = 0;  // `derived`: the hashes written after the answers
     int64_t log_frames = 0;   // pages the commits appended to the log
     int frames_in_log = 0;    // after the last commit
   };
 
   Db db_;
+  std::unique_ptr<DerivedHashIndex> derived_index_;
   WriterTime time_;
   sqlite3_stmt* begin_;
   sqlite3_stmt* commit_;
@@ -426,6 +499,7 @@ class Writer {
       } else {
         out_.post(batch);
       }
+      ledger_.index_committed();
     }
   }
 
@@ -482,6 +556,7 @@ class Server {
     ledger_.decide(held_);
     out_.write(answers_to(held_));
     held_.clear();
+    ledger_.index_committed();
   }
 
  private:
@@ -548,7 +623,8 @@ class Server {
 
 }  // namespace
 
-// EFFECTFENCE_FLOOR_CERTS: hash (the default), indexed or appended, as above.
+// EFFECTFENCE_FLOOR_CERTS: hash (the default), indexed, appended or derived,
+// as above.
 // EFFECTFENCE_FLOOR_THREADS: 3 (the default) reads on the main thread,
 // decides on a writer thread and answers on a third, as serve does; 2 has the
 // writer answer; 1 does everything on one thread.
@@ -573,9 +649,10 @@ int main(int argc, char** argv) {
   const std::map<std::string, Ledger::CertificateKey> certificate_keys = {
       {"hash", Ledger::CertificateKey::hash},
       {"indexed", Ledger::CertificateKey::indexed},
-      {"appended", Ledger::CertificateKey::appended}};
+      {"appended", Ledger::CertificateKey::appended},
+      {"derived", Ledger::CertificateKey::derived}};
   if (certificate_keys.count(certs) == 0) {
-    std::fprintf(stderr, "effectfence_floor: EFFECTFENCE_FLOOR_CERTS must be hash, indexed or appended\n");
+    std::fprintf(stderr, "effectfence_floor: EFFECTFENCE_FLOOR_CERTS must be hash, indexed, appended or derived\n");
     return 2;
   }
   try {

@@ -233,7 +233,8 @@ std::string load_average() {
 void remove_scratch_dir(const std::string& dir) {
   for (const char* name : {"ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm", "in-process.sqlite",
                            "in-process.sqlite-wal", "in-process.sqlite-shm", "serve.log",
-                           "floor.sqlite", "floor.sqlite-wal", "floor.sqlite-shm", "floor.log"}) {
+                           "floor.sqlite", "floor.sqlite-wal", "floor.sqlite-shm", "floor.sqlite.hashes",
+                           "floor.sqlite.hashes-wal", "floor.sqlite.hashes-shm", "floor.log"}) {
     ::unlink((dir + "/" + name).c_str());
   }
   ::rmdir(dir.c_str());
