@@ -190,7 +190,7 @@ Timings measure_sqlite_serial(const std::string& path, double seconds) {
   return Timings{std::move(samples), seconds_between(start, now)};
 }
 
-Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds) {
+Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds, IntentNames intent_names) {
   remove_database(path);
   std::vector<double> samples;
   Clock::time_point start;
@@ -214,7 +214,7 @@ Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, dou
       db.run(begin);
       for (size_t slot = 0; slot < in_flight; ++slot, ++next) {
         const std::string domain = "bench-account-" + std::to_string(slot);
-        intents[slot] = "bare-" + std::to_string(next);
+        intents[slot] = intent_name("bare-", next, intent_names);
         bind(reserve, 1, domain);
         if (sqlite3_step(reserve) != SQLITE_ROW) throw std::runtime_error("sqlite: the domain row is missing");
         const sqlite3_int64 seq = sqlite3_column_int64(reserve, 0);

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "intent_names.h"
 #include "latency.h"
 
 namespace effectfence::bench {
@@ -23,6 +24,7 @@ Timings measure_sqlite_serial(const std::string& path, double seconds);
 // inserts the certificate and marks the intent done. No audit trail, no
 // indexes beyond the keys, no JSON, no protocol. Each transaction carries
 // `in_flight` prepares, the next one their commits; a sample is one pair.
-Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds);
+Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds,
+                                  IntentNames intent_names = IntentNames::ordered);
 
 }  // namespace effectfence::bench

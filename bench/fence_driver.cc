@@ -8,8 +8,10 @@
 
 namespace effectfence::bench {
 
-FenceDriver::FenceDriver(const std::string& ledger_path, Anomalies& anomalies)
-    : anomalies_(anomalies), intent_prefix_("in-process-" + std::to_string(::getpid()) + "-") {
+FenceDriver::FenceDriver(const std::string& ledger_path, Anomalies& anomalies, IntentNames intent_names)
+    : anomalies_(anomalies),
+      intent_prefix_("in-process-" + std::to_string(::getpid()) + "-"),
+      intent_names_(intent_names) {
   Settings settings;
   settings.ledger_path = ledger_path;
   auto opened = Fence::open(settings);
@@ -19,7 +21,7 @@ FenceDriver::FenceDriver(const std::string& ledger_path, Anomalies& anomalies)
   fence_ = std::move(std::get<std::unique_ptr<Fence>>(opened));
 }
 
-std::string FenceDriver::intent_of(int64_t pair) const { return intent_prefix_ + std::to_string(pair); }
+std::string FenceDriver::intent_of(int64_t pair) const { return intent_name(intent_prefix_, pair, intent_names_); }
 
 Timings FenceDriver::run(size_t in_flight, double seconds) {
   const auto start = Clock::now();

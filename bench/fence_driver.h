@@ -19,7 +19,7 @@ namespace effectfence::bench {
 class FenceDriver {
  public:
   // Opens an SQLite ledger at `ledger_path`; throws if it cannot.
-  FenceDriver(const std::string& ledger_path, Anomalies& anomalies);
+  FenceDriver(const std::string& ledger_path, Anomalies& anomalies, IntentNames intent_names = IntentNames::ordered);
 
   // Keeps `in_flight` pairs going until `seconds` have passed, then waits
   // for the last ones. Each sample is one pair, prepare to certificate.
@@ -42,6 +42,7 @@ class FenceDriver {
   std::unique_ptr<Fence> fence_;
   Anomalies& anomalies_;
   std::string intent_prefix_;
+  IntentNames intent_names_;
 
   std::mutex mu_;  // callbacks run on the ledger's answer thread
   std::condition_variable all_done_;

@@ -289,7 +289,10 @@ class Ledger {
  public:
   enum class CertificateKey { hash, indexed, appended, derived };
 
-  Ledger(const std::string& path, CertificateKey certificate_key) : db_(path) {
+  // audit: each decision also appends an event (no index on it) and each
+  // transaction counts its decisions in a counters row, as the append-only
+  // event log and counters a fence keeps, at their cheapest.
+  Ledger(const std::string& path, CertificateKey certificate_key, bool audit) : db_(path) {
     db_.exec("PRAGMA journal_mode = WAL");
     db_.exec("PRAGMA synchronous = FULL");
     db_.exec("PRAGMA temp_store = MEMORY");
@@ -313,13 +316,30 @@ class Ledger {
         "VALUES (?1, 'in_flight', ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
     certify_ = db_.prepare("INSERT INTO certificates (hash, intent, domain, seq, body) VALUES (?1, ?2, ?3, ?4, ?5)");
     finish_ = db_.prepare("UPDATE intents SET state = 'done', cert_hash = ?1 WHERE intent = ?2");
+    if (audit) {
+      db_.exec(
+          "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, at INTEGER NOT NULL, kind TEXT NOT NULL, "
+          "intent TEXT NOT NULL, domain TEXT NOT NULL, seq INTEGER NOT NULL)");
+      db_.exec("CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID");
+      db_.exec("INSERT OR IGNORE INTO counters (name, value) VALUES ('decisions', 0)");
+      record_ = db_.prepare(
+          "INSERT INTO events (at, kind, intent, domain, seq) VALUES (?5, ?1, ?2, ?3, ?4)");
+      count_ = db_.prepare("UPDATE counters SET value = value + ?1 WHERE name = 'decisions'");
+    }
   }
 
   // Decides every job in one durable transaction.
   void decide(std::vector<Job>& batch) {
     const Clock::time_point start = Clock::now();
     run_step(begin_);
-    for (Job& job : batch) job.is_commit ? commit(job) : prepare(job);
+    for (Job& job : batch) {
+      job.is_commit ? commit(job) : prepare(job);
+      if (record_ && !job.refusal) record(job);
+    }
+    if (count_) {
+      sqlite3_bind_int64(count_, 1, static_cast<int64_t>(batch.size()));
+      run_step(count_);
+    }
     const Clock::time_point decided = Clock::now();
     run_step(commit_);
     time_.statements_s += seconds_between(start, decided);
@@ -396,6 +416,16 @@ class Ledger {
     sqlite3_reset(s);
   }
 
+  void record(const Job& job) {
+    sqlite3_bind_text(record_, 1, job.is_commit ? "committed" : "admitted", -1, SQLITE_STATIC);
+    bind_text(record_, 2, job.intent);
+    bind_text(record_, 3, job.domain);
+    sqlite3_bind_int64(record_, 4, job.seq);
+    sqlite3_bind_int64(record_, 5, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch()).count());
+    run_step(record_);
+  }
+
   void prepare(Job& job) {
     bind_text(find_, 1, job.intent);
     const bool known = db_.step(find_);
@@ -468,6 +498,8 @@ class Ledger {
   sqlite3_stmt* admit_;
   sqlite3_stmt* certify_;
   sqlite3_stmt* finish_;
+  sqlite3_stmt* record_ = nullptr;  // audit only
+  sqlite3_stmt* count_ = nullptr;
   std::atomic<int64_t> transactions_{0};
   std::atomic<int64_t> decisions_{0};
 };
@@ -522,8 +554,8 @@ struct Admission {
 // answers, and the requests that arrive during a commit make the next batch.
 class Server {
  public:
-  Server(const std::string& db_path, int threads, Ledger::CertificateKey certificate_key)
-      : ledger_(db_path, certificate_key) {
+  Server(const std::string& db_path, int threads, Ledger::CertificateKey certificate_key, bool audit)
+      : ledger_(db_path, certificate_key, audit) {
     if (threads > 1) writer_ = std::make_unique<Writer>(ledger_, out_, threads == 2);
   }
   ~Server() {
@@ -624,7 +656,8 @@ class Server {
 }  // namespace
 
 // EFFECTFENCE_FLOOR_CERTS: hash (the default), indexed, appended or derived,
-// as above.
+// as above. EFFECTFENCE_FLOOR_AUDIT=1: an event appended per decision and a
+// counter per transaction (Ledger).
 // EFFECTFENCE_FLOOR_THREADS: 3 (the default) reads on the main thread,
 // decides on a writer thread and answers on a third, as serve does; 2 has the
 // writer answer; 1 does everything on one thread.
@@ -655,8 +688,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "effectfence_floor: EFFECTFENCE_FLOOR_CERTS must be hash, indexed, appended or derived\n");
     return 2;
   }
+  const char* audit_text = std::getenv("EFFECTFENCE_FLOOR_AUDIT");
+  const bool audit = audit_text != nullptr && std::strcmp(audit_text, "1") == 0;
+  if (audit_text != nullptr && !audit && std::strcmp(audit_text, "0") != 0) {
+    std::fprintf(stderr, "effectfence_floor: EFFECTFENCE_FLOOR_AUDIT must be 0 or 1\n");
+    return 2;
+  }
   try {
-    Server server(db_path, threads, certificate_keys.at(certs));
+    Server server(db_path, threads, certificate_keys.at(certs), audit);
     std::string pending;
     char buffer[1 << 16];
     for (;;) {

@@ -53,8 +53,11 @@ size_t Anomalies::total() const {
   return n;
 }
 
-PairDriver::PairDriver(ChildProcess& server, Anomalies& anomalies)
-    : server_(server), anomalies_(anomalies), intent_prefix_("bench-" + std::to_string(::getpid()) + "-") {}
+PairDriver::PairDriver(ChildProcess& server, Anomalies& anomalies, IntentNames intent_names)
+    : server_(server),
+      anomalies_(anomalies),
+      intent_prefix_("bench-" + std::to_string(::getpid()) + "-"),
+      intent_names_(intent_names) {}
 
 void PairDriver::handshake() {
   const int64_t id = next_id_++;
@@ -141,7 +144,7 @@ void PairDriver::start_pair(size_t slot) {
     pending_[send_ping()] = Pending{slot, Step::first_ping};
     return;
   }
-  const int64_t id = send_call("fence_prepare", Json{{"intent", intent_prefix_ + std::to_string(s.pair)},
+  const int64_t id = send_call("fence_prepare", Json{{"intent", intent_name(intent_prefix_, s.pair, intent_names_)},
                                                      {"domain", "bench-account-" + std::to_string(slot)},
                                                      {"tool", "charge_card"},
                                                      {"args", {{"order", s.pair}, {"amount_cents", 1299}}},
@@ -197,7 +200,7 @@ void PairDriver::on_prepared(size_t slot, const Json& message) {
 }
 
 void PairDriver::on_committed(size_t slot, const Json& message) {
-  const std::string expected_intent = intent_prefix_ + std::to_string(slots_[slot].pair);
+  const std::string expected_intent = intent_name(intent_prefix_, slots_[slot].pair, intent_names_);
   bool completed = false;
   if (status_of(message) != "committed") {
     anomalies_.note("commit: " + outcome_kind(message), message.dump());

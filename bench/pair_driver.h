@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "child_process.h"
+#include "intent_names.h"
 #include "latency.h"
 
 namespace effectfence::bench {
@@ -29,7 +30,7 @@ struct Anomalies {
 
 class PairDriver {
  public:
-  PairDriver(ChildProcess& server, Anomalies& anomalies);
+  PairDriver(ChildProcess& server, Anomalies& anomalies, IntentNames intent_names = IntentNames::ordered);
 
   // initialize + notifications/initialized; throws if the server does not answer.
   void handshake();
@@ -75,6 +76,7 @@ class PairDriver {
   ChildProcess& server_;
   Anomalies& anomalies_;
   std::string intent_prefix_;
+  IntentNames intent_names_;
   int64_t next_id_ = 1;
   int64_t next_pair_ = 0;
   std::unordered_map<int64_t, Pending> pending_;

@@ -46,6 +46,7 @@ struct Options {
   std::vector<size_t> levels = {1, 4, 16, 64};
   std::string log_level;  // empty: the server's default
   std::string db;         // the server's ledger; empty: a new SQLite file in the scratch directory
+  IntentNames intent_names = IntentNames::ordered;
   bool json = false;
   bool keep = false;
   std::string command_line;
@@ -122,6 +123,8 @@ void print_usage(std::FILE* out) {
                "  --log-level L     passed to serve (default: serve's own default)\n"
                "  --db LEDGER       serve this ledger instead, e.g. a postgres:// URL; the baseline stays\n"
                "                    serial SQLite in the scratch directory\n"
+               "  --intent-names N  ordered (default: each new name sorts after the last) or scattered\n"
+               "                    (spread over the key space, as order ids or UUIDs are)\n"
                "  --json            print the results as JSON\n"
                "  --keep            keep the scratch directory (ledger, serve log)\n"
                "  --help            this text\n");
@@ -143,6 +146,12 @@ double parse_seconds(const std::string& text, double minimum) {
   const double value = std::stod(text);
   if (!(value >= minimum)) throw std::invalid_argument("duration out of range: " + text);
   return value;
+}
+
+IntentNames parse_intent_names(const std::string& text) {
+  if (text == "ordered") return IntentNames::ordered;
+  if (text == "scattered") return IntentNames::scattered;
+  throw std::invalid_argument("--intent-names must be ordered or scattered, not " + text);
 }
 
 int parse_rounds(const std::string& text) {
@@ -173,6 +182,7 @@ std::optional<int> parse_options(int argc, char** argv, Options* options) {
       else if (arg == "--levels") options->levels = parse_levels(value());
       else if (arg == "--log-level") options->log_level = value();
       else if (arg == "--db") options->db = value();
+      else if (arg == "--intent-names") options->intent_names = parse_intent_names(value());
       else if (arg == "--json") options->json = true;
       else if (arg == "--keep") options->keep = true;
       else throw std::invalid_argument("unknown option " + arg);
@@ -402,15 +412,15 @@ void note_empty_measurements(const LevelResult& level, Anomalies* anomalies) {
 void measure_levels(const Options& options, const std::string& dir, Report* report) {
   report->server_command = server_command(options, dir);
   ChildProcess server(report->server_command, dir + "/serve.log");
-  PairDriver driver(server, report->anomalies);
+  PairDriver driver(server, report->anomalies, options.intent_names);
   driver.handshake();
-  FenceDriver in_process(dir + "/in-process.sqlite", report->anomalies);
+  FenceDriver in_process(dir + "/in-process.sqlite", report->anomalies, options.intent_names);
   std::unique_ptr<ChildProcess> floor_server;
   std::unique_ptr<PairDriver> floor_driver;
   if (!options.floor_bin.empty()) {
     report->floor_command = {options.floor_bin, "serve", "--db", dir + "/floor.sqlite"};
     floor_server = std::make_unique<ChildProcess>(report->floor_command, dir + "/floor.log");
-    floor_driver = std::make_unique<PairDriver>(*floor_server, report->anomalies);
+    floor_driver = std::make_unique<PairDriver>(*floor_server, report->anomalies, options.intent_names);
     floor_driver->handshake();
   }
   if (options.warmup_seconds > 0) {
@@ -428,7 +438,7 @@ void measure_levels(const Options& options, const std::string& dir, Report* repo
       measure_serve_slice(driver, server, in_flight, slice, PairDriver::Work::fence, &t.serve);
       measure_serve_slice(driver, server, in_flight, slice, PairDriver::Work::ping, &t.pings);
       measure_in_this_process([&] { return in_process.run(in_flight, slice); }, &t.fence_only);
-      measure_in_this_process([&] { return measure_sqlite_bare_pairs(dir + "/bare.sqlite", in_flight, slice); },
+      measure_in_this_process([&] { return measure_sqlite_bare_pairs(dir + "/bare.sqlite", in_flight, slice, options.intent_names); },
                               &t.bare_rows);
       if (floor_driver) {
         measure_serve_slice(*floor_driver, *floor_server, in_flight, slice, PairDriver::Work::fence, &t.floor);
@@ -483,6 +493,10 @@ void print_rate_line(const char* label, const char* unit, const Summary& s) {
               s.p99_ms, s.count);
 }
 
+const char* intent_names_text(IntentNames names) {
+  return names == IntentNames::ordered ? "ordered" : "scattered";
+}
+
 std::string kib_text(double kib) {
   char text[32];
   if (kib < 0) std::snprintf(text, sizeof text, "%16s", "not known");
@@ -496,9 +510,10 @@ void print_text(const Options& options, const Report& r) {
   std::printf("  machine:    %u CPUs, load average %s at start\n", r.cpus, r.load_average.c_str());
   std::printf("  files in:   %s (%s)\n", r.directory.c_str(), r.filesystem.c_str());
   std::printf("  server:     %s\n", joined(r.server_command).c_str());
-  std::printf("  each level: %d x (%.2f s serial SQLite, %.2f s serve); %.1f s warm-up at %zu in flight first\n\n",
+  std::printf("  each level: %d x (%.2f s serial SQLite, %.2f s serve); %.1f s warm-up at %zu in flight first\n",
               options.rounds, options.seconds / options.rounds, options.seconds / options.rounds,
               options.warmup_seconds, kWarmupInFlight);
+  std::printf("  intents:    %s names\n\n", intent_names_text(options.intent_names));
 
   print_rate_line("fdatasync, 512 B overwrite", "/s", r.fdatasync);
   print_rate_line("SQLite serial tx, all slices", "tx/s", r.sqlite_pooled);
@@ -641,6 +656,7 @@ Json report_json(const Options& options, const Report& r) {
               {"server_command", r.server_command},
               {"floor_command", r.floor_command.empty() ? Json() : Json(r.floor_command)},
               {"seconds_per_level", options.seconds},
+              {"intent_names", intent_names_text(options.intent_names)},
               {"warmup_seconds", options.warmup_seconds},
               {"rounds", options.rounds},
               {"fdatasync", summary_json(r.fdatasync)},
