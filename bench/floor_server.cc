@@ -20,13 +20,15 @@
 // appends them and keeps the hash index as derived data in a file of its own
 // that is never synced, written after each commit's answers are on their
 // way (a crash would have it rebuilt from the certificates; this instrument
-// never reopens a ledger). At
-// exit the floor writes to stderr where its writer's time went.
+// never reopens a ledger). EFFECTFENCE_FLOOR_AUDIT=1 adds an audit event per
+// decision and a counter per transaction, at their cheapest. At exit the
+// floor writes to stderr where its writer's time went.
 //
 // Left out, because it is what `serve` adds on top of the floor: the audit
-// events, counters, guards (triggers), secondary indexes, savepoints, leases,
-// holders, read-sets, clocks, input validation and every refusal path. This
-// is a measuring instrument, not a fence: it trusts its one client.
+// events and counters (unless asked for), guards (triggers), secondary
+// indexes, savepoints, leases, holders, read-sets, clocks, input validation
+// and every refusal path. This is a measuring instrument, not a fence: it
+// trusts its one client.
 #include <sqlite3.h>
 #include <unistd.h>
 
