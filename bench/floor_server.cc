@@ -55,6 +55,7 @@
 #include "core/sha256.h"
 #include "effectfence/json.h"
 #include "ledger/sqlite_ledger.h"
+#include "latency.h"
 #include "ledger/wal_write_batching.h"
 
 namespace {
@@ -392,10 +393,8 @@ class Ledger {
            "intent TEXT NOT NULL, domain TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL)";
   }
 
-  using Clock = std::chrono::steady_clock;
-  static double seconds_between(Clock::time_point from, Clock::time_point to) {
-    return std::chrono::duration<double>(to - from).count();
-  }
+  using Clock = effectfence::bench::Clock;
+  static constexpr auto seconds_between = effectfence::bench::seconds_between;
 
   // Called by SQLite inside each COMMIT, with the frames now in the log. It
   // checkpoints as SQLite's own automatic checkpoint does (at 1000 frames),
