@@ -15,6 +15,7 @@
 #include "ledger/holder.h"
 #include "ledger/ledger_files.h"
 #include "ledger/open_ledger.h"
+#include "ledger/pg_connection.h"
 
 namespace effectfence::shared {
 namespace {
@@ -109,7 +110,11 @@ std::string absolute_ledger_path(const std::string& ledger_path) {
 
 bool same_ledger(const std::string& leased, const std::string& mine) {
   if (leased.empty() || mine.empty()) return false;
-  if (!is_file_path(leased) || !is_file_path(mine)) return printable_ledger(leased) == printable_ledger(mine);
+  if (!is_file_path(leased) || !is_file_path(mine)) {
+    // Two strings libpq cannot read print alike and are not one ledger.
+    const std::string printed = printable_ledger(mine);
+    return printed != pg::kUnparseableConninfo && printed == printable_ledger(leased);
+  }
   // A relative path (leases written before they recorded absolute ones) says
   // nothing about which directory it meant: it matches nothing.
   if (names_ledger_relatively(leased) || names_ledger_relatively(mine)) return false;

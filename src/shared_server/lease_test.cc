@@ -274,6 +274,9 @@ TEST_CASE("one ledger is recognised under any spelling of its path, and two ledg
   // URLs are recorded and compared without their passwords.
   CHECK(absolute_ledger_path("postgres://ops:s3cret@h/db") == "postgres://ops:***@h/db");
   CHECK(same_ledger(absolute_ledger_path("postgres://ops:s3cret@h/db"), "postgres://ops:other@h/db"));
+  // Two URLs libpq cannot read print alike, and are not taken for one ledger.
+  CHECK(absolute_ledger_path("postgres://ops:s3cret@h/%zz") == "<unparseable connection string>");
+  CHECK_FALSE(same_ledger(absolute_ledger_path("postgres://ops:s3cret@h/%zz"), "postgres://h/%zy"));
 }
 
 TEST_CASE("a live lease of another ledger is not joined: the client is served alone, told why, and nothing is started") {
