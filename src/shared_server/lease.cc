@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "core/random_token.h"
@@ -21,6 +22,7 @@ namespace effectfence::shared {
 namespace {
 
 constexpr const char* kFormat = "effectfence-shared-server/1";
+constexpr uint64_t kMaxPid = static_cast<uint64_t>(std::numeric_limits<pid_t>::max());
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -96,6 +98,13 @@ bool is_file_path(const std::string& ledger_path) {
   return ledger_path != "memory" && !is_postgres_ledger(ledger_path);
 }
 
+// A pid kill() can be asked about as it is: 4294967297 would probe pid 1
+// (init, always there) and a corrupt lease would read as live.
+bool is_process_id(const Json& pid) {
+  if (pid.is_number_unsigned()) return pid.get<uint64_t>() > 0 && pid.get<uint64_t>() <= kMaxPid;
+  return pid.get<int64_t>() > 0 && pid.get<int64_t>() <= static_cast<int64_t>(kMaxPid);
+}
+
 }  // namespace
 
 bool names_ledger_relatively(const std::string& leased) {
@@ -157,7 +166,7 @@ std::optional<Lease> Lease::from_text(const std::string& text) {
   const Json* token = string_at("token");
   const Json* created = integer_at("created_at_ms");
   if (!format || format->get<std::string>() != kFormat || !pid || !started || !host || !url || !token ||
-      !created || pid->get<int64_t>() <= 0) {
+      !created || !is_process_id(*pid)) {
     return std::nullopt;
   }
   Lease lease;
