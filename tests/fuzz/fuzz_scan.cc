@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (m.unread_from) require(*m.unread_from < text.size(), "unread_from outside the text");
   for (const ToolDeclaration& d : find_declarations(file, 0)) {
     require(d.line >= 1 && d.line <= static_cast<int>(m.line_starts.size()), "a declaration on no line of the text");
-    require(d.begin <= d.end && d.end <= text.size(), "a declaration outside the text");
+    require(d.begin <= d.end && d.end <= text.size(), "a declaration (" + d.form + ", line " + std::to_string(d.line) + ") at [" + std::to_string(d.begin) + ", " + std::to_string(d.end) + ") of " + std::to_string(text.size()) + " bytes");
   }
   return 0;
 }
