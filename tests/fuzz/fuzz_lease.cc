@@ -3,8 +3,8 @@
 // as it is (1..pid_t max); what it accepts writes back (to_text) to a
 // document that reads as the same lease; read_lease calls the file empty
 // exactly when it is, corrupt exactly when from_text refuses it, and live
-// or starting only when the owner's pid names a process (else stale,
-// abandoned never for a pid that is gone).
+// or starting only when the owner's pid names a process: written on this
+// host, a lease whose pid is gone is stale.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +17,7 @@
 #include <string>
 
 #include "oracle.h"
+#include "ledger/holder.h"
 #include "shared_server/lease.h"
 
 using namespace effectfence;
@@ -76,10 +77,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                     lease_case_name(reading.kind));
     return 0;
   }
+  require(reading.kind != LeaseCase::corrupt && reading.kind != LeaseCase::empty && reading.lease,
+          std::string("an accepted lease read as ") + lease_case_name(reading.kind));
+  // The same lease as if written on this host since boot: a pid that names
+  // no process must make it stale (another host's pid says nothing here).
+  static const Holder here = this_process();
+  Lease local = *lease;
+  local.owner.host = here.host;
+  local.owner.boot = here.boot;
+  write_file(lease_path(), local.to_text());
+  const LeaseReading local_reading = read_lease(lease_path(), 0, 1000);
   const bool gone = ::kill(static_cast<pid_t>(lease->owner.pid), 0) != 0 && errno == ESRCH;
   if (gone) {
-    require(reading.kind == LeaseCase::stale, "the lease of gone pid " + std::to_string(lease->owner.pid) +
-                                                  " read as " + lease_case_name(reading.kind));
+    require(local_reading.kind == LeaseCase::stale, "the lease of gone pid " + std::to_string(lease->owner.pid) +
+                                                        " read as " + lease_case_name(local_reading.kind));
   }
   return 0;
 }
