@@ -194,6 +194,18 @@ class PowerLossVfs {
       return rc;
     }
     shim->base.pMethods = &kMethods;
+    // A file that is on disk when first opened (a crash copy restarted
+    // from) survives a power loss as it is, until a sync says otherwise.
+    std::lock_guard<std::mutex> lock(me->mutex_);
+    if (name && !me->synced_.count(shim->path)) {
+      sqlite3_int64 size = 0;
+      std::vector<char> bytes;
+      if (shim->real->pMethods->xFileSize(shim->real, &size) == SQLITE_OK && size > 0) {
+        bytes.resize(static_cast<size_t>(size));
+        if (shim->real->pMethods->xRead(shim->real, bytes.data(), static_cast<int>(size), 0) != SQLITE_OK) bytes.clear();
+      }
+      if (!bytes.empty()) me->synced_[shim->path] = std::move(bytes);
+    }
     return SQLITE_OK;
   }
 
