@@ -29,6 +29,12 @@ AttemptRecord& Checker::admitted(const std::string& intent, const Ticket& ticket
               " was answered in the same epoch: a duplicate must be replayed");
   }
   t.answered_generation = std::max(t.answered_generation, ticket.generation);
+  for (AttemptRecord& earlier : attempts_) {
+    if (earlier.intent == intent && earlier.epoch == t.epoch && earlier.admitted && earlier.host != host &&
+        !earlier.commit_answered && !earlier.abort_answered && now >= earlier.lease_expires_at) {
+      earlier.forfeited = true;
+    }
+  }
   attempts_.push_back(a);
   return attempts_.back();
 }
@@ -50,8 +56,7 @@ void Checker::extended(int attempt, int64_t lease_expires_at) {
 }
 
 bool Checker::excused(const AttemptRecord& a, const AttemptRecord& b) const {
-  return b.admitted && a.admitted && a.host != b.host && !a.commit_answered && !a.abort_answered &&
-         b.admitted_at >= a.lease_expires_at;
+  return b.admitted && a.forfeited;
 }
 
 void Checker::executed(int attempt, int64_t now) {

@@ -42,6 +42,9 @@ struct AttemptRecord {
   bool executed = false;
   bool commit_answered = false; // a certificate was answered for it
   bool abort_answered = false;  // an abort was answered for it
+  // Taken over, unresolved, after its lease ran out, by an admission on a
+  // host that cannot see its process: the lease's promise ended there.
+  bool forfeited = false;
   int epoch = 0;                // the intent's epoch it was admitted in
 };
 

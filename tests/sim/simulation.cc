@@ -130,10 +130,14 @@ class World {
  public:
   explicit World(const Config& config) : config_(config), random_(config.seed), checker_(0) {
     processes_.resize(static_cast<size_t>(random_.between(1, 4)));
-    agents_.resize(static_cast<size_t>(config.agents > 0 ? config.agents : random_.between(2, 6)));
+    // Drawn whether or not overridden: a shorter replay of a seed is a
+    // prefix of its history, so shrinking by steps stays on that history.
+    const int64_t agents = random_.between(2, 6);
+    agents_.resize(static_cast<size_t>(config.agents > 0 ? config.agents : agents));
     intents_ = static_cast<int>(random_.between(1, 5));
     domains_ = static_cast<int>(random_.between(1, 3));
-    steps_ = config.steps > 0 ? config.steps : static_cast<int>(random_.between(30, 60));
+    const int64_t steps = random_.between(30, 60);
+    steps_ = config.steps > 0 ? config.steps : static_cast<int>(steps);
     result_ttl_ms_ = random_.between(2, 6) * 1000;
     checker_ = Checker(result_ttl_ms_);
     for (size_t i = 0; i < processes_.size(); ++i) {
