@@ -159,9 +159,10 @@ rules::Context Fence::context(LedgerTxn& txn) const {
   rules::Context ctx;
   ctx.now = lease_now(txn);
   ctx.lease_ttl_ms = settings_.lease_ttl_ms;
-  ctx.me = this_process();
-  ctx.is_dead = holder_is_dead;
-  ctx.is_alive = holder_is_alive_here;
+  ctx.me = settings_.holder ? *settings_.holder : this_process();
+  ctx.is_dead = settings_.holder_is_dead ? rules::IsDead(settings_.holder_is_dead) : rules::IsDead(holder_is_dead);
+  ctx.is_alive =
+      settings_.holder_is_alive ? rules::IsAlive(settings_.holder_is_alive) : rules::IsAlive(holder_is_alive_here);
   ctx.admitting = admitting_.load();
   return ctx;
 }
