@@ -308,5 +308,67 @@ TEST_CASE("a running server that answers nothing for the unresponsive bound is j
   REQUIRE(server.runs == 1);  // every resend got the first delivery's answer (then lost again)
 }
 
+TEST_CASE("a shared server with every handler busy and its queue full answers 429 server busy under the "
+          "request's id, nothing decided; the others are answered once it has room", "[bridge][http]") {
+  std::atomic<int> started{0};
+  std::atomic<bool> open_gate{false};
+  mcp::Logger log{"test server", mcp::LogLevel::error};
+  HttpOptions options{"127.0.0.1", 0, "secret"};
+  options.handler_threads = 1;
+  options.max_queued_connections = 1;
+  HttpTransport http{options,
+                     [&](mcp::Server::Sink sink) {
+                       mcp::Tool tool;
+                       tool.name = "wait";
+                       tool.input_schema = Json{{"type", "object"}};
+                       tool.handler = [&](const Json&) {
+                         ++started;
+                         while (!open_gate) std::this_thread::sleep_for(5ms);
+                         return mcp::ToolResult(Json{{"ok", true}}, false);
+                       };
+                       HttpTransport::SessionServer session;
+                       session.server = std::make_unique<mcp::Server>(mcp::ServerInfo{"w", "", "1", ""},
+                                                                      std::vector<mcp::Tool>{tool}, std::move(sink), log);
+                       return session;
+                     },
+                     log};
+  REQUIRE(http.bind().empty());
+  http.start();
+  const auto endpoint = Endpoint::parse(http.url(), "secret");
+  REQUIRE(endpoint);
+  const Json init{{"jsonrpc", "2.0"}, {"id", 0}, {"method", "initialize"},
+                  {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", Json::object()},
+                              {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
+  const HttpExchange opened = post_message(*endpoint, "", "", init.dump());
+  REQUIRE(opened.status == 200);
+  const std::string session = opened.session;
+  auto call = [&](int id) {
+    return post_message(*endpoint, session, "2025-06-18",
+                        Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"},
+                             {"params", {{"name", "wait"}, {"arguments", Json::object()}}}}.dump());
+  };
+  HttpExchange first, second;
+  std::thread a([&] { first = call(1); });
+  while (started == 0) std::this_thread::sleep_for(5ms);  // the one handler is taken
+  std::thread b([&] { second = call(2); });
+  std::this_thread::sleep_for(300ms);  // the one queue slot is taken
+
+  const HttpExchange third = call(3);
+  REQUIRE(third.status == kTooBusy);
+  REQUIRE(third.messages.size() == 1);
+  const Json refusal = Json::parse(third.messages[0]);
+  CHECK(refusal["id"] == 3);
+  CHECK(refusal["error"]["code"] == -32000);
+  CHECK(refusal["error"]["message"].get<std::string>().find("nothing was decided") != std::string::npos);
+  CHECK(started == 1);
+
+  open_gate = true;
+  a.join();
+  b.join();
+  CHECK(first.status == 200);
+  CHECK(second.status == 200);
+  CHECK(started == 2);  // the refused one never ran
+}
+
 }  // namespace
 }  // namespace effectfence::shared

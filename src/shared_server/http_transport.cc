@@ -24,8 +24,6 @@ namespace {
 
 constexpr const char* kSessionHeader = "Mcp-Session-Id";
 constexpr const char* kVersionHeader = "MCP-Protocol-Version";
-constexpr size_t kHandlerThreads = 128;  // each waiting request holds one
-constexpr size_t kMaxQueuedConnections = 1024;
 // httplib listens with a backlog of 5 (compiled into Debian's library): a
 // burst of connections beyond it waits for SYN retransmits, seconds apart,
 // or is dropped. The kernel's own cap (somaxconn) still applies.
@@ -35,8 +33,8 @@ constexpr auto kDrainGrace = std::chrono::seconds(15);
 // True on the thread that answers the connections beyond the queue's bound.
 thread_local bool t_over_capacity = false;
 
-// httplib hands each accepted connection to this queue. kHandlerThreads run
-// at once and up to kMaxQueuedConnections wait for one; a connection beyond
+// httplib hands each accepted connection to this queue. `threads` run at
+// once and up to `max_queued` wait for one; a connection beyond
 // that is not left waiting without bound (nor its file descriptor held): it
 // is read and answered at once, on a thread of its own, with kTooBusy for a
 // request (nothing decided) and as usual for anything that decides nothing.
@@ -210,7 +208,9 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
       log_(log),
       http_(std::make_unique<httplib::Server>()),
       empty_since_ms_(wall_clock_ms()) {
-  http_->new_task_queue = [] { return new BoundedHandlerQueue(kHandlerThreads, kMaxQueuedConnections); };
+  http_->new_task_queue = [this] {
+    return new BoundedHandlerQueue(options_.handler_threads, options_.max_queued_connections);
+  };
   http_->set_socket_options([this](socket_t sock) {
     httplib::default_socket_options(sock);
     listen_fd_ = sock;  // bind() widens its backlog once it listens
@@ -452,12 +452,13 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
   }
   const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
   if (request && t_over_capacity) {
-    log_.warn("refused " + request->method + " " + request->id.dump() + ": " + std::to_string(kMaxQueuedConnections) +
+    const std::string queued = std::to_string(options_.max_queued_connections);
+    log_.warn("refused " + request->method + " " + request->id.dump() + ": " + queued +
               " requests already wait for a handler");
     send_json(res, kTooBusy,
               mcp::jsonrpc::error_response(
                   request->id, mcp::jsonrpc::kServerBusy,
-                  "server busy: the shared server already has " + std::to_string(kMaxQueuedConnections) +
+                  "server busy: the shared server already has " + queued +
                       " requests waiting. This call was not started, nothing was decided; retry it shortly."));
     return;
   }

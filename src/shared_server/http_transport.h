@@ -57,6 +57,11 @@ struct HttpOptions {
   // A session with no request for this long is closed (a client that died
   // without DELETE). Bridges ping well within it.
   int64_t session_ttl_ms = 120'000;
+  // Requests handled at once (each waiting for its decision holds one), and
+  // connections that may wait for a handler; a request beyond both is
+  // answered kTooBusy at once.
+  size_t handler_threads = 128;
+  size_t max_queued_connections = 1024;
 };
 
 class HttpTransport {
