@@ -58,6 +58,20 @@
 #define A_STALE         5
 #define A_RACE          6
 
+/* A promise: if cond fails, the trail names what broke before the assertion. */
+#define PROMISE(cond, text) if :: (cond) -> skip :: else -> printf(text); assert(cond) fi
+
+inline say_state(x) {
+  if
+  :: x == NONE -> printf("none (no row)")
+  :: x == IN_FLIGHT -> printf("in_flight")
+  :: x == DONE -> printf("done")
+  :: x == FAILED -> printf("failed")
+  :: x == UNKNOWN -> printf("unknown")
+  :: x == CLEARED -> printf("cleared")
+  fi
+}
+
 /* ---- the ledger: intents rows (one per intent) and the one domain ---- */
 byte st[NINTENTS];     /* state */
 byte gen[NINTENTS];    /* generation: 1 on a fresh row, +1 on every re-admission */
@@ -89,7 +103,7 @@ bool acted[NTOK + 1];      /* a domain seq some effect was decided on */
 
 /* Scratch for the inside of one d_step only: hidden, so not part of a state. */
 hidden byte j, kk;
-hidden byte takeover, unsettled, stale_ticket;
+hidden byte takeover, unsettled, stale_ticket, refused;
 hidden byte s_st, s_gen, s_tok, s_hold, s_cert, s_seq, s_rs, s_dseq;
 hidden byte s_lease;
 
@@ -102,9 +116,11 @@ hidden byte s_lease;
 /* After every ledger step: a recorded outcome stays, done means certified. */
 inline invariants() {
   for (kk : 0 .. NINTENTS - 1) {
-    assert(committed[kk] == 0 || (st[kk] == DONE && cert[kk] == committed[kk]));
-    assert(st[kk] != DONE || (cert[kk] != 0 && t_certified[cert[kk]] && t_intent[cert[kk]] == kk));
-    assert(st[kk] != IN_FLIGHT || tok[kk] != 0)
+    PROMISE(committed[kk] == 0 || (st[kk] == DONE && cert[kk] == committed[kk]),
+            "MSC: BROKEN: a committed outcome was overwritten, lost or replaced\n");
+    PROMISE(st[kk] != DONE || (cert[kk] != 0 && t_certified[cert[kk]] && t_intent[cert[kk]] == kk),
+            "MSC: BROKEN: an intent is done without the certificate of its own effect\n");
+    PROMISE(st[kk] != IN_FLIGHT || tok[kk] != 0, "MSC: BROKEN: an attempt in flight has no token\n")
   };
   skip  /* the loop's exit lands inside the d_step */
 }
@@ -118,7 +134,8 @@ inline prepare() {
     :: st[k] == DONE ->
        ans = A_REPLAYED;
        /* every replay returns the committed result, of an effect that ran */
-       assert(cert[k] == committed[k] && t_executed[cert[k]])
+       PROMISE(cert[k] == committed[k] && t_executed[cert[k]],
+               "MSC: BROKEN: a replay returned something other than the committed result\n")
     :: st[k] == FAILED || st[k] == UNKNOWN -> ans = A_PRIOR_FAILURE
     :: st[k] == IN_FLIGHT && GONE(host[me], hold[k]) ->
        st[k] = UNKNOWN;  /* mark_unknown: holder_dead */
@@ -189,12 +206,17 @@ inline prepare() {
     :: ans == A_ADMITTED && takeover ->
        printf("MSC: agent %d (host %d) took intent %d over: token %d, generation %d, seq %d\n",
               me, host[me], k, t, gen[k], seq[k])
-    :: ans == A_ADMITTED && !takeover ->
-       printf("MSC: agent %d (host %d) admitted to intent %d: token %d, generation %d, seq %d, read-set %d\n",
+    :: ans == A_ADMITTED && !takeover && r == NO_READ ->
+       printf("MSC: agent %d (host %d) admitted to intent %d: token %d, generation %d, seq %d\n",
+              me, host[me], k, t, gen[k], seq[k])
+    :: ans == A_ADMITTED && !takeover && r != NO_READ ->
+       printf("MSC: agent %d (host %d) admitted to intent %d: token %d, generation %d, seq %d, read-set seq %d\n",
               me, host[me], k, t, gen[k], seq[k], r)
     :: ans == A_REPLAYED -> printf("MSC: agent %d replayed intent %d: result of token %d\n", me, k, cert[k])
     :: ans == A_IN_FLIGHT -> printf("MSC: agent %d refused in_flight on intent %d\n", me, k)
-    :: ans == A_PRIOR_FAILURE -> printf("MSC: agent %d refused prior_failure on intent %d\n", me, k)
+    :: ans == A_PRIOR_FAILURE -> printf("MSC: agent %d refused prior_failure on intent %d (it is ", me, k);
+       say_state(st[k]);
+       printf(")\n")
     :: ans == A_STALE -> printf("MSC: agent %d refused stale_read_set (read %d, domain at %d)\n", me, r, dseq)
     :: ans == A_RACE -> printf("MSC: agent %d refused domain_race\n", me)
     fi;
@@ -217,26 +239,28 @@ inline commit() {
     snapshot();
     stale_ticket = st[k] == NONE || tok[k] != t;
 #ifdef BLIND_COMMIT
-    /* the naive reference: the outcome is written whatever the row holds */
-    assert(committed[k] == 0 || committed[k] == t);
-    st[k] = DONE; cert[k] = t; committed[k] = t; t_certified[t] = true;
-    held[me] = 0;
+    /* the one rule changed: no compare-and-swap on the token (row_held_by),
+       as a blind insert of the outcome does; the state checks stay */
+    refused = st[k] == NONE;
 #else
+    refused = stale_ticket;  /* row_held_by: lease_lost / token_mismatch, kept in the log */
+#endif
     if
-    :: stale_ticket -> skip  /* row_held_by: lease_lost / token_mismatch, kept in the log */
-    :: !stale_ticket && st[k] == DONE -> skip  /* a retry: the same certificate */
-    :: !stale_ticket && st[k] == FAILED -> skip  /* lease_lost, kept in the log */
-    :: !stale_ticket && st[k] != DONE && st[k] != FAILED && rs[k] != NO_READ && dseq != seq[k] ->
+    :: refused -> skip
+    :: !refused && st[k] == DONE -> skip  /* a retry (same result): the same certificate; else refused */
+    :: !refused && st[k] == FAILED -> skip  /* lease_lost, kept in the log */
+    :: !refused && st[k] != DONE && st[k] != FAILED && rs[k] != NO_READ && dseq != seq[k] ->
        st[k] = FAILED  /* read-set moved since admission: commit_refused, fenced */
-    :: else ->  /* in_flight, unknown or cleared, with the current token */
-       assert(committed[k] == 0);
+    :: else ->  /* in_flight, unknown or cleared: recorded */
+       PROMISE(committed[k] == 0, "MSC: BROKEN: a committed outcome was replaced by another attempt's\n");
        st[k] = DONE; cert[k] = t; committed[k] = t; t_certified[t] = true
     fi;
     held[me] = 0;
-#endif
+    printf("MSC: agent %d commits token %d (the row's token was %d): intent %d is now ", me, t, s_tok, k);
+    say_state(st[k]);
+    printf("\n");
     /* a commit whose token is not current changes nothing */
-    assert(!stale_ticket || UNCHANGED);
-    printf("MSC: agent %d commit of token %d (current token %d): intent %d now state %d\n", me, t, tok[k], k, st[k]);
+    PROMISE(!stale_ticket || UNCHANGED, "MSC: BROKEN: a call with a token that is not current changed the row\n");
     invariants()
   }
 }
@@ -251,8 +275,10 @@ inline abort() {
     :: else -> skip  /* refused (lease_lost), or a retried abort of a failed one */
     fi;
     held[me] = 0;
-    assert(!stale_ticket || UNCHANGED);
-    printf("MSC: agent %d abort of token %d (current token %d): intent %d now state %d\n", me, t, tok[k], k, st[k]);
+    printf("MSC: agent %d aborts token %d (the row's token was %d): intent %d is now ", me, t, s_tok, k);
+    say_state(st[k]);
+    printf("\n");
+    PROMISE(!stale_ticket || UNCHANGED, "MSC: BROKEN: a call with a token that is not current changed the row\n");
     invariants()
   }
 }
@@ -266,8 +292,8 @@ inline heartbeat() {
     :: !stale_ticket && st[k] == IN_FLIGHT -> lease[k] = true
     :: else -> skip
     fi;
-    assert(!stale_ticket || UNCHANGED);
-    printf("MSC: agent %d heartbeat of token %d (current token %d)\n", me, t, tok[k]);
+    printf("MSC: agent %d heartbeats token %d (the row's token was %d)\n", me, t, s_tok);
+    PROMISE(!stale_ticket || UNCHANGED, "MSC: BROKEN: a call with a token that is not current changed the row\n");
     invariants()
   }
 }
@@ -283,19 +309,22 @@ inline effect() {
       if
       :: j != t && t_executed[j] && t_intent[j] == k && t_epoch[j] == t_epoch[t] ->
 #ifdef STRICT_LEASE
-         assert(false)
+         PROMISE(false, "MSC: BROKEN: two attempts admitted between the same clears both ran the effect\n")
 #else
          /* unless one of them was taken over by a decider that could not see
             its holder (lease-only judgement, docs/DESIGN.md) */
-         assert(t_displaced[j] || t_displaced[t])
+         PROMISE(t_displaced[j] || t_displaced[t],
+                 "MSC: BROKEN: two attempts admitted between the same clears both ran the effect\n")
 #endif
       :: else -> skip
       fi
     };
     /* an agent whose read-set moved never runs; one domain state, one effect */
-    assert(!admitted_moved);
+    PROMISE(!admitted_moved, "MSC: BROKEN: an agent whose read-set moved ran the effect\n");
     if
-    :: r != NO_READ -> assert(!acted[r]); acted[r] = true
+    :: r != NO_READ ->
+       PROMISE(!acted[r], "MSC: BROKEN: two effects were decided on one domain state\n");
+       acted[r] = true
     :: else -> skip
     fi
   }
