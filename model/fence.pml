@@ -14,6 +14,7 @@
  *                         comparing the fence token (the reference's blind insert)
  *   -DTAKEOVER_LIVE_LOCAL negative control: an expired lease is taken over
  *                         even though its holder runs on the deciding host
+ *   -DPROBE_CLEARED_FAILED a reachability probe: cleared -> failed by a late commit
  *   -DSTRICT_LEASE        the documented limit: no exception for attempts taken
  *                         over from a holder that cannot be seen from the
  *                         deciding host (judged by its lease alone)
@@ -259,6 +260,10 @@ inline commit() {
     printf("MSC: agent %d commits token %d (the row's token was %d): intent %d is now ", me, t, s_tok, k);
     say_state(st[k]);
     printf("\n");
+#ifdef PROBE_CLEARED_FAILED
+    /* not a promise: shows that a late commit can fence a cleared intent again */
+    PROMISE(!(s_st == CLEARED && st[k] == FAILED), "MSC: REACHED: a late commit moved a cleared intent back to failed\n");
+#endif
     /* a commit whose token is not current changes nothing */
     PROMISE(!stale_ticket || UNCHANGED, "MSC: BROKEN: a call with a token that is not current changed the row\n");
     invariants()
