@@ -90,7 +90,7 @@ const aborted = new Set();  // intents this script fenced on purpose
 function count(kind) { stats.answers[kind] = (stats.answers[kind] ?? 0) + 1; }
 function fail(where, error) {
   stats.transportFailures++;
-  if (stats.failureSamples.length < 10) stats.failureSamples.push(`${where}: ${error?.message ?? error}`);
+  if (stats.failureSamples.length < 5) stats.failureSamples.push(`${where}: ${String(error?.message ?? error).slice(0, 160)}`);
 }
 
 const BUSY_CODE = -32000;
