@@ -246,8 +246,8 @@ BridgeOptions alive(std::atomic<bool>* is_alive, int64_t unresponsive_ms = 30'00
   return options;
 }
 
-TEST_CASE("busy is not dead: a call whose answer was lost on the way is sent again and gets the first answer; "
-          "the tool ran once", "[bridge]") {
+TEST_CASE("busy is not dead: a call whose answer was lost on the way is sent again and gets the first answer, "
+          "the tool having run once", "[bridge]") {
   CountingServer server;
   FailingRelay relay(server.port());
   std::atomic<bool> is_alive{true};
@@ -309,7 +309,7 @@ TEST_CASE("a running server that answers nothing for the unresponsive bound is j
 }
 
 TEST_CASE("a shared server with every handler busy and its queue full answers 429 server busy under the "
-          "request's id, nothing decided; the others are answered once it has room", "[bridge][http]") {
+          "request's id, nothing decided, and the others once it has room", "[bridge][http]") {
   std::atomic<int> started{0};
   std::atomic<bool> open_gate{false};
   mcp::Logger log{"test server", mcp::LogLevel::error};
