@@ -4,7 +4,7 @@
 // server, and each validated by promtool, the Prometheus project's own checker.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdir, readFile, symlink } from 'node:fs/promises';
+import { readFile, symlink, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -289,4 +289,46 @@ test('GET /metrics: refused without the token as /mcp is; with it, the counters 
   assert.equal(at('effectfence_ledger_prevented_total'), json.ledger.prevented);
   assert.equal(at('effectfence_ledger_intents', { state: 'failed' }), json.intents.failed);
   assert.notEqual(spawnSync(BIN, ['stats', '--db', ledgerPath, '--prometheus', '--json']).status, 0);
+});
+
+// The alert rules docs/OPERATIONS.md gives, as promtool loads and runs them,
+// over the series the test above saw move: each fires on trouble, and
+// neither fires on a healthy ledger (the negative control).
+test('the alerts in OPERATIONS.md load, fire on fenced intents and ledger_busy refusals, and stay quiet otherwise', async (t) => {
+  const doc = await readFile(new URL('../../docs/OPERATIONS.md', import.meta.url), 'utf8');
+  const rules = /```yaml\n(groups:[\s\S]*?)```/.exec(doc)?.[1];
+  assert.ok(rules, 'OPERATIONS.md has the alert rules');
+  const dir = await tempDir(t);
+  await writeFile(path.join(dir, 'rules.yml'), rules);
+  const check = spawnSync('promtool', ['check', 'rules', path.join(dir, 'rules.yml')], { encoding: 'utf8' });
+  assert.equal(check.status, 0, `${check.stdout}${check.stderr}`);
+  const fenced = "effectfence_ledger_intents{ledger=\"L\",state=\"failed\"}";
+  const busy = "effectfence_refusals_total{tool=\"fence_prepare\",reason=\"ledger_busy\"}";
+  const scenario = (failed, busyValues, alerts) => `
+  - interval: 1m
+    input_series:
+      - series: '${fenced}'
+        values: '${failed}'
+      - series: 'effectfence_ledger_intents{ledger="L",state="unknown"}'
+        values: '0x30'
+      - series: '${busy}'
+        values: '${busyValues}'
+    alert_rule_test:
+      - eval_time: 20m
+        alertname: EffectfenceFencedIntents
+        exp_alerts:${alerts ? `
+          - exp_labels: {ledger: L}
+            exp_annotations: {summary: "1 fenced intent(s) on L: effectfence fenced --db LEDGER"}` : ' []'}
+      - eval_time: 20m
+        alertname: EffectfenceLedgerTrouble
+        exp_alerts:${alerts ? `
+          - exp_annotations: {summary: "the ledger refuses decisions as busy or failing; see the shared server's log"}` : ' []'}
+`;
+  await writeFile(path.join(dir, 'tests.yml'), `rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:${
+    scenario('1x30', '0+1x30', true)}${scenario('0x30', '3x30', false)}`);
+  const run = spawnSync('promtool', ['test', 'rules', 'tests.yml'], { cwd: dir, encoding: 'utf8' });
+  assert.equal(run.status, 0, `${run.stdout}${run.stderr}`);
+  // The negative control: expecting the quiet scenario to fire must fail.
+  await writeFile(path.join(dir, 'wrong.yml'), `rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:${scenario('0x30', '3x30', true)}`);
+  assert.notEqual(spawnSync('promtool', ['test', 'rules', 'wrong.yml'], { cwd: dir }).status, 0);
 });
