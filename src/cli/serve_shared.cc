@@ -21,7 +21,9 @@
 #include "core/random_token.h"
 #include "ledger/holder.h"
 #include "mcp/fence_tools.h"
+#include "mcp/decision_metrics.h"
 #include "mcp/line_io.h"
+#include "mcp/prometheus.h"
 #include "mcp/server.h"
 #include "mcp/session_admissions.h"
 #include "shared_server/bridge.h"
@@ -206,10 +208,11 @@ class AloneFallback {
 // it still holds are fenced, as a plain serve process fences its own when
 // its client goes: nobody is left to commit them, and the effect may have run.
 shared::HttpTransport::SessionServer fence_session(const std::shared_ptr<mcp::AdmissionOwners>& owners,
+                                                   const std::shared_ptr<mcp::DecisionMetrics>& metrics,
                                                    Fence& fence, mcp::Server::Sink sink, mcp::Logger& log) {
   auto admissions = std::make_shared<mcp::SessionAdmissions>(owners);
   shared::HttpTransport::SessionServer session;
-  session.server = fence_server(fence, std::move(sink), log, admissions);
+  session.server = fence_server(fence, std::move(sink), log, admissions, metrics);
   session.ended = [admissions, &log] {
     const int64_t fenced = admissions->fence_all(
         "its client's session on the shared effectfence server (pid " + std::to_string(::getpid()) +
@@ -329,9 +332,19 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     shared::HttpOptions http_options{options.bind, options.port, lease.token, options.session_ttl_ms};
     Fence& f = *fence;
     auto owners = std::make_shared<mcp::AdmissionOwners>(f);
+    // Every session's decisions, for GET /metrics.
+    auto metrics = std::make_shared<mcp::DecisionMetrics>();
+    http_options.metrics = [metrics, &f] {
+      mcp::PrometheusText out;
+      metrics->write(out, f.ledger_metrics());
+      return out.take();
+    };
     shared::HttpTransport http(
         http_options,
-        [owners, &f, &log](mcp::Server::Sink sink) { return fence_session(owners, f, std::move(sink), log); }, log);
+        [owners, metrics, &f, &log](mcp::Server::Sink sink) {
+          return fence_session(owners, metrics, f, std::move(sink), log);
+        },
+        log);
     if (std::string why = http.bind(); !why.empty()) return give_up(why);
     lease.url = http.url();
     if (std::string why = shared::publish_lease(lease_path, lease); !why.empty()) {

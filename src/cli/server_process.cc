@@ -100,10 +100,11 @@ void Maintenance::sweep() {
 }
 
 std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log,
-                                          std::shared_ptr<mcp::SessionAdmissions> admissions) {
+                                          std::shared_ptr<mcp::SessionAdmissions> admissions,
+                                          std::shared_ptr<mcp::DecisionMetrics> metrics) {
   return std::make_unique<mcp::Server>(
       mcp::ServerInfo{"effectfence", "effectfence: exactly-once side effects", kVersion, mcp::kFenceInstructions},
-      mcp::fence_tools(fence, log, std::move(admissions)), std::move(sink), log);
+      mcp::fence_tools(fence, log, std::move(admissions), std::move(metrics)), std::move(sink), log);
 }
 
 bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "effectfence/fence.h"
+#include "mcp/decision_metrics.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/session_admissions.h"
@@ -30,9 +31,10 @@ constexpr std::chrono::milliseconds kStopWriteGrace{2000};
 
 // The MCP server with the fence tools, as serve offers it (over stdio, or
 // per session of the shared server, which keeps each session's tickets in
-// admissions).
+// admissions and counts every session's decisions in metrics).
 std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log,
-                                          std::shared_ptr<mcp::SessionAdmissions> admissions = nullptr);
+                                          std::shared_ptr<mcp::SessionAdmissions> admissions = nullptr,
+                                          std::shared_ptr<mcp::DecisionMetrics> metrics = nullptr);
 
 // On the way out of serve: admissions nobody can commit through this
 // process any more become unknown (fenced), and the log says how many.

@@ -3,12 +3,15 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/ledger_reader.h"
 #include "effectfence/fence.h"
 #include "effectfence/types.h"
+#include "mcp/prometheus.h"
 
 namespace effectfence::cli {
 namespace {
@@ -18,7 +21,7 @@ constexpr const char* kStates[] = {"in_flight", "done", "failed", "unknown", "cl
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: effectfence stats [--db PATH] [--json]\n\n"
+               "usage: effectfence stats [--db PATH] [--json | --prometheus]\n\n"
                "Prints the ledger-wide counters (every process, for the life of the file):\n"
                "attempts, how many were prevented from running twice, commits and aborts,\n"
                "and how many intents are in each state. Opens the ledger read-only.\n\n"
@@ -27,6 +30,8 @@ void print_usage(std::FILE* out) {
                "  --json     one JSON object: {path, ledger: {admitted, replayed, refused: {...},\n"
                "             total_attempts, prevented, committed, aborted}, intents: {state: n},\n"
                "             certificates, events}\n"
+               "  --prometheus  the same in the Prometheus text format (0.0.4), every sample\n"
+               "             labelled ledger=\"PATH\": for node_exporter's textfile collector\n"
                "  --help     this text\n",
                Settings::default_ledger_path("server").c_str());
 }
@@ -78,6 +83,50 @@ void print_json(const std::string& path, const LedgerStats& s) {
   print_json_line(out);
 }
 
+// Refusal reasons the ledger counts, as Counters holds them.
+std::vector<std::pair<const char*, int64_t>> refusals_by_reason(const Counters& c) {
+  return {{"stale_read_set", c.refused_stale_read_set},
+          {"domain_race", c.refused_domain_race},
+          {"in_flight", c.refused_in_flight},
+          {"prior_failure", c.refused_prior_failure},
+          {"payload_mismatch", c.refused_payload_mismatch}};
+}
+
+// The ledger-wide numbers, named effectfence_ledger_* so they never add up
+// with a server's own effectfence_* counts of the same decisions.
+std::string prometheus_text(const std::string& path, const LedgerStats& s) {
+  using Type = mcp::PrometheusText::Type;
+  const Counters& c = s.counters;
+  const mcp::PrometheusLabels ledger = {{"ledger", path}};
+  mcp::PrometheusText out;
+  auto one = [&](const char* name, Type type, const char* help, int64_t value) {
+    out.family(name, type, help);
+    out.sample(name, ledger, value);
+  };
+  one("effectfence_ledger_admissions_total", Type::counter,
+      "Attempts admitted to run their effect, by every process, for the life of the ledger", c.admitted);
+  one("effectfence_ledger_replays_total", Type::counter,
+      "Duplicate attempts handed the recorded result instead of running again", c.replayed);
+  out.family("effectfence_ledger_refusals_total", Type::counter,
+             "Attempts refused before their effect ran, by reason");
+  for (const auto& [reason, n] : refusals_by_reason(c)) {
+    out.sample("effectfence_ledger_refusals_total", {{"ledger", path}, {"reason", reason}}, n);
+  }
+  one("effectfence_ledger_prevented_total", Type::counter,
+      "Attempts that did not run the effect: replays plus refusals", c.prevented());
+  one("effectfence_ledger_commits_total", Type::counter, "Effects whose result was recorded with a certificate",
+      c.committed);
+  one("effectfence_ledger_aborts_total", Type::counter, "Attempts aborted: their intent fenced as failed", c.aborted);
+  out.family("effectfence_ledger_intents", Type::gauge,
+             "Intents in the ledger now, by state; failed and unknown are fenced until an operator clears them");
+  for (const char* state : kStates) {
+    out.sample("effectfence_ledger_intents", {{"ledger", path}, {"state", state}}, s.intents.at(state));
+  }
+  one("effectfence_ledger_certificates", Type::gauge, "Certificates in the ledger (kept for audit)", s.certificates);
+  one("effectfence_ledger_events", Type::gauge, "Rows in the ledger's audit log (events)", s.events);
+  return out.take();
+}
+
 void print_text(const std::string& path, const LedgerStats& s) {
   const Counters& c = s.counters;
   std::printf("ledger        %s\n", path.c_str());
@@ -104,7 +153,7 @@ void print_text(const std::string& path, const LedgerStats& s) {
 
 int stats(const Args& args) {
   std::string error;
-  auto parsed = parse_args(args, {{"db", true}, {"json", false}}, &error);
+  auto parsed = parse_args(args, {{"db", true}, {"json", false}, {"prometheus", false}}, &error);
   if (!parsed) {
     print_error(kCommand, "reading options", error);
     return kExitFailure;
@@ -112,6 +161,10 @@ int stats(const Args& args) {
   if (parsed->has("help")) {
     print_usage(stdout);
     return kExitOk;
+  }
+  if (parsed->has("json") && parsed->has("prometheus")) {
+    print_error(kCommand, "reading options", "--json and --prometheus are two formats of one report: give one");
+    return kExitFailure;
   }
   if (!parsed->positionals.empty()) {
     print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
@@ -129,7 +182,9 @@ int stats(const Args& args) {
     print_error(kCommand, "reading the counters", e.what());
     return kExitFailure;
   }
-  if (parsed->has("json")) {
+  if (parsed->has("prometheus")) {
+    std::fputs(prometheus_text(db->name(), s).c_str(), stdout);
+  } else if (parsed->has("json")) {
     print_json(db->name(), s);
   } else {
     print_text(db->name(), s);

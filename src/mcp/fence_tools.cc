@@ -1,5 +1,6 @@
 #include "mcp/fence_tools.h"
 
+#include <chrono>
 #include <initializer_list>
 #include <utility>
 
@@ -235,6 +236,8 @@ ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool
 ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, Logger& log);
 
 using Admissions = std::shared_ptr<SessionAdmissions>;
+using Metrics = std::shared_ptr<DecisionMetrics>;
+using Clock = std::chrono::steady_clock;
 
 // Whether a commit or abort outcome leaves the ticket holding nothing to
 // fence: recorded, or refused because the ticket no longer holds its intent.
@@ -247,7 +250,7 @@ bool settles(const Outcome& outcome) {
   return !refusal || refusal->reason == Reason::lease_lost;
 }
 
-Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
+Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metrics) {
   Tool tool;
   tool.name = "fence_prepare";
   tool.title = "Ask to run a side effect exactly once";
@@ -285,12 +288,14 @@ Tool prepare_tool(Fence& fence, Logger& log, Admissions admissions) {
       {{"fresh", {"prepared", "message"}}, {"already_done", {"cert", "message"}}, {"refused", {"reason", "message"}}},
       {{"prepared", issued_ticket_schema()}, {"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
-  tool.async_handler = [&fence, &log, admissions](Json&& arguments, Tool::Respond respond) {
+  tool.async_handler = [&fence, &log, admissions, metrics](Json&& arguments, Tool::Respond respond) {
     PrepareRequest request = prepare_request(arguments);
     std::string tool_name = request.tool;
     std::string what = "fence_prepare " + request.intent + " by " + request.agent;
-    fence.prepare_async(std::move(request), [&log, admissions, respond = std::move(respond), tool_name = std::move(tool_name),
-                                  what = std::move(what)](PrepareOutcome outcome) {
+    const Clock::time_point began = Clock::now();
+    fence.prepare_async(std::move(request), [&log, admissions, metrics, began, respond = std::move(respond),
+                                             tool_name = std::move(tool_name), what = std::move(what)](PrepareOutcome outcome) {
+      if (metrics) metrics->prepared(outcome, Clock::now() - began);
       if (auto* admitted = std::get_if<Admitted>(&outcome); admitted && admissions) admissions->held(admitted->ticket);
       respond(prepare_result(outcome, tool_name, what, log));
     });
@@ -353,7 +358,7 @@ ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool
   return refused(refusal, FenceStep::prepare);
 }
 
-Tool commit_tool(Fence& fence, Logger& log, Admissions admissions) {
+Tool commit_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metrics) {
   Tool tool;
   tool.name = "fence_commit";
   tool.title = "Record the result of a fenced side effect";
@@ -370,13 +375,15 @@ Tool commit_tool(Fence& fence, Logger& log, Admissions admissions) {
   tool.output_schema = outcome_schema({{"committed", {"cert", "message"}}, {"refused", {"reason", "message"}}},
                                       {{"cert", certificate_schema()}});
   tool.annotations = annotations(false, false, false);
-  tool.async_handler = [&fence, &log, admissions](Json&& arguments, Tool::Respond respond) {
+  tool.async_handler = [&fence, &log, admissions, metrics](Json&& arguments, Tool::Respond respond) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
     if (!well_formed) return respond(malformed_ticket(FenceStep::commit));
+    const Clock::time_point began = Clock::now();
     fence.commit_async(ticket, std::move(arguments.at("result")),
-                       [&log, admissions, ticket, respond = std::move(respond), what = "fence_commit " + ticket.intent](
-                           CommitOutcome outcome) {
+                       [&log, admissions, metrics, began, ticket, respond = std::move(respond),
+                        what = "fence_commit " + ticket.intent](CommitOutcome outcome) {
+                         if (metrics) metrics->committed(outcome, Clock::now() - began);
                          if (admissions && settles(outcome)) admissions->settled(ticket);
                          respond(commit_result(outcome, what, log));
                        });
@@ -399,7 +406,7 @@ ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, 
   return refused(std::get<Refusal>(outcome), FenceStep::commit);
 }
 
-Tool abort_tool(Fence& fence, Logger& log, Admissions admissions) {
+Tool abort_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metrics) {
   Tool tool;
   tool.name = "fence_abort";
   tool.title = "Report that a fenced side effect failed";
@@ -414,12 +421,14 @@ Tool abort_tool(Fence& fence, Logger& log, Admissions admissions) {
   tool.output_schema = outcome_schema({{"aborted", {"intent", "message"}}, {"refused", {"reason", "message"}}},
                                       {{"intent", {{"type", "string"}}}});
   tool.annotations = annotations(false, false, true);
-  tool.handler = [&fence, &log, admissions](const Json& arguments) {
+  tool.handler = [&fence, &log, admissions, metrics](const Json& arguments) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
     if (!well_formed) return malformed_ticket(FenceStep::abort);
     const std::string why = arguments.at("reason").get<std::string>();
+    const Clock::time_point began = Clock::now();
     AbortOutcome outcome = fence.abort(ticket, why);
+    if (metrics) metrics->aborted(outcome, Clock::now() - began);
     if (admissions && settles(outcome)) admissions->settled(ticket);
     if (auto* aborted = std::get_if<Aborted>(&outcome)) {
       log.info("fence_abort " + aborted->intent + ": fenced as failed: " + why);
@@ -435,7 +444,7 @@ Tool abort_tool(Fence& fence, Logger& log, Admissions admissions) {
   return tool;
 }
 
-Tool heartbeat_tool(Fence& fence, Logger& log, Admissions admissions) {
+Tool heartbeat_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metrics) {
   Tool tool;
   tool.name = "fence_heartbeat";
   tool.title = "Keep holding a long-running side effect";
@@ -448,11 +457,13 @@ Tool heartbeat_tool(Fence& fence, Logger& log, Admissions admissions) {
       {{"extended", {"lease_expires_at", "message"}}, {"refused", {"reason", "message"}}},
       {{"lease_expires_at", {{"type", "integer"}, {"description", "When the lease lapses, in ms since the epoch"}}}});
   tool.annotations = annotations(false, true, false);
-  tool.handler = [&fence, &log, admissions](const Json& arguments) {
+  tool.handler = [&fence, &log, admissions, metrics](const Json& arguments) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
     if (!well_formed) return malformed_ticket(FenceStep::heartbeat);
+    const Clock::time_point began = Clock::now();
     HeartbeatOutcome outcome = fence.heartbeat(ticket);
+    if (metrics) metrics->extended(outcome, Clock::now() - began);
     if (auto* extended = std::get_if<Extended>(&outcome)) {
       if (admissions) admissions->held(ticket);
       log.debug("fence_heartbeat " + ticket.intent + ": extended to " + std::to_string(extended->lease_expires_at_ms));
@@ -695,12 +706,13 @@ Tool refusing_bad_arguments(Tool tool, FenceStep step) {
 
 }  // namespace
 
-std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<SessionAdmissions> admissions) {
+std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<SessionAdmissions> admissions,
+                              std::shared_ptr<DecisionMetrics> metrics) {
   std::vector<Tool> tools;
-  tools.push_back(refusing_bad_arguments(prepare_tool(fence, log, admissions), FenceStep::prepare));
-  tools.push_back(refusing_bad_arguments(commit_tool(fence, log, admissions), FenceStep::commit));
-  tools.push_back(refusing_bad_arguments(abort_tool(fence, log, admissions), FenceStep::abort));
-  tools.push_back(refusing_bad_arguments(heartbeat_tool(fence, log, admissions), FenceStep::heartbeat));
+  tools.push_back(refusing_bad_arguments(prepare_tool(fence, log, admissions, metrics), FenceStep::prepare));
+  tools.push_back(refusing_bad_arguments(commit_tool(fence, log, admissions, metrics), FenceStep::commit));
+  tools.push_back(refusing_bad_arguments(abort_tool(fence, log, admissions, metrics), FenceStep::abort));
+  tools.push_back(refusing_bad_arguments(heartbeat_tool(fence, log, admissions, metrics), FenceStep::heartbeat));
   tools.push_back(refusing_bad_arguments(status_tool(fence), FenceStep::read));
   tools.push_back(refusing_bad_arguments(stats_tool(fence), FenceStep::read));
   return tools;

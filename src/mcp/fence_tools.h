@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "effectfence/fence.h"
+#include "mcp/decision_metrics.h"
 #include "mcp/json_text.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -20,8 +21,10 @@ enum class FenceStep { prepare, commit, abort, heartbeat, read };
 
 // fence_prepare, fence_commit, fence_abort, fence_heartbeat, fence_status,
 // fence_stats over fence. fence and log must outlive the tools. With
-// admissions, the tools keep there the tickets this client holds.
-std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<SessionAdmissions> admissions = nullptr);
+// admissions, the tools keep there the tickets this client holds; with
+// metrics, they count and time there what they decide.
+std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<SessionAdmissions> admissions = nullptr,
+                              std::shared_ptr<DecisionMetrics> metrics = nullptr);
 
 // {status:"refused", reason, message, explanation?, detail?}: message says
 // what to do next (refusal_advice), explanation is the fence's own account,

@@ -16,6 +16,7 @@
 #include "core/random_token.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/line_io.h"
+#include "mcp/prometheus.h"
 #include "shared_server/deliveries.h"
 #include "shared_server/lease.h"
 
@@ -222,6 +223,13 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
   });
   http_->Post("/mcp", [this](const httplib::Request& req, httplib::Response& res) { handle_post(req, res); });
   http_->Delete("/mcp", [this](const httplib::Request& req, httplib::Response& res) { handle_delete(req, res); });
+  if (options_.metrics) {
+    // Behind the same token and Host/Origin checks as /mcp (admit), as a
+    // scraper with the lease's token sends them.
+    http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(options_.metrics(), mcp::kPrometheusContentType);
+    });
+  }
   http_->Get("/mcp", [](const httplib::Request&, httplib::Response& res) {
     res.set_header("Allow", "POST, DELETE");
     refuse(res, 405, "this server offers no stream of its own; POST requests to /mcp");

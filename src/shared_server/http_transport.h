@@ -6,6 +6,8 @@
 //                202. initialize opens a session (Mcp-Session-Id).
 //   DELETE /mcp  ends the session.
 //   GET /mcp     405: this server sends nothing unasked.
+//   GET /metrics the server's counters in the Prometheus text format
+//                (HttpOptions::metrics; 404 without it).
 //
 // Every request must carry "Authorization: Bearer <token>" (401 otherwise)
 // and a loopback Host and Origin (403 otherwise: DNS-rebinding protection).
@@ -62,6 +64,9 @@ struct HttpOptions {
   // answered kTooBusy at once.
   size_t handler_threads = 128;
   size_t max_queued_connections = 1024;
+  // The body of GET /metrics (mcp::kPrometheusContentType), written when
+  // asked; unset: no /metrics. Called on the HTTP threads, several at once.
+  std::function<std::string()> metrics = nullptr;
 };
 
 class HttpTransport {

@@ -144,3 +144,34 @@ check_counters() {
       .refused.payload_mismatch, .prevented, .committed, .aborted] | map(tostring) | join("|")')
   expect_eq "$OUT" "$from_cli" "the stats view agrees with effectfence stats"
 }
+
+# --- Metrics: stats --prometheus (both ledgers) ------------------------------
+
+# The value of one series in $RUN/effectfence.prom ("" if absent).
+prom_value() {
+  local line
+  line=$(grep -F -- "$1 " "$RUN/effectfence.prom" | head -1)
+  echo "${line##* }"
+}
+
+check_metrics() {
+  expect_success "metrics"
+  local prom=$RUN/effectfence.prom ledger="ledger=\"$LEDGER\"" state
+  if command -v promtool >/dev/null; then
+    expect_eq "$(promtool check metrics <"$prom" 2>&1; echo "exit $?")" "exit 0" "metrics: promtool accepts the text"
+  else
+    fail "metrics: promtool is needed (tools/install-deps --tests installs Debian's prometheus)"
+  fi
+  expect_eq "$(grep -v '^#' "$prom" | grep -cvF -- "{$ledger")" 0 "metrics: every sample names its ledger first"
+  for state in in_flight done failed unknown cleared; do
+    expect_eq "$(prom_value "effectfence_ledger_intents{$ledger,state=\"$state\"}")" \
+      "$(ledger_q "SELECT count(*) FROM intents WHERE state = '$state'")" "metrics: intents $state as in the table"
+  done
+  expect_eq "$(prom_value "effectfence_ledger_intents{$ledger,state=\"in_flight\"}")" 1 "metrics: the live payout is in flight"
+  expect_eq "$(prom_value "effectfence_ledger_admissions_total{$ledger}")" \
+    "$(ledger_q "SELECT value FROM counters WHERE name = 'admitted'")" "metrics: admissions as in the counters table"
+  expect_eq "$(prom_value "effectfence_ledger_refusals_total{$ledger,reason=\"in_flight\"}")" \
+    "$(ledger_q "SELECT value FROM counters WHERE name = 'refused_in_flight'")" "metrics: in_flight refusals as counted"
+  expect_eq "$(prom_value "effectfence_ledger_certificates{$ledger}")" \
+    "$(ledger_q "SELECT count(*) FROM certificates")" "metrics: certificates as in the table"
+}

@@ -160,7 +160,7 @@ check_export_verify() {
 EXPECTED="what-is-fenced.psql in-flight.psql intent-history.psql order-123.psql clear.psql clear-confirm.psql \
 clear-refused-done.psql clear-refused-in-flight.psql clear-refused-unknown.psql clear-by-hand-refused.psql cli-clear.sh \
 audit-is-append-only.psql triggers.psql last-hour.psql domain-sequences.psql counters.psql size.psql sweep.psql \
-export-verify.sh"
+export-verify.sh metrics.sh"
 
 if ! blocks=$(extract_blocks); then
   fail "OPERATIONS.md has malformed PostgreSQL runbook blocks"

@@ -222,7 +222,7 @@ check_export_verify() {
 EXPECTED="session-settings.sql what-is-fenced.sql in-flight.sql intent-history.sql order-123.sql order-refused-commits.sql clear.sql \
 clear-confirm.sql clear-refused-done.sql clear-refused-in-flight.sql clear-refused-unknown.sql cli-clear.sh clear-by-hand-refused.sql \
 audit-is-append-only.sql triggers.sql last-hour.sql domain-sequences.sql counters.sql size.sql retention.sql sweep.sql \
-compact.sql backup.sh export-verify.sh"
+compact.sql backup.sh export-verify.sh metrics.sh"
 
 if ! blocks=$(extract_blocks); then
   fail "OPERATIONS.md has malformed runbook blocks"
