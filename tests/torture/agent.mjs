@@ -225,7 +225,7 @@ while (!stopping) {
   counts.ops++;
   if (cfg.mode === 'wrap') await wrapOnce();
   else await fenceOnce();
-  if (rng.chance(0.2)) await sleep(rng.int(0, 30));
+  await sleep(rng.int(2, 40));  // agents think between calls; and the machine is shared
 }
 await Promise.all(connections.map((c) => c.shutdown()));
 journal({ type: 'stopped', ops: counts.ops });

@@ -29,13 +29,26 @@ function recordExecution(key) {
 
 // An exit this process chose (not a signal) is logged, so the checker can
 // tell a crash of the fixture from a kill by the harness.
+let failure = null;
 process.on('exit', (code) => {
   if (code !== 0) {
-    writeSync(fd, `${JSON.stringify({ mode: 'child_exit', pid: process.pid, code, t: Date.now() })}\n`);
+    writeSync(fd, `${JSON.stringify({ mode: 'child_exit', pid: process.pid, code, failure, t: Date.now() })}\n`);
     fsyncSync(fd);
   }
   closeSync(fd);
 });
+process.on('uncaughtException', (error) => {
+  failure = String(error?.stack ?? error);
+  process.exit(1);
+});
+// The wrap that reads this process's answers is gone (killed by the
+// harness): nobody can be answered, so this server's work is over.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error) => {
+    if (error.code !== 'EPIPE') throw error;
+    process.exit(0);
+  });
+}
 
 const tools = [{
   name: 'effect',

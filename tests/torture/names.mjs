@@ -3,7 +3,7 @@
 // ones come back as late duplicates that must replay.
 import { createHash } from 'node:crypto';
 
-const WINDOW_MS = 4000;
+const WINDOW_MS = 2000;
 const PER_WINDOW = 6;
 
 // A name for this moment: mostly from the current window, sometimes from

@@ -271,7 +271,8 @@ function describeSignals(signal) {
 
 say(`seed ${opts.seed}, ${opts.minutes} minutes, binary ${opts.binary}${opts.plant ? `, planted fault: ${opts.plant}` : ''}`);
 say(`run directory ${dir}`);
-say(`agents: ${slots.map((s) => `${s.mode}${s.index} (lease ${s.leaseSecs ?? 60} s, heartbeats ${s.heartbeat ? 'on' : 'off'})`).join(', ')}`);
+const heartbeats = (s) => (s.mode === 'wrap' ? 'by wrap' : s.heartbeat ? 'on' : 'off');
+say(`agents: ${slots.map((s) => `${s.mode}${s.index} (lease ${s.leaseSecs ?? 60} s, heartbeats ${heartbeats(s)})`).join(', ')}`);
 for (const slot of slots) startAgent(slot);
 
 const deadline = t0 + opts.minutes * 60000;
