@@ -25,7 +25,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 
 import { fenceArgs, wrapMs } from './names.mjs';
 
-const SANITIZER = /ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|SUMMARY: UndefinedBehaviorSanitizer/;
+// Sanitizer reports, and what a C++ process prints as it crashes.
+const SANITIZER = /ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|SUMMARY: UndefinedBehaviorSanitizer|terminate called|Assertion `/;
 
 export function readJsonLines(file) {
   const out = [];
@@ -180,6 +181,24 @@ export function checkDeaths(journal, executionsRaw, agentExits, signalled, viola
   for (const e of journal.filter((x) => x.type === 'server_would_not_stop')) {
     violations.push({ kind: 'would_not_stop', evidence: e });
   }
+}
+
+// Every shared server the log names (each logs "serving ... (pid N, ...")
+// ended by the harness's SIGKILL or SIGTERM, or idle ("no session for").
+export function checkSharedServers(logFile, signalled, violations) {
+  let log = '';
+  try {
+    log = readFileSync(logFile, 'utf8');
+  } catch {
+    return 0;
+  }
+  const pids = [...log.matchAll(/: serving .* \(pid (\d+),/g)].map((m) => Number(m[1]));
+  const idle = (log.match(/no session for \d+ ms: removing the lease and stopping/g) ?? []).length;
+  const unsignalled = pids.filter((pid) => !['SIGKILL', 'SIGTERM'].some((sig) => signalled.get(pid)?.has(sig)));
+  if (unsignalled.length > idle) {
+    violations.push({ kind: 'unexpected_death', evidence: { kind: 'shared server', pids: unsignalled, idle_stops: idle, log: logFile } });
+  }
+  return pids.length;
 }
 
 export function checkSanitizers(files, violations) {

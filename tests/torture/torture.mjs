@@ -331,6 +331,7 @@ const execs = rawExecs.filter((e) => e.mode === 'fence' || e.mode === 'wrap')
 const resolved = check.checkExecutions(execs, state, violations);
 check.checkCertificatesRan(resolved, state, violations);
 check.checkDeaths(journal, rawExecs, agentExits, signalled, violations);
+const sharedServers = check.checkSharedServers(`${ledger}.server.log`, signalled, violations);
 const verify = check.checkVerify(opts.binary, ledger, violations);
 writeFileSync(path.join(dir, 'stderr', 'operator-clears.log'), clearLog);
 const stderrFiles = readdirSync(path.join(dir, 'stderr')).map((f) => path.join(dir, 'stderr', f));
@@ -368,12 +369,12 @@ const summary = {
   clears: figures.clears,
   executions: resolved.length, intents_executed: new Set(resolved.map((e) => e.intent)).size, epochs: epochs.size,
   certificates: state.certificates.size, replays_checked: replays, verify_exit: verify.status,
-  stderr_files_scanned: scanned,
+  stderr_files_scanned: scanned, shared_servers: sharedServers,
   violations: violations.length,
 };
 writeFileSync(path.join(dir, 'summary.json'), `${JSON.stringify({ ...summary, violation_list: violations }, null, 1)}\n`);
 
-say(`ran ${summary.minutes} minutes, ${summary.agents_started} agent processes`);
+say(`ran ${summary.minutes} minutes, ${summary.agents_started} agent processes, ${sharedServers} shared servers`);
 say(`operations: ${summary.prepares} prepares (fresh ${summary.fresh}, replayed ${summary.replayed}, refused ${fmt(refusedBy) || 0}, unanswered ${summary.unanswered_prepares}); ` +
     `${summary.commits} commits (${summary.commits_handed_to_another_process} through another process, ${summary.commits_retried} retried); ` +
     `${summary.wrap_calls} wrap calls (ran ${summary.wrap_ran}, replayed ${summary.wrap_replayed}, refused ${fmt(wrapRefusedBy) || 0}, unanswered ${summary.unanswered_wrap_calls})`);
