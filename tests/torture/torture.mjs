@@ -38,6 +38,7 @@ function parseArgs(argv) {
   if (!Number.isInteger(opts.seed) || opts.seed < 0) usage('--seed must be a non-negative integer');
   if (opts.plant !== null && opts.plant !== 'double' && opts.plant !== 'ignore') usage('--plant is double or ignore');
   if (!opts.binary) usage('--binary is required');
+  opts.binaryGiven = opts.binary;  // printed as given: the run's figures name no local paths
   opts.binary = path.resolve(opts.binary);
   if (!existsSync(opts.binary)) usage(`no binary at ${opts.binary}`);
   return opts;
@@ -269,7 +270,7 @@ function describeSignals(signal) {
   return `${total(signal)}${parts.length ? ` (${parts.join(', ')})` : ''}`;
 }
 
-say(`seed ${opts.seed}, ${opts.minutes} minutes, binary ${opts.binary}${opts.plant ? `, planted fault: ${opts.plant}` : ''}`);
+say(`seed ${opts.seed}, ${opts.minutes} minutes, binary ${opts.binaryGiven}${opts.plant ? `, planted fault: ${opts.plant}` : ''}`);
 say(`run directory ${dir}`);
 const heartbeats = (s) => (s.mode === 'wrap' ? 'by wrap' : s.heartbeat ? 'on' : 'off');
 say(`agents: ${slots.map((s) => `${s.mode}${s.index} (lease ${s.leaseSecs ?? 60} s, heartbeats ${heartbeats(s)})`).join(', ')}`);
