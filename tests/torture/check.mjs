@@ -119,6 +119,15 @@ export function checkExecutions(executions, ledger, violations) {
   return resolved;
 }
 
+// Executions that ran after an operator had cleared their own attempt (a
+// clear of their generation or a later one, dated before they ran): not a
+// violation, since the clear ended their epoch, but the documented limit of
+// clearing an intent whose agent had not stopped (docs/OPERATIONS.md: with
+// `serve` the holder is the server, and the agent may still run its call).
+export function lateExecutions(resolved, ledger) {
+  return resolved.filter((e) => (ledger.clears.get(e.intent) ?? []).some((c) => c.generation >= e.gen && c.at < e.t));
+}
+
 // What each agent was told, against the ledger. Returns the certificate
 // each intent's answers named, for the replay check.
 export function checkAnswers(journal, ledger, violations) {

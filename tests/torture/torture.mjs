@@ -368,7 +368,8 @@ const summary = {
   unanswered_wrap_calls: count((e) => e.type === 'wrap_call' && e.error),
   kills: figures.signals.SIGKILL ?? {}, stops: figures.signals.SIGSTOP ?? {}, terms: figures.signals.SIGTERM ?? {},
   clears: figures.clears,
-  executions: resolved.length, intents_executed: new Set(resolved.map((e) => e.intent)).size, epochs: epochs.size,
+  executions: resolved.length, executions_after_their_clear: check.lateExecutions(resolved, state).length,
+  intents_executed: new Set(resolved.map((e) => e.intent)).size, epochs: epochs.size,
   certificates: state.certificates.size, replays_checked: replays, verify_exit: verify.status,
   stderr_files_scanned: scanned, shared_servers: sharedServers,
   violations: violations.length,
@@ -383,7 +384,7 @@ say(`kill -9: ${describeSignals('SIGKILL')}`);
 say(`SIGSTOP/SIGCONT: ${describeSignals('SIGSTOP')}`);
 say(`SIGTERM: ${describeSignals('SIGTERM')}`);
 say(`operator clears: ${figures.clears.done} (refused ${figures.clears.refused}, nothing fenced ${figures.clears.none_fenced})`);
-say(`executions: ${summary.executions} of ${summary.intents_executed} intents in ${summary.epochs} epochs; ${summary.certificates} certificates; ${replays} replays checked after the run`);
+say(`executions: ${summary.executions} of ${summary.intents_executed} intents in ${summary.epochs} epochs (${summary.executions_after_their_clear} ran after an operator cleared their attempt); ${summary.certificates} certificates; ${replays} replays checked after the run`);
 say(`verify: exit ${verify.status}; ${scanned} stderr files scanned for sanitizer reports`);
 const byKind = {};
 for (const v of violations) byKind[v.kind] = (byKind[v.kind] ?? 0) + 1;
