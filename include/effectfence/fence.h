@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -61,6 +62,14 @@ struct Settings {
   // Replaces the ledger's clock for lease decisions: tests that move time
   // past a lease inject it.
   std::function<int64_t()> ledger_clock_ms;
+  // Who this fence records as the holder of what it admits, and how it
+  // judges other holders (gone: fenced unknown; running here: its lease
+  // running out ends nothing). Unset: this process, judged by what this
+  // host's process table says (ledger/holder.h). A simulator that plays
+  // many processes on several hosts inside one process injects its own.
+  std::optional<Holder> holder;
+  std::function<bool(const Holder&)> holder_is_dead;
+  std::function<bool(const Holder&)> holder_is_alive;
 
   // Defaults overridden by EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS,
   // EFFECTFENCE_RESULT_TTL_SECS, EFFECTFENCE_SWEEP_INTERVAL_SECS. An unset

@@ -178,6 +178,10 @@ class Ledger {
   virtual uint64_t external_changes() const = 0;
   virtual std::string describe() const = 0;
   virtual LedgerMetrics metrics() const = 0;
+  // True iff another connection held the write lock while this ledger was
+  // opened (an operator's open transaction, a VACUUM): it opened all the
+  // same, and its writes wait for that lock (ledger_busy past the timeout).
+  virtual bool locked_at_open() const { return false; }
   // Finishes every write already queued and delivers every asynchronous
   // answer, then refuses new work (ledger_error, nothing decided). The owner
   // calls it before destroying the ledger, so answers delivered on the way

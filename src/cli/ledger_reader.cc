@@ -139,7 +139,7 @@ std::unique_ptr<LedgerReader> open_postgres_reader(const std::string& url, std::
     }
     return std::make_unique<PostgresReader>(std::move(db), name);
   } catch (const pg::Error& e) {
-    *error = name + ": " + pg::scrub_url(e.what());
+    *error = name + ": " + pg::scrub_message(e.what());
     return nullptr;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,6 +151,17 @@ shared::CandidateReport launch_server(const SharedOptions& options, const Settin
   return report;
 }
 
+// Every request in flight holds a connection: the server may hold more
+// descriptors than the usual soft limit of 1024, up to the hard limit.
+void allow_many_connections(mcp::Logger& log) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    log.warn(std::string("could not raise the open file limit: ") + std::strerror(errno));
+  }
+}
+
 void report(int fd, const std::string& line) {
   if (fd < 0) return;
   const std::string text = line + "\n";
@@ -217,6 +229,7 @@ void SharedOptions::read_environment() {
   read_ms("EFFECTFENCE_SHARED_KEEPALIVE_MS", &keepalive_ms);
   read_ms("EFFECTFENCE_SHARED_ELECTION_MS", &election_ms);
   read_ms("EFFECTFENCE_SHARED_BIND_DEADLINE_MS", &bind_deadline_ms);
+  read_ms("EFFECTFENCE_SHARED_UNRESPONSIVE_MS", &unresponsive_ms);
 }
 
 bool is_loopback(const std::string& host) {
@@ -254,6 +267,10 @@ std::optional<int> serve_through_shared_server(const SharedOptions& options, con
   {
     shared::BridgeOptions bridge_options;
     bridge_options.keepalive_ms = options.keepalive_ms;
+    bridge_options.unresponsive_ms = options.unresponsive_ms;
+    bridge_options.server_alive = [&election](const shared::Endpoint& server) {
+      return shared::still_serves(election.lease_path, server, election.bind_deadline_ms);
+    };
     bridge_options.serve_alone = [&alone](mcp::Server::Sink sink) { return alone.server(std::move(sink)); };
     shared::Bridge bridge(endpoint, reconnect, out, log, bridge_options);
     mcp::FdLineReader reader(0, stop.fd());
@@ -270,6 +287,7 @@ std::optional<int> serve_through_shared_server(const SharedOptions& options, con
 int run_shared_server(const SharedOptions& options, const Settings& settings, mcp::StopSignals& stop) {
   std::signal(SIGPIPE, SIG_IGN);
   mcp::Logger log("effectfence shared server", options.log_level);
+  allow_many_connections(log);
   const std::string lease_path = lease_path_of(options, settings);
   int report_fd = options.host_report_fd;
 

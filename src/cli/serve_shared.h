@@ -28,6 +28,7 @@ struct SharedOptions {
   int64_t keepalive_ms = 30'000;       // EFFECTFENCE_SHARED_KEEPALIVE_MS: a bridge's ping interval
   int64_t election_ms = 10'000;        // EFFECTFENCE_SHARED_ELECTION_MS
   int64_t bind_deadline_ms = 5'000;    // EFFECTFENCE_SHARED_BIND_DEADLINE_MS
+  int64_t unresponsive_ms = 30'000;    // EFFECTFENCE_SHARED_UNRESPONSIVE_MS: a running server answering nothing this long is dead
 
   void read_environment();
 };

@@ -112,8 +112,13 @@ std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
   auto opened = open_ledger(settings.ledger_path, settings.busy_timeout_ms);
   if (auto* error = std::get_if<OpenError>(&opened)) return *error;
   std::unique_ptr<Fence> fence(new Fence(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened))));
-  fence->reap_dead_holders();
-  if (fence->settings_.promises_result_ttl) fence->promise_result_ttl();
+  // A ledger another connection holds locked gets these from maintenance,
+  // once the lock is let go: waiting for it here would delay the server's
+  // start by a busy timeout for each.
+  if (!fence->ledger_->locked_at_open()) {
+    fence->reap_dead_holders();
+    if (fence->settings_.promises_result_ttl) fence->promise_result_ttl();
+  }
   return fence;
 }
 
@@ -154,9 +159,10 @@ rules::Context Fence::context(LedgerTxn& txn) const {
   rules::Context ctx;
   ctx.now = lease_now(txn);
   ctx.lease_ttl_ms = settings_.lease_ttl_ms;
-  ctx.me = this_process();
-  ctx.is_dead = holder_is_dead;
-  ctx.is_alive = holder_is_alive_here;
+  ctx.me = settings_.holder ? *settings_.holder : this_process();
+  ctx.is_dead = settings_.holder_is_dead ? rules::IsDead(settings_.holder_is_dead) : rules::IsDead(holder_is_dead);
+  ctx.is_alive =
+      settings_.holder_is_alive ? rules::IsAlive(settings_.holder_is_alive) : rules::IsAlive(holder_is_alive_here);
   ctx.admitting = admitting_.load();
   return ctx;
 }

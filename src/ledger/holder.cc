@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -101,7 +102,8 @@ Liveness liveness_of(const Holder& holder) {
   const Holder& me = this_process();
   if (holder.host != me.host) return Liveness::cannot_tell;  // its lease decides
   if (!holder.boot.empty() && !me.boot.empty() && holder.boot != me.boot) return Liveness::gone;
-  if (holder.pid <= 0) return Liveness::cannot_tell;
+  // Beyond pid_t, kill() would ask about another pid (4294967297 is 1).
+  if (holder.pid <= 0 || holder.pid > std::numeric_limits<pid_t>::max()) return Liveness::cannot_tell;
   if (kill(static_cast<pid_t>(holder.pid), 0) != 0 && errno == ESRCH) return Liveness::gone;
   const auto stat = read_proc_stat(holder.pid);
   if (!stat) return Liveness::cannot_tell;  // e.g. /proc hidden

@@ -72,6 +72,10 @@ void with_migration_settings(SQLite::Database& db, Fn fn) {
 }  // namespace
 
 void apply_migrations(SQLite::Database& db) {
+  // A ledger already at the latest version needs no write lock: one held by
+  // another connection (an operator's open transaction) must not keep a
+  // server from starting.
+  if (db.execAndGet("PRAGMA user_version").getInt() >= latest_schema_version()) return;
   bool applied = false;
   with_migration_settings(db, [&] { applied = apply_each_migration(db); });
   // A migration that rebuilt tables left a log as large as them: copy it

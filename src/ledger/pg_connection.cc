@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <cctype>
+#include <cstring>
 #include <cstdlib>
 #include <initializer_list>
 #include <regex>
@@ -65,7 +66,7 @@ const std::regex& userinfo_password() {
   return pattern;
 }
 const std::regex& keyword_password() {
-  static const std::regex pattern(R"((password=)([^&\s]*))", std::regex::icase);
+  static const std::regex pattern(R"((password\s*=\s*)('[^']*'|[^&\s]*))", std::regex::icase);
   return pattern;
 }
 
@@ -138,6 +139,86 @@ std::string sqlstate_of(const PGresult* r) {
   return code ? code : "";
 }
 
+// %XX for every byte of value but letters, digits, -._~ and the extras.
+std::string percent_encoded(const std::string& value, const char* extras) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || std::strchr("-._~", c) || (c != '\0' && std::strchr(extras, c))) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+const std::string* option_value(const std::vector<ConninfoOption>& options, const char* keyword) {
+  for (const ConninfoOption& o : options) {
+    if (o.keyword == keyword) return &o.value;
+  }
+  return nullptr;
+}
+
+bool all_of_chars(const std::string& s, const char* allowed_punctuation) {
+  for (unsigned char c : s) {
+    if (!std::isalnum(c) && (c == '\0' || !std::strchr(allowed_punctuation, c))) return false;
+  }
+  return !s.empty();
+}
+
+// scheme://user:***@host:port/dbname?keyword=value..., from libpq's reading.
+std::string printed_uri(const std::string& scheme, const std::vector<ConninfoOption>& options) {
+  std::string out = scheme;
+  const std::string* user = option_value(options, "user");
+  const bool password = option_value(options, "password") != nullptr;
+  if (user || password) out += (user ? percent_encoded(*user, "*") : "") + (password ? ":***" : "") + "@";
+  const std::string* host = option_value(options, "host");
+  const std::string* port = option_value(options, "port");
+  const bool host_in_authority = host && all_of_chars(*host, "-._");
+  const bool port_in_authority = host_in_authority && port && all_of_chars(*port, "");
+  if (host_in_authority) out += *host;
+  if (port_in_authority) out += ":" + *port;
+  const std::string* dbname = option_value(options, "dbname");
+  const bool dbname_in_path = dbname && !dbname->empty();
+  out += "/";
+  if (dbname_in_path) out += percent_encoded(*dbname, "");
+  char separator = '?';
+  for (const ConninfoOption& o : options) {
+    if (o.keyword == "user" || o.keyword == "password") continue;
+    if ((o.keyword == "host" && host_in_authority) || (o.keyword == "port" && port_in_authority) ||
+        (o.keyword == "dbname" && dbname_in_path)) {
+      continue;
+    }
+    out += separator + o.keyword + "=" + percent_encoded(o.value, ":@/,");
+    separator = '&';
+  }
+  return out;
+}
+
+// keyword=value ..., quoted where libpq needs quotes, password=***.
+std::string printed_keywords(const std::vector<ConninfoOption>& options) {
+  std::string out;
+  for (const ConninfoOption& o : options) {
+    if (!out.empty()) out += ' ';
+    out += o.keyword + "=";
+    if (o.keyword == "password") {
+      out += "***";
+      continue;
+    }
+    const bool quote = o.value.empty() || o.value.find_first_of(" \t\n\r\f\v'\\") != std::string::npos;
+    if (quote) out += '\'';
+    for (char c : o.value) {
+      if (c == '\'' || c == '\\') out += '\\';
+      out += c;
+    }
+    if (quote) out += '\'';
+  }
+  return out;
+}
+
 }  // namespace
 
 void Result::Free::operator()(pg_result* r) const { PQclear(r); }
@@ -170,6 +251,9 @@ std::unique_ptr<Connection> Connection::open(const std::string& url) {
     const std::string password = password_in(url);
     replace_all(message, password, "***");
     replace_all(message, percent_decoded(password), "***");
+    if (const auto options = conninfo_options(url)) {
+      if (const std::string* read = option_value(*options, "password")) replace_all(message, *read, "***");
+    }
     const std::string code = connect_failure_code(message);
     if (code == kMalformedUrl) message += std::string("; ") + kPercentEncodeAdvice;
     if (code == "3D000") message += "; create it (createdb) or name an existing database";
@@ -213,21 +297,51 @@ Result Connection::checked(PGresult* r) {
   return Result(r);
 }
 
+std::optional<std::vector<ConninfoOption>> conninfo_options(const std::string& text) {
+  char* error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(text.c_str(), &error);
+  if (error) PQfreemem(error);
+  if (!parsed) return std::nullopt;
+  std::vector<ConninfoOption> options;
+  for (const PQconninfoOption* o = parsed; o->keyword; ++o) {
+    if (o->val) options.push_back(ConninfoOption{o->keyword, o->val});
+  }
+  PQconninfoFree(parsed);
+  return options;
+}
+
 std::string scrub_url(const std::string& url) {
+  if (url == "postgres:") return url;  // the PG* variables say where
   if (has_stray_at(url)) {
     // Which '@' ends the password is anyone's guess: hide up to the last.
     const UrlParts parts = parts_of(url);
     const size_t last_at = url.rfind('@', parts.query);  // npos: the whole URL
     return scrub_url(url.substr(0, parts.credentials) + "***" + url.substr(last_at));
   }
-  const std::string out = std::regex_replace(url, userinfo_password(), "$1:***@");
-  return std::regex_replace(out, keyword_password(), "$1***");
+  // Printed from what libpq reads, never edited from the text: spaces
+  // around '=', quotes, '&' in a keyword value, a percent-encoded keyword
+  // all mean to libpq what they mean here.
+  const std::optional<std::vector<ConninfoOption>> options = conninfo_options(url);
+  if (!options) return kUnparseableConninfo;
+  const size_t scheme_end = url.find("://");
+  const bool uri = scheme_end != std::string::npos &&
+                   (url.compare(0, scheme_end, "postgresql") == 0 || url.compare(0, scheme_end, "postgres") == 0);
+  return uri ? printed_uri(url.substr(0, scheme_end + 3), *options) : printed_keywords(*options);
+}
+
+std::string scrub_message(const std::string& message) {
+  return std::regex_replace(std::regex_replace(message, userinfo_password(), "$1:***@"), keyword_password(), "$1***");
 }
 
 bool looks_like_conninfo(const std::string& ledger) {
+  // A keyword first is enough, readable or not (then nothing of it is
+  // printed); else whatever libpq reads as a key=value string with a value.
   static const std::regex keyword_first(
       R"(^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*=)", std::regex::icase);
-  return std::regex_search(ledger, keyword_first);
+  if (std::regex_search(ledger, keyword_first)) return true;
+  if (ledger.find('=') == std::string::npos || ledger.find("://") != std::string::npos) return false;
+  const auto options = conninfo_options(ledger);
+  return options && !options->empty();
 }
 
 bool is_postgres_url(const std::string& ledger) {

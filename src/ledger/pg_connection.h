@@ -73,8 +73,24 @@ constexpr const char* kPercentEncodeAdvice =
     "percent-encode reserved characters in the user and password (% as %25, @ as %40, / as %2F, : as %3A), or "
     "give the password in PGPASSWORD or ~/.pgpass";
 
-// The URL with any password replaced by "***", safe for logs and errors.
+// One option libpq read from a URL or key=value string.
+struct ConninfoOption {
+  std::string keyword;
+  std::string value;
+};
+// The options libpq's own parser (PQconninfoParse) reads from text, in
+// libpq's order, only those given; nullopt when libpq cannot read it.
+std::optional<std::vector<ConninfoOption>> conninfo_options(const std::string& text);
+
+// What scrub_url prints for a string libpq cannot read: none of it.
+constexpr const char* kUnparseableConninfo = "<unparseable connection string>";
+// A URL or key=value string printed back from what libpq reads in it, the
+// password (whatever libpq calls one) as "***"; kUnparseableConninfo when
+// libpq cannot read it. Safe for logs, errors and lease files.
 std::string scrub_url(const std::string& url);
+// Free text (an error message) with password=... and user:...@ hidden, on
+// a best-effort reading: for messages, never for a connection string.
+std::string scrub_message(const std::string& message);
 // True iff ledger reads as a libpq key=value connection string ("host=...
 // password=..."), which effectfence does not take: it would be a file name.
 bool looks_like_conninfo(const std::string& ledger);

@@ -270,7 +270,7 @@ class PostgresLedger final : public Ledger {
     if (e.sqlstate() == kResolutionUnknown) {
       return Refusal{Reason::ledger_error,
                      "ledger " + description_ + ": the connection was lost while committing (" +
-                         pg::scrub_url(e.what()) +
+                         pg::scrub_message(e.what()) +
                          "), so this decision may or may not have been recorded. Do not run the tool on this "
                          "answer. Retry the same call: a recorded commit is returned again; a recorded admission, "
                          "whose ticket nobody received, is taken back once the ledger answers, and a retry is "
@@ -278,7 +278,7 @@ class PostgresLedger final : public Ledger {
                      {{"resolution_unknown", true}}};
     }
     return Refusal{Reason::ledger_error, "ledger " + description_ + ": " + step + ": " +
-                                             pg::scrub_url(e.what()) +
+                                             pg::scrub_message(e.what()) +
                                              "; nothing was decided"};
   }
 

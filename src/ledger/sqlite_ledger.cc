@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -216,8 +217,12 @@ class SqliteLedger final : public Ledger {
   // behind a write that waits for another process's lock (WAL lets them run
   // side by side). nullptr (in-memory ledgers): reads go through the writer.
   SqliteLedger(std::unique_ptr<SQLite::Database> db, std::unique_ptr<SQLite::Database> reader,
-               std::string description)
-      : db_(std::move(db)), txn_(*db_), reader_db_(std::move(reader)), description_(std::move(description)) {
+               std::string description, bool locked_at_open)
+      : db_(std::move(db)),
+        txn_(*db_),
+        reader_db_(std::move(reader)),
+        description_(std::move(description)),
+        locked_at_open_(locked_at_open) {
     if (reader_db_) reader_txn_ = std::make_unique<SqliteTxn>(*reader_db_);
     last_data_version_ = db_->execAndGet("PRAGMA data_version").getInt64();
     // Parsed once: these run several times per decision.
@@ -278,6 +283,7 @@ class SqliteLedger final : public Ledger {
   }
   uint64_t external_changes() const override { return external_changes_.load(); }
   std::string describe() const override { return description_; }
+  bool locked_at_open() const override { return locked_at_open_; }
   LedgerMetrics metrics() const override {
     LedgerMetrics m;
     m.transactions = transactions_.load();
@@ -582,6 +588,7 @@ class SqliteLedger final : public Ledger {
   std::unique_ptr<SqliteTxn> reader_txn_;  // declared after reader_db_: destroyed first
   std::mutex read_mu_;
   std::string description_;
+  const bool locked_at_open_;
   int64_t last_data_version_ = 0;
   std::atomic<uint64_t> external_changes_{0};
   std::atomic<uint64_t> transactions_{0};
@@ -647,6 +654,29 @@ std::optional<OpenError> migrate(SQLite::Database& db, const std::string& path) 
   return std::nullopt;
 }
 
+// Writability is proven at open rather than at the first decision. Returns
+// false iff another connection holds the write lock beyond a short wait
+// (an operator's open transaction, a VACUUM): that proves nothing either
+// way, and being busy is no reason to refuse a server its start; its
+// decisions wait for the lock like any other write.
+bool prove_writable(SQLite::Database& db, int64_t busy_timeout_ms) {
+  constexpr int64_t kOpenLockWaitMs = 1000;
+  sqlite3_busy_timeout(db.getHandle(), static_cast<int>(std::min(busy_timeout_ms, kOpenLockWaitMs)));
+  bool proven = true;
+  try {
+    db.exec("BEGIN IMMEDIATE");
+    db.exec("COMMIT");
+  } catch (const SQLite::Exception& e) {
+    if (e.getErrorCode() != SQLITE_BUSY) {
+      sqlite3_busy_timeout(db.getHandle(), static_cast<int>(busy_timeout_ms));
+      throw;
+    }
+    proven = false;
+  }
+  sqlite3_busy_timeout(db.getHandle(), static_cast<int>(busy_timeout_ms));
+  return proven;
+}
+
 }  // namespace
 
 const char* open_error_name(OpenErrorCode code) {
@@ -683,13 +713,12 @@ std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::s
     if (auto error = check_writable(*db, path)) return *error;
     if (!memory) use_wal(*db);
     if (auto error = migrate(*db, path)) return *error;
-    // Writability is proven now rather than at the first decision.
-    db->exec("BEGIN IMMEDIATE");
-    db->exec("COMMIT");
+    const bool locked = !prove_writable(*db, busy_timeout_ms);
     const std::string description = (memory ? std::string("memory") : "sqlite:" + path) +
                                     " (schema " + std::to_string(latest_schema_version()) + ")";
     auto reader = memory ? nullptr : connect(path, false, busy_timeout_ms, /*writer=*/false);
-    return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(std::move(db), std::move(reader), description));
+    return std::unique_ptr<Ledger>(
+        std::make_unique<SqliteLedger>(std::move(db), std::move(reader), description, locked));
   } catch (const SQLite::Exception& e) {
     return classify_open_failure(path, e);
   } catch (const std::exception& e) {

@@ -1,6 +1,8 @@
 #include "mcp/jsonrpc.h"
 
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -136,6 +138,41 @@ std::string without_lone_surrogates(std::string_view text, const char* stand_in 
   return out;
 }
 
+// The text with every number a double cannot hold (1e400, or 400 digits)
+// made 0.5. The SAX parser stops at one, so an id after it was never read
+// and a request went unanswered. 0.5 is no id: an id that overflowed stays
+// unreadable, as any fraction does.
+std::string with_finite_numbers(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) out += text[++i];
+      if (c == '"') in_string = false;
+      ++i;
+      continue;
+    }
+    if (c != '-' && !std::isdigit(static_cast<unsigned char>(c))) {
+      in_string = c == '"';
+      out += c;
+      ++i;
+      continue;
+    }
+    size_t end = i + 1;
+    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.' ||
+                                 text[end] == 'e' || text[end] == 'E' || text[end] == '+' || text[end] == '-')) {
+      ++end;
+    }
+    const std::string number(text.substr(i, end - i));
+    out += std::isinf(std::strtod(number.c_str(), nullptr)) ? std::string("0.5") : number;
+    i = end;
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_valid_id(const Json& id) {
@@ -161,7 +198,9 @@ Json request_id_in(const Json& document) {
   return params != document.end() && params->is_object() ? params->value("requestId", Json()) : Json();
 }
 
-IdFinder top_level_of(std::string_view text) {
+IdFinder top_level_of(std::string_view raw) {
+  const std::string finite = with_finite_numbers(raw);
+  const std::string_view text = finite;
   const std::string readable = without_lone_surrogates(text);
   IdFinder finder;
   Json::sax_parse(readable.begin(), readable.end(), &finder);

@@ -264,3 +264,22 @@ TEST_CASE("builders and serialize", "[jsonrpc]") {
   CHECK_FALSE(error["error"].contains("data"));
   CHECK(serialize(Json("x\xff")).find('\n') == std::string::npos);
 }
+
+// Regression: the id recovery stopped at 1e400 (the SAX parser gives up on
+// a number a double cannot hold), so the request read as a notification and
+// was never answered.
+TEST_CASE("id_after_overflowing_number: a request whose id follows 1e400 is answered under its id", "[jsonrpc]") {
+  Invalid after = invalid_of(R"({"jsonrpc":"2.0","method":"m","params":{"n":1e400},"id":7})");
+  CHECK(after.answer);
+  CHECK(after.id == 7);
+  CHECK(after.code == kInvalidParams);
+  CHECK_THAT(after.message, Catch::Contains("(non_finite)"));
+  // 400 digits overflow too; a string holding them does not.
+  const std::string digits(400, '9');
+  CHECK(invalid_of(R"({"method":"m","params":{"n":-)" + digits + R"(,"s":"1e400\"9"},"id":"x"})").id == "x");
+  CHECK(recover_id(R"({"method":"m","params":[1E+999,2e-999],"id":8})") == 8);
+  // An id that overflows is still no id.
+  CHECK(recover_id(R"({"method":"m","id":1e400})").is_null());
+  // A notification with such a number is still a notification, never answered.
+  CHECK_FALSE(invalid_of(R"({"jsonrpc":"2.0","method":"m","params":{"n":1e400}})").answer);
+}

@@ -104,12 +104,14 @@ std::string check(const Json& schema, const Json& value, const std::string& path
   const auto max_length = schema.find("maxLength");
   if (value.is_string() && (min_length != schema.end() || max_length != schema.end())) {
     const size_t length = utf8_length(value.get_ref<const std::string&>());  // counted once, for both
-    if (min_length != schema.end() && length < min_length->get<size_t>()) {
-      return where(path) + (min_length->get<size_t>() == 1
+    // Compared as numbers: a bound that is no count (1e30, -1, 2.5) must
+    // not be converted to size_t (out of range, that is undefined).
+    if (min_length != schema.end() && static_cast<double>(length) < min_length->get<double>()) {
+      return where(path) + (*min_length == 1
                                 ? ": must not be empty"
                                 : ": must be at least " + min_length->dump() + " characters");
     }
-    if (max_length != schema.end() && length > max_length->get<size_t>()) {
+    if (max_length != schema.end() && static_cast<double>(length) > max_length->get<double>()) {
       return where(path) + ": must be at most " + max_length->dump() + " characters";
     }
   }

@@ -43,6 +43,22 @@ TEST_CASE("minLength and maxLength count characters, not bytes, as JSON Schema d
   CHECK(schema_violation(schema, Json("\U0001F600\U0001F600\U0001F600\U0001F600")) == "/: must be at most 3 characters");
 }
 
+// Regression: a length bound beyond size_t (1e30) was converted to size_t,
+// which is undefined behaviour (UBSan: float-cast-overflow).
+TEST_CASE("length_bound_out_of_range: minLength and maxLength that are no count compare as numbers", "[schema]") {
+  CHECK(schema_violation(Json::parse(R"({"maxLength": 1e30})"), Json("abc")) == "");
+  CHECK(schema_violation(Json::parse(R"({"minLength": 1e30})"), Json("abc")) ==
+        "/: must be at least 1e+30 characters");
+  CHECK(schema_violation(Json::parse(R"({"maxLength": -1})"), Json("")) == "/: must be at most -1 characters");
+  CHECK(schema_violation(Json::parse(R"({"minLength": -1e300})"), Json("")) == "");
+  CHECK(schema_violation(Json::parse(R"({"minLength": 1.0})"), Json("")) == "/: must not be empty");
+  CHECK(schema_violation(Json::parse(R"({"maxLength": 2.5})"), Json("abc")) == "/: must be at most 2.5 characters");
+  CHECK(schema_violation(Json::parse(R"({"maxLength": 18446744073709551615})"), Json("abc")) == "");
+  // The compiled form leaves such bounds to schema_violation, and agrees.
+  const effectfence::mcp::CompiledSchema compiled(Json::parse(R"({"type": "string", "maxLength": 1e30})"));
+  CHECK(compiled.violation(Json("abc")) == "");
+}
+
 TEST_CASE("schema_violation handles const, enum, oneOf and type lists", "[schema]") {
   const Json schema = Json::parse(R"({
     "type": "object",

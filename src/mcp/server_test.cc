@@ -925,3 +925,13 @@ TEST_CASE("an oversized response is never answered: it fails the request of ours
   CHECK(f.out.all().size() == before + 1);  // only the second request went out
   CHECK(f.server.requests_in_flight() == 0);
 }
+
+TEST_CASE("id_after_overflowing_number: serve answers a request whose id follows 1e400, once, under its id",
+          "[server]") {
+  Fixture f;
+  f.server.handle_line(R"({"jsonrpc":"2.0","method":"m","params":{"n":1e400},"id":7})");
+  auto all = f.out.all();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0]["id"] == 7);
+  CHECK(all[0]["error"]["code"] == jsonrpc::kInvalidParams);
+}

@@ -147,7 +147,8 @@ ToolFinding& finding_for(const std::string& name, std::map<std::string, ToolFind
   return tool;
 }
 
-std::vector<std::string> cannot_see(bool have_source, bool have_live) {
+std::vector<std::string> cannot_see(const SourceTree* tree, bool have_live) {
+  const bool have_source = tree != nullptr;
   std::vector<std::string> lines = {
       "guards in the services the code calls (an API that deduplicates on its side, a database constraint)",
       "SDKs and libraries outside the tree: node_modules, vendor, site-packages and build output are not read",
@@ -155,6 +156,14 @@ std::vector<std::string> cannot_see(bool have_source, bool have_live) {
       "whether a write listed for the tree runs on a given tool's path: writes are context, not tied to a tool",
       "tools whose names or descriptions are built at run time, and declaration forms it does not know",
   };
+  if (tree) {
+    for (const SourceFile& file : tree->files) {
+      if (!file.masked.unread_from) continue;
+      lines.push_back(file.path + " from line " + std::to_string(file.masked.line_of(*file.masked.unread_from)) +
+                      ": templates nested deeper than " + std::to_string(kMaxTemplateNesting) +
+                      " levels (template_nesting_too_deep), the rest of the file was not read");
+    }
+  }
   if (!have_source) lines.push_back("the server's source: only what tools/list says was read (scan PATH adds it)");
   if (!have_live) {
     lines.push_back("what the running server declares: annotations come from tools/list (scan -- COMMAND adds it)");
@@ -292,7 +301,7 @@ ScanReport build_report(const SourceTree* tree, const std::vector<Json>* live_to
   std::stable_sort(report.tools.begin(), report.tools.end(), [](const ToolFinding& a, const ToolFinding& b) {
     return (a.standing == Standing::candidate) > (b.standing == Standing::candidate);
   });
-  report.cannot_see = cannot_see(tree != nullptr, live_tools != nullptr);
+  report.cannot_see = cannot_see(tree, live_tools != nullptr);
   return report;
 }
 

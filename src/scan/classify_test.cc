@@ -174,3 +174,15 @@ TEST_CASE("source: hints written in a declaration decide when no server was aske
     return line.find("writes the hints {\"destructiveHint\":true}") != std::string::npos;
   }));
 }
+
+TEST_CASE("template_nesting_too_deep: the report says which file and line were not read", "[scan][report]") {
+  TempDir dir;
+  std::string text = "axios.post(u)\n";
+  for (int i = 0; i < 50000; ++i) text += "`${";
+  write(dir, "deep.ts", text);
+  const SourceTree tree = tree_of(dir);
+  const ScanReport report = build_report(&tree, nullptr, {});
+  const std::string expected = "deep.ts from line 2: templates nested deeper than 32 levels "
+                               "(template_nesting_too_deep), the rest of the file was not read";
+  CHECK(std::count(report.cannot_see.begin(), report.cannot_see.end(), expected) == 1);
+}

@@ -108,6 +108,7 @@ class Finder {
  private:
   void add(std::string name, size_t name_at, std::string description, std::string form, size_t begin, size_t end) {
     if (name.empty() || !seen_names_at_.insert(name_at).second) return;
+    end = std::min(end, code_.size());  // an unclosed bracket closes at the end of the text, not past it
     found_.push_back(ToolDeclaration{std::move(name), std::move(description), std::move(form), index_,
                                      src_.line_of(name_at), begin, end, written_hints(src_, begin, end)});
   }

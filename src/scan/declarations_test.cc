@@ -149,3 +149,20 @@ TEST_CASE("hints written in a declaration, in each language's spelling", "[scan]
   REQUIRE(rs.size() == 1);
   CHECK(rs[0].annotations == effectfence::Json{{"readOnlyHint", false}});
 }
+
+// Found by tools/fuzz (fuzz_scan): an unclosed tool object's extent ended
+// one byte past the text.
+TEST_CASE("declaration_end_past_text: an unclosed tool object ends at the end of the text", "[scan][declarations]") {
+  const std::string text = "const t = { name: 'send_payout', description: 'Sends.', inputSchema: {}";
+  const auto found = declared("s.ts", text);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].name == "send_payout");
+  CHECK(found[0].end == text.size());
+}
+
+TEST_CASE("declaration_end_past_text: an unclosed server.tool call ends at the end of the text", "[scan][declarations]") {
+  const std::string text = "server.tool('send_payout', 'Sends a payout.', {}, async () => pay()";
+  const auto found = declared("s.js", text);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].end == text.size());
+}

@@ -148,9 +148,16 @@ class Masker {
         const char e = text_[k + 1];
         text += (e == '`' || e == '\\' || e == '$') ? std::string(1, e) : std::string{'\\', e};
         k += 2;
+      } else if (starts(k, "${") && template_depth_ >= kMaxTemplateNesting) {
+        // Too deep to follow: the rest of the file is one unread literal.
+        if (!out_.unread_from) out_.unread_from = k;
+        k = text_.size();
+        break;
       } else if (starts(k, "${")) {
         blank(segment, k + 2);
+        ++template_depth_;
         const size_t close = code_until_brace(k + 2);
+        --template_depth_;
         text += std::string(text_.substr(k, close - k));
         if (close > k + 2 && text_[close - 1] == '}') blank(close - 1, close);
         k = segment = close;
@@ -299,6 +306,7 @@ class Masker {
   std::string_view text_;
   Language language_;
   MaskedSource out_;
+  int template_depth_ = 0;  // ${...} being read, one inside the other
 };
 
 }  // namespace

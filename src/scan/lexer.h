@@ -43,6 +43,10 @@ struct MaskedSource {
   // bracket closes at code.size(). Found once, so that reading a
   // declaration never rescans what lies inside it.
   std::vector<std::pair<size_t, size_t>> brackets;
+  // Set when JavaScript templates nest deeper than kMaxTemplateNesting: the
+  // offset of the ${ that would have gone deeper. From there on the text is
+  // masked as one literal and not read (a bounded stack, not a crash).
+  std::optional<size_t> unread_from;
 
   // 1-based line number of offset.
   int line_of(size_t offset) const;
@@ -51,6 +55,10 @@ struct MaskedSource {
   // The literals that begin within [begin, end).
   std::vector<const StringLiteral*> strings_in(size_t begin, size_t end) const;
 };
+
+// How deep `${`${...}`}` may nest before the lexer stops reading a file.
+// Each level costs stack frames and a copy of the template's text.
+constexpr int kMaxTemplateNesting = 32;
 
 // Never fails: unterminated literals and comments run to the end of the text.
 // In JavaScript, a regular-expression literal's body is masked too (told

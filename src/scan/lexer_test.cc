@@ -137,3 +137,29 @@ TEST_CASE("languages by file extension", "[scan][lexer]") {
   CHECK_FALSE(language_of_path("README.md"));
   CHECK_FALSE(language_of_path("Makefile"));
 }
+
+// Regression: `${ repeated 50,000 times (150 KB, under the 2 MiB file limit)
+// recursed once per level and overflowed the stack.
+TEST_CASE("template_nesting_too_deep: 50,000 nested templates stop at the bound, named, without recursing",
+          "[scan][lexer]") {
+  std::string text = "const a = 1;\n";
+  for (int i = 0; i < 50000; ++i) text += "`${";
+  const MaskedSource m = mask_source(text, Language::javascript);
+  REQUIRE(m.unread_from);
+  CHECK(*m.unread_from == 14 + 3 * kMaxTemplateNesting);  // the ${ one level too deep
+  CHECK(m.line_of(*m.unread_from) == 2);
+  CHECK(m.code.size() == text.size());
+  CHECK(m.code.find("const a = 1;") == 0);
+  CHECK(m.code.find('$', 14 + 3 * kMaxTemplateNesting) == std::string::npos);  // the rest is masked
+}
+
+TEST_CASE("templates nested to the bound are still read as code", "[scan][lexer]") {
+  std::string text;
+  for (int i = 0; i < kMaxTemplateNesting; ++i) text += "`${";
+  text += "send(x)";
+  for (int i = 0; i < kMaxTemplateNesting; ++i) text += "}`";
+  const MaskedSource m = mask_source(text, Language::javascript);
+  CHECK_FALSE(m.unread_from);
+  CHECK(m.code.find("send(x)") != std::string::npos);
+  CHECK(m.strings.size() == static_cast<size_t>(kMaxTemplateNesting));
+}

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <variant>
 
+#include "core/random_token.h"
 #include "mcp/jsonrpc.h"
 #include "shared_server/http_transport.h"
 
@@ -116,12 +117,13 @@ std::optional<Endpoint> Endpoint::parse(const std::string& url, const std::strin
 }
 
 HttpExchange post_message(const Endpoint& endpoint, const std::string& session, const std::string& protocol_version,
-                          const std::string& body) {
+                          const std::string& body, const std::string& idempotency_key) {
   HttpExchange exchange;
   try {
     httplib::Client client = client_for(endpoint);
     httplib::Headers headers = auth_headers(endpoint);
     if (!session.empty()) headers.emplace("Mcp-Session-Id", session);
+    if (!idempotency_key.empty()) headers.emplace(kIdempotencyHeader, idempotency_key);
     if (!protocol_version.empty()) headers.emplace("MCP-Protocol-Version", protocol_version);
     auto res = client.Post(endpoint.path, headers, body, "application/json");
     if (!res) {
@@ -189,6 +191,35 @@ Bridge::~Bridge() {
 Bridge::State Bridge::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return state_;
+}
+
+HttpExchange Bridge::post_while_alive(const Endpoint& endpoint, const std::string& session,
+                                      const std::string& protocol_version, const std::string& line) {
+  const std::string key = random_token_hex(16);
+  std::optional<std::chrono::steady_clock::time_point> first_failure;
+  bool maybe_received = false;
+  auto pause = std::chrono::milliseconds(10);
+  for (int attempt = 0;; ++attempt) {
+    HttpExchange exchange = post_message(endpoint, session, protocol_version, line, key);
+    maybe_received = maybe_received || exchange.maybe_received;
+    exchange.maybe_received = maybe_received;
+    if (exchange.delivered) return exchange;
+    // A busy server drops a connection now and then (a full accept queue,
+    // a client descheduled past the server's read timeout): not a death.
+    if (!options_.server_alive || !options_.server_alive(endpoint)) return exchange;
+    if (!first_failure) first_failure = std::chrono::steady_clock::now();
+    if (std::chrono::steady_clock::now() - *first_failure >= std::chrono::milliseconds(options_.unresponsive_ms)) {
+      exchange.transport_error += "; its process runs, but nothing it was sent has been answered for " +
+                                  std::to_string(options_.unresponsive_ms) + " ms";
+      return exchange;
+    }
+    if (attempt == 0) {
+      log_.info("an exchange with the shared server at " + endpoint.url + " failed (" + exchange.transport_error +
+                "); the server still runs, so the message is sent again");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
 }
 
 void Bridge::write_error(const Json& id, const std::string& message, const std::string& reason) {
@@ -268,7 +299,7 @@ void Bridge::open_session(const std::string& initialize_line) {
       return;
     }
     const State state = snapshot();
-    HttpExchange exchange = post_message(state.endpoint, "", "", initialize_line);
+    HttpExchange exchange = post_while_alive(state.endpoint, "", "", initialize_line);
     if (!exchange.delivered) {
       log_.warn("the shared server at " + state.endpoint.url + " did not answer initialize: " + exchange.transport_error);
       if (attempt == 0 && recover(state.generation, true)) continue;
@@ -326,7 +357,7 @@ void Bridge::relay(const std::string& line) {
       return;
     }
     const State state = snapshot();
-    HttpExchange exchange = post_message(state.endpoint, state.session, state.protocol_version, line);
+    HttpExchange exchange = post_while_alive(state.endpoint, state.session, state.protocol_version, line);
     if (!exchange.delivered) {
       log_.warn("the shared server at " + state.endpoint.url + " went away: " + exchange.transport_error);
       const bool recovered = recover(state.generation, true, &replayed);
@@ -353,6 +384,14 @@ void Bridge::relay(const std::string& line) {
     if (gets_no_answer && exchange.status >= 300) {
       log_.warn("the shared server refused a notification or response of the client (not answered) with HTTP " +
                 std::to_string(exchange.status) + ": " + error_message_of(exchange));
+      return;
+    }
+    // Decided, and its answer lost on the way and no longer kept: never sent again.
+    if (tool_call && exchange.status == kAnswerGone) {
+      write_error(id,
+                  "the shared fence server decided this call, but its answer was lost on the way and is no longer "
+                  "kept. Do not run the effect now: check fence_status for the intent first.",
+                  "answer_lost");
       return;
     }
     // Taken, perhaps decided, and not answered: never sent again.
@@ -398,14 +437,14 @@ bool Bridge::recover(uint64_t seen, bool server_lost, std::string* replayed_init
     ++state_.generation;
     return true;
   }
-  HttpExchange opened = post_message(state.endpoint, "", "", initialize_line);
+  HttpExchange opened = post_while_alive(state.endpoint, "", "", initialize_line);
   if (!opened.delivered || opened.session.empty()) {
     log_.error("could not open a session at " + state.endpoint.url + ": " +
                (opened.delivered ? "HTTP " + std::to_string(opened.status) : opened.transport_error));
     return false;
   }
   if (!initialized_line.empty()) {
-    post_message(state.endpoint, opened.session, state.protocol_version, initialized_line);
+    post_while_alive(state.endpoint, opened.session, state.protocol_version, initialized_line);
     if (replayed_initialized) *replayed_initialized = initialized_line;
   }
   log_.info("continuing on " + state.endpoint.url + " with a new session");
@@ -468,7 +507,7 @@ void Bridge::keepalive() {
     if (!state.session.empty() && !alone_server_.load()) {
       const std::string ping = mcp::jsonrpc::serialize(
           mcp::jsonrpc::request("effectfence-bridge-keepalive-" + std::to_string(++pings), "ping", Json::object()));
-      HttpExchange exchange = post_message(state.endpoint, state.session, state.protocol_version, ping);
+      HttpExchange exchange = post_while_alive(state.endpoint, state.session, state.protocol_version, ping);
       if (!exchange.delivered) {
         log_.warn("the shared server at " + state.endpoint.url + " went away: " + exchange.transport_error);
         recover(state.generation, true);

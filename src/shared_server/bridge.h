@@ -3,7 +3,14 @@
 // server (concurrently, so a slow call holds up nothing); the answers go
 // back to stdout as lines.
 //
-// When the server goes away the bridge finds another (reconnect() runs the
+// A failed request is not a dead server. While the lease still names the
+// server and its process runs, a message whose HTTP exchange failed (reset,
+// closed, refused) is sent again, with the same Idempotency-Key: the server
+// answers a resend with the first delivery's answer, never a second
+// decision. Only a server whose process is gone, or that has answered
+// nothing for `unresponsive_ms`, is dead.
+//
+// When the server is dead the bridge finds another (reconnect() runs the
 // election again, which may start one) and opens a new session with the
 // client's own initialize. A tools/call that was in flight is not retried:
 // it may have been admitted, so the client gets a clear error and the dead
@@ -53,9 +60,11 @@ struct HttpExchange {
   std::vector<std::string> messages;  // JSON-RPC messages in the body (JSON or SSE)
 };
 
-// POSTs one JSON-RPC message to endpoint. Never throws.
+// POSTs one JSON-RPC message to endpoint. Never throws. idempotency_key,
+// when not empty, goes as the Idempotency-Key header: a resend under it is
+// answered with the first delivery's answer.
 HttpExchange post_message(const Endpoint& endpoint, const std::string& session, const std::string& protocol_version,
-                          const std::string& body);
+                          const std::string& body, const std::string& idempotency_key = "");
 // Ends a session (DELETE). Returns the HTTP status, 0 when unreachable.
 int end_session(const Endpoint& endpoint, const std::string& session);
 // GET /mcp with the token: a live effectfence server answers 405.
@@ -64,6 +73,13 @@ std::string probe_server(const Endpoint& endpoint);
 
 struct BridgeOptions {
   int64_t keepalive_ms = 30'000;  // ping interval, well within the server's session TTL
+  // Returns true iff the lease still names the server at endpoint and its
+  // process runs: an exchange with it that failed is then sent again. Empty:
+  // every failed exchange means the server is gone.
+  std::function<bool(const Endpoint& endpoint)> server_alive;
+  // A server that runs but has let every exchange fail for this long is
+  // judged dead all the same (EFFECTFENCE_SHARED_UNRESPONSIVE_MS).
+  int64_t unresponsive_ms = 30'000;
   // Builds a server in this process for when no shared server can be used
   // any more (returns nullptr when it cannot either). Empty: never.
   std::function<std::unique_ptr<mcp::Server>(mcp::Server::Sink sink)> serve_alone;
@@ -92,6 +108,13 @@ class Bridge {
   };
 
   State snapshot() const;
+  // POSTs line until an HTTP answer comes back, for as long as the server is
+  // alive (options_.server_alive) and within options_.unresponsive_ms of the
+  // first failure; each resend carries the same Idempotency-Key. The result
+  // is undelivered only once the server is judged dead; maybe_received is
+  // true iff any attempt may have reached it.
+  HttpExchange post_while_alive(const Endpoint& endpoint, const std::string& session,
+                                const std::string& protocol_version, const std::string& line);
   void open_session(const std::string& initialize_line);
   void relay(const std::string& line);
   // Replaces the session of generation seen (once, whoever asks first).

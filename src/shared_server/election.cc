@@ -119,4 +119,10 @@ Election elect(const ElectionOptions& options, const StartCandidate& start_candi
   return Standalone{"no shared server became usable within " + std::to_string(options.deadline_ms) + " ms: " + last_problem};
 }
 
+bool still_serves(const std::string& lease_path, const Endpoint& endpoint, int64_t bind_deadline_ms) {
+  const LeaseReading reading = read_lease(lease_path, wall_clock_ms(), bind_deadline_ms);
+  return reading.kind == LeaseCase::live && reading.lease && reading.lease->url == endpoint.url &&
+         reading.lease->token == endpoint.token;
+}
+
 }  // namespace effectfence::shared

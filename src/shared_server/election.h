@@ -49,6 +49,10 @@ using StartCandidate = std::function<CandidateReport(std::chrono::steady_clock::
 // is gone): taking over").
 Election elect(const ElectionOptions& options, const StartCandidate& start_candidate, mcp::Logger& log);
 
+// Returns true iff the lease at lease_path still names the server at
+// endpoint (its URL and token) and the lease's owner process is running.
+bool still_serves(const std::string& lease_path, const Endpoint& endpoint, int64_t bind_deadline_ms);
+
 // What the server process does to claim the lease: under the directory
 // lock, re-reads it and writes lease iff the case found may be taken over.
 // Returns "" when claimed; "lost: ..." when another process got there

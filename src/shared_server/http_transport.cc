@@ -1,17 +1,22 @@
 #include "shared_server/http_transport.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <optional>
 #include <variant>
 
 #include "core/random_token.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/line_io.h"
+#include "shared_server/deliveries.h"
 #include "shared_server/lease.h"
 
 namespace effectfence::shared {
@@ -19,8 +24,70 @@ namespace {
 
 constexpr const char* kSessionHeader = "Mcp-Session-Id";
 constexpr const char* kVersionHeader = "MCP-Protocol-Version";
-constexpr size_t kHandlerThreads = 64;  // each waiting request holds one
+// httplib listens with a backlog of 5 (compiled into Debian's library): a
+// burst of connections beyond it waits for SYN retransmits, seconds apart,
+// or is dropped. The kernel's own cap (somaxconn) still applies.
+constexpr int kListenBacklog = 1024;
 constexpr auto kDrainGrace = std::chrono::seconds(15);
+
+// True on the thread that answers the connections beyond the queue's bound.
+thread_local bool t_over_capacity = false;
+
+// httplib hands each accepted connection to this queue. `threads` run at
+// once and up to `max_queued` wait for one; a connection beyond
+// that is not left waiting without bound (nor its file descriptor held): it
+// is read and answered at once, on a thread of its own, with kTooBusy for a
+// request (nothing decided) and as usual for anything that decides nothing.
+class BoundedHandlerQueue final : public httplib::TaskQueue {
+ public:
+  BoundedHandlerQueue(size_t threads, size_t max_queued) : max_queued_(max_queued) {
+    for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(jobs_, false); });
+    workers_.emplace_back([this] { work(overflow_, true); });
+  }
+  ~BoundedHandlerQueue() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      (jobs_.size() < max_queued_ ? jobs_ : overflow_).push_back(std::move(fn));
+    }
+    wake_.notify_all();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+ private:
+  void work(std::deque<std::function<void()>>& jobs, bool over_capacity) {
+    t_over_capacity = over_capacity;
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !jobs.empty(); });
+        if (jobs.empty()) return;  // stopping, and every connection taken was served
+        fn = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      fn();
+    }
+  }
+
+  const size_t max_queued_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;      // guarded by mutex_
+  std::deque<std::function<void()>> overflow_;  // guarded by mutex_
+  bool stopping_ = false;                       // guarded by mutex_
+  std::vector<std::thread> workers_;
+};
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -114,6 +181,7 @@ struct HttpTransport::Session {
   bool closed = false;
   int active_requests = 0;
   int64_t last_active_ms = 0;
+  Deliveries deliveries;                // by Idempotency-Key: resends get the first answer
   std::function<void()> ended;          // runs after the server's calls finished
   std::unique_ptr<mcp::Server> server;  // last: its destructor still delivers into the members above
 
@@ -140,7 +208,13 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
       log_(log),
       http_(std::make_unique<httplib::Server>()),
       empty_since_ms_(wall_clock_ms()) {
-  http_->new_task_queue = [] { return new httplib::ThreadPool(kHandlerThreads); };
+  http_->new_task_queue = [this] {
+    return new BoundedHandlerQueue(options_.handler_threads, options_.max_queued_connections);
+  };
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;  // bind() widens its backlog once it listens
+  });
   http_->set_payload_max_length(mcp::kMaxMessageBytes);
   http_->set_keep_alive_timeout(2);
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -184,6 +258,10 @@ std::string HttpTransport::bind() {
       return "cannot bind " + options_.bind_host + ":" + std::to_string(options_.port) + " (in use, or not an address of this host)";
     }
     port_ = options_.port;
+  }
+  // listen() again on a listening socket sets its backlog anew.
+  if (listen_fd_ >= 0 && ::listen(listen_fd_, kListenBacklog) != 0) {
+    log_.warn(std::string("could not widen the listen backlog: ") + std::strerror(errno));
   }
   return "";
 }
@@ -373,6 +451,17 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     return;
   }
   const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
+  if (request && t_over_capacity) {
+    const std::string queued = std::to_string(options_.max_queued_connections);
+    log_.warn("refused " + request->method + " " + request->id.dump() + ": " + queued +
+              " requests already wait for a handler");
+    send_json(res, kTooBusy,
+              mcp::jsonrpc::error_response(
+                  request->id, mcp::jsonrpc::kServerBusy,
+                  "server busy: the shared server already has " + queued +
+                      " requests waiting. This call was not started, nothing was decided; retry it shortly."));
+    return;
+  }
 
   std::shared_ptr<Session> session;
   const bool opening = request && request->method == "initialize";
@@ -395,13 +484,33 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
   }
 
   const std::string key = request ? request->id.dump() : "";
+  // initialize opens a new session each time, so it has no earlier delivery.
+  const std::string delivery = opening ? "" : req.get_header_value(kIdempotencyHeader);
   {
-    std::lock_guard<std::mutex> lock(session->mutex);
+    std::unique_lock<std::mutex> lock(session->mutex);
     if (session->closed) {
       // Closed since it was found (its TTL ran out): nothing may run in it now, or an
       // admission would be made only to be fenced when the session's end is handled.
       refuse(res, 404, "unknown session: it ended or expired; initialize a new one");
       return;
+    }
+    if (!delivery.empty()) {
+      std::optional<std::string> earlier;
+      Deliveries::Seen seen = session->deliveries.deliver(delivery, req.body, wall_clock_ms(), &earlier);
+      if (seen == Deliveries::Seen::pending) {
+        // A resend while the first delivery is still being handled: its answer serves both.
+        ++session->active_requests;
+        session->answered.wait(lock, [&] {
+          return !session->deliveries.pending(delivery) || session->closed || stopping_;
+        });
+        --session->active_requests;
+        seen = session->deliveries.deliver(delivery, req.body, wall_clock_ms(), &earlier);
+      }
+      if (seen != Deliveries::Seen::first) {
+        lock.unlock();
+        answer_resend(res, seen, request, earlier, *event_stream);
+        return;
+      }
     }
     if (request) {
       if (session->waiting.count(key) > 0) {
@@ -426,6 +535,10 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     }
     --session->active_requests;
     session->last_active_ms = wall_clock_ms();
+    if (!delivery.empty()) {
+      session->deliveries.finish(delivery, reply, session->last_active_ms);
+      session->answered.notify_all();  // resends waiting for this answer
+    }
   }
   if (const auto* note = std::get_if<mcp::jsonrpc::Notification>(&message);
       note && note->method == "notifications/cancelled") {
@@ -467,6 +580,37 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     log_.info("session " + session->id.substr(0, 8) + " opened from " + req.remote_addr);
   }
   answer(res, *reply, *event_stream);
+}
+
+void HttpTransport::answer_resend(httplib::Response& res, Deliveries::Seen seen,
+                                  const mcp::jsonrpc::Request* request, const std::optional<std::string>& earlier,
+                                  bool event_stream) {
+  switch (seen) {
+    case Deliveries::Seen::conflicting:
+      refuse(res, 422, std::string(kIdempotencyHeader) + " reused for another message: send each message under a key of its own");
+      return;
+    case Deliveries::Seen::forgotten:
+      if (!request) break;
+      send_json(res, kAnswerGone,
+                mcp::jsonrpc::error_response(request->id, mcp::jsonrpc::kInternalError,
+                                             "this request was handled when first delivered; its answer is no longer "
+                                             "kept, and it is not handled again"));
+      return;
+    case Deliveries::Seen::first:
+    case Deliveries::Seen::pending:  // the session ended or the server stopped while it waited
+    case Deliveries::Seen::answered:
+      if (!request) break;
+      if (earlier) {
+        answer(res, *earlier, event_stream);
+        return;
+      }
+      send_json(res, kAnswerLost,
+                mcp::jsonrpc::error_response(request->id, mcp::jsonrpc::kInternalError,
+                                             "the server stopped, or the session ended, after it took this request "
+                                             "and before its answer: it may have been decided"));
+      return;
+  }
+  res.status = 202;  // a notification or response, handled once already
 }
 
 void HttpTransport::handle_delete(const httplib::Request& req, httplib::Response& res) {

@@ -22,8 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "mcp/jsonrpc.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
+#include "shared_server/deliveries.h"
 
 namespace httplib {
 class Server;
@@ -37,6 +39,16 @@ namespace effectfence::shared {
 // (it stopped, or the session ended, meanwhile): it may have been decided,
 // so unlike 503 and 404 (never processed) it must not be sent again.
 constexpr int kAnswerLost = 500;
+// The status of a resend (same Idempotency-Key) of a message the server
+// decided, whose answer it no longer keeps: not decided again.
+constexpr int kAnswerGone = 410;
+// The status of a request refused because the server has as many requests
+// queued as it takes: nothing was decided, send it again later. Its body is
+// a JSON-RPC error (kServerBusy) under the request's id.
+constexpr int kTooBusy = 429;
+// Names one delivery of a message: a resend under the same key gets the
+// first delivery's answer instead of being handled again.
+constexpr const char* kIdempotencyHeader = "Idempotency-Key";
 
 struct HttpOptions {
   std::string bind_host = "127.0.0.1";
@@ -45,6 +57,11 @@ struct HttpOptions {
   // A session with no request for this long is closed (a client that died
   // without DELETE). Bridges ping well within it.
   int64_t session_ttl_ms = 120'000;
+  // Requests handled at once (each waiting for its decision holds one), and
+  // connections that may wait for a handler; a request beyond both is
+  // answered kTooBusy at once.
+  size_t handler_threads = 128;
+  size_t max_queued_connections = 1024;
 };
 
 class HttpTransport {
@@ -88,6 +105,9 @@ class HttpTransport {
 
   void handle_post(const httplib::Request& req, httplib::Response& res);
   void handle_delete(const httplib::Request& req, httplib::Response& res);
+  // Answers a resend of a message the session has seen (Idempotency-Key).
+  static void answer_resend(httplib::Response& res, Deliveries::Seen seen, const mcp::jsonrpc::Request* request,
+                            const std::optional<std::string>& earlier, bool event_stream);
   // 403/401 checks; returns true iff the request may proceed.
   bool admit(const httplib::Request& req, httplib::Response& res) const;
   bool host_allowed(const std::string& host_header) const;
@@ -104,6 +124,7 @@ class HttpTransport {
   const ServerFactory factory_;
   mcp::Logger& log_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_fd_ = -1;  // set by bind(), on its thread
   int port_ = 0;
   std::thread listener_;
   size_t requests_in_progress() const;

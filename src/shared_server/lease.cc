@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "core/random_token.h"
@@ -15,11 +16,13 @@
 #include "ledger/holder.h"
 #include "ledger/ledger_files.h"
 #include "ledger/open_ledger.h"
+#include "ledger/pg_connection.h"
 
 namespace effectfence::shared {
 namespace {
 
 constexpr const char* kFormat = "effectfence-shared-server/1";
+constexpr uint64_t kMaxPid = static_cast<uint64_t>(std::numeric_limits<pid_t>::max());
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -95,6 +98,13 @@ bool is_file_path(const std::string& ledger_path) {
   return ledger_path != "memory" && !is_postgres_ledger(ledger_path);
 }
 
+// A pid kill() can be asked about as it is: 4294967297 would probe pid 1
+// (init, always there) and a corrupt lease would read as live.
+bool is_process_id(const Json& pid) {
+  if (pid.is_number_unsigned()) return pid.get<uint64_t>() > 0 && pid.get<uint64_t>() <= kMaxPid;
+  return pid.get<int64_t>() > 0 && pid.get<int64_t>() <= static_cast<int64_t>(kMaxPid);
+}
+
 }  // namespace
 
 bool names_ledger_relatively(const std::string& leased) {
@@ -109,7 +119,11 @@ std::string absolute_ledger_path(const std::string& ledger_path) {
 
 bool same_ledger(const std::string& leased, const std::string& mine) {
   if (leased.empty() || mine.empty()) return false;
-  if (!is_file_path(leased) || !is_file_path(mine)) return printable_ledger(leased) == printable_ledger(mine);
+  if (!is_file_path(leased) || !is_file_path(mine)) {
+    // Two strings libpq cannot read print alike and are not one ledger.
+    const std::string printed = printable_ledger(mine);
+    return printed != pg::kUnparseableConninfo && printed == printable_ledger(leased);
+  }
   // A relative path (leases written before they recorded absolute ones) says
   // nothing about which directory it meant: it matches nothing.
   if (names_ledger_relatively(leased) || names_ledger_relatively(mine)) return false;
@@ -152,7 +166,7 @@ std::optional<Lease> Lease::from_text(const std::string& text) {
   const Json* token = string_at("token");
   const Json* created = integer_at("created_at_ms");
   if (!format || format->get<std::string>() != kFormat || !pid || !started || !host || !url || !token ||
-      !created || pid->get<int64_t>() <= 0) {
+      !created || !is_process_id(*pid)) {
     return std::nullopt;
   }
   Lease lease;

@@ -274,6 +274,9 @@ TEST_CASE("one ledger is recognised under any spelling of its path, and two ledg
   // URLs are recorded and compared without their passwords.
   CHECK(absolute_ledger_path("postgres://ops:s3cret@h/db") == "postgres://ops:***@h/db");
   CHECK(same_ledger(absolute_ledger_path("postgres://ops:s3cret@h/db"), "postgres://ops:other@h/db"));
+  // Two URLs libpq cannot read print alike, and are not taken for one ledger.
+  CHECK(absolute_ledger_path("postgres://ops:s3cret@h/%zz") == "<unparseable connection string>");
+  CHECK_FALSE(same_ledger(absolute_ledger_path("postgres://ops:s3cret@h/%zz"), "postgres://h/%zy"));
 }
 
 TEST_CASE("a live lease of another ledger is not joined: the client is served alone, told why, and nothing is started") {
@@ -372,4 +375,31 @@ TEST_CASE("a live lease of a server with other fence settings is not joined: the
   const Election same = elect(options, start, log);
   REQUIRE(std::holds_alternative<Standalone>(same));
   CHECK_THAT(std::get<Standalone>(same).reason, Catch::Contains("does not answer"));
+}
+
+// Regression: the pid was not range-checked; 4294967297 became pid 1 for
+// kill(), which is always there, so a corrupt lease read as live.
+TEST_CASE("lease_pid_out_of_range: a pid no process can have makes the lease corrupt, never live") {
+  TempDir dir;
+  const std::string path = dir.file("l.server.json");
+  const int64_t now = wall_clock_ms();
+  const Lease good = lease_of(this_process(), "http://127.0.0.1:9/mcp", now);
+  const std::string text = good.to_text();
+  const std::string own_pid = "\"pid\": " + std::to_string(::getpid());
+  REQUIRE(text.find(own_pid) != std::string::npos);
+  for (const std::string pid : {"4294967297", "2147483648", "18446744073709551615", "-1", "0",
+                                "-9223372036854775808"}) {
+    INFO("pid " << pid);
+    std::string bad = text;
+    bad.replace(bad.find(own_pid), own_pid.size(), "\"pid\": " + pid);
+    CHECK_FALSE(Lease::from_text(bad));
+    write_text(path, bad);
+    const LeaseReading reading = read_lease(path, now, 1000);
+    CHECK(reading.kind == LeaseCase::corrupt);
+  }
+  // The largest pid_t is still a pid (of nobody here: the lease is stale).
+  std::string largest = text;
+  largest.replace(largest.find(own_pid), own_pid.size(), "\"pid\": 2147483647");
+  REQUIRE(Lease::from_text(largest));
+  CHECK(Lease::from_text(largest)->owner.pid == 2147483647);
 }

@@ -589,6 +589,40 @@ TEST_CASE("decisions queued behind a locked ledger share transactions, fence_sta
   CHECK(std::stol(m[2]) < std::stol(m[1]));
 }
 
+TEST_CASE("a server started while an operator holds the ledger's write lock answers initialize, and decides once "
+          "the lock is let go", "[serve][lifecycle][busy]") {
+  TempDir dir;
+  const std::string db = dir.file("l.sqlite");
+  {
+    ServeProcess create({"serve", "--db", db});  // a ledger at the current schema
+    create.initialize();
+    create.close_stdin();
+    REQUIRE(create.wait_exit() == 0);
+  }
+  // An operator's open transaction at the sqlite3 prompt: it holds the write lock.
+  sqlite3* op = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &op) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(op, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+
+  const auto started = std::chrono::steady_clock::now();
+  ServeProcess serve({"serve", "--db", db});
+  const Json init = serve.initialize();
+  REQUIRE(init.contains("result"));
+  // Well within the busy timeout (10 s) it would have waited before exiting 2.
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+  CHECK(serve.request(2, "tools/list")["result"]["tools"].size() > 0);
+
+  serve.send(Json{{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/call"},
+                  {"params", {{"name", "fence_prepare"}, {"arguments", prepare_args("o-locked")}}}});
+  CHECK(serve.request("ping", "ping")["result"] == Json::object());  // read, and waiting for the lock
+  REQUIRE(sqlite3_exec(op, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(op);
+  CHECK(serve.response_to(3)["result"]["structuredContent"]["status"] == "fresh");
+
+  serve.close_stdin();
+  CHECK(serve.wait_exit() == 0);
+}
+
 TEST_CASE("serve sweeps intents finished longer ago than EFFECTFENCE_RESULT_TTL_SECS: the certificate stays, "
           "younger results still replay, and only then is a duplicate new again",
           "[serve][lifecycle]") {

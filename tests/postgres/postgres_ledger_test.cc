@@ -55,12 +55,39 @@ TEST_CASE("PostgreSQL URLs are recognised and their passwords never printed", "[
   CHECK_FALSE(is_postgres_ledger("memory"));
   CHECK(printable_ledger("postgres://alice:hunter2@db:5432/ledger") == "postgres://alice:***@db:5432/ledger");
   CHECK(printable_ledger("postgresql://alice@db/ledger?password=hunter2&sslmode=require") ==
-        "postgresql://alice@db/ledger?password=***&sslmode=require");
+        "postgresql://alice:***@db/ledger?sslmode=require");  // printed from what libpq reads
   CHECK(printable_ledger("postgresql://db/ledger") == "postgresql://db/ledger");
   CHECK(printable_ledger("postgres://alice:s3cret?Tr0ub#4dor@db/ledger") == "postgres://alice:***@db/ledger");
   CHECK(printable_ledger("postgres://db:5432/ledger?application_name=a:b@c") ==
         "postgres://db:5432/ledger?application_name=a:b@c");
   CHECK(printable_ledger("/tmp/a:b@c.sqlite") == "/tmp/a:b@c.sqlite");
+}
+
+// Regression: the printed form edited the text with a pattern that libpq
+// does not share, and printed whole or in part what libpq reads as the password.
+TEST_CASE("password_leaks_through_printed_ledger: whatever libpq calls a password is never printed",
+          "[postgres][url]") {
+  const struct {
+    const char* ledger;
+    const char* printed;
+  } cases[] = {
+      {"host=localhost password = hunter22", "password=*** host=localhost"},
+      {"host=h password='two words'", "password=*** host=h"},
+      {"host=h password=abc&hunter22", "password=*** host=h"},
+      {"postgresql://u@h/db?pass%77ord=hunter22", "postgresql://u:***@h/db"},
+      {"postgresql://u@h/db?password=hun ter22&sslmode=require", "postgresql://u:***@h/db?sslmode=require"},
+      {"postgresql://u:hun%74er22@[::1]:5433/db", "postgresql://u:***@/db?host=::1&port=5433"},
+  };
+  for (const auto& c : cases) {
+    const std::string printed = printable_ledger(c.ledger);
+    CHECK(printed == c.printed);
+    CHECK_THAT(printed, !Catch::Contains("hunter") && !Catch::Contains("two") && !Catch::Contains("words") &&
+                            !Catch::Contains("ter22"));
+    CHECK(printable_ledger(printed) == printed);  // a lease file's form reads back as itself
+  }
+  // What libpq cannot read is printed as nothing of it.
+  CHECK(printable_ledger("postgres://u:hunter22@h/%zz") == "<unparseable connection string>");
+  CHECK(printable_ledger("host=h password=hunter22 bogus=1") == "<unparseable connection string>");
 }
 
 TEST_CASE("a connection attempt is bounded unless the URL or the environment bounds it", "[postgres][url]") {

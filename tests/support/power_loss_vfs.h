@@ -11,9 +11,11 @@
 
 #include <sqlite3.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <new>
@@ -48,11 +50,21 @@ class PowerLossVfs {
     vfs_.xDlClose = [](sqlite3_vfs* v, void* h) { self(v)->real_->xDlClose(self(v)->real_, h); };
     vfs_.xRandomness = [](sqlite3_vfs* v, int n, char* out) { return self(v)->real_->xRandomness(self(v)->real_, n, out); };
     vfs_.xSleep = [](sqlite3_vfs* v, int us) { return self(v)->real_->xSleep(self(v)->real_, us); };
-    vfs_.xCurrentTime = [](sqlite3_vfs* v, double* out) { return self(v)->real_->xCurrentTime(self(v)->real_, out); };
+    vfs_.xCurrentTime = [](sqlite3_vfs* v, double* out) {
+      if (const auto clock = self(v)->clock()) {
+        *out = static_cast<double>(clock()) / 86'400'000.0 + 2440587.5;  // a Julian day number
+        return SQLITE_OK;
+      }
+      return self(v)->real_->xCurrentTime(self(v)->real_, out);
+    };
     vfs_.xGetLastError = [](sqlite3_vfs* v, int n, char* out) {
       return self(v)->real_->xGetLastError(self(v)->real_, n, out);
     };
     vfs_.xCurrentTimeInt64 = [](sqlite3_vfs* v, sqlite3_int64* out) {
+      if (const auto clock = self(v)->clock()) {
+        *out = clock() + kUnixEpochJulianMs;
+        return SQLITE_OK;
+      }
       return self(v)->real_->xCurrentTimeInt64(self(v)->real_, out);
     };
     if (sqlite3_vfs_register(&vfs_, /*makeDflt=*/1) != SQLITE_OK) throw std::runtime_error("cannot register the VFS");
@@ -82,6 +94,23 @@ class PowerLossVfs {
   void fail_syncs_of(const std::string& suffix) {
     std::lock_guard<std::mutex> lock(mutex_);
     failing_suffix_ = suffix;
+  }
+
+  // From now on hook(path) runs before each sync of a named file, outside
+  // the VFS's lock, so it may call crash_copy: that copy is the instant
+  // before the sync, the power lost while the disk was asked to keep the
+  // write. nullptr removes it.
+  void before_sync(std::function<void(const std::string& path)> hook) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    before_sync_ = std::move(hook);
+  }
+
+  // From now on SQL's 'now' (julianday('now'), column defaults) reads
+  // unix_ms instead of the system clock: a simulated clock for the ledger's
+  // SQL as well as for the fence. nullptr restores the system clock.
+  void set_clock(std::function<int64_t()> unix_ms) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    clock_ = std::move(unix_ms);
   }
 
   // Successful syncs so far, of any file.
@@ -133,6 +162,11 @@ class PowerLossVfs {
   static_assert(sizeof(File) % 8 == 0, "the real file that follows needs 8-byte alignment");
 
   static PowerLossVfs* self(sqlite3_vfs* v) { return static_cast<PowerLossVfs*>(v->pAppData); }
+  static constexpr sqlite3_int64 kUnixEpochJulianMs = 210'866'760'000'000;  // 1970-01-01 as a Julian day, in ms
+  std::function<int64_t()> clock() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return clock_;
+  }
   static File* file(sqlite3_file* f) { return reinterpret_cast<File*>(f); }
   static sqlite3_file* real(sqlite3_file* f) { return file(f)->real; }
 
@@ -160,6 +194,18 @@ class PowerLossVfs {
       return rc;
     }
     shim->base.pMethods = &kMethods;
+    // A file that is on disk when first opened (a crash copy restarted
+    // from) survives a power loss as it is, until a sync says otherwise.
+    std::lock_guard<std::mutex> lock(me->mutex_);
+    if (name && !me->synced_.count(shim->path)) {
+      sqlite3_int64 size = 0;
+      std::vector<char> bytes;
+      if (shim->real->pMethods->xFileSize(shim->real, &size) == SQLITE_OK && size > 0) {
+        bytes.resize(static_cast<size_t>(size));
+        if (shim->real->pMethods->xRead(shim->real, bytes.data(), static_cast<int>(size), 0) != SQLITE_OK) bytes.clear();
+      }
+      if (!bytes.empty()) me->synced_[shim->path] = std::move(bytes);
+    }
     return SQLITE_OK;
   }
 
@@ -202,6 +248,12 @@ class PowerLossVfs {
   static int sync(sqlite3_file* f, int flags) {
     File* shim = file(f);
     PowerLossVfs* me = shim->vfs;
+    std::function<void(const std::string&)> hook;
+    {
+      std::lock_guard<std::mutex> lock(me->mutex_);
+      hook = me->before_sync_;
+    }
+    if (hook && !shim->path.empty()) hook(shim->path);
     std::lock_guard<std::mutex> lock(me->mutex_);
     if (ends_with(shim->path, me->failing_suffix_)) return SQLITE_IOERR_FSYNC;
     const int rc = real(f)->pMethods->xSync(real(f), flags);
@@ -252,6 +304,8 @@ class PowerLossVfs {
   bool refuse_temporary_ = false;
   int temporary_asked_ = 0;
   std::map<std::string, int> writes_;
+  std::function<void(const std::string&)> before_sync_;
+  std::function<int64_t()> clock_;
 };
 
 }  // namespace effectfence::testing
