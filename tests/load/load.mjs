@@ -267,6 +267,7 @@ try {
     if (rss[s.label] && rss[s.label].pid === s.pid) rss[s.label].end = rssKiB(s.pid);
   }
 
+  for (const h of hogs) h.kill('SIGKILL');  // the load is over: the checks need no competition
   // Clients leave; their servers finish (and would fence what they still held).
   await Promise.all(sessions.map((s) => s.client.close().catch(() => {})));
   for (let i = 0; i < 100 && sharedServerPid(); i++) await sleep(100);
