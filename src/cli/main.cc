@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     return output_written("--help", 0, false);
   }
   if (name == "--version" || name == "version") {
-    std::printf("effectfence %s\n", effectfence::cli::kVersion);
+    std::printf("effectfence %s (commit %s)\n", effectfence::cli::kVersion, effectfence::cli::kBuildCommit);
     return output_written("--version", 0, false);
   }
   const std::vector<std::string> args(argv + 2, argv + argc);

@@ -118,7 +118,7 @@ std::optional<int> parse_options(const Args& args, WrapOptions* options) {
       return 0;
     }
     if (arg == "--version") {
-      std::printf("effectfence %s\n", kVersion);
+      std::printf("effectfence %s (commit %s)\n", kVersion, kBuildCommit);
       return 0;
     }
     if (arg == "--fence-all") {
