@@ -255,6 +255,11 @@ try {
   const warm = sleep(Math.max(1000, opts.seconds * 250)).then(() => {
     for (const s of servers()) rss[s.label] = { pid: s.pid, start: rssKiB(s.pid) };
   });
+  // RSS through the run, so a cache filling up to its bound reads apart from a leak.
+  const series = {};
+  const sampler = setInterval(() => {
+    for (const s of servers()) (series[s.label] ??= []).push(rssKiB(s.pid));
+  }, Math.max(1000, opts.seconds * 50));
   let planted;
   if (opts.plant === 'kill-shared') {
     planted = sleep(opts.seconds * 500).then(() => {
@@ -263,6 +268,7 @@ try {
     });
   }
   await Promise.all([...loops, warm, planted]);
+  clearInterval(sampler);
   for (const s of servers()) {
     if (rss[s.label] && rss[s.label].pid === s.pid) rss[s.label].end = rssKiB(s.pid);
   }
@@ -335,7 +341,11 @@ try {
   for (const [door, l] of Object.entries(latency)) {
     line(`latency ms, ${door}`, `p50 ${l.p50}, p99 ${l.p99}, max ${l.max} (${l.calls} calls)`);
   }
-  for (const r of flat) line(`rss ${r.label}`, `${Math.round(r.start / 1024)} -> ${Math.round(r.end / 1024)} MiB${r.flat ? '' : '  NOT FLAT'}`);
+  for (const r of flat) {
+    const mib = (series[r.label] ?? []).filter((x) => x).map((x) => Math.round(x / 1024));
+    line(`rss ${r.label}`, `${Math.round(r.start / 1024)} -> ${Math.round(r.end / 1024)} MiB${r.flat ? '' : '  NOT FLAT'}` +
+         `  (every ${Math.max(1, opts.seconds / 20)} s: ${mib.join(' ')})`);
+  }
   line('effects run twice', report.effects_run_twice);
   line('sanitizer reports', sanitizer.length ? report.sanitizer_reports.join(' ') : 0);
   line('verify', verified.split('\n').at(-1));
