@@ -14,8 +14,9 @@
 //        [--plant kill-shared]
 //
 // It prints calls, answers by kind, transport failures, intents fenced
-// without a crash, latency p50/p99/max, each server's RSS after warm-up and
-// at the end, and `effectfence verify`. Exit 0 iff load made no failure:
+// without a crash, latency p50/p99/max, each server's RSS through the run
+// (flat: it grew little after warm-up, or leveled off over the last quarter
+// of the run, as a cache does at its bound), and `effectfence verify`. Exit 0 iff load made no failure:
 // no transport failure, no fence it did not ask for, RSS flat, verify clean,
 // no tool ran twice. `--plant kill-shared` kill -9s the shared server
 // halfway, and exits 0 iff the checks then fail as they must (the
@@ -296,8 +297,14 @@ try {
   }
   const twice = Object.entries(runs).filter(([, n]) => n > 1).map(([name]) => name);
   const sanitizer = sessions.filter((s) => /(AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:)/.test(s.stderr()));
+  // Flat: little growth since warm-up, or leveled off over the last quarter
+  // of the run (a cache that filled up to its bound; a leak grows to the end).
+  const leveledOff = (samples) => {
+    const tail = (samples ?? []).filter((x) => x).slice(-Math.max(2, Math.ceil((samples ?? []).length / 4)));
+    return tail.length >= 2 && tail.at(-1) <= tail[0] * 1.02 + 4 * 1024;
+  };
   const flat = Object.entries(rss).filter(([, r]) => r.start && r.end)
-    .map(([label, r]) => ({ label, ...r, flat: r.end <= r.start * 1.25 + 16 * 1024 }));
+    .map(([label, r]) => ({ label, ...r, flat: r.end <= r.start * 1.25 + 16 * 1024 || leveledOff(series[label]) }));
   const latency = {};
   for (const [door, list] of Object.entries(stats.latencies)) {
     if (list.length === 0) continue;
