@@ -522,7 +522,10 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     }
     if (request) {
       if (session->waiting.count(key) > 0) {
-        send_json(res, 400, already_used(request->id));
+        const Json refusal = already_used(request->id);
+        // Settled, so a resend of this delivery gets the same refusal instead of waiting.
+        if (!delivery.empty()) session->deliveries.finish(delivery, mcp::jsonrpc::serialize(refusal), wall_clock_ms());
+        send_json(res, 400, refusal);
         return;
       }
       session->waiting.emplace(key, std::nullopt);
