@@ -5,11 +5,10 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFile, symlink, writeFile } from 'node:fs/promises';
-import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { BIN, call, openSession, prepareArgs, tempDir } from './helpers.mjs';
+import { BIN, call, httpRequest, openSession, prepareArgs, tempDir } from './helpers.mjs';
 
 const FAST = {
   EFFECTFENCE_SHARED_IDLE_MS: '300',
@@ -17,17 +16,7 @@ const FAST = {
   EFFECTFENCE_SHARED_ELECTION_MS: '10000',
 };
 
-function request(url, { method = 'GET', headers = {} } = {}) {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, headers }, (res) => {
-      let text = '';
-      res.on('data', (chunk) => { text += chunk; });
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+const request = (url, options = {}) => httpRequest(url, { method: 'GET', ...options });
 
 // ---- the exposition format, read back ----------------------------------------
 

@@ -5,7 +5,6 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 import { chmod, copyFile, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
-import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import readline from 'node:readline';
@@ -16,7 +15,7 @@ import { test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { BIN, call, eventually, isAlive, openSession, prepareArgs, tempDir } from './helpers.mjs';
+import { BIN, call, eventually, httpRequest as request, isAlive, openSession, prepareArgs, tempDir } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -175,19 +174,6 @@ function plantedLease({ pid, url = '', createdAt = Date.now(), ledger = 'planted
   });
 }
 
-// One raw HTTP exchange, so tests can send the headers a browser would.
-function request(url, { method = 'POST', headers = {}, body } = {}) {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, headers }, (res) => {
-      let text = '';
-      res.on('data', (chunk) => { text += chunk; });
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    if (body !== undefined) req.write(body);
-    req.end();
-  });
-}
 
 const INITIALIZE = JSON.stringify({
   jsonrpc: '2.0', id: 1, method: 'initialize',
