@@ -217,8 +217,11 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
+// Readers wait for writers: a front door still finishing (or recovering the
+// WAL after the kill -9) may hold the lock for a moment.
 function sql(query) {
-  return execFileSync('sqlite3', ['-readonly', db, query], { encoding: 'utf8' }).trim();
+  return execFileSync('sqlite3', ['-readonly', '-cmd', '.timeout 30000', db, query],
+                      { encoding: 'utf8' }).trim();
 }
 
 // ---- the run -------------------------------------------------------------
