@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 10), for people.
+-- effectfence ledger: the full current schema (version 11), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -17,7 +17,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 10;            -- schema version
+PRAGMA user_version = 11;            -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -84,20 +84,30 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: an intent cannot be replaced: this name 
 CREATE TRIGGER intents_renumbered_never BEFORE UPDATE OF rowid ON intents
 WHEN NEW.rowid IS NOT OLD.rowid
 BEGIN SELECT RAISE(ABORT, 'effectfence: an intent''s rowid cannot be changed: an UPDATE OR REPLACE would delete the row it meets without the checks on deletes'); END;
--- A failed intent leaves that state only through a clear; an unknown one
--- also when its holder's late commit or abort arrives (done, failed).
-CREATE TRIGGER intents_fenced_kept BEFORE UPDATE OF state ON intents
-WHEN (OLD.state = 'failed' OR OLD.state = 'unknown') AND NEW.state IS NOT OLD.state AND
-     NEW.state IS NOT 'cleared' AND
-     NOT (OLD.state = 'unknown' AND (NEW.state = 'failed' OR NEW.state = 'done'))
-BEGIN SELECT RAISE(ABORT, 'effectfence: a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason)'); END;
+-- The state moves only as the fence's state machine moves it
+-- (include/effectfence/state_machine.h; a test compares the two).
+CREATE TRIGGER intents_moves_in_state_machine BEFORE UPDATE OF state ON intents
+WHEN NEW.state IS NOT OLD.state AND NOT (
+  (OLD.state = 'cleared' AND NEW.state = 'in_flight') OR
+  (OLD.state = 'in_flight' AND NEW.state = 'done') OR
+  (OLD.state = 'unknown' AND NEW.state = 'done') OR
+  (OLD.state = 'cleared' AND NEW.state = 'done') OR
+  (OLD.state = 'in_flight' AND NEW.state = 'failed') OR
+  (OLD.state = 'unknown' AND NEW.state = 'failed') OR
+  (OLD.state = 'in_flight' AND NEW.state = 'unknown') OR
+  (OLD.state = 'failed' AND NEW.state = 'cleared') OR
+  (OLD.state = 'unknown' AND NEW.state = 'cleared'))
+BEGIN SELECT RAISE(ABORT, 'effectfence: the fence''s state machine has no such move of an intent''s state (docs/DESIGN.md lists its moves): a done intent stays done; a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason)'); END;
 -- In flight to failed or unknown only with the event that says why
--- (written first): an abort, a stale commit, a holder gone, a server stopping.
+-- (written first): an abort, a stale commit, a holder gone, a server stopping;
+-- unknown to failed only with its holder's abort.
 CREATE TRIGGER intents_in_flight_fenced_with_event BEFORE UPDATE OF state ON intents
-WHEN OLD.state = 'in_flight' AND (NEW.state = 'failed' OR NEW.state = 'unknown') AND NOT EXISTS (
+WHEN ((OLD.state = 'in_flight' AND (NEW.state = 'failed' OR NEW.state = 'unknown')) OR
+      (OLD.state = 'unknown' AND NEW.state = 'failed')) AND NOT EXISTS (
   SELECT 1 FROM events
    WHERE intent = NEW.intent AND generation = OLD.generation AND at = NEW.updated_at AND
-         (kind = 'aborted' OR kind = 'commit_refused' OR kind = 'holder_dead' OR kind = 'fenced_on_exit'))
+         (kind = 'aborted' OR (OLD.state = 'in_flight' AND
+                               (kind = 'commit_refused' OR kind = 'holder_dead' OR kind = 'fenced_on_exit'))))
 BEGIN SELECT RAISE(ABORT, 'effectfence: an attempt in flight may be running its tool: it is fenced only by its holder (fence_abort), by a commit whose read-set moved, or once its holder is gone, each with the event that says so. Wait for it, or stop its holder process (the next prepare then fences it unknown), then clear it with INSERT INTO clears(intent, operator, reason)'); END;
 -- Done only with the certificate of its effect (inserted first, in the same
 -- transaction).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "effectfence/certificate.h"
+#include "effectfence/state_machine.h"
 #include "effectfence/types.h"
 
 namespace effectfence {
@@ -52,7 +53,7 @@ struct DomainRow {
 };
 
 struct EventRecord {
-  std::string kind;  // see the CHECK on events.kind in migrations/0001_initial.sql
+  EventKind kind = EventKind::admitted;
   std::string intent, domain;
   int64_t seq = 0, generation = 0;
   std::string actor;
@@ -63,7 +64,7 @@ struct EventRecord {
 // hands out an old sequence number again (see LedgerTxn::load_domain).
 inline EventRecord domain_evicted_event(const std::string& domain, int64_t seq) {
   EventRecord e;
-  e.kind = "domain_evicted";
+  e.kind = EventKind::domain_evicted;
   e.domain = domain;
   e.seq = seq;
   e.actor = "effectfence";

@@ -20,6 +20,7 @@
 // so memory stays constant. An export is read line by line; resolving
 // parents, events and admissions needs one entry per certificate and per
 // event (its id, once seen).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -40,6 +41,7 @@
 #include "core/sha256.h"
 #include "effectfence/certificate.h"
 #include "effectfence/fence.h"
+#include "effectfence/state_machine.h"
 #include "effectfence/json.h"
 
 namespace effectfence::cli {
@@ -251,6 +253,30 @@ void check_columns(const CertificateColumns& row, const Certificate& cert, Probl
   compare("tool", row.tool, cert.tool);
 }
 
+// One event into the history check; a kind it does not know is reported
+// elsewhere (the CHECK on events.kind, or bad_record in an export).
+void feed_history(HistoryCheck& history, int64_t id, const std::string& kind, const std::string& intent,
+                  int64_t generation, const std::string& detail) {
+  const auto k = event_kind_from_name(kind);
+  if (!k) return;
+  std::string refusal;
+  if (*k == EventKind::commit_refused) {
+    JsonError error;
+    const auto parsed = parse_strict(detail, &error, WideIntegers::as_doubles);
+    if (parsed && parsed->is_object()) refusal = parsed->value("reason", "");
+  }
+  history.event(id, *k, intent, generation, refusal);
+}
+
+void report_history(const HistoryCheck& history, int64_t line, Problems& problems) {
+  for (const HistoryCheck::Finding& f : history.findings()) {
+    problems.add({"", "impossible_history",
+                  "intent '" + f.intent + "': " + f.message +
+                      " (the events were edited, or written by something other than effectfence)",
+                  line});
+  }
+}
+
 class LedgerVerifier {
  public:
   LedgerVerifier(LedgerReader& db, Problems& problems) : db_(db), problems_(problems) {}
@@ -266,6 +292,7 @@ class LedgerVerifier {
     check_effects_stay_done();
     check_domain_heads();
     check_domains_kept();
+    check_history();
     report.events = db_.integer("SELECT count(*) FROM events");
   }
 
@@ -426,6 +453,24 @@ class LedgerVerifier {
 
   // The other direction: every committed event names a certificate of its
   // intent (a certificate rewritten or deleted leaves its event behind).
+  // Every intent's events, in the order the ledger numbered them, are a
+  // path through the state machine (include/effectfence/state_machine.h).
+  void check_history() {
+    std::vector<int64_t> sweeps;
+    auto swept = db_.query("SELECT id FROM events WHERE kind = 'swept'");
+    while (swept->next()) sweeps.push_back(swept->integer(0));
+    HistoryCheck history(std::move(sweeps));
+    auto events = db_.query(
+        "SELECT id, kind, coalesce(intent, ''), coalesce(generation, 0), "
+        "CASE WHEN kind = 'commit_refused' THEN detail ELSE '' END FROM events "
+        "WHERE intent IS NOT NULL ORDER BY intent, id");
+    while (events->next()) {
+      feed_history(history, events->integer(0), events->text(1), events->text(2), events->integer(3),
+                   events->text(4));
+    }
+    report_history(history, 0, problems_);
+  }
+
   void check_committed_events() {
     auto events = db_.query(std::string("SELECT id, coalesce(intent, ''), detail FROM events e WHERE kind = 'committed' "
                                         "AND NOT EXISTS (SELECT 1 FROM certificates c WHERE c.intent = e.intent AND ") +
@@ -683,6 +728,7 @@ class ExportVerifier {
   // Parent links and events can only be matched once every record has been read.
   void finish() {
     check_complete();
+    check_history();
     match_committed_events();
     check_admissions();
     for (const ExportedCertificate& c : certificates_) {
@@ -854,13 +900,14 @@ class ExportVerifier {
                      number});
     }
     const auto kind = record.find("kind");
-    if (kind == record.end() || !kind->is_string() || !is_event_kind(kind->get<std::string>())) {
+    if (kind == record.end() || !kind->is_string() || !event_kind_from_name(kind->get<std::string>())) {
       problems_.add({"", "bad_record",
                      "an event of a kind the ledger does not write: " +
                          (kind == record.end() ? std::string("none") : kind->dump()),
                      number});
       return;
     }
+    keep_for_history(id, *kind, record);
     if (kind->get<std::string>() == "admitted" || kind->get<std::string>() == "takeover") {
       admission(record);
       return;
@@ -872,6 +919,42 @@ class ExportVerifier {
                           intent != record.end() && intent->is_string() ? intent->get<std::string>() : "",
                           record.value("domain", Json()), record.value("seq", Json()),
                           record.value("generation", Json()), number});
+  }
+
+  // What the history check needs of an event; a whole dump only (a partial
+  // one starts in the middle of intents' histories).
+  void keep_for_history(Json::const_iterator id, const Json& kind, const Json& record) {
+    if (partial_ || id == record.end() || !id->is_number_integer()) return;
+    const auto intent = record.find("intent");
+    const auto generation = record.find("generation");
+    const auto detail = record.find("detail");
+    HistoryEvent e{intent != record.end() && intent->is_string() ? intent->get<std::string>() : "",
+                   id->get<int64_t>(), kind.get<std::string>(),
+                   generation != record.end() && generation->is_number_integer() ? generation->get<int64_t>() : 0,
+                   ""};
+    if (e.kind == "commit_refused" && detail != record.end()) {
+      e.detail = detail->is_string() ? detail->get<std::string>() : detail->dump();
+    }
+    history_.push_back(std::move(e));
+  }
+
+  void check_history() {
+    if (partial_) return;
+    std::vector<int64_t> sweeps;
+    for (const HistoryEvent& e : history_) {
+      if (e.kind == "swept") sweeps.push_back(e.id);
+    }
+    std::sort(history_.begin(), history_.end(),
+              [](const HistoryEvent& a, const HistoryEvent& b) { return std::tie(a.intent, a.id) < std::tie(b.intent, b.id); });
+    HistoryCheck history(std::move(sweeps));
+    for (const HistoryEvent& e : history_) feed_history(history, e.id, e.kind, e.intent, e.generation, e.detail);
+    for (const HistoryCheck::Finding& f : history.findings()) {
+      const auto line = event_lines_.find(f.event_id);
+      problems_.add({"", "impossible_history",
+                     "intent '" + f.intent + "': " + f.message +
+                         " (the events were edited, or written by something other than effectfence)",
+                     line == event_lines_.end() ? 0 : line->second});
+    }
   }
 
   // An admission hands out its domain's seq to an attempt (intent,
@@ -910,15 +993,6 @@ class ExportVerifier {
     }
   }
 
-  // The kinds the events table's CHECK allows.
-  static bool is_event_kind(const std::string& kind) {
-    for (const char* known : {"admitted", "takeover", "committed", "aborted", "commit_refused", "holder_dead",
-                              "fenced_on_exit", "cleared", "swept", "domain_evicted"}) {
-      if (kind == known) return true;
-    }
-    return false;
-  }
-
   void certificate(int64_t number, const Json& record) {
     ++report_.certificates;
     const auto hash = record.find("hash");
@@ -954,6 +1028,14 @@ class ExportVerifier {
   Problems& problems_;
   Report& report_;
   bool partial_ = false;
+  struct HistoryEvent {
+    std::string intent;
+    int64_t id;
+    std::string kind;
+    int64_t generation;
+    std::string detail;  // commit_refused only
+  };
+  std::vector<HistoryEvent> history_;
   std::optional<int64_t> since_ms_;  // the header's, when it names one time both ways
   int64_t records_ = 0;
   std::optional<int64_t> format_;  // the header's

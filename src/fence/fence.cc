@@ -489,7 +489,7 @@ int64_t Fence::sweep() {
     // The event first: schema 9 deletes a done intent only under the cutoff
     // of the latest swept event.
     EventRecord e;
-    e.kind = "swept";
+    e.kind = EventKind::swept;
     e.actor = this_process().describe();
     e.detail = {{"intents", due}, {"older_than_ms", cutoff}, {"result_ttl_ms", ttl}};
     txn.append_event(e, now);

@@ -31,7 +31,7 @@ Refusal refuse(LedgerTxn& txn, Reason reason, std::string message, Json detail =
   return Refusal{reason, std::move(message), std::move(detail)};
 }
 
-EventRecord event_for(const char* kind, const IntentRow& row, const std::string& actor) {
+EventRecord event_for(EventKind kind, const IntentRow& row, const std::string& actor) {
   EventRecord e;
   e.kind = kind;
   e.intent = row.intent;
@@ -50,12 +50,12 @@ Refusal prior_failure(LedgerTxn& txn, const IntentRow& row) {
                 {{"intent", row.intent}, {"state", state_name(row.state)}, {"recorded_reason", row.reason}});
 }
 
-void mark_unknown(LedgerTxn& txn, IntentRow& row, const std::string& why, const char* event_kind,
+void mark_unknown(LedgerTxn& txn, IntentRow& row, const std::string& why, EventKind event_kind,
                   const Context& ctx) {
-  row.state = IntentState::unknown;
+  row.state = apply(row.state, event_kind);
   row.reason = why;
   // The event first: the ledger fences an attempt in flight only with the
-  // event that says why (schema 10).
+  // event that says why (schema 10 on).
   EventRecord e = event_for(event_kind, row, ctx.me.describe());
   e.detail = {{"reason", why}, {"holder", row.holder.describe()}};
   txn.append_event(e, ctx.now);
@@ -205,7 +205,7 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, Int
   const PrepareRequest& req = a.request;
   auto existing = txn.load_intent(req.intent);
   int64_t generation = 1;
-  const char* admission = "admitted";
+  EventKind admission = EventKind::admitted;
   Json admission_detail = Json::object();
   if (existing) {
     IntentRow& row = *existing;
@@ -227,7 +227,7 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, Int
         return prior_failure(txn, row);
       case IntentState::in_flight:
         if (ctx.is_dead && ctx.is_dead(row.holder)) {
-          mark_unknown(txn, row, dead_holder_reason(row), "holder_dead", ctx);
+          mark_unknown(txn, row, dead_holder_reason(row), EventKind::holder_dead, ctx);
           return prior_failure(txn, row);
         }
         if (row.lease_expires_at > ctx.now) {
@@ -255,7 +255,7 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, Int
                          {"holder", row.holder.describe()},
                          {"lease_expires_at_ms", row.lease_expires_at}});
         }
-        admission = "takeover";
+        admission = EventKind::takeover;
         admission_detail = {{"previous_generation", row.generation},
                             {"previous_holder", row.holder.describe()},
                             {"previous_agent", row.agent},
@@ -297,7 +297,7 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, Int
 
   IntentRow row;
   row.intent = req.intent;
-  row.state = IntentState::in_flight;
+  row.state = apply(existing ? existing->state : IntentState::none, admission);
   row.domain = req.domain;
   row.tool = req.tool;
   row.args = a.canonical_args;
@@ -359,7 +359,7 @@ namespace {
 void keep_refused_result(LedgerTxn& txn, const Ticket& ticket, const Json& result, const char* why,
                          const Context& ctx) {
   EventRecord e;
-  e.kind = "commit_refused";
+  e.kind = EventKind::commit_refused;
   e.intent = ticket.intent;
   e.domain = ticket.domain;
   e.seq = ticket.seq;
@@ -424,10 +424,10 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   // Re-validate the read-set: if what the decision was based on moved, the
   // effect ran on outdated state. Fence it for a person; keep the result.
   if (auto stale = check_read_set(txn, row.read_set, ctx, /*check_in_flight=*/false, row.domain, row.seq)) {
-    row.state = IntentState::failed;
+    row.state = apply(row.state, EventKind::commit_refused);
     row.reason = "commit refused: " + stale->message;
-    EventRecord e = event_for("commit_refused", row, row.agent);
-    e.detail = {{"reason", "stale_read_set"}, {"read_set", stale->detail}, {"result", result}};
+    EventRecord e = event_for(EventKind::commit_refused, row, row.agent);
+    e.detail = {{"reason", kFencingRefusal}, {"read_set", stale->detail}, {"result", result}};
     txn.append_event(e, ctx.now);  // first, as in mark_unknown
     txn.save_outcome(row, ctx.now);
     stale->message = "the effect was run but not certified: " + stale->message +
@@ -454,13 +454,13 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   txn.record_domain_effect(row.domain, cert.vector_clock, cert.hash, row.seq, ctx.now);
 
   const IntentState before = row.state;
-  row.state = IntentState::done;
+  row.state = apply(before, EventKind::committed);
   row.cert_hash = cert.hash;
   row.reason = before == IntentState::unknown   ? "resolved by its holder's late commit"
                : before == IntentState::cleared ? "its holder committed after it was cleared: the effect ran"
                                                 : "";
   txn.save_outcome(row, ctx.now);
-  EventRecord e = event_for("committed", row, row.agent);
+  EventRecord e = event_for(EventKind::committed, row, row.agent);
   e.detail = {{"certificate", cert.hash}};
   if (before == IntentState::unknown) e.detail["resolved_unknown"] = true;
   if (before == IntentState::cleared) e.detail["after_clear"] = true;
@@ -484,9 +484,9 @@ AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reas
                    "fence_abort refused: intent '" + row.intent + "' is " + state_name(row.state),
                    {{"intent", row.intent}, {"state", state_name(row.state)}}};
   }
-  row.state = IntentState::failed;
+  row.state = apply(row.state, EventKind::aborted);
   row.reason = reason.empty() ? "aborted by its holder" : "aborted: " + reason;
-  EventRecord e = event_for("aborted", row, row.agent);
+  EventRecord e = event_for(EventKind::aborted, row, row.agent);
   e.detail = {{"reason", reason}};
   // As text: such a result may hold integers past ±2^53, which the text
   // keeps digit for digit (invalid UTF-8 is replaced, as it must be in JSON).
@@ -577,7 +577,7 @@ int64_t reap_dead_holders(LedgerTxn& txn, const Context& ctx) {
   int64_t reaped = 0;
   for (IntentRow& row : txn.in_flight_on_host(ctx.me.host)) {
     if (!ctx.is_dead || !ctx.is_dead(row.holder)) continue;
-    mark_unknown(txn, row, dead_holder_reason(row), "holder_dead", ctx);
+    mark_unknown(txn, row, dead_holder_reason(row), EventKind::holder_dead, ctx);
     ++reaped;
   }
   return reaped;
@@ -602,7 +602,7 @@ bool fence_held(LedgerTxn& txn, const Ticket& ticket, const std::string& why, co
   auto held = row_held_by(txn, ticket, "fence");
   auto* row = std::get_if<IntentRow>(&held);
   if (!row || row->state != IntentState::in_flight) return false;
-  mark_unknown(txn, *row, why, "fenced_on_exit", ctx);
+  mark_unknown(txn, *row, why, EventKind::fenced_on_exit, ctx);
   return true;
 }
 

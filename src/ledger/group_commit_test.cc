@@ -30,7 +30,7 @@ std::unique_ptr<Ledger> open_ledger(const std::string& path) {
 
 EventRecord marker(int i) {
   EventRecord e;
-  e.kind = "admitted";
+  e.kind = EventKind::admitted;
   e.intent = "job-" + std::to_string(i);
   e.actor = "test";
   return e;

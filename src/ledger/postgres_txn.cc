@@ -204,7 +204,7 @@ void PostgresTxn::append_event(const EventRecord& e, int64_t now) {
   db_.exec(
       "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
       "VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
-      {param(now), param(e.kind), text_or_null(e.intent), text_or_null(e.domain), param(e.seq),
+      {param(now), param(event_kind_name(e.kind)), text_or_null(e.intent), text_or_null(e.domain), param(e.seq),
        param(e.generation), param(e.actor), param(e.detail.dump(-1, ' ', false, Json::error_handler_t::replace))});
 }
 

@@ -206,7 +206,7 @@ std::unique_ptr<Ledger> open_file_ledger(const std::string& path) {
 std::optional<Refusal> record_event(Ledger& ledger, const std::string& intent) {
   return ledger.write([&](LedgerTxn& txn) {
     EventRecord e;
-    e.kind = "admitted";
+    e.kind = EventKind::admitted;
     e.intent = intent;
     e.actor = "test";
     txn.append_event(e, 0);
@@ -254,7 +254,7 @@ TEST_CASE("a decision that fails for its own reason as the log's disk fails: res
       // Past the page cache: pages go to the log before any commit.
       for (int i = 0; i < 5000; ++i) {
         EventRecord e;
-        e.kind = "admitted";
+        e.kind = EventKind::admitted;
         e.intent = "spill-" + std::to_string(i) + std::string(500, 'x');
         e.actor = "test";
         txn.append_event(e, 0);
@@ -293,7 +293,7 @@ TEST_CASE("a log write that fails inside a batch, or a full disk: the ledger say
     const auto failed = ledger->write([&](LedgerTxn& txn) {
       for (int i = 0; i < 5000; ++i) {
         EventRecord e;
-        e.kind = "admitted";
+        e.kind = EventKind::admitted;
         e.intent = "spill-" + std::to_string(i) + std::string(500, 'x');
         e.actor = "test";
         txn.append_event(e, 0);

@@ -333,7 +333,7 @@ void SqliteTxn::append_event(const EventRecord& e, int64_t now) {
       "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
       "VALUES (?,?,?,?,?,?,?,?)");
   q.bind(1, static_cast<int64_t>(now));
-  bind_text(q, 2, e.kind);
+  q.bindNoCopy(2, event_kind_name(e.kind));  // a static string
   bind_text_or_null(q, 3, e.intent);
   bind_text_or_null(q, 4, e.domain);
   q.bind(5, static_cast<int64_t>(e.seq));

@@ -65,6 +65,12 @@ class TestLedger {
     return query_int64(where_, sql);
   }
 
+  // The single text value a query returns ("" for NULL).
+  std::string text(const std::string& sql) {
+    if (is_postgres()) return session().exec(sql).text(0, 0);
+    return query_text(where_, sql);
+  }
+
   // Runs SQL as an operator at the sqlite3 or psql prompt would.
   void exec(const std::string& sql) {
     if (is_postgres()) {
@@ -72,6 +78,26 @@ class TestLedger {
       return;
     }
     exec_sql(where_, sql);
+  }
+
+  // Runs SQL as exec does, and returns the ledger's refusal ("" if it ran).
+  std::string try_exec(const std::string& sql) {
+    if (is_postgres()) {
+      try {
+        session().run(sql);
+        return "";
+      } catch (const std::exception& e) {
+        return e.what();
+      }
+    }
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(where_.c_str(), &db) == SQLITE_OK);
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+    std::string message = rc == SQLITE_OK ? "" : err ? err : "error " + std::to_string(rc);
+    sqlite3_free(err);
+    sqlite3_close(db);
+    return message;
   }
 
   // Runs SQL on intents past one of its triggers, then puts the trigger back
