@@ -3,11 +3,12 @@
 -- kTransitions; a test compares this list with that table). Before, a hand
 -- UPDATE could set a cleared intent to failed or unknown, and an unknown one
 -- to failed with no event saying why. intents_fenced_kept, whose cases this
--- trigger covers, goes. (ORs, not IN: an IN list would build a temporary
--- table on every state change.)
-DROP TRIGGER intents_fenced_kept;
+-- trigger covers, goes (after it: a migration starts with what it creates,
+-- so a ledger whose version was set back meets "already exists"). ORs, not
+-- IN: an IN list would build a temporary table on every state change. Moves
+-- to cleared and from done have triggers of their own, with their own advice.
 CREATE TRIGGER intents_moves_in_state_machine BEFORE UPDATE OF state ON intents
-WHEN NEW.state IS NOT OLD.state AND NOT (
+WHEN NEW.state IS NOT OLD.state AND NEW.state IS NOT 'cleared' AND OLD.state IS NOT 'done' AND NOT (
   (OLD.state = 'cleared' AND NEW.state = 'in_flight') OR
   (OLD.state = 'in_flight' AND NEW.state = 'done') OR
   (OLD.state = 'unknown' AND NEW.state = 'done') OR
@@ -17,7 +18,8 @@ WHEN NEW.state IS NOT OLD.state AND NOT (
   (OLD.state = 'in_flight' AND NEW.state = 'unknown') OR
   (OLD.state = 'failed' AND NEW.state = 'cleared') OR
   (OLD.state = 'unknown' AND NEW.state = 'cleared'))
-BEGIN SELECT RAISE(ABORT, 'effectfence: the fence''s state machine has no such move of an intent''s state (docs/DESIGN.md lists its moves): a done intent stays done; a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason)'); END;
+BEGIN SELECT RAISE(ABORT, 'effectfence: a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason); a cleared one moves only as a prepare admits it again or its holder commits (the fence''s state machine has no such move; docs/DESIGN.md lists them)'); END;
+DROP TRIGGER intents_fenced_kept;
 
 -- An unknown intent becomes failed only with its holder's abort event, as
 -- an attempt in flight is fenced only with the event that says why.

@@ -87,7 +87,7 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: an intent''s rowid cannot be changed: an
 -- The state moves only as the fence's state machine moves it
 -- (include/effectfence/state_machine.h; a test compares the two).
 CREATE TRIGGER intents_moves_in_state_machine BEFORE UPDATE OF state ON intents
-WHEN NEW.state IS NOT OLD.state AND NOT (
+WHEN NEW.state IS NOT OLD.state AND NEW.state IS NOT 'cleared' AND OLD.state IS NOT 'done' AND NOT (
   (OLD.state = 'cleared' AND NEW.state = 'in_flight') OR
   (OLD.state = 'in_flight' AND NEW.state = 'done') OR
   (OLD.state = 'unknown' AND NEW.state = 'done') OR
@@ -97,7 +97,7 @@ WHEN NEW.state IS NOT OLD.state AND NOT (
   (OLD.state = 'in_flight' AND NEW.state = 'unknown') OR
   (OLD.state = 'failed' AND NEW.state = 'cleared') OR
   (OLD.state = 'unknown' AND NEW.state = 'cleared'))
-BEGIN SELECT RAISE(ABORT, 'effectfence: the fence''s state machine has no such move of an intent''s state (docs/DESIGN.md lists its moves): a done intent stays done; a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason)'); END;
+BEGIN SELECT RAISE(ABORT, 'effectfence: a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason); a cleared one moves only as a prepare admits it again or its holder commits (the fence''s state machine has no such move; docs/DESIGN.md lists them)'); END;
 -- In flight to failed or unknown only with the event that says why
 -- (written first): an abort, a stale commit, a holder gone, a server stopping;
 -- unknown to failed only with its holder's abort.

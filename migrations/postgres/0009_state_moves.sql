@@ -14,12 +14,12 @@ BEGIN
           (OLD.state = 'in_flight' AND NEW.state = 'unknown') OR
           (OLD.state = 'failed' AND NEW.state = 'cleared') OR
           (OLD.state = 'unknown' AND NEW.state = 'cleared')) THEN
-    RAISE EXCEPTION 'effectfence: the fence''s state machine has no move from % to % (docs/DESIGN.md lists its moves): a done intent stays done; a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason)', OLD.state, NEW.state;
+    RAISE EXCEPTION 'effectfence: a failed or unknown intent stays fenced until it is cleared: reconcile it, then INSERT INTO clears(intent, operator, reason); a cleared one moves only as a prepare admits it again or its holder commits (the fence''s state machine has no move from % to %; docs/DESIGN.md lists them)', OLD.state, NEW.state;
   END IF;
   RETURN NEW;
 END $$;
 CREATE TRIGGER intents_moves_in_state_machine BEFORE UPDATE OF state ON intents
-FOR EACH ROW WHEN (NEW.state IS DISTINCT FROM OLD.state)
+FOR EACH ROW WHEN (NEW.state IS DISTINCT FROM OLD.state AND NEW.state <> 'cleared' AND OLD.state <> 'done')
 EXECUTE FUNCTION effectfence_intents_moves_in_state_machine();
 
 DROP TRIGGER intents_in_flight_fenced_with_event ON intents;

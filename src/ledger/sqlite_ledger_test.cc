@@ -403,8 +403,15 @@ const char* const kAuditRows =
     "holder_boot, holder_pid, holder_started, lease_expires_at, admitted_at, updated_at) "
     "VALUES ('f', 'failed', 'd', 'charge', '{}', 'p', 'agent', 2, 1, 't', 'host', 'boot', 1, 1, 1, 1, 1);"
     "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'alice', 'provider shows no charge');"
+    // Failed again, as the state machine allows: in flight, then aborted.
+    "UPDATE intents SET state = 'in_flight' WHERE intent = 'f';"
+    "INSERT INTO events(at, kind, intent, generation, actor) "
+    "SELECT updated_at, 'aborted', 'f', generation, 'agent' FROM intents WHERE intent = 'f';"
     "UPDATE intents SET state = 'failed' WHERE intent = 'f';"
     "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'bob', 'provider shows no charge again');"
+    "UPDATE intents SET state = 'in_flight' WHERE intent = 'f';"
+    "INSERT INTO events(at, kind, intent, generation, actor) "
+    "SELECT updated_at, 'aborted', 'f', generation, 'agent' FROM intents WHERE intent = 'f';"
     "UPDATE intents SET state = 'failed' WHERE intent = 'f';";
 
 const char* const kReplaceTriggers =
@@ -477,7 +484,7 @@ TEST_CASE("REPLACE and upserts cannot rewrite or remove a certificate, an event 
             "INSERT INTO certificates(hash, intent, domain, seq, generation, agent, tool, body, committed_at) "
             "VALUES ('h2', 'j', 'd', 2, 1, 'agent', 'charge', '{}', 2)");
   expect_ok(db, "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'carol', 'checked with the provider')");
-  CHECK(rows(db, "SELECT count(*) FROM events") == "6\n");  // 3 before, the two above and the clear's
+  CHECK(rows(db, "SELECT count(*) FROM events") == "8\n");  // 5 before, the two above and the clear's
   CHECK(rows(db, "SELECT count(*) FROM certificates") == "2\n");
   CHECK(rows(db, "SELECT id, operator FROM clears ORDER BY id") == "1|alice\n2|bob\n3|carol\n");
   CHECK(rows(db, "SELECT state FROM intents WHERE intent = 'f'") == "cleared\n");

@@ -789,6 +789,20 @@ problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$forged_hash" head_behind "$forged_hash" seq_reused)" \
   "and, with an admission event inserted too, a seq handed out twice"
 
+# An event no fence writes: an abort of an intent already done. Each event
+# passes on its own (the log is append-only, not closed); only the order of
+# the intent's history, replayed against the state machine, tells.
+copy=$WORK/impossible-history.sqlite
+q "$LEDGER" ".backup '$copy'"
+q "$copy" "INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
+             SELECT at + 1, 'aborted', intent, domain, seq, generation, 'mallory', '{}' FROM events
+              WHERE intent = 'charge:order-123' AND kind = 'committed'"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" '1 [["","impossible_history"]]' \
+  "verify fails an intent whose history no fence writes (aborted after committed)"
+expect_match "$OUT" "intent 'charge:order-123': aborted event [0-9]+ cannot follow state done" \
+  "and names the intent, the event and the state it could not follow"
+
 # A fork: the unique index on (domain, seq) dropped, a second certificate at
 # the charge's seq (correctly hashed, with its committed event), the trigger
 # it passed put back. verify counts certificates per seq itself.
