@@ -7,7 +7,7 @@
 -- so a ledger whose version was set back meets "already exists"). ORs, not
 -- IN: an IN list would build a temporary table on every state change. Moves
 -- to cleared and from done have triggers of their own, with their own advice.
-CREATE TRIGGER intents_moves_in_state_machine BEFORE UPDATE OF state ON intents
+CREATE TRIGGER intents_follow_state_machine BEFORE UPDATE OF state ON intents
 WHEN NEW.state IS NOT OLD.state AND NEW.state IS NOT 'cleared' AND OLD.state IS NOT 'done' AND NOT (
   (OLD.state = 'cleared' AND NEW.state = 'in_flight') OR
   (OLD.state = 'in_flight' AND NEW.state = 'done') OR

@@ -86,7 +86,7 @@ WHEN NEW.rowid IS NOT OLD.rowid
 BEGIN SELECT RAISE(ABORT, 'effectfence: an intent''s rowid cannot be changed: an UPDATE OR REPLACE would delete the row it meets without the checks on deletes'); END;
 -- The state moves only as the fence's state machine moves it
 -- (include/effectfence/state_machine.h; a test compares the two).
-CREATE TRIGGER intents_moves_in_state_machine BEFORE UPDATE OF state ON intents
+CREATE TRIGGER intents_follow_state_machine BEFORE UPDATE OF state ON intents
 WHEN NEW.state IS NOT OLD.state AND NEW.state IS NOT 'cleared' AND OLD.state IS NOT 'done' AND NOT (
   (OLD.state = 'cleared' AND NEW.state = 'in_flight') OR
   (OLD.state = 'in_flight' AND NEW.state = 'done') OR

@@ -3,7 +3,7 @@
 -- becomes failed only with its holder's abort event (see
 -- migrations/0011_state_moves.sql).
 DROP TRIGGER intents_fenced_kept ON intents;
-CREATE FUNCTION effectfence_intents_moves_in_state_machine() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION effectfence_intents_follow_state_machine() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NOT ((OLD.state = 'cleared' AND NEW.state = 'in_flight') OR
           (OLD.state = 'in_flight' AND NEW.state = 'done') OR
@@ -18,9 +18,9 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$;
-CREATE TRIGGER intents_moves_in_state_machine BEFORE UPDATE OF state ON intents
+CREATE TRIGGER intents_follow_state_machine BEFORE UPDATE OF state ON intents
 FOR EACH ROW WHEN (NEW.state IS DISTINCT FROM OLD.state AND NEW.state <> 'cleared' AND OLD.state <> 'done')
-EXECUTE FUNCTION effectfence_intents_moves_in_state_machine();
+EXECUTE FUNCTION effectfence_intents_follow_state_machine();
 
 DROP TRIGGER intents_in_flight_fenced_with_event ON intents;
 CREATE OR REPLACE FUNCTION effectfence_intents_in_flight_fenced_with_event() RETURNS trigger LANGUAGE plpgsql AS $$

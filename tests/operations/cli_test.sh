@@ -781,12 +781,12 @@ q "$copy" "INSERT INTO certificates SELECT '$forged_hash', 'refund:order-124', '
              VALUES (1, 'committed', 'refund:order-124', '$GAP_DOMAIN', $GAP_SEQ, 1, 'mallory',
                      '{\"certificate\":\"$forged_hash\"}')"
 problems "$copy"
-expect_eq "$RC $PROBLEMS" "1 $(pairs "$forged_hash" head_behind "$forged_hash" not_admitted)" \
-  "verify fails a certificate and its committed event inserted at a seq no admission handed it"
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" impossible_history "$forged_hash" head_behind "$forged_hash" not_admitted)" \
+  "verify fails a certificate and its committed event inserted at a seq no admission handed it (a commit with no admission before it)"
 q "$copy" "INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
              VALUES (1, 'admitted', 'refund:order-124', '$GAP_DOMAIN', $GAP_SEQ, 1, 'mallory', '{}')"
 problems "$copy"
-expect_eq "$RC $PROBLEMS" "1 $(pairs "$forged_hash" head_behind "$forged_hash" seq_reused)" \
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" impossible_history "$forged_hash" head_behind "$forged_hash" seq_reused)" \
   "and, with an admission event inserted too, a seq handed out twice"
 
 # An event no fence writes: an abort of an intent already done. Each event
@@ -816,7 +816,7 @@ tamper "$copy" "DROP INDEX certificates_domain_seq;
                   SELECT at, kind, intent, domain, seq, generation, actor, '{\"certificate\":\"$forked_hash\"}'
                   FROM events WHERE kind = 'committed' AND intent = 'charge:order-123'" certificates_immutable_replace
 problems "$copy"
-expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" duplicate_seq "$forked_hash" duplicate_seq)" \
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" impossible_history "$CHARGE" duplicate_seq "$forked_hash" duplicate_seq)" \
   "verify fails two certificates at one (domain, seq), even with the unique index dropped"
 
 # A certificate rewritten and resealed (trigger dropped), with the done
@@ -884,7 +884,7 @@ problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" effect_undone)" "verify fails a done intent moved out of done"
 q "$copy" "INSERT INTO clears(intent, operator, reason) VALUES ('charge:order-123', 'mallory', 'looks unpaid')" >/dev/null
 problems "$copy"
-expect_eq "$RC $PROBLEMS" "1 $(pairs "$CHARGE" effect_cleared "$CHARGE" effect_undone)" \
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" impossible_history "$CHARGE" effect_cleared "$CHARGE" effect_undone)" \
   "verify fails an intent cleared at the generation whose effect ran"
 run "$EF" verify --db "$copy"
 expect_match "$OUT" "intent 'charge:order-123' was cleared \\(by mallory\\) at generation 1, whose effect this certificate records" \
@@ -950,7 +950,8 @@ q "$copy" "INSERT INTO events(at, kind, intent, actor, detail) VALUES
              (1, 'committed', 'ticket:x', 'mallory', '{}')"
 problems "$copy"
 expect_eq "$RC $PROBLEMS" \
-  "1 $(pairs "$NOWHERE" missing_certificate "$CHARGE" duplicate_event "$PAYOUT" wrong_certificate "" bad_event)" \
+  "1 $(pairs "$NOWHERE" missing_certificate "$CHARGE" duplicate_event "$PAYOUT" wrong_certificate "" bad_event \
+     "" impossible_history "" impossible_history "" impossible_history "" impossible_history)" \
   "verify fails committed events naming no certificate, a missing one, another intent's, or one already named"
 
 # A committed event edited to almost name its certificate (the hash in capitals,
@@ -1082,7 +1083,7 @@ FIRST_EVENT=$(jq -c 'select(.type == "event")' audit.jsonl | head -n 1)
 mv odd-events.body odd-events.jsonl
 with_end odd-events.jsonl
 export_problems odd-events.jsonl
-expect_eq "$RC $(jq -c '[.[][1]] | sort' <<<"$PROBLEMS")" '1 ["bad_event","bad_record","bad_record","seq_reused"]' \
+expect_eq "$RC $(jq -c '[.[][1]] | sort' <<<"$PROBLEMS")" '1 ["bad_event","bad_record","bad_record","impossible_history","seq_reused"]' \
   "verify fails an export with an event id twice, an unknown kind, a committed event at another seq"
 expect_eq "$(jq -c --arg h "$CHARGE" '[.[] | select(.[0] == $h) | .[1]]' <<<"$PROBLEMS")" '["bad_event"]' \
   "(the committed event is the charge's; the admission twice hands its seq out twice)"
@@ -1124,7 +1125,7 @@ gap_hash=$(printf '%s' "$gap_body" | sha256sum | cut -c1-64)
     detail: {certificate: $h}}'; } >gap.jsonl
 with_end gap.jsonl
 export_problems gap.jsonl
-expect_eq "$RC $PROBLEMS" "1 $(pairs "$gap_hash" not_admitted)" \
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" impossible_history "$gap_hash" not_admitted)" \
   "verify fails an export with a certificate and its committed event added at a seq no admission handed it"
 
 # A time index damaged in the file (a page of it as an older ledger had it)
@@ -1250,7 +1251,7 @@ expect_eq "$RC $(jq -c '[.ok, .parents_outside_export]' <<<"$OUT")" "0 [true,1]"
 # is at or after: edited, it would turn the check of a deleted parent off.
 jq -c 'if .type == "export" then .since = "whenever" else . end' partial.jsonl >since-edited.jsonl
 export_problems since-edited.jsonl
-expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_record "$CHAIN_RECEIPT" missing_parent "$CHAIN_RECEIPT" not_admitted)" \
+expect_eq "$RC $PROBLEMS" "1 $(pairs "" bad_record "" impossible_history "$CHAIN_RECEIPT" missing_parent "$CHAIN_RECEIPT" not_admitted)" \
   "verify fails an export whose since was edited, and checks its parents and admissions as in a full dump"
 jq -c 'if .type == "export" then .since_ms = .since_ms + 1 | .since = "'"$(date -u -d "@$(((receipt_ms + 1) / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $(((receipt_ms + 1) % 1000)))Z"'" else . end' \
   partial.jsonl >since-late.jsonl

@@ -102,7 +102,7 @@ check_audit_is_append_only() {
 check_triggers() {
   expect_success "triggers"
   expect_eq "$(tr '\n' ' ' <<<"$OUT")" \
-    "certificates_immutable|certificates certificates_immutable_truncate|certificates clears_append_only_delete|clears clears_append_only_truncate|clears clears_append_only_update|clears clears_apply|clears clears_check|clears domains_evicted_with_event|domains domains_not_truncated|domains domains_sequence_kept|domains events_append_only|events events_append_only_truncate|events intents_cleared_through_clears|intents intents_done_kept|intents intents_done_with_certificate|intents intents_holder_kept|intents intents_in_flight_fenced_with_event|intents intents_moves_in_state_machine|intents intents_not_truncated|intents intents_renamed_never|intents intents_results_kept|intents intents_unfinished_kept|intents " \
+    "certificates_immutable|certificates certificates_immutable_truncate|certificates clears_append_only_delete|clears clears_append_only_truncate|clears clears_append_only_update|clears clears_apply|clears clears_check|clears domains_evicted_with_event|domains domains_not_truncated|domains domains_sequence_kept|domains events_append_only|events events_append_only_truncate|events intents_cleared_through_clears|intents intents_done_kept|intents intents_done_with_certificate|intents intents_follow_state_machine|intents intents_holder_kept|intents intents_in_flight_fenced_with_event|intents intents_not_truncated|intents intents_renamed_never|intents intents_results_kept|intents intents_unfinished_kept|intents " \
     "triggers lists every protection"
 }
 
