@@ -256,6 +256,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
     mcp::Server* server_of_proxy = nullptr;  // set before any input is read
     mcp::ServerExtensions extensions;
+    extensions.keep_sent_text = true;  // what is relayed reaches the child as the agent wrote it
     // The child starts only now, so it is offered what the agent offers
     // (roots, sampling, elicitation) and its answer is the agent's.
     extensions.on_initialize = [&](const Json& params) -> std::optional<mcp::RpcError> {
