@@ -1,8 +1,14 @@
 #include "mcp/raw_json.h"
 
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 #include "mcp/jsonrpc.h"
+#include "mcp/server.h"
 
 namespace effectfence::mcp {
 namespace {
@@ -58,6 +64,90 @@ TEST_CASE("element_texts splits an array as written", "[raw_json]") {
   CHECK(elements[3] == "[]");
   CHECK(element_texts("[]").empty());
   CHECK(element_texts(R"({"a":1})").empty());
+}
+
+// A server as wrap runs it (keep_sent_text), whose lines the test reads.
+struct RelayingServer {
+  Logger log{"raw-json-test", LogLevel::error};
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  std::vector<std::pair<std::string, Json>> passed;  // (method, params) the extensions got
+  std::unique_ptr<Server> server;
+
+  explicit RelayingServer(bool keep_sent_text) {
+    ServerExtensions extensions;
+    extensions.keep_sent_text = keep_sent_text;
+    extensions.on_request = [this](const std::string& method, const Json& params) {
+      std::lock_guard<std::mutex> lock(mutex);
+      passed.emplace_back(method, params);
+      return Reply::of(raw_json(R"({"z":1, "a":[2.50]})"));
+    };
+    extensions.on_notification = [this](const std::string& method, const Json& params) {
+      std::lock_guard<std::mutex> lock(mutex);
+      passed.emplace_back(method, params);
+    };
+    server = std::make_unique<Server>(ServerInfo{"t", "", "1", ""}, std::vector<Tool>{},
+                                      [this](const std::string& line) {
+                                        std::lock_guard<std::mutex> lock(mutex);
+                                        lines.push_back(line);
+                                      },
+                                      log, 4, extensions);
+  }
+  std::string last_line() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return lines.empty() ? "" : lines.back();
+  }
+};
+
+TEST_CASE("a relaying server passes on what its client wrote, and writes what it relays as given", "[raw_json]") {
+  RelayingServer relay(true);
+  Server& server = *relay.server;
+  server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+
+  // Its own request to the client: params as given, none when null; the
+  // client's answer comes back as the client wrote it.
+  Json answered;
+  server.request("sampling/createMessage", raw_json(R"({"z":1,"a":2})"), [&](Reply reply) { answered = reply.result; });
+  CHECK(member_text(relay.last_line(), "params") == std::optional<std::string_view>(R"({"z":1,"a":2})"));
+  const Json id = Json::parse(relay.last_line())["id"];
+  server.handle_line(R"({"jsonrpc":"2.0","id":)" + id.dump() + R"(,"result":{"role":"assistant", "model":"m"}})");
+  REQUIRE(is_raw_json(answered));
+  CHECK(raw_json_text(answered) == R"({"role":"assistant", "model":"m"})");
+  server.request("roots/list", nullptr, [](Reply) {});
+  CHECK_FALSE(member_text(relay.last_line(), "params"));
+  CHECK(member_text(relay.last_line(), "method") == std::optional<std::string_view>(R"("roots/list")"));
+
+  // The client's requests and notifications: params as written, null when none.
+  server.handle_line(R"({"jsonrpc":"2.0","id":5,"method":"prompts/get","params":{"name":"p","arguments":{"b":"1","a":"2"}}})");
+  server.handle_line(R"({"jsonrpc":"2.0","id":6,"method":"prompts/list"})");
+  server.handle_line(R"({"jsonrpc":"2.0","method":"notifications/roots/list_changed"})");
+  server.drain();
+  std::lock_guard<std::mutex> lock(relay.mutex);
+  REQUIRE(relay.passed.size() == 3);
+  std::map<std::string, Json> by_method(relay.passed.begin(), relay.passed.end());  // requests run on workers
+  REQUIRE(is_raw_json(by_method["prompts/get"]));
+  CHECK(raw_json_text(by_method["prompts/get"]) == R"({"name":"p","arguments":{"b":"1","a":"2"}})");
+  CHECK(by_method.at("prompts/list").is_null());
+  CHECK(by_method.at("notifications/roots/list_changed").is_null());
+  // Its answer relays the result text as given.
+  bool found = false;
+  for (const std::string& line : relay.lines) {
+    if (member_text(line, "id") == std::optional<std::string_view>("5")) {
+      CHECK(member_text(line, "result") == std::optional<std::string_view>(R"({"z":1, "a":[2.50]})"));
+      found = true;
+    }
+  }
+  CHECK(found);
+}
+
+TEST_CASE("a server that does not relay passes on params parsed, {} when none were sent", "[raw_json]") {
+  RelayingServer plain(false);
+  plain.server->handle_line(R"({"jsonrpc":"2.0","id":6,"method":"prompts/list"})");
+  plain.server->handle_line(R"({"jsonrpc":"2.0","method":"notifications/roots/list_changed"})");
+  plain.server->drain();
+  std::lock_guard<std::mutex> lock(plain.mutex);
+  REQUIRE(plain.passed.size() == 2);
+  for (const auto& [method, params] : plain.passed) CHECK(params == Json::object());
 }
 
 }  // namespace
