@@ -1068,12 +1068,13 @@ bool succeeded(const Report& r) { return r.anomalies.total() == 0 && r.server_ex
 
 void plot_reports(const Options& options, const std::vector<Report>& reports) {
   std::vector<PlotSeries> series;
+  const char* colors[] = {"#d62728", "#2ca02c", "#17becf", "#ff7f0e", "#9467bd", "#1f77b4"};  // as kSeries
   for (const Report& r : reports) {
-    int color = 1;
+    size_t color = 0;
     for (const Series& s : kSeries) {
       PlotSeries line;
       line.title = std::string(s.title) + " (" + intent_names_text(r.intent_names) + ")";
-      line.color = color++;
+      line.color = colors[color++ % (sizeof colors / sizeof colors[0])];
       line.dashed = r.intent_names == IntentNames::scattered;
       for (const LevelResult& l : r.levels) {
         const Reference* ref = s.of(l);
@@ -1084,7 +1085,9 @@ void plot_reports(const Options& options, const std::vector<Report>& reports) {
       series.push_back(std::move(line));
     }
   }
-  plot_pairs_per_second(options.plot, "effectfence_bench: " + options.command_line, series);
+  plot_pairs_per_second(options.plot,
+                        "prepare+commit pairs/s against pairs in flight (solid: ordered names, dashed: scattered)",
+                        options.command_line, series);
 }
 
 // ---- the growth mode -------------------------------------------------------
