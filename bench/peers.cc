@@ -696,9 +696,11 @@ std::unique_ptr<Peer> start_postgres(const std::string& dir, size_t max_connecti
                                  log, user);
   if (status != 0) throw std::runtime_error("postgresql fence: initdb failed; see " + log);
   const int port = free_loopback_port();
+  // Loopback TCP only, as the clients reach it: a unix socket in a deep
+  // scratch directory could pass the 107-byte limit on its path.
   auto server = std::make_unique<ServerProcess>(
       std::vector<std::string>{bin + "/postgres", "-D", home + "/data", "-p", std::to_string(port), "-c",
-                               "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + home, "-c",
+                               "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c",
                                "fsync=on", "-c", "synchronous_commit=on", "-c",
                                "max_connections=" + std::to_string(max_connections + 10)},
       log, user);

@@ -108,6 +108,7 @@ struct LevelResult {
   bool redis_measured = false;
   bool postgres_measured = false;
   double writer_cpu_us_per_pair = -1;  // serve's ledger-writer thread
+  Reference serve;                     // serve's own figures above, shaped as the others' for the tables
   double floor_cpu_ceiling_pairs_per_second = 0;  // the CPU ceiling, for the floor and its client
   double floor_decisions_per_transaction = 0;
   double floor_disk_kib_per_pair = -1;
@@ -499,6 +500,8 @@ LevelResult level_result(size_t in_flight, const LevelTallies& t, unsigned cpus)
   level.redis.writer_cpu_us_per_pair = level.redis.cpu_us_per_pair;
   level.postgres = reference(t.postgres, t.postgres.server_cpu_s, level.sqlite);
   level.postgres.writer_cpu_us_per_pair = level.postgres.cpu_us_per_pair;
+  level.serve = Reference{level.pairs, level.ratio, level.server_cpu_us_per_pair, level.disk_kib_per_pair,
+                          level.writer_cpu_us_per_pair};
   return level;
 }
 
@@ -711,14 +714,8 @@ struct Series {
   const Reference* (*of)(const LevelResult&);  // null when not measured at that level
 };
 
-const Reference* serve_as_reference(const LevelResult& l) {
-  thread_local Reference r;  // serve's own figures, shaped as the others'
-  r = Reference{l.pairs, l.ratio, l.server_cpu_us_per_pair, l.disk_kib_per_pair, l.writer_cpu_us_per_pair};
-  return &r;
-}
-
 const Series kSeries[] = {
-    {"serve", "serve", serve_as_reference},
+    {"serve", "serve", [](const LevelResult& l) -> const Reference* { return &l.serve; }},
     {"bare_rows", "bare rows", [](const LevelResult& l) -> const Reference* { return &l.bare_rows; }},
     {"fence_only", "fence in-process", [](const LevelResult& l) -> const Reference* { return &l.fence_only; }},
     {"floor_server", "floor server",
@@ -1132,10 +1129,11 @@ GrowthReport run_growth(const Options& options, const std::string& dir) {
   ChildProcess server(report.server_command, dir + "/serve.log");
   PairDriver driver(server, report.anomalies, options.intent_names);
   driver.handshake();
-  const int64_t per_window = std::max<int64_t>(1, options.growth_pairs / options.growth_windows);
   const std::string ledger = dir + "/ledger.sqlite";
-  for (int64_t done = 0; done < options.growth_pairs;) {
-    const int64_t count = std::min(per_window, options.growth_pairs - done);
+  int64_t done = 0;
+  for (int window = 1; window <= options.growth_windows; ++window) {
+    const int64_t count = options.growth_pairs * window / options.growth_windows - done;
+    if (count == 0) continue;  // fewer pairs than windows
     GrowthWindow w;
     w.pairs = summarize(driver.run(report.in_flight, 1e9, PairDriver::Work::fence, count));
     done += count;
