@@ -88,7 +88,7 @@ grep -q "postgresql fence: cannot connect to" "$work/postgres.err" ||
 
 # ---- a peer not installed is skipped by name, with the reason --------------
 rc=0
-env PATH=/nonexistent "$bench" "${tiny[@]}" --floor none --postgres none --json >"$work/skipped.json" \
+env PATH=/nonexistent "$bench" "${tiny[@]}" --seconds 0.1 --floor none --postgres none --json >"$work/skipped.json" \
   2>"$work/skipped.err" || rc=$?
 ((rc == 0)) || fail "a run without redis-server on PATH exited $rc: $(cat "$work/skipped.err")"
 jq -e '.peers.redis_fence.measured == false and (.peers.redis_fence.status | startswith("SKIPPED: redis-server"))' \
@@ -97,7 +97,7 @@ grep -q "SKIPPED: redis-server" "$work/skipped.err" || fail "redis-server missin
 
 # ---- the growth mode ----------------------------------------------------------
 rc=0
-"$bench" --bin "$bin" --dir "$work" --pairs 200 --windows 4 --levels 4 --json >"$work/growth.json" \
+"$bench" --bin "$bin" --dir "$work" --pairs 40 --windows 4 --levels 4 --json >"$work/growth.json" \
   2>"$work/growth.err" || rc=$?
 if ((rc == 0)); then
   jq -e '(.windows | length) == 4 and all(.windows[]; .pairs.count > 0 and .server_rss_kib > 0
