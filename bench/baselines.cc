@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -190,7 +191,17 @@ Timings measure_sqlite_serial(const std::string& path, double seconds) {
   return Timings{std::move(samples), seconds_between(start, now)};
 }
 
-Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds, IntentNames intent_names) {
+double sqlite_files_bytes(const std::string& path) {
+  double total = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    struct stat st {};
+    if (::stat((path + suffix).c_str(), &st) == 0) total += static_cast<double>(st.st_size);
+  }
+  return total;
+}
+
+Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds, IntentNames intent_names,
+                                  double* ledger_bytes) {
   remove_database(path);
   std::vector<double> samples;
   Clock::time_point start;
@@ -242,6 +253,11 @@ Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, dou
       const auto done = Clock::now();
       samples.insert(samples.end(), in_flight, seconds_between(now, done));
       now = done;
+    }
+    if (ledger_bytes != nullptr) {
+      // The rows as they rest in the database file, not the log's transient frames.
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+      *ledger_bytes = sqlite_files_bytes(path);
     }
   }
   remove_database(path);

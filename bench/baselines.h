@@ -24,7 +24,12 @@ Timings measure_sqlite_serial(const std::string& path, double seconds);
 // inserts the certificate and marks the intent done. No audit trail, no
 // indexes beyond the keys, no JSON, no protocol. Each transaction carries
 // `in_flight` prepares, the next one their commits; a sample is one pair.
+// When `ledger_bytes` is not null, it is set to what the database's files
+// took on disk at the end, before they were removed.
 Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds,
-                                  IntentNames intent_names = IntentNames::ordered);
+                                  IntentNames intent_names = IntentNames::ordered, double* ledger_bytes = nullptr);
+
+// The bytes of an SQLite database's file and its -wal file; 0 for missing ones.
+double sqlite_files_bytes(const std::string& path);
 
 }  // namespace effectfence::bench

@@ -93,13 +93,14 @@ PairDriver::Batching PairDriver::batching() {
   }
 }
 
-Timings PairDriver::run(size_t in_flight, double seconds, Work work) {
+Timings PairDriver::run(size_t in_flight, double seconds, Work work, int64_t max_pairs) {
   timings_ = Timings{};
   work_ = work;
+  pairs_left_ = max_pairs;
   slots_.assign(in_flight, Slot{});
   const auto start = Clock::now();
   deadline_ = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  for (size_t slot = 0; slot < in_flight; ++slot) start_pair(slot);
+  for (size_t slot = 0; slot < in_flight && pairs_left_ != 0; ++slot) start_pair(slot);
   while (!pending_.empty()) {
     for (const std::string& line : wait_for_lines()) on_message(line);
   }
@@ -138,6 +139,7 @@ int64_t PairDriver::send_ping() {
 // pairs never contend with each other: every refusal is an anomaly.
 void PairDriver::start_pair(size_t slot) {
   Slot& s = slots_[slot];
+  if (pairs_left_ > 0) --pairs_left_;
   s.pair = next_pair_++;
   s.started = Clock::now();
   if (work_ == Work::ping) {
@@ -155,7 +157,7 @@ void PairDriver::start_pair(size_t slot) {
 void PairDriver::end_pair(size_t slot, bool completed) {
   const auto now = Clock::now();
   if (completed) timings_.samples.push_back(seconds_between(slots_[slot].started, now));
-  if (now < deadline_) start_pair(slot);
+  if (now < deadline_ && pairs_left_ != 0) start_pair(slot);
 }
 
 void PairDriver::on_message(const std::string& line) {

@@ -40,9 +40,10 @@ class PairDriver {
   enum class Work { fence, ping };
 
   // Keeps `in_flight` pairs going, starting new ones until `seconds` have
-  // passed, then waits for the last ones. Each sample is one pair, from
-  // sending its first call to receiving its second call's answer.
-  Timings run(size_t in_flight, double seconds, Work work = Work::fence);
+  // passed (or `max_pairs` have started, when it is not negative), then
+  // waits for the last ones. Each sample is one pair, from sending its
+  // first call to receiving its second call's answer.
+  Timings run(size_t in_flight, double seconds, Work work = Work::fence, int64_t max_pairs = -1);
 
   // The server's group commit so far (fence_stats "batching"). Call it
   // between runs, with nothing in flight.
@@ -82,6 +83,7 @@ class PairDriver {
   std::unordered_map<int64_t, Pending> pending_;
   std::vector<Slot> slots_;
   Clock::time_point deadline_;
+  int64_t pairs_left_ = -1;  // pairs this run may still start; negative: no limit
   Work work_ = Work::fence;
   Timings timings_;
 };

@@ -122,7 +122,8 @@ bool scene_double_charge(const std::string& dir, const std::string& ledger, cons
                   .c_str());
 
   auto fenced = open_child_session(
-      {self, "wrap", "--db", ledger, "--log-level", "error", "--", self, "demo-server", "--charges",
+      // Refused at once (no --wait-secs wait), as the scene tells it: the refused retry and get the replay.
+      {self, "wrap", "--db", ledger, "--log-level", "error", "--wait-secs", "0", "--", self, "demo-server", "--charges",
        dir + "/provider-fenced.sqlite"},
       "effectfence-demo", log, std::chrono::seconds(10), &error);
   if (!fenced) {

@@ -42,6 +42,10 @@ namespace effectfence::cli {
 namespace {
 
 constexpr int kMaxWaitSecs = 3600;
+// Clients do send one call twice a few milliseconds apart: the second waits
+// for the first one's result rather than being refused. Bounded, so a hung
+// tool does not hold its duplicates for ever.
+constexpr int kDefaultWaitSecs = 30;
 
 void print_wrap_usage(std::FILE* out) {
   std::fprintf(out,
@@ -49,7 +53,9 @@ void print_wrap_usage(std::FILE* out) {
                "Runs COMMAND (a stdio MCP server) as a child and serves its tools on stdin/stdout,\n"
                "mirrored 1:1, with every side-effecting call fenced: the first call runs and its\n"
                "result is recorded; an identical later call gets the recorded result replayed; an\n"
-               "identical call while one runs is refused before the child sees it.\n\n"
+               "identical call while one runs waits for its result (--wait-secs), and the child\n"
+               "never sees it. What reaches each side is what the other side sent, key order and\n"
+               "all, but for what the fence changes (docs/WRAP.md, \"What differs\").\n\n"
                "options:\n"
                "  --db PATH              ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER,\n"
                "                         else one file per child command: %s)\n"
@@ -61,19 +67,24 @@ void print_wrap_usage(std::FILE* out) {
                "  --on-tool-error MODE   fence (default): a call the tool answers with isError is fenced\n"
                "                         as failed, since its effect may have partly happened;\n"
                "                         release: an identical retry runs again\n"
-               "  --wait-secs N          an identical call waits up to N s for a running one's result\n"
-               "                         instead of being refused at once (default 0)\n"
+               "  --wait-secs N          an identical call arriving while one runs waits up to N s for\n"
+               "                         its result (default %d); a wait that runs out, or N = 0,\n"
+               "                         gets the in_flight refusal\n"
                "  --log-level LEVEL      error, warn, info (default) or debug\n"
                "  --help                 this text\n\n"
                "Counters: effectfence stats --db LEDGER. Fenced calls: effectfence fenced --db LEDGER.\n"
                "Stops on stdin EOF, SIGTERM, SIGINT or SIGHUP: finishes the calls in flight, stops the\n"
                "child, fences what can no longer be recorded, exits 0.\n",
-               Settings::default_ledger_path("wrap-<hash of COMMAND>").c_str());
+               Settings::default_ledger_path("wrap-<hash of COMMAND>").c_str(), kDefaultWaitSecs);
 }
 
 struct WrapOptions {
   std::string db;
-  mcp::ProxyOptions proxy;
+  mcp::ProxyOptions proxy = [] {
+    mcp::ProxyOptions defaults;
+    defaults.wait = std::chrono::seconds(kDefaultWaitSecs);
+    return defaults;
+  }();
   mcp::LogLevel log_level = mcp::LogLevel::info;
   std::vector<std::string> command;
 };
@@ -256,6 +267,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
     mcp::Server* server_of_proxy = nullptr;  // set before any input is read
     mcp::ServerExtensions extensions;
+    extensions.keep_sent_text = true;  // what is relayed reaches the child as the agent wrote it
     // The child starts only now, so it is offered what the agent offers
     // (roots, sampling, elicitation) and its answer is the agent's.
     extensions.on_initialize = [&](const Json& params) -> std::optional<mcp::RpcError> {

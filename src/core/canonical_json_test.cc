@@ -260,7 +260,7 @@ TEST_CASE("integers beyond +/-2^53 are refused, 2^53 itself is not", "[canonical
     CHECK(jcs("-9007199254740992") == "-9007199254740992");
     CHECK(jcs("1e30") == "1e+30");
     CHECK(jcs("18446744073709551616.0") == "18446744073709552000");
-    // With an exponent it is a double, as the README says: one action with 2^53.
+    // With an exponent it is a double, as docs/SERVE.md says: one action with 2^53.
     CHECK(jcs("9007199254740993e0") == "9007199254740992");
   }
 }

@@ -1,5 +1,9 @@
-// The library example from README.md, kept compiling and working.
+// The library example from README.md, kept compiling and working, and kept
+// the example README.md shows.
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -51,4 +55,69 @@ TEST_CASE("the README's library example runs the effect once", "[fence][readme]"
   CHECK_FALSE(is_ledger_trouble(PrepareOutcome{Refusal{Reason::in_flight, "held", {}}}));
   CHECK(used == Json{{"charge_id", "ch_1"}});
   CHECK(logged.empty());
+}
+
+namespace {
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A line of code without its comment and its indentation.
+std::string bare(std::string line) {
+  if (auto comment = line.find("//"); comment != std::string::npos) line.erase(comment);
+  auto first = line.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  auto last = line.find_last_not_of(" \t");
+  return line.substr(first, last - first + 1);
+}
+
+// The code lines of the page's ```cpp block, from "PrepareRequest charge;" on
+// (the lines before it only open the ledger, which the test above does with a
+// FAIL instead of a return), that `source` does not contain.
+// REQUIRES: `page` holds one ```cpp block.
+std::vector<std::string> lines_not_in(const std::string& page, const std::string& source) {
+  std::vector<std::string> missing;
+  auto start = page.find("```cpp\n");
+  if (start == std::string::npos) return {"(no ```cpp block)"};
+  auto end = page.find("```\n", start + 7);
+  std::istringstream block(page.substr(start + 7, end - start - 7));
+  std::string source_lines = "\n";
+  std::istringstream in(source);
+  for (std::string line; std::getline(in, line);) source_lines += bare(line) + "\n";
+  bool started = false;
+  for (std::string line; std::getline(block, line);) {
+    std::string code = bare(line);
+    if (code == "PrepareRequest charge;") started = true;
+    if (!started || code.empty()) continue;
+    if (source_lines.find("\n" + code + "\n") == std::string::npos) missing.push_back(code);
+  }
+  if (!started) missing.push_back("(no \"PrepareRequest charge;\" line)");
+  return missing;
+}
+
+}  // namespace
+
+TEST_CASE("the README shows the library example this file runs", "[fence][readme]") {
+  const std::string readme = read_whole(std::string(EFFECTFENCE_SOURCE_DIR) + "/README.md");
+  const std::string source = read_whole(std::string(EFFECTFENCE_SOURCE_DIR) + "/src/fence/readme_example_test.cc");
+  REQUIRE_FALSE(readme.empty());
+  REQUIRE_FALSE(source.empty());
+  const auto missing = lines_not_in(readme, source);
+  for (const auto& line : missing) UNSCOPED_INFO("README line not run here: " << line);
+  CHECK(missing.empty());
+
+  SECTION("negative control: an example edited in the README is caught") {
+    std::string drifted = readme;
+    const std::string line = "CommitOutcome c = fence.commit(admitted->ticket, receipt);";
+    auto at = drifted.find(line);
+    REQUIRE(at != std::string::npos);
+    drifted.replace(at, line.size(), "CommitOutcome c = fence.commit(admitted->ticket, Json{});");
+    CHECK(lines_not_in(drifted, source) ==
+          std::vector<std::string>{"CommitOutcome c = fence.commit(admitted->ticket, Json{});"});
+    CHECK_FALSE(lines_not_in("no example here\n", source).empty());
+  }
 }

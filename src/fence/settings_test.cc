@@ -1,4 +1,4 @@
-// Settings from the environment: the README's configuration table.
+// Settings from the environment: the configuration table of docs/OPERATIONS.md.
 #include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -81,7 +81,7 @@ TEST_CASE("a lifetime that is not a positive number of seconds is ignored, not h
   CHECK(warned.empty());
 }
 
-TEST_CASE("ten years is the longest lifetime accepted, as the warning and the README say", "[settings]") {
+TEST_CASE("ten years is the longest lifetime accepted, as the warning and docs/OPERATIONS.md say", "[settings]") {
   {
     ScopedEnv env(Env{{"EFFECTFENCE_LEASE_SECS", "315360000"}, {"EFFECTFENCE_RESULT_TTL_SECS", "315360000"}});
     const Settings s = Settings::from_environment();

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "mcp/jsonrpc.h"
+#include "mcp/raw_json.h"
 
 namespace effectfence::mcp {
 namespace {
@@ -32,6 +33,24 @@ ClientReply unreadable_reply(std::string why) {
   reply.kind = ClientReply::Kind::unreadable;
   reply.why = std::move(why);
   return reply;
+}
+
+// params with _meta.progressToken set to token. A raw_json params keeps
+// its text but for that member (in place, or added last).
+Json with_progress_token(Json params, const Json& token) {
+  if (is_raw_json(params) && is_object_text(raw_json_text(params))) {
+    const std::string text = raw_json_text(params);
+    const auto meta = member_text(text, "_meta");
+    const std::string token_text = jsonrpc::serialize(token);
+    const std::string new_meta = meta && is_object_text(*meta)
+                                     ? with_member_text(*meta, "progressToken", token_text)
+                                     : "{\"progressToken\":" + token_text + "}";
+    return raw_json(with_member_text(text, "_meta", new_meta));
+  }
+  if (!params.is_object()) params = Json::object();
+  if (!params["_meta"].is_object()) params["_meta"] = Json::object();
+  params["_meta"]["progressToken"] = token;
+  return params;
 }
 
 }  // namespace
@@ -220,12 +239,13 @@ void McpClient::handle_line(const Line& line) {
       ClientReply reply;
       reply.kind = ClientReply::Kind::result;
       reply.result = std::move(*response->result);
+      reply.sent_result = sent_member(line.text, "result");
       handle_response(response->id, std::move(reply));
     }
   } else if (auto* request = std::get_if<jsonrpc::Request>(&message)) {
-    handle_request(request->id, request->method, request->params);
+    handle_request(request->id, request->method, request->params, sent_member(line.text, "params"));
   } else if (auto* note = std::get_if<jsonrpc::Notification>(&message)) {
-    handle_notification(note->method, note->params);
+    handle_notification(note->method, note->params, sent_member(line.text, "params"));
   } else {
     const auto& invalid = std::get<jsonrpc::Invalid>(message);
     log_.warn("the server wrote something that is not a JSON-RPC message (" + invalid.message +
@@ -253,7 +273,8 @@ void McpClient::handle_response(const Json& id, ClientReply reply) {
   request->complete(std::move(reply));
 }
 
-void McpClient::handle_request(const Json& id, const std::string& method, const Json& params) {
+void McpClient::handle_request(const Json& id, const std::string& method, const Json& params,
+                               const Json& sent_params) {
   if (method == "ping") {
     post(jsonrpc::result_response(id, Json::object()));
     return;
@@ -270,7 +291,7 @@ void McpClient::handle_request(const Json& id, const std::string& method, const 
       }
     };
     try {
-      handlers_.on_request(id, method, params, respond);
+      handlers_.on_request(id, method, params, sent_params, respond);
     } catch (const std::exception& e) {
       log_.error("handling the server's " + method + " failed: " + e.what());
       respond(Reply::failure(jsonrpc::kInternalError, "internal error while handling " + method));
@@ -282,7 +303,7 @@ void McpClient::handle_request(const Json& id, const std::string& method, const 
                                 "method not found: this client offers no " + method));
 }
 
-void McpClient::handle_notification(const std::string& method, const Json& params) {
+void McpClient::handle_notification(const std::string& method, const Json& params, const Json& sent_params) {
   if (method == "notifications/progress") {
     const Json token = params.value("progressToken", Json());
     ProgressSink sink;
@@ -291,13 +312,13 @@ void McpClient::handle_notification(const std::string& method, const Json& param
       if (auto it = pending_.find(token.dump()); it != pending_.end()) sink = it->second->on_progress_;
     }
     if (sink) {
-      sink(params);
+      sink(params, sent_params);
       return;
     }
     log_.debug("progress for token " + token.dump() + ", which no request in flight asked for; dropped");
     return;
   }
-  if (handlers_.on_notification) handlers_.on_notification(method, params);
+  if (handlers_.on_notification) handlers_.on_notification(method, params, sent_params);
 }
 
 std::shared_ptr<McpClient::Request> McpClient::take_pending(const Json& id) {
@@ -322,12 +343,10 @@ std::shared_ptr<McpClient::Request> McpClient::send(const std::string& method, J
     request->on_progress_ = std::move(on_progress);
     pending_[request->id().dump()] = request;
   }
-  if (request->on_progress_) {
-    if (!params.is_object()) params = Json::object();
-    if (!params["_meta"].is_object()) params["_meta"] = Json::object();
-    params["_meta"]["progressToken"] = request->id();
-  }
-  if (!write(jsonrpc::request(request->id(), method, std::move(params)))) {
+  if (request->on_progress_) params = with_progress_token(std::move(params), request->id());
+  Json message = jsonrpc::request(request->id(), method, std::move(params));
+  if (message["params"].is_null()) message.erase("params");  // none given: none added
+  if (!write(message)) {
     request->delivered_ = false;
     if (take_pending(request->id())) request->complete(closed_reply("could not write to the server: its input is closed"));
   }
@@ -407,7 +426,7 @@ std::optional<Json> initialize_client(McpClient& client, const Json& client_info
 }
 
 std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,
-                                                std::string* error) {
+                                                std::string* error, std::vector<Json>* sent_tools) {
   std::vector<Json> tools;
   std::set<std::string> names;
   std::set<std::string> cursors;
@@ -423,6 +442,12 @@ std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::
       *error = "tools/list answered without a \"tools\" array: " + shorten(jsonrpc::serialize(reply.result));
       return std::nullopt;
     }
+    // The entries as written, in the order parsed (both read one array).
+    const std::string page_text = reply.sent_result.is_null() ? std::string() : raw_json_text(reply.sent_result);
+    const std::vector<std::string_view> entries =
+        page_text.empty() ? std::vector<std::string_view>()
+                          : element_texts(member_text(page_text, "tools").value_or(""));
+    size_t index = 0;
     for (const Json& tool : *listed) {
       if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
         *error = "tools/list has an entry without a name: " + shorten(jsonrpc::serialize(tool));
@@ -433,6 +458,10 @@ std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::
         return std::nullopt;
       }
       tools.push_back(tool);
+      if (sent_tools) {
+        sent_tools->push_back(index < entries.size() ? raw_json(entries[index]) : tool);
+      }
+      ++index;
     }
     const auto next = reply.result.find("nextCursor");
     if (next == reply.result.end() || next->is_null()) return tools;

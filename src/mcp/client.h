@@ -45,6 +45,9 @@ struct ClientReply {
   };
   Kind kind = Kind::closed;
   Json result;      // kind == result
+  // kind == result: the result as the server wrote it (a raw_json node), to
+  // be relayed with its key order and spelling.
+  Json sent_result;
   RpcError error;   // kind == error
   std::string why;  // closed, unreadable: what happened, for logs and messages
 };
@@ -54,7 +57,9 @@ class McpClient {
   struct Handlers {
     // Notifications from the server, except progress for a request that
     // asked for it. On the reading thread; must not block for long.
-    std::function<void(const std::string& method, const Json& params)> on_notification;
+    // sent_params: the params as the server wrote them (a raw_json node), or
+    // null when it sent none (params is {} then).
+    std::function<void(const std::string& method, const Json& params, const Json& sent_params)> on_notification;
     // Once, when the server's output ends, after every pending request has
     // failed as closed. On the reading thread. Not called on destruction.
     std::function<void(const std::string& why)> on_closed;
@@ -62,13 +67,15 @@ class McpClient {
     // own client), with the server's id (to match a later cancellation). On
     // the reading thread; must not block: the answer goes through respond,
     // once, from any thread, under the server's id. Empty: answered -32601.
-    std::function<void(const Json& id, const std::string& method, const Json& params,
+    // sent_params as for on_notification.
+    std::function<void(const Json& id, const std::string& method, const Json& params, const Json& sent_params,
                        std::function<void(Reply)> respond)>
         on_request;
   };
   // Receives the params of each notifications/progress for one request,
-  // with our progress token in it (the caller puts its own back).
-  using ProgressSink = std::function<void(const Json& params)>;
+  // with our progress token in it (the caller puts its own back), parsed
+  // and as the server wrote them (a raw_json node).
+  using ProgressSink = std::function<void(const Json& params, const Json& sent_params)>;
 
   // One request in flight. Thread-safe.
   class Request {
@@ -110,6 +117,8 @@ class McpClient {
 
   // Sends a request. With on_progress, the request's _meta.progressToken is
   // replaced by one of ours and the server's progress for it goes there.
+  // params may be a raw_json node (an object's text, sent as it is but for
+  // that token) or null (the request is sent without params).
   // Never throws; a request that could not be sent is already failed.
   std::shared_ptr<Request> send(const std::string& method, Json params, ProgressSink on_progress = nullptr);
   // Tells the server to stop working on request (notifications/cancelled).
@@ -137,8 +146,8 @@ class McpClient {
   void read_loop();
   void handle_line(const Line& line);
   void handle_response(const Json& id, ClientReply reply);
-  void handle_request(const Json& id, const std::string& method, const Json& params);
-  void handle_notification(const std::string& method, const Json& params);
+  void handle_request(const Json& id, const std::string& method, const Json& params, const Json& sent_params);
+  void handle_notification(const std::string& method, const Json& params, const Json& sent_params);
   // Queues message and waits until the writer thread has written it (true)
   // or could not (false).
   bool write(const Json& message);
@@ -202,8 +211,9 @@ std::optional<Json> initialize_client(McpClient& client, const Json& client_info
 // Every tool of the server, following nextCursor page by page. Returns the
 // tools/list entries as the server sent them, or nullopt and fills *error
 // (a failed request, a malformed page, a duplicate name, a cursor that repeats).
+// sent_tools, when given, gets each entry as the server wrote it (raw_json).
 std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,
-                                                std::string* error);
+                                                std::string* error, std::vector<Json>* sent_tools = nullptr);
 
 // "error -32602: message" / "closed: why" / ..., for logs and messages.
 std::string describe_reply(const ClientReply& reply);

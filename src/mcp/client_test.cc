@@ -84,7 +84,7 @@ struct Reports {
 
   McpClient::Handlers handlers() {
     McpClient::Handlers h;
-    h.on_notification = [this](const std::string& method, const Json& params) {
+    h.on_notification = [this](const std::string& method, const Json& params, const Json&) {
       std::lock_guard<std::mutex> lock(mutex);
       notifications.emplace_back(method, params);
       changed.notify_all();
@@ -241,7 +241,7 @@ TEST_CASE("progress goes to the request that asked for it, under the client's to
   std::mutex mutex;
   std::vector<Json> progress;
   auto request = f.client.send("tools/call", {{"name", "slow"}, {"_meta", {{"progressToken", "agent-token"}}}},
-                               [&](const Json& params) {
+                               [&](const Json& params, const Json&) {
                                  std::lock_guard<std::mutex> lock(mutex);
                                  progress.push_back(params);
                                });
@@ -381,7 +381,7 @@ TEST_CASE("a server's request goes to the handler, which answers later from anot
   std::vector<std::pair<std::string, Json>> seen;
   std::vector<std::function<void(Reply)>> responders;
   McpClient::Handlers handlers;
-  handlers.on_request = [&](const Json&, const std::string& method, const Json& params,
+  handlers.on_request = [&](const Json&, const std::string& method, const Json& params, const Json&,
                             std::function<void(Reply)> respond) {
     std::lock_guard<std::mutex> lock(mutex);
     seen.emplace_back(method, params);

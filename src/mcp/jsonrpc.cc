@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mcp/plain_json.h"
+#include "mcp/raw_json.h"
 
 namespace effectfence::mcp::jsonrpc {
 namespace {
@@ -463,7 +464,7 @@ Json notification(std::string method, Json params) {
 }
 
 std::string serialize(const Json& message) {
-  return message.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return serialize_with_raw(message);  // relayed text (raw_json) goes out as it came
 }
 
 }  // namespace effectfence::mcp::jsonrpc

@@ -6,6 +6,7 @@
 
 #include "core/sha256.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/raw_json.h"
 
 namespace effectfence::mcp {
 namespace {
@@ -59,6 +60,9 @@ std::string result_excerpt(const Json& result, size_t limit = kErrorExcerptBytes
   }
   return text;
 }
+
+// What the child sent, to relay as it came: its text when kept, else parsed.
+Json as_sent(const Json& parsed, const Json& sent) { return sent.is_null() ? parsed : sent; }
 
 bool is_error_result(const Json& result) {
   auto flag = result.find("isError");
@@ -214,16 +218,28 @@ Json with_fence_note(Json result, Json note) {
   return result;
 }
 
+Json with_fence_note(const Json& result, const Json& sent, const Json& note) {
+  if (!is_raw_json(sent)) return with_fence_note(result, note);
+  const std::string text = raw_json_text(sent);
+  const std::string note_text = jsonrpc::serialize(note);
+  const auto meta = member_text(text, "_meta");
+  const std::string new_meta = meta && is_object_text(*meta) ? with_member_text(*meta, "effectfence", note_text)
+                                                             : "{\"effectfence\":" + note_text + "}";
+  return raw_json(with_member_text(text, "_meta", new_meta));
+}
+
 Proxy::Proxy(Fence& fence, Launcher launcher, Logger& log, ProxyOptions options, RestartPolicy restarts)
     : fence_(fence),
       log_(log),
       options_(std::move(options)),
       upstream_(std::move(launcher), Json{{"name", "effectfence-wrap"}, {"version", "0.1.0"}}, log,
-                Upstream::Events{[this](const std::string& m, const Json& p) { on_child_notification(m, p); },
+                Upstream::Events{[this](const std::string& m, const Json& p, const Json& sent) {
+                                   on_child_notification(m, p, sent);
+                                 },
                                  [this](uint64_t g, const std::string& why) { on_child_death(g, why); },
-                                 [this](const Json& id, const std::string& m, const Json& p,
+                                 [this](const Json& id, const std::string& m, const Json& p, const Json& sent,
                                         std::function<void(Reply)> respond) {
-                                   on_child_request(id, m, p, std::move(respond));
+                                   on_child_request(id, m, p, sent, std::move(respond));
                                  }},
                 restarts),
       refresher_([this] { refresh_loop(); }) {}
@@ -244,7 +260,7 @@ bool Proxy::start(std::string* error) {
     *error = why;
     return false;
   }
-  install_mirror(session->tools, session->generation);
+  install_mirror(session->tools, session->sent_tools, session->generation);
   std::lock_guard<std::mutex> lock(mutex_);
   child_info_ = session->initialize_result;
   started_ = true;
@@ -267,17 +283,20 @@ Json Proxy::capabilities() const {
 
 std::vector<Tool> Proxy::tools() {
   std::vector<Json> entries;
+  std::vector<Json> sent_entries;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     entries = mirror_.entries;
+    sent_entries = mirror_.sent_entries;
   }
   std::vector<Tool> tools;
-  for (const Json& entry : entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Json& entry = entries[i];
     Tool tool;
     tool.name = entry["name"].get<std::string>();
     tool.input_schema = entry.value("inputSchema", Json::object());
     tool.check_arguments = false;  // the child judges its own arguments
-    tool.listing_entry = entry;
+    tool.listing_entry = i < sent_entries.size() ? sent_entries[i] : entry;  // as the child wrote it
     tool.contextual_handler = [this, name = tool.name](const Json& arguments, CallContext& context) {
       return call(name, arguments, context);
     };
@@ -354,9 +373,11 @@ bool Proxy::stays_fenced(const std::string& tool) {
   return true;
 }
 
-void Proxy::install_mirror(const std::vector<Json>& entries, uint64_t generation) {
+void Proxy::install_mirror(const std::vector<Json>& entries, const std::vector<Json>& sent_entries,
+                           uint64_t generation) {
   Mirror mirror;
   mirror.entries = entries;
+  mirror.sent_entries = sent_entries;
   mirror.generation = generation;
   for (const Json& entry : entries) {
     const std::string name = entry["name"].get<std::string>();
@@ -389,6 +410,17 @@ Reply Proxy::call(const std::string& tool, const Json& arguments, CallContext& c
 }
 
 Json Proxy::params_for_child(const std::string& tool, const Json& arguments, const CallContext& context) const {
+  if (is_raw_json(context.sent_params())) {
+    // The agent's params as it wrote them. A progress token the client can
+    // use is replaced by the client's own in place; one it cannot is not
+    // passed on (the child's progress for it would reach no one).
+    const std::string text = raw_json_text(context.sent_params());
+    const auto meta = member_text(text, "_meta");
+    if (!meta || !is_object_text(*meta) || !member_text(*meta, "progressToken")) return context.sent_params();
+    const auto token = context.meta().find("progressToken");
+    if (token != context.meta().end() && jsonrpc::is_valid_id(*token)) return context.sent_params();
+    return raw_json(with_member_text(text, "_meta", without_member_text(*meta, "progressToken")));
+  }
   Json params = {{"name", tool}, {"arguments", arguments}};
   Json meta = context.meta();
   meta.erase("progressToken");  // the client puts its own in, if the agent asked for progress
@@ -399,7 +431,14 @@ Json Proxy::params_for_child(const std::string& tool, const Json& arguments, con
 McpClient::ProgressSink Proxy::progress_sink(const CallContext& context) {
   const auto token = context.meta().find("progressToken");
   if (token == context.meta().end() || !jsonrpc::is_valid_id(*token)) return nullptr;
-  return [this, agent_token = *token](const Json& params) {
+  return [this, agent_token = *token](const Json& params, const Json& sent_params) {
+    if (is_raw_json(sent_params)) {
+      // The child's text, with the agent's token where the client's stood.
+      notify_agent("notifications/progress",
+                   raw_json(with_member_text(raw_json_text(sent_params), "progressToken",
+                                             jsonrpc::serialize(agent_token))));
+      return;
+    }
     Json translated = params;
     translated["progressToken"] = agent_token;
     notify_agent("notifications/progress", translated);
@@ -446,7 +485,7 @@ Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallCo
   auto reply = await_reply(*request, nullptr, context, session->client());
   if (!reply) return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
   switch (reply->kind) {
-    case ClientReply::Kind::result: return Reply::of(std::move(reply->result));
+    case ClientReply::Kind::result: return Reply::of(as_sent(reply->result, reply->sent_result));
     case ClientReply::Kind::error: return Reply::failure(reply->error.code, reply->error.message, reply->error.data);
     default:
       return Reply::of(text_result("The call to " + tool + " failed: the child server gave " + describe_reply(*reply) +
@@ -592,8 +631,10 @@ Reply Proxy::run_admitted_unguarded(const std::string& tool, const Json& argumen
   }
   switch (reply->kind) {
     case ClientReply::Kind::result:
-      if (is_error_result(reply->result)) return record_tool_error(tool, identity, ticket, std::move(reply->result));
-      return record_result(tool, identity, ticket, std::move(reply->result));
+      if (is_error_result(reply->result)) {
+        return record_tool_error(tool, identity, ticket, std::move(reply->result), reply->sent_result);
+      }
+      return record_result(tool, identity, ticket, std::move(reply->result), reply->sent_result);
     case ClientReply::Kind::error: {
       const RpcError& e = reply->error;
       const std::string why = "the child answered with error " + std::to_string(e.code) + ": " + e.message;
@@ -630,7 +671,8 @@ Reply Proxy::run_admitted_unguarded(const std::string& tool, const Json& argumen
   return Reply::failure(jsonrpc::kInternalError, "unreachable");
 }
 
-Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result) {
+Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result,
+                           const Json& sent) {
   CommitOutcome committed = fence_.commit(ticket, result);
   for (int retry = 0; retry < 3; ++retry) {
     const Refusal* r = refusal_of(committed);
@@ -640,7 +682,7 @@ Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity
   }
   if (auto* cert = std::get_if<Certificate>(&committed)) {
     log_.info("ran " + tool + " (" + identity.intent + "), certificate " + cert->hash);
-    return Reply::of(with_fence_note(std::move(result),
+    return Reply::of(with_fence_note(result, sent,
                                      {{"replayed", false}, {"certificate", cert->hash}, {"intent", identity.intent}}));
   }
   const Refusal& refusal = std::get<Refusal>(committed);
@@ -665,24 +707,25 @@ Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity
                 std::string(reason_name(refusal.reason)) + "). Identical calls are refused, never run again, until "
                 "a person checks it and clears the intent (" +
                 clear_command(options_.ledger_option, identity.intent) + ").";
-  return Reply::of(with_fence_note(std::move(result), {{"recorded", false},
+  return Reply::of(with_fence_note(result, sent, {{"recorded", false},
                                                        {"intent", identity.intent},
                                                        {"refused", reason_name(refusal.reason)},
                                                        {"explanation", explanation}}));
 }
 
-Reply Proxy::record_tool_error(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result) {
+Reply Proxy::record_tool_error(const std::string& tool, const CallIdentity& identity, const Ticket& ticket,
+                               Json result, const Json& sent) {
   const std::string why = "the tool reported an error: " + result_excerpt(result);
   if (options_.on_tool_error == OnToolError::release) {
     release(ticket, why);
     log_.info(tool + " (" + identity.intent + ") reported an error; released, an identical retry runs again");
-    return Reply::of(with_fence_note(std::move(result), {{"released", true}, {"intent", identity.intent}}));
+    return Reply::of(with_fence_note(result, sent, {{"released", true}, {"intent", identity.intent}}));
   }
   if (const auto aborted = fence_.abort(ticket, why); const Refusal* r = refusal_of(aborted)) {
     log_.error("could not fence " + ticket.intent + " after a tool error: " + r->message);
   }
   log_.info(tool + " (" + identity.intent + ") reported an error; fenced as failed");
-  return Reply::of(with_fence_note(std::move(result), {{"fenced", "failed"}, {"intent", identity.intent}}));
+  return Reply::of(with_fence_note(result, sent, {{"fenced", "failed"}, {"intent", identity.intent}}));
 }
 
 void Proxy::release(const Ticket& ticket, const std::string& why) {
@@ -709,7 +752,7 @@ Reply Proxy::forward_request(const std::string& method, const Json& params) {
   if (!session) return Reply::failure(jsonrpc::kInternalError, method + " failed: " + why);
   ClientReply reply = session->client().call(method, params, kForwardTimeout);
   switch (reply.kind) {
-    case ClientReply::Kind::result: return Reply::of(std::move(reply.result));
+    case ClientReply::Kind::result: return Reply::of(as_sent(reply.result, reply.sent_result));
     case ClientReply::Kind::error: return Reply::failure(reply.error.code, reply.error.message, reply.error.data);
     default: return Reply::failure(jsonrpc::kInternalError, method + " failed: the child server gave " + describe_reply(reply));
   }
@@ -720,7 +763,7 @@ void Proxy::notify_agent(const std::string& method, const Json& params) {
   if (server_) server_->notify(method, params);
 }
 
-void Proxy::on_child_notification(const std::string& method, const Json& params) {
+void Proxy::on_child_notification(const std::string& method, const Json& params, const Json& sent_params) {
   if (method == "notifications/tools/list_changed") {
     std::lock_guard<std::mutex> lock(mutex_);
     refresh_pending_ = true;
@@ -737,11 +780,13 @@ void Proxy::on_child_notification(const std::string& method, const Json& params)
                                                                  : "cancelled by the server that asked");
     return;
   }
-  notify_agent(method, params);  // logging messages, resource and prompt changes pass through
+  // Logging messages, resource and prompt changes pass through as written
+  // (null: the child sent no params, and none are added).
+  notify_agent(method, sent_params);
 }
 
-void Proxy::on_child_request(const Json& child_id, const std::string& method, const Json& params,
-                             std::function<void(Reply)> respond) {
+void Proxy::on_child_request(const Json& child_id, const std::string& method, const Json& /*params*/,
+                             const Json& sent_params, std::function<void(Reply)> respond) {
   const std::string capability = client_capability_for(method);
   bool declared = false;
   if (!capability.empty()) {
@@ -756,7 +801,7 @@ void Proxy::on_child_request(const Json& child_id, const std::string& method, co
       log_.debug("relaying the child's " + method + " to the agent");
       const std::string key = child_id.dump();
       const Json agent_id =
-          server_->request(method, params, [this, key, method, respond = std::move(respond)](Reply reply) {
+          server_->request(method, sent_params, [this, key, method, respond = std::move(respond)](Reply reply) {
             forget_relayed(key);
             if (reply.error) {
               log_.debug("the agent answered the child's " + method + " with error " +
@@ -847,10 +892,11 @@ void Proxy::refresh_loop() {
 void Proxy::refresh_mirror(bool announce) {
   std::string error;
   std::optional<std::vector<Json>> listed;
+  std::vector<Json> sent;
   uint64_t generation = 0;
   if (auto session = upstream_.acquire(&error)) {
     generation = session->generation;
-    listed = upstream_.list_tools(&error);
+    listed = upstream_.list_tools(&error, &sent);
   }
   if (!listed) {
     log_.warn("could not refresh the tool list: " + error);
@@ -858,12 +904,12 @@ void Proxy::refresh_mirror(bool announce) {
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (*listed == mirror_.entries && !announce) {
+    if (*listed == mirror_.entries && sent == mirror_.sent_entries && !announce) {
       mirror_.generation = generation;
       return;
     }
   }
-  install_mirror(*listed, generation);
+  install_mirror(*listed, sent, generation);
   announce_mirror();
 }
 
@@ -871,14 +917,14 @@ void Proxy::adopt_tools_of(const Upstream::Session& session) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (mirror_.generation >= session.generation) return;  // this child's list, or a later one's
-    if (mirror_.entries == session.tools) {
+    if (mirror_.entries == session.tools && mirror_.sent_entries == session.sent_tools) {
       mirror_.generation = session.generation;
       return;
     }
   }
   log_.info("the child server was restarted (start " + std::to_string(session.generation) +
             ") with another tool list: mirroring it");
-  install_mirror(session.tools, session.generation);
+  install_mirror(session.tools, session.sent_tools, session.generation);
   announce_mirror();
 }
 
@@ -887,7 +933,7 @@ void Proxy::announce_mirror() {
   std::lock_guard<std::mutex> lock(server_mutex_);
   if (!server_) return;
   server_->set_tools(std::move(mirrored));
-  server_->notify("notifications/tools/list_changed", Json::object());
+  server_->notify("notifications/tools/list_changed", nullptr);  // no params, as servers send it
 }
 
 void Proxy::stop() {

@@ -81,6 +81,10 @@ Json refusal_result(const std::string& tool, const CallIdentity& identity, const
 
 // result with _meta.effectfence set to note (other _meta keys kept).
 Json with_fence_note(Json result, Json note);
+// The same for a result relayed as the child wrote it (sent, a raw_json
+// node): its text with only that member added or replaced, every other
+// byte kept. With sent null, with_fence_note(result, note).
+Json with_fence_note(const Json& result, const Json& sent, const Json& note);
 
 class Proxy {
  public:
@@ -135,6 +139,7 @@ class Proxy {
  private:
   struct Mirror {
     std::vector<Json> entries;
+    std::vector<Json> sent_entries;  // as the child wrote them (raw_json): what the agent is shown
     std::map<std::string, bool> fenced;
     uint64_t generation = 0;  // of the child whose list this is
   };
@@ -156,17 +161,20 @@ class Proxy {
                                CallContext& context);
   std::optional<ClientReply> await_reply(McpClient::Request& request, const Ticket* ticket, CallContext& context,
                                          McpClient& client);
-  Reply record_result(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result);
-  Reply record_tool_error(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result);
+  // sent: the result as the child wrote it (raw_json), relayed with the note.
+  Reply record_result(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result,
+                      const Json& sent);
+  Reply record_tool_error(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result,
+                          const Json& sent);
   void release(const Ticket& ticket, const std::string& why);
   Json params_for_child(const std::string& tool, const Json& arguments, const CallContext& context) const;
   McpClient::ProgressSink progress_sink(const CallContext& context);
   std::string agent() const;
 
-  void on_child_notification(const std::string& method, const Json& params);
+  void on_child_notification(const std::string& method, const Json& params, const Json& sent_params);
   // A request from the child (roots/list, sampling/createMessage, ...):
   // relayed to the agent if it declared the capability, else -32601.
-  void on_child_request(const Json& child_id, const std::string& method, const Json& params,
+  void on_child_request(const Json& child_id, const std::string& method, const Json& params, const Json& sent_params,
                         std::function<void(Reply)> respond);
   // Relayed requests, by the child's id: an answer forgets one; the child's
   // cancellation, or its death, cancels it at the agent.
@@ -174,7 +182,7 @@ class Proxy {
   void cancel_relayed(const Json& child_id, const std::string& reason);
   void cancel_all_relayed(const std::string& reason);
   void on_child_death(uint64_t generation, const std::string& why);
-  void install_mirror(const std::vector<Json>& entries, uint64_t generation);
+  void install_mirror(const std::vector<Json>& entries, const std::vector<Json>& sent_entries, uint64_t generation);
   // Makes the mirror the list of the child that session is, if it is not
   // yet (a child restarted by a call, after its backoff), and announces a
   // changed list.

@@ -1,4 +1,5 @@
 #include "mcp/proxy.h"
+#include "mcp/raw_json.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -56,6 +57,11 @@ class FakeChild {
     return link;
   }
   // What a crash looks like to the client: its output ends.
+  // Every line it has read, as written.
+  std::vector<std::string> heard() {
+    std::lock_guard<std::mutex> lock(heard_mutex_);
+    return heard_;
+  }
   void die() {
     const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     ::dup2(devnull, writes_);
@@ -67,6 +73,10 @@ class FakeChild {
     FdLineReader reader(reads_, -1);
     Line line;
     while (reader.next(&line) == ReadEvent::line) {
+      {
+        std::lock_guard<std::mutex> lock(heard_mutex_);
+        heard_.push_back(line.text);
+      }
       for (const std::string& answer : script_(Json::parse(line.text))) {
         const std::string framed = answer + "\n";
         (void)!::write(writes_, framed.data(), framed.size());
@@ -75,6 +85,8 @@ class FakeChild {
   }
 
   Script script_;
+  std::mutex heard_mutex_;
+  std::vector<std::string> heard_;
   int reads_ = -1, client_out_ = -1, client_in_ = -1, writes_ = -1;
   std::thread reader_;
 };
@@ -152,9 +164,18 @@ struct Harness {
     std::lock_guard<std::mutex> lock(mutex);
     return *children.at(i);
   }
-  Reply call(const std::string& tool, const Json& args) {
+  // The reply with a result relayed as the child wrote it (raw_json) parsed,
+  // for the checks to read; its text is in sent.
+  Reply call(const std::string& tool, const Json& args, std::string* sent = nullptr) {
     CallContext context(Json(1), Json::object());
-    return proxy->call(tool, args, context);
+    return readable(proxy->call(tool, args, context), sent);
+  }
+  static Reply readable(Reply reply, std::string* sent = nullptr) {
+    if (is_raw_json(reply.result)) {
+      if (sent) *sent = raw_json_text(reply.result);
+      reply.result = Json::parse(raw_json_text(reply.result));
+    }
+    return reply;
   }
 };
 
@@ -287,6 +308,54 @@ TEST_CASE("a fenced call runs once, through garbage and stray answers from the c
   CHECK_FALSE(looked.result.contains("_meta"));
 }
 
+TEST_CASE("what wrap relays is written as the other side wrote it: tool entries, results, the agent's params",
+          "[proxy]") {
+  const std::string act = R"({"name":"act","inputSchema":{"type":"object","properties":{"z":{},"a":{}}},"description":"z"})";
+  const std::string look = R"({"name":"look","annotations":{"readOnlyHint":true},"inputSchema":{"type":"object"}})";
+  const std::string result =
+      R"({"structuredContent":{"z":1,"a":2.50,"e":1E2},"content":[{"type":"text","text":"d\u00f6ne"}],"_meta":{"child":1}})";
+  Harness h([&](const Json& m) -> std::vector<std::string> {
+    const std::string method = m.value("method", "");
+    const std::string id = m.value("id", Json()).dump();
+    if (method == "initialize") return server_script(nullptr)(m);
+    if (method == "tools/list") return {R"({"jsonrpc":"2.0","id":)" + id + R"(,"result":{"tools":[)" + act + ", " + look + "]}}"};
+    if (method == "tools/call") return {R"({"result": )" + result + R"( ,"jsonrpc":"2.0","id":)" + id + "}"};
+    return {};
+  });
+  std::string error;
+  REQUIRE(h.proxy->start(&error));
+  const std::vector<Tool> tools = h.proxy->tools();
+  REQUIRE(tools.size() == 2);
+  CHECK(raw_json_text(tools[0].listing_entry) == act);
+  CHECK(raw_json_text(tools[1].listing_entry) == look);
+
+  // A fenced call: the child's bytes, with _meta.effectfence added last in its _meta.
+  CallContext fenced(Json(1), Json::object(), raw_json(R"({"name":"act","arguments":{"z":1,"a":2}})"));
+  std::string text;
+  Reply ran = Harness::readable(h.proxy->call("act", {{"z", 1}, {"a", 2}}, fenced), &text);
+  REQUIRE_FALSE(ran.error);
+  const Json note = ran.result["_meta"]["effectfence"];
+  CHECK(note["replayed"] == false);
+  CHECK(text == with_member_text(result, "_meta", R"({"child":1,"effectfence":)" + jsonrpc::serialize(note) + "}"));
+  // Negative control: the parsed result written again is not what the child sent.
+  CHECK(jsonrpc::serialize(ran.result) != text);
+
+  // Passed through: the child's bytes, exactly.
+  CallContext passed(Json(2), Json::object(), raw_json(R"({"name":"look"})"));
+  Reply looked = Harness::readable(h.proxy->call("look", Json::object(), passed), &text);
+  CHECK(text == result);
+
+  // The child heard the agent's params as the agent wrote them, nothing added.
+  const std::vector<std::string> heard = h.child(0).heard();
+  const auto heard_params = [&](const std::string& params) {
+    return std::any_of(heard.begin(), heard.end(), [&](const std::string& line) {
+      return member_text(line, "params") == std::optional<std::string_view>(params);
+    });
+  };
+  CHECK(heard_params(R"({"name":"act","arguments":{"z":1,"a":2}})"));
+  CHECK(heard_params(R"({"name":"look"})"));
+}
+
 // A child whose tool "act" declares readOnlyHint: read_only, and whose
 // first call of it says its tool list changed.
 FakeChild::Script turning_read_only_script(std::atomic<bool>& read_only, std::atomic<int>& runs,
@@ -313,7 +382,9 @@ FakeChild::Script turning_read_only_script(std::atomic<bool>& read_only, std::at
 
 bool lists_act_read_only(Proxy& proxy) {
   for (const Tool& tool : proxy.tools()) {
-    if (tool.name == "act") return tool.listing_entry["annotations"]["readOnlyHint"] == true;
+    if (tool.name != "act") continue;
+    const Json entry = is_raw_json(tool.listing_entry) ? Json::parse(raw_json_text(tool.listing_entry)) : tool.listing_entry;
+    return entry["annotations"]["readOnlyHint"] == true;
   }
   return false;
 }

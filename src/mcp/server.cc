@@ -7,6 +7,7 @@
 
 #include "mcp/json_text.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/raw_json.h"
 
 namespace effectfence::mcp {
 
@@ -255,7 +256,9 @@ Json Server::request(const std::string& method, const Json& params, ReplyHandler
       // request by its shape, so the two sequences never meet.
       const Json id = "effectfence-" + std::to_string(next_request_id_++);
       sent_id = id;
-      line = jsonrpc::serialize(jsonrpc::request(id, method, params));
+      Json message = jsonrpc::request(id, method, params);
+      if (params.is_null()) message.erase("params");  // none given (a relayed request that had none): none added
+      line = jsonrpc::serialize(message);
       requests_[id.dump()] = std::move(on_reply);
       if (client_ready_) send_now = true;
       else queued_.emplace_back(id.dump(), line);
@@ -369,10 +372,14 @@ void Server::handle_line(std::string_view line) {
       id = request->id;
       // Checked before anything can answer it, an error included: a second
       // answer to an id still in flight would be taken for the first.
+      if (extensions_.keep_sent_text) sent_params_ = sent_member(line, "params");
       if (id_in_flight(request->id)) refuse_reused_id(request->id);
       else dispatch(request->id, request->method, std::move(request->params));
+      sent_params_ = nullptr;
     } else if (auto* note = std::get_if<jsonrpc::Notification>(&message)) {
+      if (extensions_.keep_sent_text) sent_params_ = sent_member(line, "params");
       on_notification(note->method, note->params);
+      sent_params_ = nullptr;
     } else if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
       log_.warn("refused a message: " + invalid->message + (invalid->answer ? "" : " (not answered)"));
       if (invalid->response && !invalid->id.is_null()) {
@@ -386,7 +393,11 @@ void Server::handle_line(std::string_view line) {
       }
     } else {
       const auto& response = std::get<jsonrpc::Response>(message);
-      on_response(response.id, response.result, response.error);
+      if (extensions_.keep_sent_text && response.result) {
+        on_response(response.id, sent_member(line, "result"), response.error);
+      } else {
+        on_response(response.id, response.result, response.error);
+      }
     }
   } catch (const std::exception& e) {
     log_.error(std::string("internal error while handling a message: ") + e.what());
@@ -473,6 +484,10 @@ void Server::dispatch(const Json& id, const std::string& method, Json params) {
   }
 }
 
+Json Server::passed_on(const Json& params) const {
+  return extensions_.keep_sent_text ? sent_params_ : params;
+}
+
 Reply Server::initialize(const Json& params) {
   const std::string requested = params["protocolVersion"].get<std::string>();
   const std::string version = negotiate_protocol_version(requested);
@@ -525,9 +540,9 @@ void Server::on_notification(const std::string& method, const Json& params) {
                 string_field(params, "reason", "no reason given") + "); its result is not sent");
       call->context->cancel();
     }
-    if (extensions_.on_notification) extensions_.on_notification(method, params);
+    if (extensions_.on_notification) extensions_.on_notification(method, passed_on(params));
   } else if (extensions_.on_notification) {
-    extensions_.on_notification(method, params);
+    extensions_.on_notification(method, passed_on(params));
   } else {
     log_.debug("ignored notification " + method);
   }
@@ -593,7 +608,7 @@ void Server::refuse_busy(const std::shared_ptr<Call>& call) {
 bool Server::register_call(const std::shared_ptr<Call>& call, const Json& params) {
   const auto meta = params.find("_meta");
   call->context = std::make_unique<CallContext>(
-      call->id, meta != params.end() && meta->is_object() ? *meta : Json::object());
+      call->id, meta != params.end() && meta->is_object() ? *meta : Json::object(), sent_params_);
   {
     std::lock_guard<std::mutex> lock(calls_mutex_);
     if (calls_.emplace(call->key, call).second) return true;
@@ -612,7 +627,7 @@ void Server::start_other_request(const Json& id, const std::string& method, cons
   call->key = id.dump();
   call->label = method;
   call->method = method;
-  call->params = params;
+  call->params = passed_on(params);
   if (!register_call(call, params)) return;
   const bool started = pool_.try_submit([this, call] {
     Json response;

@@ -90,13 +90,17 @@ Json response_for(const Json& id, Reply reply);
 // Thread-safe.
 class CallContext {
  public:
-  CallContext(Json id, Json meta) : id_(std::move(id)), meta_(std::move(meta)) {}
+  CallContext(Json id, Json meta, Json sent_params = nullptr)
+      : id_(std::move(id)), meta_(std::move(meta)), sent_params_(std::move(sent_params)) {}
   CallContext(const CallContext&) = delete;
   CallContext& operator=(const CallContext&) = delete;
 
   const Json& id() const { return id_; }
   // params._meta of the request (e.g. progressToken); {} when absent.
   const Json& meta() const { return meta_; }
+  // With ServerExtensions::keep_sent_text: the request's params as the
+  // client wrote them (a raw_json node), or null when it sent none.
+  const Json& sent_params() const { return sent_params_; }
   bool cancelled() const;
   // Runs fn once the client cancels the call, at once if it already has.
   // A later call replaces an earlier fn that has not run yet. fn must not
@@ -108,6 +112,7 @@ class CallContext {
  private:
   const Json id_;
   const Json meta_;
+  const Json sent_params_;
   mutable std::mutex mutex_;
   bool cancelled_ = false;
   std::function<void()> on_cancel_;
@@ -184,6 +189,12 @@ struct ServerExtensions {
   // Sees every notification except notifications/initialized (on the
   // reading thread, after the server's own handling). Must not block.
   std::function<void(const std::string& method, const Json& params)> on_notification;
+  // For a relay: what it passes on keeps the client's text (key order,
+  // number spelling). Then on_request and on_notification get the params
+  // as the client wrote them (a raw_json node, see raw_json.h; null when it
+  // sent none), tool calls have them in CallContext::sent_params(), and the
+  // client's answers to request() carry its result that way.
+  bool keep_sent_text = false;
 };
 
 // Thrown by a Sink that could not deliver a line at all: the client's end of
@@ -266,6 +277,9 @@ class Server {
   // Fails every pending request with why; later requests fail at once.
   void fail_requests(const std::string& why);
   void on_notification(const std::string& method, const Json& params);
+  // What extensions get as a message's params: with keep_sent_text, the
+  // sent ones (sent_params_), else params.
+  Json passed_on(const Json& params) const;
   Reply initialize(const Json& params);
   Json list_tools() const;
   void start_tool_call(const Json& id, Json params);
@@ -306,6 +320,9 @@ class Server {
   std::map<std::string, std::shared_ptr<Call>> calls_;  // by id.dump(): 1 and "1" differ
   std::atomic<bool> initialized_{false};
   std::string negotiated_version_;  // set once initialize succeeded; only the thread handling lines touches it
+  // With keep_sent_text, the params of the request being dispatched, as
+  // sent (raw_json, or null); only the thread handling lines touches it.
+  Json sent_params_;
 
   // Requests to the client, by id.dump(); queued_ holds the lines of those
   // not sent yet (the client is not initialized).

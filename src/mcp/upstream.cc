@@ -96,7 +96,7 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error, offer);
   if (!init) return nullptr;
   session->initialize_result = std::move(*init);
-  auto tools = list_all_tools(session->client(), policy_.handshake_timeout, error);
+  auto tools = list_all_tools(session->client(), policy_.handshake_timeout, error, &session->sent_tools);
   if (!tools) return nullptr;
   session->tools = std::move(*tools);
   return session;
@@ -238,7 +238,7 @@ void Upstream::wait_death_handled(uint64_t generation) {
   death_handled_.wait(lock, [&] { return stopped_ || deaths_handled_upto_ >= generation; });
 }
 
-std::optional<std::vector<Json>> Upstream::list_tools(std::string* error) {
+std::optional<std::vector<Json>> Upstream::list_tools(std::string* error, std::vector<Json>* sent_tools) {
   std::shared_ptr<Session> session;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -248,7 +248,7 @@ std::optional<std::vector<Json>> Upstream::list_tools(std::string* error) {
     *error = "the child server is not running";
     return std::nullopt;
   }
-  return list_all_tools(session->client(), policy_.handshake_timeout, error);
+  return list_all_tools(session->client(), policy_.handshake_timeout, error, sent_tools);
 }
 
 void Upstream::stop_now() {

@@ -54,19 +54,21 @@ class Upstream {
     uint64_t generation = 0;
     Json initialize_result;  // the child's answer to initialize
     std::vector<Json> tools;  // its tools/list entries when it started
+    std::vector<Json> sent_tools;  // the same entries as it wrote them (raw_json)
     std::unique_ptr<ChildLink> link;
     std::chrono::steady_clock::time_point started;
     McpClient& client() const { return *link->client; }
   };
 
   struct Events {
-    // A notification from the current child (on its reading thread).
-    std::function<void(const std::string& method, const Json& params)> on_notification;
+    // A notification from the current child (on its reading thread), as
+    // McpClient::Handlers::on_notification.
+    std::function<void(const std::string& method, const Json& params, const Json& sent_params)> on_notification;
     // The child of this generation died or its connection broke; called
     // once, on its reading thread, before any new child can start.
     std::function<void(uint64_t generation, const std::string& why)> on_death;
     // A request from a child other than ping (McpClient::Handlers::on_request).
-    std::function<void(const Json& id, const std::string& method, const Json& params,
+    std::function<void(const Json& id, const std::string& method, const Json& params, const Json& sent_params,
                        std::function<void(Reply)> respond)>
         on_request;
   };
@@ -92,8 +94,9 @@ class Upstream {
   // returned), or returns at once if it has.
   void wait_death_handled(uint64_t generation);
   // The current child's tool list, read again. nullopt and *error if it
-  // cannot be read (the child is gone, or answered badly).
-  std::optional<std::vector<Json>> list_tools(std::string* error);
+  // cannot be read (the child is gone, or answered badly). sent_tools, when
+  // given, gets the entries as the child wrote them (raw_json).
+  std::optional<std::vector<Json>> list_tools(std::string* error, std::vector<Json>* sent_tools = nullptr);
   // Sends a notification to the live child, if there is one (a dead child
   // is not restarted for it). Returns false iff it was not sent.
   bool notify(const std::string& method, const Json& params);

@@ -27,12 +27,21 @@ expect "the provider really charged 12 times" "$(charges "$WORK/straight.sqlite"
 
 # 2. The same through wrap: one effect, the rest refused before the provider.
 "$EF" probe --tool charge --args "$ARGS" -n 12 --json -- \
-  "$EF" wrap --db "$WORK/ledger.sqlite" -- "$EF" demo-server --charges "$WORK/fenced.sqlite" >"$WORK/fenced.json"
+  "$EF" wrap --db "$WORK/ledger.sqlite" --wait-secs 0 -- "$EF" demo-server --charges "$WORK/fenced.sqlite" >"$WORK/fenced.json"
 expect "probe through wrap proves nothing (exit 0)" "$?" 0
 expect "1 distinct effect through wrap" "$(jq .distinct_effects "$WORK/fenced.json")" 1
 expect "1 success through wrap" "$(jq .succeeded "$WORK/fenced.json")" 1
 expect "11 refused through wrap" "$(jq .tool_errors "$WORK/fenced.json")" 11
 expect "the provider charged once" "$(charges "$WORK/fenced.sqlite")" 1
+
+# 2b. The same through wrap as it runs by default: the identical calls wait
+#     for the running one (--wait-secs 30) and all get its one charge.
+"$EF" probe --tool charge --args "$ARGS" -n 12 --json -- \
+  "$EF" wrap --db "$WORK/ledger-wait.sqlite" -- "$EF" demo-server --charges "$WORK/fenced-wait.sqlite" >"$WORK/waited.json"
+expect "probe through waiting wrap proves nothing (exit 0)" "$?" 0
+expect "1 distinct effect through waiting wrap" "$(jq .distinct_effects "$WORK/waited.json")" 1
+expect "12 successes through waiting wrap" "$(jq .succeeded "$WORK/waited.json")" 12
+expect "the provider charged once behind waiting wrap" "$(charges "$WORK/fenced-wait.sqlite")" 1
 
 # 3. Sequential retries through wrap (a new wrap process, same ledger): all
 #    replayed, identical answers reported as inconclusive, no new charge.

@@ -34,7 +34,7 @@ test('4 serve and 2 wrap processes on one PostgreSQL ledger racing one intent: e
   const serves = [];
   for (let p = 0; p < SERVES; p++) serves.push(await connect(t, db, `serve-${p}`));
   const wraps = [];
-  for (let p = 0; p < WRAPS; p++) wraps.push(await connectWrapped(t, { db, child: fx.child, env: fx.env, name: `wrap-${p}` }));
+  for (let p = 0; p < WRAPS; p++) wraps.push(await connectWrapped(t, { db, child: fx.child, env: fx.env, name: `wrap-${p}`, wrapArgs: ['--wait-secs', '0'] }));
 
   // wrap names a keyed call "wrap:<tool>:<key>" on domain "tool:<tool>";
   // serve's clients name the very same action.

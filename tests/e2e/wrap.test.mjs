@@ -52,7 +52,7 @@ test('request_planning twice: straight to the server two requests, through wrap 
 
 test('20 concurrent identical calls through wrap: the server runs once, the rest are refused', async (t) => {
   const setup = await taskManager(t);
-  const wrapped = await connectWrapped(t, setup);
+  const wrapped = await connectWrapped(t, { ...setup, wrapArgs: ['--wait-secs', '0'] });  // refused, not waiting
   const results = await Promise.all(Array.from({ length: 20 }, () =>
     wrapped.client.callTool({ name: 'request_planning', arguments: planningArgs() })));
   assert.equal(requestsIn(setup.taskFile).length, 1);

@@ -107,7 +107,8 @@ test('a child killed mid-call while a process it started holds its output open: 
 test('a tool slower than the lease is not run twice: its lease is kept while it runs', async (t) => {
   const setup = await fixture(t, { EFFECTFENCE_LEASE_SECS: '1' });
   const alice = await connectWrapped(t, { ...setup, name: 'alice' });
-  const bob = await connectWrapped(t, { ...setup, name: 'bob' });
+  // Refused at once rather than waiting for alice's result (--wait-secs).
+  const bob = await connectWrapped(t, { ...setup, name: 'bob', wrapArgs: ['--wait-secs', '0'] });
   const slow = alice.client.callTool({ name: 'gated_effect', arguments: { name: 'slow' } });
   await started(setup, 'slow');
   // The lease really is one second (each admission or heartbeat sets it to now + 1 s).
@@ -138,7 +139,7 @@ test('a tool slower than the lease is not run twice: its lease is kept while it 
 
 test('a call stalled writing to a busy child keeps its intent after its lease: an identical call is refused, never run twice', async (t) => {
   const setup = await fixture(t, { EFFECTFENCE_LEASE_SECS: '1' });
-  const wrapped = await connectWrapped(t, setup);
+  const wrapped = await connectWrapped(t, { ...setup, wrapArgs: ['--wait-secs', '0'] });  // refused, not waiting
   const busy = wrapped.client.callTool({ name: 'blocking_effect', arguments: { name: 'busy', ms: 5000 } });
   await started(setup, 'busy');
   // More than a pipe holds: wrap's write of this call to the blocked child
