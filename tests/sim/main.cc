@@ -38,7 +38,7 @@ struct Options {
   std::fprintf(stderr,
                "effectfence_simulate: %s\n"
                "usage: effectfence_simulate [--seeds N] [--seed S | --from S] [--steps K] [--agents A]\n"
-               "       [--plant none|ignore-refusal|lost-wal] [--expect-violation] [--verify-bin PATH]\n"
+               "       [--plant none|ignore-refusal|lost-wal|blind-commit] [--expect-violation] [--verify-bin PATH]\n"
                "       [--work-dir DIR] [--history]\n",
                why);
   std::exit(2);

@@ -22,12 +22,13 @@ const char* plant_name(Plant plant) {
     case Plant::none: return "none";
     case Plant::ignore_refusal: return "ignore-refusal";
     case Plant::lost_wal: return "lost-wal";
+    case Plant::blind_commit: return "blind-commit";
   }
   return "?";
 }
 
 bool plant_from_name(const std::string& name, Plant* plant) {
-  for (Plant p : {Plant::none, Plant::ignore_refusal, Plant::lost_wal}) {
+  for (Plant p : {Plant::none, Plant::ignore_refusal, Plant::lost_wal, Plant::blind_commit}) {
     if (name == plant_name(p)) {
       *plant = p;
       return true;
@@ -85,6 +86,10 @@ class Sql {
             r.updated_at = sqlite3_column_int64(q, 7);
           });
     return r;
+  }
+  template <typename F>
+  void each(const char* sql, const std::string& arg, F f) {
+    query(sql, arg, f);
   }
   int64_t integer(const char* sql, const std::string& arg) {
     int64_t n = -1;
@@ -403,7 +408,7 @@ class World {
     const Json result = Json{{"charged_by_attempt", a.attempt}};
     checker_.commit_asked(a.attempt, result.dump());
     const RowView before = sql_->row(a.ticket.intent);
-    const CommitOutcome outcome = fence.commit(a.ticket, result);
+    const CommitOutcome outcome = fence.commit(config_.plant == Plant::blind_commit ? blind(a.ticket) : a.ticket, result);
     ++result_.operations;
     const std::string who = "agent " + std::to_string(id) + " commit " + a.ticket.intent + " #" +
                             std::to_string(a.attempt) + " -> ";
@@ -420,6 +425,28 @@ class World {
     const Refusal& refusal = std::get<Refusal>(outcome);
     log(who + "refused " + reason_name(refusal.reason));
     if (!is_ledger_trouble(outcome)) a.phase = Phase::idle;  // trouble: the same commit is retried later
+  }
+
+  // The planted blind commit: the ticket as the row holds it now, whoever
+  // that is, so the fence's token compare (row_held_by) passes whatever
+  // the agent was admitted as; the state checks stay, as in the model's
+  // -DBLIND_COMMIT (model/fence.pml). No row: the ticket as it was.
+  Ticket blind(const Ticket& ticket) {
+    Ticket current = ticket;
+    bool found = false;
+    sql_->each("SELECT token, generation, seq, domain FROM intents WHERE intent = ?1", ticket.intent,
+               [&](sqlite3_stmt* q) {
+                 current.token = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+                 current.generation = sqlite3_column_int64(q, 1);
+                 current.seq = sqlite3_column_int64(q, 2);
+                 current.domain = reinterpret_cast<const char*>(sqlite3_column_text(q, 3));
+                 found = true;
+               });
+    if (found && current.token != ticket.token) {
+      log("agent's commit of " + ticket.intent + " goes blind: sent with the token of generation " +
+          std::to_string(current.generation) + " (planted bug)");
+    }
+    return current;
   }
 
   void abort(int id, Agent& a, Fence& fence) {

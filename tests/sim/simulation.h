@@ -18,6 +18,7 @@ enum class Plant {
   none,
   ignore_refusal,  // an agent refused in_flight or prior_failure runs the effect anyway
   lost_wal,        // power loss also loses the synced log: answered decisions vanish
+  blind_commit,    // a commit does not compare the token: it writes over whatever attempt holds the row
 };
 const char* plant_name(Plant plant);
 bool plant_from_name(const std::string& name, Plant* plant);
