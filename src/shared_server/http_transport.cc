@@ -230,10 +230,7 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
       res.set_content(options_.metrics(), mcp::kPrometheusContentType);
     });
   }
-  http_->Get("/mcp", [](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Allow", "POST, DELETE");
-    refuse(res, 405, "this server offers no stream of its own; POST requests to /mcp");
-  });
+  http_->Get("/mcp", [](const httplib::Request&, httplib::Response& res) { handle_get(res); });
   http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
@@ -591,6 +588,19 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     log_.info("session " + session->id.substr(0, 8) + " opened from " + req.remote_addr);
   }
   answer(res, *reply, *event_stream);
+}
+
+void HttpTransport::handle(const httplib::Request& req, httplib::Response& res) {
+  if (!admit(req, res)) return;
+  if (req.path == "/mcp" && req.method == "POST") return handle_post(req, res);
+  if (req.path == "/mcp" && req.method == "DELETE") return handle_delete(req, res);
+  if (req.path == "/mcp" && req.method == "GET") return handle_get(res);
+  res.status = 404;
+}
+
+void HttpTransport::handle_get(httplib::Response& res) {
+  res.set_header("Allow", "POST, DELETE");
+  refuse(res, 405, "this server offers no stream of its own; POST requests to /mcp");
 }
 
 void HttpTransport::answer_resend(httplib::Response& res, Deliveries::Seen seen,

@@ -105,11 +105,17 @@ class HttpTransport {
   // Returns true iff a session was ever opened.
   bool had_session() const;
 
+  // Handles one request as the routes of /mcp do (the Host, Origin and
+  // token checks, then POST, DELETE or GET), without a socket: the seam the
+  // HTTP fuzzer (tests/fuzz/fuzz_http.cc) drives. Any other path is 404.
+  void handle(const httplib::Request& req, httplib::Response& res);
+
  private:
   struct Session;
 
   void handle_post(const httplib::Request& req, httplib::Response& res);
   void handle_delete(const httplib::Request& req, httplib::Response& res);
+  static void handle_get(httplib::Response& res);
   // Answers a resend of a message the session has seen (Idempotency-Key).
   static void answer_resend(httplib::Response& res, Deliveries::Seen seen, const mcp::jsonrpc::Request* request,
                             const std::optional<std::string>& earlier, bool event_stream);
