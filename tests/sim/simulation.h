@@ -33,6 +33,10 @@ struct Config {
   // A freshly created, empty ledger to start from (saves the migrations per
   // seed); "": each run creates its own.
   std::string template_ledger;
+  // A PostgreSQL database to run on instead of an SQLite file (each seed in
+  // a schema of its own, dropped after); "": SQLite. No power loss, locks
+  // or failing syncs are simulated on it.
+  std::string postgres_url;
 };
 
 struct RunResult {
