@@ -1,9 +1,9 @@
-// The stdio front door of `serve` (and of `wrap`, which reads its client
-// through the same mcp::Server): any bytes as what a client writes to the
-// server's stdin, split into lines by mcp::LineSplitter (a small size limit,
-// so oversized lines are reached too) and handed to an mcp::Server carrying
-// the fence tools over a real SQLite ledger, one line at a time, each
-// drained before the next.
+// The stdio front door of `serve` (`wrap` reads its client through the
+// same splitter and mcp::Server; its proxied tools are not here): any
+// bytes as what a client writes to the server's stdin, split into lines
+// by mcp::LineSplitter (a small size limit, so oversized lines are
+// reached too) and handed to an mcp::Server carrying the fence tools over
+// a real SQLite ledger, one line at a time, each drained before the next.
 //
 // Oracles, with what each line says read by an independent recognizer
 // (json_grammar.h), not by the code under test:
