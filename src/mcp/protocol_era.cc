@@ -26,6 +26,17 @@ bool speaks_modern(const std::string& version) {
 
 bool is_modern_version(const std::string& version) { return version >= kFirstModern; }
 
+bool is_stateless_message(const Json& message) {
+  if (!message.is_object()) return false;
+  if (message.value("method", std::string()) == "server/discover") return true;
+  const auto params = message.find("params");
+  if (params == message.end() || !params->is_object()) return false;
+  const auto meta = params->find("_meta");
+  if (meta == params->end() || !meta->is_object()) return false;
+  const auto version = meta->find(kProtocolVersionMetaKey);
+  return version != meta->end() && version->is_string() && is_modern_version(version->get<std::string>());
+}
+
 Json supported_versions_json() {
   Json versions = Json::array();
   for (const char* v : kModernProtocolVersions) versions.push_back(v);

@@ -49,6 +49,12 @@ struct EnvelopeError {
 // or lacks what 2026-07-28 requires (-32602).
 std::optional<EnvelopeError> read_envelope(const Json& params, Envelope* out);
 
+// Returns true iff message (a parsed JSON-RPC message) belongs to the
+// stateless revision: server/discover, or a message whose _meta names a
+// 2026-07-28-or-later protocol (one we do not speak included: answered
+// kUnsupportedProtocolVersion by the server).
+bool is_stateless_message(const Json& message);
+
 // Every revision we speak, stateless ones first: server/discover's
 // supportedVersions and the data of kUnsupportedProtocolVersion.
 Json supported_versions_json();
