@@ -303,6 +303,26 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
       out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::result_response(request->id, Json::object())));
       continue;
     }
+    if (!alone_server_.load() && snapshot().session.empty() && !std::holds_alternative<mcp::jsonrpc::Response>(message)) {
+      const Json document = Json::parse(line.text, nullptr, false);
+      if (mcp::is_stateless_message(document)) {
+        // A stateless client's requests open no session, so nothing would
+        // tell the shared server that it has a client: a session of the
+        // bridge's own (kept alive by the pings, ended when the client
+        // leaves) does, as a 2025 client's session would.
+        const Json meta = document.contains("params") && document["params"].is_object()
+                              ? document["params"].value("_meta", Json::object())
+                              : Json::object();
+        Json info = meta.is_object() ? meta.value(mcp::kClientInfoMetaKey, Json::object()) : Json::object();
+        if (!info.is_object() || !info.contains("name")) info = Json{{"name", "stateless client"}, {"version", ""}};
+        open_session(mcp::jsonrpc::serialize(mcp::jsonrpc::request(
+                         "effectfence-bridge-presence", "initialize",
+                         {{"protocolVersion", mcp::kSupportedProtocolVersions[0]},
+                          {"capabilities", Json::object()},
+                          {"clientInfo", info}})),
+                     false);
+      }
+    }
     if (const auto* note = std::get_if<mcp::jsonrpc::Notification>(&message);
         note && note->method == "notifications/initialized") {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -319,7 +339,7 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
   return event;
 }
 
-void Bridge::open_session(const std::string& initialize_line) {
+void Bridge::open_session(const std::string& initialize_line, bool answer_client) {
   Json id;
   const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(initialize_line);
   if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message)) id = request->id;
@@ -331,6 +351,7 @@ void Bridge::open_session(const std::string& initialize_line) {
   };
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (mcp::Server* alone = alone_server_.load()) {
+      if (!answer_client) return;  // served alone: nothing to keep alive
       keep_initialize();
       alone->handle_line(initialize_line);  // answered to the client like any call served alone
       return;
@@ -340,7 +361,7 @@ void Bridge::open_session(const std::string& initialize_line) {
     if (!exchange.delivered) {
       log_.warn("the shared server at " + state.endpoint.url + " did not answer initialize: " + exchange.transport_error);
       if (attempt == 0 && recover(state.generation, true)) continue;
-      write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
+      if (answer_client) write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
       return;
     }
     // A server that is stopping (503) or lost the session (404) never processed it.
@@ -349,8 +370,10 @@ void Bridge::open_session(const std::string& initialize_line) {
       continue;
     }
     if (exchange.status != 200 && !answers(exchange, id)) {
-      write_error(id, "the shared server refused initialize with HTTP " + std::to_string(exchange.status) + ": " +
-                          error_message_of(exchange), "http_" + std::to_string(exchange.status));
+      const std::string why = "the shared server refused initialize with HTTP " + std::to_string(exchange.status) +
+                              ": " + error_message_of(exchange);
+      if (answer_client) write_error(id, why, "http_" + std::to_string(exchange.status));
+      else log_.warn(why);
       return;
     }
     keep_initialize();
@@ -360,7 +383,7 @@ void Bridge::open_session(const std::string& initialize_line) {
         std::lock_guard<std::mutex> lock(mutex_);
         state_.protocol_version = answer["result"].value("protocolVersion", "");
       }
-      out_.write_line(m);
+      if (answer_client) out_.write_line(m);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     state_.session = exchange.session;

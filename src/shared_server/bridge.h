@@ -145,7 +145,9 @@ class Bridge {
   // The client cancelled request_id: if it is a stateless request in
   // flight, its connection is closed. Returns true iff it was.
   bool cancel_stateless(const Json& request_id);
-  void open_session(const std::string& initialize_line);
+  // answer_client: false for a session the bridge opens for a stateless
+  // client's presence, whose answer (or failure) is only logged.
+  void open_session(const std::string& initialize_line, bool answer_client = true);
   void relay(const std::string& line);
   // Replaces the session of generation seen (once, whoever asks first).
   // server_lost: find a server again first. Returns false iff none.
