@@ -47,6 +47,14 @@ void StatelessRequests::notify(const Json& document) {
 std::string StatelessRequests::handle(Json document, const Connected& connected, const std::atomic<bool>& stopping) {
   mcp::Server& to = server();
   const Json client_id = document["id"];
+  if (document.value("method", std::string()) == "subscriptions/listen") {
+    // Its stream would hold an HTTP thread for as long as the client
+    // listens, for changes that never come: the fence tools are fixed.
+    return mcp::jsonrpc::serialize(mcp::jsonrpc::error_response(
+        client_id, mcp::jsonrpc::kMethodNotFound,
+        "subscriptions/listen is not offered over HTTP by the shared server: its tool list never changes "
+        "(capabilities say listChanged: false)"));
+  }
   auto waiter = std::make_shared<Waiter>();
   waiter->handler = std::this_thread::get_id();
   Json our_id;

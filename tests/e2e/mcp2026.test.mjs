@@ -104,16 +104,19 @@ function rawServe(t, db) {
   const waiters = new Map();
   createInterface({ input: child.stdout }).on('line', (line) => {
     const message = JSON.parse(line);
+    if (message.id === undefined) answers.set(message.method, message);
     const key = JSON.stringify(message.id ?? null);
     if (waiters.has(key)) waiters.get(key)(message);
     else answers.set(key, message);
   });
-  return (id, method, params) => new Promise((resolve) => {
+  const send = (id, method, params) => new Promise((resolve) => {
     const key = JSON.stringify(id);
     if (answers.has(key)) return resolve(answers.get(key));
     waiters.set(key, resolve);
     child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
   });
+  send.answers = answers;  // notifications by method, and answers nobody waited for
+  return send;
 }
 
 test('stdio, raw: server/discover, stateless results, -32022 for an unknown revision, -32602 for a bad envelope; 2025 unchanged', async (t) => {
@@ -139,6 +142,14 @@ test('stdio, raw: server/discover, stateless results, -32022 for an unknown revi
   const bad = await send(5, 'tools/list', { _meta: noCapabilities });
   assert.equal(bad.error.code, -32602);
   assert.match(bad.error.message, /clientCapabilities/);
+
+  const listening = send(7, 'subscriptions/listen', { notifications: { toolsListChanged: true, promptsListChanged: true }, _meta: ENVELOPE });
+  await send(8, 'ping', { _meta: ENVELOPE });  // answered after the acknowledgement, in order
+  const ack = send.answers.get('notifications/subscriptions/acknowledged');
+  assert.deepEqual(ack.params.notifications, { toolsListChanged: true });  // prompts: none offered
+  assert.equal(ack.params._meta['io.modelcontextprotocol/subscriptionId'], 7);
+  assert.equal(send.answers.has('7'), false);  // a subscription is never answered, only cancelled
+  void listening;
 
   // The negative control: a 2025 request gets no 2026 fields.
   const legacy = await send(6, 'tools/list', {});
@@ -227,6 +238,15 @@ test('HTTP: a client that drops the connection of a waiting fence_prepare cancel
   assert.equal(retry.prepared.generation, 2);  // the withdrawn admission was the first
   assert.equal(withdrawals(db, 'dropped'), 1);
   assert.equal(withdrawals(db, 'kept'), 0);
+
+  // No stream that would hold a thread for changes that never come: refused by name.
+  const listen = await fetch(url, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'l', method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true }, _meta: ENVELOPE } }),
+  }).then((res) => res.json());
+  assert.equal(listen.error.code, -32601);
+  assert.match(listen.error.message, /subscriptions\/listen is not offered over HTTP/);
 });
 
 test('serve --shared, pinned 2026-07-28 over the bridge: a cancelled fence_prepare is withdrawn (the bridge closes its connection)', async (t) => {
