@@ -296,13 +296,6 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
       open_session(line.text);  // in order: the client waits for it before anything else
       continue;
     }
-    if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
-        request && request->method == "ping" && !alone_server_.load() && snapshot().session.empty()) {
-      // Before initialize there is no session to carry it, and a ping is
-      // allowed then: answered here, as a server of its own would.
-      out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::result_response(request->id, Json::object())));
-      continue;
-    }
     if (!alone_server_.load() && snapshot().session.empty() && !std::holds_alternative<mcp::jsonrpc::Response>(message)) {
       const Json document = Json::parse(line.text, nullptr, false);
       if (mcp::is_stateless_message(document)) {
@@ -322,6 +315,13 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
                           {"clientInfo", info}})),
                      false);
       }
+    }
+    if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
+        request && request->method == "ping" && !alone_server_.load() && snapshot().session.empty()) {
+      // Before initialize there is no session to carry it, and a ping is
+      // allowed then: answered here, as a server of its own would.
+      out_.write_line(mcp::jsonrpc::serialize(mcp::jsonrpc::result_response(request->id, Json::object())));
+      continue;
     }
     if (const auto* note = std::get_if<mcp::jsonrpc::Notification>(&message);
         note && note->method == "notifications/initialized") {

@@ -189,6 +189,13 @@ async function lockLedger(t, db) {
   return () => locker.stdin.end('COMMIT;\n');
 }
 
+// The shared server took the request and saw its connection close (only
+// then is the retry sure to be decided after it).
+async function serverSawCancel(db) {
+  await eventually(async () => /tools\/call \S+: the client closed its connection before the answer; cancelled/
+    .test(await readFile(`${db}.server.log`, 'utf8')), { what: 'the shared server to see the connection close' });
+}
+
 function withdrawals(db, intent) {
   const out = spawnSync('sqlite3', [db, `SELECT count(*) FROM events WHERE intent = '${intent}' AND kind = 'cleared' AND json_extract(detail, '$.reason') LIKE 'withdrawn: %'`]);
   return Number(String(out.stdout).trim());
@@ -227,7 +234,7 @@ test('HTTP: a client that drops the connection of a waiting fence_prepare cancel
   await new Promise((resolve) => setTimeout(resolve, 400));
   dropped.abort();
   assert.equal((await gone).name, 'AbortError');
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await serverSawCancel(db);
   unlock();
 
   const admitted = await kept;
@@ -259,7 +266,7 @@ test('serve --shared, pinned 2026-07-28 over the bridge: a cancelled fence_prepa
   await new Promise((resolve) => setTimeout(resolve, 400));
   cancel.abort('the agent gave up');
   await assert.rejects(pending);
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await serverSawCancel(db);
   unlock();
   const retry = await retried(() => sc(client, 'fence_prepare', prepareArgs('cancelled')));
   const log = await readFile(`${db}.server.log`, 'utf8');
