@@ -1,6 +1,7 @@
 #include "mcp/protocol_era.h"
 
 #include "mcp/jsonrpc.h"
+#include "mcp/raw_json.h"
 #include "mcp/server.h"
 
 namespace effectfence::mcp {
@@ -79,14 +80,40 @@ std::optional<EnvelopeError> read_envelope(const Json& params, Envelope* out) {
   return std::nullopt;
 }
 
+namespace {
+
+bool cacheable(const std::string& method) {
+  return method == "tools/list" || method == "prompts/list" || method == "resources/list" ||
+         method == "resources/templates/list" || method == "resources/read" || method == "server/discover";
+}
+
+// A result relayed as it was written (wrap): the members the revision
+// requires are added where missing, every other byte left as it was.
+void stamp_raw(Json& result, const std::string& method) {
+  std::string text = raw_json_text(result);
+  if (!is_object_text(text)) return;
+  if (!member_text(text, "resultType")) text = with_member_text(text, "resultType", "\"complete\"");
+  const auto type = member_text(text, "resultType");
+  if (cacheable(method) && type && *type == "\"complete\"") {
+    if (!member_text(text, "ttlMs")) text = with_member_text(text, "ttlMs", "0");
+    if (!member_text(text, "cacheScope")) text = with_member_text(text, "cacheScope", "\"private\"");
+  }
+  result = raw_json(text);
+}
+
+}  // namespace
+
 void stamp_modern_result(Json& result, const std::string& method, const Json& server_info) {
+  if (is_raw_json(result)) {
+    stamp_raw(result, method);
+    return;
+  }
+  if (!result.is_object()) return;
   if (!result.contains("resultType")) result["resultType"] = "complete";
   // Cacheable results must say for how long: 0, since a wrapped server's
   // tool list may change at any moment, and private, since nothing here is
   // known to be the same for every client.
-  if (result["resultType"] == "complete" &&
-      (method == "tools/list" || method == "prompts/list" || method == "resources/list" ||
-       method == "resources/templates/list" || method == "resources/read" || method == "server/discover")) {
+  if (result["resultType"] == "complete" && cacheable(method)) {
     if (!result.contains("ttlMs")) result["ttlMs"] = 0;
     if (!result.contains("cacheScope")) result["cacheScope"] = "private";
   }

@@ -61,7 +61,9 @@ Json supported_versions_json();
 
 // Adds what 2026-07-28 requires of a result of method: resultType
 // "complete" (unless one is given), ttlMs and cacheScope on the cacheable
-// results, and the server's identity in _meta. REQUIRES: result is an object.
+// results, and the server's identity in _meta. A relayed result (raw_json)
+// keeps its bytes and gets only the members it lacks; anything but an
+// object is left alone.
 void stamp_modern_result(Json& result, const std::string& method, const Json& server_info);
 
 }  // namespace effectfence::mcp

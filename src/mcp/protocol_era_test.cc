@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "mcp/raw_json.h"
+
 namespace effectfence::mcp {
 namespace {
 
@@ -67,6 +69,18 @@ TEST_CASE("stateless results carry resultType, and cache fields only where the r
   CHECK(call["resultType"] == "complete");
   CHECK_FALSE(call.contains("ttlMs"));
   CHECK_FALSE(call.contains("_meta"));
+}
+
+TEST_CASE("a relayed result keeps its bytes and gains only the members the revision requires", "[protocol_era]") {
+  Json relayed = raw_json(R"({"z": 1, "content": [], "a": "kept as written"})");
+  stamp_modern_result(relayed, "tools/call", nullptr);
+  const std::string text = raw_json_text(relayed);
+  CHECK(text.rfind(R"({"z": 1, "content": [], "a": "kept as written")", 0) == 0);
+  CHECK(*member_text(text, "resultType") == R"("complete")");
+  Json listed = raw_json(R"({"tools": [], "resultType": "complete", "ttlMs": 5})");
+  stamp_modern_result(listed, "resources/list", nullptr);
+  CHECK(*member_text(raw_json_text(listed), "ttlMs") == "5");  // the relayed server's own hint stands
+  CHECK(*member_text(raw_json_text(listed), "cacheScope") == R"("private")");
 }
 
 TEST_CASE("a stateless message is server/discover or one whose _meta names 2026-07-28 or later", "[protocol_era]") {

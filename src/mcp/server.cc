@@ -547,7 +547,7 @@ Json Server::server_info_json() const {
 }
 
 void Server::send_result(const Json& id, Json result, const std::string& method, bool modern) {
-  if (modern && result.is_object()) stamp_modern_result(result, method, server_info_json());
+  if (modern) stamp_modern_result(result, method, server_info_json());
   send(jsonrpc::result_response(id, std::move(result)));
 }
 
@@ -727,7 +727,7 @@ void Server::start_other_request(const Json& id, const std::string& method, cons
     Json response;
     try {
       Reply reply = extensions_.on_request(call->method, call->params);
-      if (call->modern && !reply.error && reply.result.is_object()) {
+      if (call->modern && !reply.error) {
         stamp_modern_result(reply.result, call->method, server_info_json());
       }
       response = response_for(call->id, std::move(reply));
@@ -776,7 +776,7 @@ void Server::run_tool_call(const std::shared_ptr<Call>& call) {
                             return tool_result_line(call->id, tool.handler(call->arguments), call->modern);
                           }
                           Reply reply = tool.contextual_handler(call->arguments, *call->context);
-                          if (call->modern && !reply.error && reply.result.is_object()) {
+                          if (call->modern && !reply.error) {
                             stamp_modern_result(reply.result, "tools/call", Json());
                           }
                           return jsonrpc::serialize(response_for(call->id, std::move(reply)));
