@@ -177,6 +177,11 @@ class Ledger {
   virtual std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) = 0;
   // Bumped whenever another connection (process, operator) changed the file.
   virtual uint64_t external_changes() const = 0;
+  // Whether external_changes() moves at all. Without it a certificate
+  // cached in memory may outlive its row (swept by another process, the
+  // intent admitted and committed afresh there, the old result replayed
+  // here over the new one), so the fast path answers nothing from memory.
+  virtual bool sees_external_changes() const { return true; }
   virtual std::string describe() const = 0;
   virtual LedgerMetrics metrics() const = 0;
   // True iff another connection held the write lock while this ledger was

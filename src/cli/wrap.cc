@@ -294,6 +294,16 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
       server_of_proxy->set_tools(proxy.tools());
       return std::nullopt;
     };
+    // A 2026-07-28 agent sends no initialize: its first request's envelope
+    // starts the child as initialize would, offering the newest 2025
+    // revision (what the child is spoken to in). Roots, sampling and
+    // elicitation are not offered: such an agent takes no requests from us,
+    // so the child is told it cannot ask.
+    extensions.on_stateless = [&extensions](const mcp::Envelope& envelope) {
+      Json params = {{"protocolVersion", mcp::kSupportedProtocolVersions[0]}, {"capabilities", Json::object()}};
+      if (envelope.client_info.is_object()) params["clientInfo"] = envelope.client_info;
+      return extensions.on_initialize(params);
+    };
     extensions.on_request = [&proxy](const std::string& method, const Json& params) {
       return proxy.forward_request(method, params);
     };

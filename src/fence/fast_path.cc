@@ -14,6 +14,7 @@ Refusal same_instant_duplicate(const std::string& intent) {
 
 std::optional<PrepareOutcome> FastPath::answer_from_slot(IntentSlot& slot, const rules::Attempt& a,
                                                          int64_t now, uint64_t epoch) {
+  if (!answers_from_memory_) return std::nullopt;
   if (slot.cert && (slot.cert_expires_at <= now || slot.cert_epoch != epoch)) slot.cert.reset();
   if (slot.cert) {
     if (slot.cert_payload != a.payload_hash) {

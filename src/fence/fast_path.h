@@ -56,6 +56,12 @@ class FastPath {
   std::vector<Ticket> held_tickets() const;
 
   void set_cache_ttl(int64_t ms) { cache_ttl_ms_ = ms; }
+  // false: nothing is answered from memory (no certificate replayed, no
+  // same-instant duplicate refused), every attempt goes to the ledger. For
+  // a ledger that cannot say another connection changed it, where a cached
+  // certificate could outlive its row (swept, the intent committed afresh
+  // elsewhere) and a duplicate of a done intent must still be replayed.
+  void set_answers_from_memory(bool on) { answers_from_memory_ = on; }
 
  private:
   struct IntentSlot {
@@ -81,6 +87,7 @@ class FastPath {
                                                  int64_t now, uint64_t epoch);
 
   std::array<Shard, kShards> shards_;
+  bool answers_from_memory_ = true;
   int64_t cache_ttl_ms_ = 600'000;
 };
 

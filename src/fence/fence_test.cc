@@ -646,6 +646,36 @@ TEST_CASE("a replay answered late is not cached past a change this process notic
   CHECK(std::get<Replayed>(now).cert.hash == c2.hash);
 }
 
+// Regression (found by tools/simulate --postgres, seed 44): on PostgreSQL
+// a process kept replaying a certificate it had cached after another
+// process swept the intent and committed it afresh, over the new outcome.
+// Runs on both ledgers.
+TEST_CASE("stale_replay_after_sweep_elsewhere: a swept and recommitted intent replays its new result everywhere",
+          "[fence][fast_path]") {
+  TestLedger ledger;
+  ManualClock host;
+  Settings s = ledger.settings();
+  host.drive(s);
+  auto a = open_fence(s);
+  s.result_ttl_ms = 1000;
+  auto b = open_fence(s);  // another process, which forgets results after 1 s
+  const Certificate c1 = committed(*b, admitted_ticket(b->prepare(charge("again-1"))), {{"n", 1}});
+  auto first = a->prepare(charge("again-1"));  // a learns c1 (and may keep it)
+  REQUIRE(std::holds_alternative<Replayed>(first));
+  REQUIRE(std::get<Replayed>(first).cert.hash == c1.hash);
+
+  // (a promised its default TTL as it opened: the operator lowered it.)
+  ledger.exec("UPDATE retention SET value = 1000 WHERE name = 'result_ttl_ms'");
+  host.advance(5000);
+  REQUIRE(b->sweep() >= 1);
+  const Certificate c2 = committed(*b, admitted_ticket(b->prepare(charge("again-1"))), {{"n", 2}});
+  REQUIRE(c2.hash != c1.hash);
+
+  auto now = a->prepare(charge("again-1"));
+  REQUIRE(std::holds_alternative<Replayed>(now));
+  CHECK(std::get<Replayed>(now).cert.hash == c2.hash);
+}
+
 TEST_CASE("abort fences the intent until an audited clear, then it is fresh", "[fence][clear]") {
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());

@@ -121,12 +121,10 @@ class PostgresLedger final : public Ledger {
   std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) override {
     return transact(fn, /*read_only=*/true);
   }
-  // The fast path drops its certificate cache when this moves. Nothing
-  // another host does can make a cached certificate wrong: done is final
-  // (clears refuse it, commits of it return the same certificate) and
-  // certificates are immutable. A sweep by another replica only means this
-  // process keeps replaying a true result until the cache entry ages out.
+  // Nothing here tells this process that another one changed the ledger:
+  // the fast path answers nothing from memory over it (sees_external_changes).
   uint64_t external_changes() const override { return 0; }
+  bool sees_external_changes() const override { return false; }
   std::string describe() const override { return description_; }
   LedgerMetrics metrics() const override {
     LedgerMetrics m;

@@ -321,6 +321,14 @@ Message classify(std::string_view line, WideIntegers wide) {
   std::optional<Json> document = parse_strict(line, &error, wide);
   if (document) return classify_document(std::move(*document));
 
+  // The parser stops at the first thing wrong: a lone surrogate, a duplicate
+  // key or a huge number may come before what makes the line no JSON at
+  // all, which is a parse error still (never read as an ambiguous
+  // notification and left unanswered).
+  if (error.code != JsonErrorCode::syntax &&
+      !Json::accept(without_lone_surrogates(with_finite_numbers(line)))) {
+    error = JsonError{JsonErrorCode::syntax, "not valid JSON (besides: " + error.message + ")"};
+  }
   if (error.code == JsonErrorCode::syntax) {
     if (auto bad = first_invalid_utf8(line)) {
       return Invalid{Json(), kParseError,

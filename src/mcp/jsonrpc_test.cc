@@ -283,3 +283,24 @@ TEST_CASE("id_after_overflowing_number: a request whose id follows 1e400 is answ
   // A notification with such a number is still a notification, never answered.
   CHECK_FALSE(invalid_of(R"({"jsonrpc":"2.0","method":"m","params":{"n":1e400}})").answer);
 }
+
+// Regression (found by fuzz_stdio): the parser stops at the first thing
+// wrong, so a lone surrogate (or a duplicate key) before a syntax error made
+// a line that is no JSON at all read as an ambiguous notification, dropped
+// unanswered, instead of a parse error.
+TEST_CASE("syntax_error_after_lone_surrogate: a line that is no JSON is a parse error whatever comes first",
+          "[jsonrpc]") {
+  for (const char* text : {R"({"jsonrpc":"2.0","method":"tools/call","params":{"s":"\ud800"},"ip"}}})",
+                           R"({"jsonrpc":"2.0","method":"m","params":{"a":1,"a":2},)",
+                           R"({"jsonrpc":"2.0","method":"m","params":{"n":1e400}] )",
+                           R"({"jsonrpc":"2.0","id":3,"method":"m","params":{"s":"\udc00"} trailing)"}) {
+    INFO(text);
+    Invalid bad = invalid_of(text);
+    CHECK(bad.answer);
+    CHECK(bad.code == kParseError);
+    CHECK(bad.id.is_null());
+    CHECK_THAT(bad.message, Catch::StartsWith("parse error: not valid JSON"));
+  }
+  // Well-formed, only ambiguous: still refused as such, unanswered as a notification.
+  CHECK_FALSE(invalid_of(R"({"jsonrpc":"2.0","method":"m","params":{"s":"\ud800","s":1}})").answer);
+}

@@ -25,12 +25,13 @@ std::string already_initialized_message(const std::string& version) {
          "); initialize is sent once. For a new session, start a new server process";
 }
 
-std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::string& why) {
+std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::string& why, bool modern) {
   const std::string message = "invalid arguments for " + tool.name + ": " + why +
                               "; nothing was done: fix the arguments and call again";
-  if (tool.invalid_arguments) return tool_result_line(id, tool.invalid_arguments(message));
+  if (tool.invalid_arguments) return tool_result_line(id, tool.invalid_arguments(message), modern);
   // Text only: a structuredContent would have to match the tool's outputSchema.
-  const Json result = {{"content", Json::array({Json{{"type", "text"}, {"text", message}}})}, {"isError", true}};
+  Json result = {{"content", Json::array({Json{{"type", "text"}, {"text", message}}})}, {"isError", true}};
+  if (modern) result["resultType"] = "complete";
   return jsonrpc::serialize(jsonrpc::result_response(id, result));
 }
 
@@ -102,6 +103,7 @@ struct Server::Call {
   std::string method;
   Json params;     // a request passed to extensions_.on_request
   Json arguments;  // a tool call
+  bool modern = false;  // a 2026-07-28 request: its result is stamped so
   std::unique_ptr<CallContext> context;
 };
 
@@ -168,7 +170,7 @@ RpcError rpc_error_from(const Json& error) {
 // content (escaped into a string) and, verbatim, as structuredContent. The
 // bytes are those jsonrpc::serialize gives the equivalent Json (keys in
 // sorted order), without building that tree or serializing the result twice.
-std::string tool_result_line(const Json& id, const ToolResult& result) {
+std::string tool_result_line(const Json& id, const ToolResult& result, bool modern) {
   const bool written = !result.structured_text.empty();
   const std::string serialized = written ? std::string() : jsonrpc::serialize(result.structured);
   const std::string& structured = written ? result.structured_text : serialized;
@@ -180,6 +182,7 @@ std::string tool_result_line(const Json& id, const ToolResult& result) {
   append_serialized_as_string(line, structured);
   line += ",\"type\":\"text\"}],\"isError\":";
   line += result.is_error ? "true" : "false";
+  if (modern) line += ",\"resultType\":\"complete\"";  // sorted between isError and structuredContent
   line += ",\"structuredContent\":";
   line += structured;
   line += "}}";
@@ -251,6 +254,8 @@ Json Server::request(const std::string& method, const Json& params, ReplyHandler
     std::lock_guard<std::mutex> lock(requests_mutex_);
     if (!requests_closed_.empty()) {
       refused = requests_closed_;
+    } else if (stateless_client_ && !initialized_) {
+      refused = "the client speaks protocol revision 2026-07-28, which has no requests from server to client";
     } else {
       // Ids of our own, apart from the client's: a response is told from a
       // request by its shape, so the two sequences never meet.
@@ -348,6 +353,26 @@ void Server::fail_requests(const std::string& why) {
 }
 
 void Server::notify(const std::string& method, const Json& params) {
+  if (method == "notifications/tools/list_changed") {
+    std::vector<Json> wanting;
+    {
+      std::lock_guard<std::mutex> lock(listeners_mutex_);
+      for (const auto& [key, listener] : listeners_) {
+        if (listener.second) wanting.push_back(listener.first);
+      }
+    }
+    for (const Json& listen_id : wanting) {
+      Json stamped = params.is_object() ? params : Json::object();
+      stamped["_meta"]["io.modelcontextprotocol/subscriptionId"] = listen_id;
+      try {
+        send(jsonrpc::notification(method, stamped));
+      } catch (const std::exception& e) {
+        log_.error("could not send notification " + method + ": " + e.what());
+      }
+    }
+    // A 2026-07-28 client hears of changes only on its subscriptions.
+    if (stateless_client_ && !initialized_) return;
+  }
   try {
     send(jsonrpc::notification(method, params));
   } catch (const std::exception& e) {
@@ -446,7 +471,33 @@ ReadEvent Server::pump(FdLineReader& reader, const std::function<bool()>& keep_r
 }
 
 void Server::dispatch(const Json& id, const std::string& method, Json params) {
-  if (method == "initialize") {
+  Envelope envelope;
+  if (std::optional<EnvelopeError> bad = read_envelope(params, &envelope)) {
+    log_.info("refused " + method + " " + id.dump() + ": " + bad->message);
+    send(jsonrpc::error_response(id, bad->code, bad->message, bad->data));
+    return;
+  }
+  const bool modern = envelope.modern() || method == "server/discover";
+  if (envelope.modern()) {
+    if (!stateless_client_.exchange(true)) {
+      log_.info("a client speaking protocol " + envelope.version + " (" +
+                (envelope.client_info.is_object() ? envelope.client_info.value("name", std::string("unnamed"))
+                                                  : std::string("unnamed")) +
+                "): served statelessly, without initialize");
+    }
+    if (extensions_.on_stateless && !stateless_accepted_) {
+      if (std::optional<RpcError> refused = extensions_.on_stateless(envelope)) {
+        send(jsonrpc::error_response(id, refused->code, refused->message, refused->data));
+        return;
+      }
+      stateless_accepted_ = true;
+    }
+  }
+  if (method == "server/discover") {
+    send_result(id, discover(), method, true);
+  } else if (method == "subscriptions/listen" && envelope.modern()) {
+    listen(id, params);
+  } else if (method == "initialize") {
     if (!params.contains("protocolVersion") || !params["protocolVersion"].is_string()) {
       send_error(id, jsonrpc::kInvalidParams, "invalid params: initialize needs \"protocolVersion\" (a string)");
       return;
@@ -462,7 +513,7 @@ void Server::dispatch(const Json& id, const std::string& method, Json params) {
     if (!reply.error) negotiated_version_ = reply.result.value("protocolVersion", "");
     send(response_for(id, std::move(reply)));
   } else if (method == "ping") {
-    send(jsonrpc::result_response(id, Json::object()));
+    send_result(id, Json::object(), method, modern);
   } else if (method == "tools/list") {
     // Every tool is on one page, so no cursor was ever handed out.
     if (params.is_object() && params.contains("cursor") && !params["cursor"].is_null()) {
@@ -470,11 +521,11 @@ void Server::dispatch(const Json& id, const std::string& method, Json params) {
                  "invalid params: unknown cursor (every tool is listed on one page; call tools/list without one)");
       return;
     }
-    send(jsonrpc::result_response(id, list_tools()));
+    send_result(id, list_tools(), method, modern);
   } else if (method == "tools/call") {
-    start_tool_call(id, std::move(params));
+    start_tool_call(id, std::move(params), modern);
   } else if (extensions_.on_request) {
-    start_other_request(id, method, params);
+    start_other_request(id, method, params, modern);
   } else if (method.rfind("notifications/", 0) == 0) {
     send_error(id, jsonrpc::kMethodNotFound,
                "method not found: " + method + " is a notification, which has no id and gets no answer; send it "
@@ -486,6 +537,40 @@ void Server::dispatch(const Json& id, const std::string& method, Json params) {
 
 Json Server::passed_on(const Json& params) const {
   return extensions_.keep_sent_text ? sent_params_ : params;
+}
+
+Json Server::server_info_json() const {
+  std::lock_guard<std::mutex> lock(info_mutex_);
+  Json server_info = {{"name", info_.name}, {"version", info_.version}};
+  if (!info_.title.empty()) server_info["title"] = info_.title;
+  return server_info;
+}
+
+void Server::send_result(const Json& id, Json result, const std::string& method, bool modern) {
+  if (modern) stamp_modern_result(result, method, server_info_json());
+  send(jsonrpc::result_response(id, std::move(result)));
+}
+
+Json Server::discover() {
+  std::lock_guard<std::mutex> lock(info_mutex_);
+  Json capabilities = capabilities_.is_null() ? Json{{"tools", {{"listChanged", false}}}} : capabilities_;
+  Json result = {{"supportedVersions", supported_versions_json()}, {"capabilities", std::move(capabilities)}};
+  if (!info_.instructions.empty()) result["instructions"] = info_.instructions;
+  return result;
+}
+
+void Server::listen(const Json& id, const Json& params) {
+  const Json filter = params.value("notifications", Json::object());
+  const bool tools = filter.is_object() && filter.value("toolsListChanged", false) == true;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mutex_);
+    listeners_[id.dump()] = {id, tools};
+  }
+  // Only tool list changes are ever sent: we offer no prompts or resources.
+  Json agreed = Json::object();
+  if (tools) agreed["toolsListChanged"] = true;
+  send(jsonrpc::notification("notifications/subscriptions/acknowledged",
+                             {{"notifications", agreed}, {"_meta", {{"io.modelcontextprotocol/subscriptionId", id}}}}));
 }
 
 Reply Server::initialize(const Json& params) {
@@ -527,6 +612,13 @@ void Server::on_notification(const std::string& method, const Json& params) {
     client_ready();
   } else if (method == "notifications/cancelled") {
     const Json request_id = params.value("requestId", Json());
+    {
+      std::lock_guard<std::mutex> lock(listeners_mutex_);
+      if (listeners_.erase(request_id.dump()) > 0) {
+        log_.debug("subscription " + request_id.dump() + " ended by the client");
+        return;
+      }
+    }
     std::shared_ptr<Call> call;
     {
       std::lock_guard<std::mutex> lock(calls_mutex_);
@@ -548,7 +640,7 @@ void Server::on_notification(const std::string& method, const Json& params) {
   }
 }
 
-void Server::start_tool_call(const Json& id, Json params) {
+void Server::start_tool_call(const Json& id, Json params, bool modern) {
   const auto name = params.find("name");
   if (name == params.end() || !name->is_string()) {
     send_error(id, jsonrpc::kInvalidParams, "invalid params: tools/call needs \"name\" (a string)");
@@ -575,7 +667,7 @@ void Server::start_tool_call(const Json& id, Json params) {
   if (input_check) {
     if (std::string why = input_check->violation(arguments); !why.empty()) {
       // A line already: not serialized again.
-      deliver(invalid_arguments_line(id, tool, why), [] { return std::string("a refusal"); });
+      deliver(invalid_arguments_line(id, tool, why, modern), [] { return std::string("a refusal"); });
       return;
     }
   }
@@ -584,6 +676,7 @@ void Server::start_tool_call(const Json& id, Json params) {
   call->id = id;
   call->key = id.dump();
   call->label = tool.name;
+  call->modern = modern;
   call->tool = &tool;
   call->tools = std::move(tools);
   call->arguments = std::move(arguments);
@@ -621,18 +714,23 @@ void Server::refuse_reused_id(const Json& id) {
   send_error(id, jsonrpc::kInvalidRequest, "invalid request: id " + id.dump() + " is already used by a call in flight");
 }
 
-void Server::start_other_request(const Json& id, const std::string& method, const Json& params) {
+void Server::start_other_request(const Json& id, const std::string& method, const Json& params, bool modern) {
   auto call = std::make_shared<Call>();
   call->id = id;
   call->key = id.dump();
   call->label = method;
   call->method = method;
   call->params = passed_on(params);
+  call->modern = modern;
   if (!register_call(call, params)) return;
   const bool started = pool_.try_submit([this, call] {
     Json response;
     try {
-      response = response_for(call->id, extensions_.on_request(call->method, call->params));
+      Reply reply = extensions_.on_request(call->method, call->params);
+      if (call->modern && !reply.error) {
+        stamp_modern_result(reply.result, call->method, server_info_json());
+      }
+      response = response_for(call->id, std::move(reply));
     } catch (const std::exception& e) {
       log_.error(call->method + " failed: " + e.what());
       response = jsonrpc::error_response(call->id, jsonrpc::kInternalError,
@@ -651,11 +749,11 @@ namespace {
 // Runs handler, turning what it throws into the error response the client
 // gets. Returns the response line.
 std::string guarded_response(const Json& id, const Tool& tool, Logger& log,
-                             const std::function<std::string()>& handler) {
+                             const std::function<std::string()>& handler, bool modern) {
   try {
     return handler();
   } catch (const InvalidArguments& e) {
-    return invalid_arguments_line(id, tool, e.what());
+    return invalid_arguments_line(id, tool, e.what(), modern);
   } catch (const std::exception& e) {
     log.error("tool " + tool.name + " failed: " + e.what());
     return jsonrpc::serialize(jsonrpc::error_response(id, jsonrpc::kInternalError,
@@ -671,11 +769,19 @@ std::string guarded_response(const Json& id, const Tool& tool, Logger& log,
 
 void Server::run_tool_call(const std::shared_ptr<Call>& call) {
   const Tool& tool = *call->tool;
-  finish_call(call, guarded_response(call->id, tool, log_, [&] {
-                if (!tool.contextual_handler) return tool_result_line(call->id, tool.handler(call->arguments));
-                return jsonrpc::serialize(
-                    response_for(call->id, tool.contextual_handler(call->arguments, *call->context)));
-              }));
+  finish_call(call, guarded_response(
+                        call->id, tool, log_,
+                        [&] {
+                          if (!tool.contextual_handler) {
+                            return tool_result_line(call->id, tool.handler(call->arguments), call->modern);
+                          }
+                          Reply reply = tool.contextual_handler(call->arguments, *call->context);
+                          if (call->modern && !reply.error) {
+                            stamp_modern_result(reply.result, "tools/call", Json());
+                          }
+                          return jsonrpc::serialize(response_for(call->id, std::move(reply)));
+                        },
+                        call->modern));
 }
 
 void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
@@ -699,7 +805,7 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
   auto answer = [this, call, answered](const std::function<std::string()>& response,
                                        const std::function<void()>& unsent) {
     if (answered->exchange(true)) return;
-    const bool sent = finish_call(call, guarded_response(call->id, *call->tool, log_, response));
+    const bool sent = finish_call(call, guarded_response(call->id, *call->tool, log_, response, call->modern));
     if (!sent && unsent) {
       try {
         unsent();
@@ -711,13 +817,13 @@ void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
   };
   const std::string failure = guarded_response(call->id, tool, log_, [&] {
     tool.async_handler(std::move(call->arguments), [call, answer](ToolResult result) {
-      answer([&] { return tool_result_line(call->id, result); },
+      answer([&] { return tool_result_line(call->id, result, call->modern); },
              [&] {
                if (call->tool->on_undelivered) call->tool->on_undelivered(result);
              });
     });
     return std::string();
-  });
+  }, call->modern);
   if (!failure.empty()) answer([&] { return failure; }, nullptr);
 }
 

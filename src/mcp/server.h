@@ -24,6 +24,7 @@
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
+#include "mcp/protocol_era.h"
 #include "mcp/schema_check.h"
 #include "mcp/worker_pool.h"
 
@@ -70,8 +71,8 @@ struct ToolResult {
 };
 
 // The JSON-RPC response line carrying a tool's result: structuredContent and
-// the same JSON as text content.
-std::string tool_result_line(const Json& id, const ToolResult& result);
+// the same JSON as text content; with modern, also resultType (2026-07-28).
+std::string tool_result_line(const Json& id, const ToolResult& result, bool modern = false);
 
 // A whole answer to a request, sent as given: a result object (e.g. relayed
 // from another server) or a JSON-RPC error.
@@ -164,7 +165,7 @@ struct Tool {
 // The response line for a call with arguments the tool refuses (why: what
 // is wrong with them): tool.invalid_arguments's tool error, else a plain
 // text one.
-std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::string& why);
+std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::string& why, bool modern = false);
 
 struct ServerInfo {
   std::string name;
@@ -186,6 +187,11 @@ struct ServerExtensions {
   // Answers a request for a method the server does not implement, on a
   // worker thread; an exception is answered -32603. Empty: -32601.
   std::function<Reply(const std::string& method, const Json& params)> on_request;
+  // Sees the envelope of a 2026-07-28 request (no initialize: the request
+  // carries what initialize would have said) before it is handled, on the
+  // reading thread, until it has accepted one; may take its time, like
+  // on_initialize. An error is answered instead of that request.
+  std::function<std::optional<RpcError>(const Envelope& envelope)> on_stateless;
   // Sees every notification except notifications/initialized (on the
   // reading thread, after the server's own handling). Must not block.
   std::function<void(const std::string& method, const Json& params)> on_notification;
@@ -242,7 +248,9 @@ class Server {
   // Replaces the serverInfo, instructions and capabilities that initialize
   // answers with (capabilities as in ServerExtensions).
   void set_info(ServerInfo info, Json capabilities);
-  // Sends a notification to the client; callable from any thread.
+  // Sends a notification to the client; callable from any thread. A
+  // list_changed notification goes to a 2026-07-28 client's open
+  // subscriptions/listen requests that asked for it (stamped with their id).
   void notify(const std::string& method, const Json& params);
 
   // The client's answer to a request of ours: its result, or its error.
@@ -252,6 +260,8 @@ class Server {
   // error when the server drains first. Sent only once the client has said
   // notifications/initialized (queued until then). Callable from any
   // thread; never blocks waiting for the answer, and sets no timeout.
+  // A 2026-07-28 client takes no requests from a server (it is asked
+  // within a result instead): such a request fails at once, naming why.
   // Returns the id it used; null when it could not be sent (on_reply has
   // had its error then).
   Json request(const std::string& method, const Json& params, ReplyHandler on_reply);
@@ -271,6 +281,16 @@ class Server {
   };
 
   void dispatch(const Json& id, const std::string& method, Json params);
+  // Answers server/discover (2026-07-28): the revisions, capabilities and
+  // instructions initialize would have given.
+  Json discover();
+  // serverInfo as initialize gives it.
+  Json server_info_json() const;
+  // Sends a result of method, stamped for 2026-07-28 iff modern.
+  void send_result(const Json& id, Json result, const std::string& method, bool modern);
+  // subscriptions/listen: acknowledged at once, answered never; ends with
+  // the client's notifications/cancelled for it.
+  void listen(const Json& id, const Json& params);
   void on_response(const Json& id, const std::optional<Json>& result, const std::optional<Json>& error);
   // Sends the requests queued before the client was initialized.
   void client_ready();
@@ -282,7 +302,7 @@ class Server {
   Json passed_on(const Json& params) const;
   Reply initialize(const Json& params);
   Json list_tools() const;
-  void start_tool_call(const Json& id, Json params);
+  void start_tool_call(const Json& id, Json params, bool modern);
   // Gives call its context (from params._meta) and enters it in calls_;
   // false (answered -32600) when its id is already in flight.
   bool register_call(const std::shared_ptr<Call>& call, const Json& params);
@@ -294,7 +314,7 @@ class Server {
   void run_tool_call(const std::shared_ptr<Call>& call);
   void start_async_tool_call(const std::shared_ptr<Call>& call);
   void async_call_finished();
-  void start_other_request(const Json& id, const std::string& method, const Json& params);
+  void start_other_request(const Json& id, const std::string& method, const Json& params, bool modern);
   std::shared_ptr<const ToolSet> tool_set() const;
   // Sends a call's response line, unless the call was cancelled. Returns
   // false iff the response was not sent: the call was cancelled, or the
@@ -323,6 +343,11 @@ class Server {
   // With keep_sent_text, the params of the request being dispatched, as
   // sent (raw_json, or null); only the thread handling lines touches it.
   Json sent_params_;
+  bool stateless_accepted_ = false;  // on_stateless said yes; only the thread handling lines touches it
+  std::atomic<bool> stateless_client_{false};  // a 2026-07-28 request came, and no initialize
+  // Open subscriptions/listen requests: id -> whether it wants tools/list_changed.
+  std::mutex listeners_mutex_;
+  std::map<std::string, std::pair<Json, bool>> listeners_;
 
   // Requests to the client, by id.dump(); queued_ holds the lines of those
   // not sent yet (the client is not initialized).

@@ -9,6 +9,7 @@
 
 #include "core/random_token.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/protocol_era.h"
 #include "shared_server/http_transport.h"
 
 namespace effectfence::shared {
@@ -116,11 +117,46 @@ std::optional<Endpoint> Endpoint::parse(const std::string& url, const std::strin
   return e;
 }
 
+void PostAbort::fire() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fired_ = true;
+  if (client_ != nullptr) client_->stop();  // shuts the socket of the request in flight
+}
+
+bool PostAbort::fired() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fired_;
+}
+
+void PostAbort::arm(httplib::Client* client) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  client_ = client;
+}
+
+void PostAbort::disarm() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  client_ = nullptr;
+}
+
 HttpExchange post_message(const Endpoint& endpoint, const std::string& session, const std::string& protocol_version,
-                          const std::string& body, const std::string& idempotency_key) {
+                          const std::string& body, const std::string& idempotency_key, PostAbort* abort) {
   HttpExchange exchange;
   try {
     httplib::Client client = client_for(endpoint);
+    struct Armed {
+      PostAbort* abort;
+      ~Armed() {
+        if (abort != nullptr) abort->disarm();
+      }
+    } armed{abort};
+    if (abort != nullptr) {
+      abort->arm(&client);
+      if (abort->fired()) {
+        exchange.transport_error = "cancelled by the client before it was sent";
+        exchange.maybe_received = false;
+        return exchange;
+      }
+    }
     httplib::Headers headers = auth_headers(endpoint);
     if (!session.empty()) headers.emplace("Mcp-Session-Id", session);
     if (!idempotency_key.empty()) headers.emplace(kIdempotencyHeader, idempotency_key);
@@ -194,16 +230,17 @@ Bridge::State Bridge::snapshot() const {
 }
 
 HttpExchange Bridge::post_while_alive(const Endpoint& endpoint, const std::string& session,
-                                      const std::string& protocol_version, const std::string& line) {
+                                      const std::string& protocol_version, const std::string& line,
+                                      PostAbort* abort) {
   const std::string key = random_token_hex(16);
   std::optional<std::chrono::steady_clock::time_point> first_failure;
   bool maybe_received = false;
   auto pause = std::chrono::milliseconds(10);
   for (int attempt = 0;; ++attempt) {
-    HttpExchange exchange = post_message(endpoint, session, protocol_version, line, key);
+    HttpExchange exchange = post_message(endpoint, session, protocol_version, line, key, abort);
     maybe_received = maybe_received || exchange.maybe_received;
     exchange.maybe_received = maybe_received;
-    if (exchange.delivered) return exchange;
+    if (exchange.delivered || (abort != nullptr && abort->fired())) return exchange;
     // A busy server drops a connection now and then (a full accept queue,
     // a client descheduled past the server's read timeout): not a death.
     if (!options_.server_alive || !options_.server_alive(endpoint)) return exchange;
@@ -259,6 +296,26 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
       open_session(line.text);  // in order: the client waits for it before anything else
       continue;
     }
+    if (!alone_server_.load() && snapshot().session.empty() && !std::holds_alternative<mcp::jsonrpc::Response>(message)) {
+      const Json document = Json::parse(line.text, nullptr, false);
+      if (mcp::is_stateless_message(document)) {
+        // A stateless client's requests open no session, so nothing would
+        // tell the shared server that it has a client: a session of the
+        // bridge's own (kept alive by the pings, ended when the client
+        // leaves) does, as a 2025 client's session would.
+        const Json meta = document.contains("params") && document["params"].is_object()
+                              ? document["params"].value("_meta", Json::object())
+                              : Json::object();
+        Json info = meta.is_object() ? meta.value(mcp::kClientInfoMetaKey, Json::object()) : Json::object();
+        if (!info.is_object() || !info.contains("name")) info = Json{{"name", "stateless client"}, {"version", ""}};
+        open_session(mcp::jsonrpc::serialize(mcp::jsonrpc::request(
+                         "effectfence-bridge-presence", "initialize",
+                         {{"protocolVersion", mcp::kSupportedProtocolVersions[0]},
+                          {"capabilities", Json::object()},
+                          {"clientInfo", info}})),
+                     false);
+      }
+    }
     if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
         request && request->method == "ping" && !alone_server_.load() && snapshot().session.empty()) {
       // Before initialize there is no session to carry it, and a ping is
@@ -282,7 +339,7 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
   return event;
 }
 
-void Bridge::open_session(const std::string& initialize_line) {
+void Bridge::open_session(const std::string& initialize_line, bool answer_client) {
   Json id;
   const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(initialize_line);
   if (const auto* request = std::get_if<mcp::jsonrpc::Request>(&message)) id = request->id;
@@ -294,6 +351,7 @@ void Bridge::open_session(const std::string& initialize_line) {
   };
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (mcp::Server* alone = alone_server_.load()) {
+      if (!answer_client) return;  // served alone: nothing to keep alive
       keep_initialize();
       alone->handle_line(initialize_line);  // answered to the client like any call served alone
       return;
@@ -303,7 +361,7 @@ void Bridge::open_session(const std::string& initialize_line) {
     if (!exchange.delivered) {
       log_.warn("the shared server at " + state.endpoint.url + " did not answer initialize: " + exchange.transport_error);
       if (attempt == 0 && recover(state.generation, true)) continue;
-      write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
+      if (answer_client) write_error(id, "no effectfence server is reachable: " + exchange.transport_error, "server_unreachable");
       return;
     }
     // A server that is stopping (503) or lost the session (404) never processed it.
@@ -312,8 +370,10 @@ void Bridge::open_session(const std::string& initialize_line) {
       continue;
     }
     if (exchange.status != 200 && !answers(exchange, id)) {
-      write_error(id, "the shared server refused initialize with HTTP " + std::to_string(exchange.status) + ": " +
-                          error_message_of(exchange), "http_" + std::to_string(exchange.status));
+      const std::string why = "the shared server refused initialize with HTTP " + std::to_string(exchange.status) +
+                              ": " + error_message_of(exchange);
+      if (answer_client) write_error(id, why, "http_" + std::to_string(exchange.status));
+      else log_.warn(why);
       return;
     }
     keep_initialize();
@@ -323,7 +383,7 @@ void Bridge::open_session(const std::string& initialize_line) {
         std::lock_guard<std::mutex> lock(mutex_);
         state_.protocol_version = answer["result"].value("protocolVersion", "");
       }
-      out_.write_line(m);
+      if (answer_client) out_.write_line(m);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     state_.session = exchange.session;
@@ -342,11 +402,51 @@ void Bridge::write_server_lost(const Json& id, bool recovered) {
               "server_lost");
 }
 
+bool Bridge::cancel_stateless(const Json& request_id) {
+  std::shared_ptr<PostAbort> abort;
+  {
+    std::lock_guard<std::mutex> lock(stateless_mutex_);
+    auto it = stateless_in_flight_.find(request_id.dump());
+    if (it == stateless_in_flight_.end()) return false;
+    abort = it->second;
+  }
+  abort->fire();
+  return true;
+}
+
 void Bridge::relay(const std::string& line) {
   Json id;
   bool gets_no_answer = false;
   const bool tool_call = is_tool_call(line, &id, &gets_no_answer);
   const bool is_request = !id.is_null();
+  // A stateless (2026-07-28) request is cancelled over HTTP by closing its
+  // connection: the server then withdraws what its answer would have carried.
+  const Json document = Json::parse(line, nullptr, false);
+  const bool stateless = mcp::is_stateless_message(document);
+  if (stateless && !is_request && document.value("method", std::string()) == "notifications/cancelled" &&
+      document.contains("params") && document["params"].is_object() &&
+      cancel_stateless(document["params"].value("requestId", Json()))) {
+    log_.info("the client cancelled " + document["params"].value("requestId", Json()).dump() +
+              ": its connection to the shared server is closed");
+    return;
+  }
+  std::shared_ptr<PostAbort> abort;
+  if (stateless && is_request) {
+    abort = std::make_shared<PostAbort>();
+    std::lock_guard<std::mutex> lock(stateless_mutex_);
+    stateless_in_flight_[id.dump()] = abort;
+  }
+  struct Forget {
+    Bridge* bridge;
+    const std::shared_ptr<PostAbort>& abort;
+    const Json& id;
+    ~Forget() {
+      if (!abort) return;
+      std::lock_guard<std::mutex> lock(bridge->stateless_mutex_);
+      auto it = bridge->stateless_in_flight_.find(id.dump());
+      if (it != bridge->stateless_in_flight_.end() && it->second == abort) bridge->stateless_in_flight_.erase(it);
+    }
+  } forget{this, abort, id};
   // A recovery opens the new session with the client's initialize and
   // initialized; a line it sent there is not sent a second time.
   std::string replayed;
@@ -357,7 +457,12 @@ void Bridge::relay(const std::string& line) {
       return;
     }
     const State state = snapshot();
-    HttpExchange exchange = post_while_alive(state.endpoint, state.session, state.protocol_version, line);
+    HttpExchange exchange = post_while_alive(state.endpoint, stateless ? "" : state.session,
+                                             stateless ? "" : state.protocol_version, line, abort.get());
+    if (abort && abort->fired()) {
+      log_.info("request " + id.dump() + " was cancelled by the client; it gets no answer");
+      return;
+    }
     if (!exchange.delivered) {
       log_.warn("the shared server at " + state.endpoint.url + " went away: " + exchange.transport_error);
       const bool recovered = recover(state.generation, true, &replayed);

@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,6 +36,10 @@
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/worker_pool.h"
+
+namespace httplib {
+class Client;
+}
 
 namespace effectfence::shared {
 
@@ -60,11 +65,32 @@ struct HttpExchange {
   std::vector<std::string> messages;  // JSON-RPC messages in the body (JSON or SSE)
 };
 
+// Lets another thread drop the connection of a POST in flight: a client
+// cancelling a stateless (2026-07-28) request over HTTP says so by closing
+// the connection, and the server then withdraws what its answer carried.
+class PostAbort {
+ public:
+  // Closes the connection (now, or as soon as post_message opens it); no
+  // resend follows.
+  void fire();
+  bool fired() const;
+  // For post_message: the client whose connection fire() closes.
+  void arm(httplib::Client* client);
+  void disarm();
+
+ private:
+  mutable std::mutex mutex_;
+  httplib::Client* client_ = nullptr;
+  bool fired_ = false;
+};
+
 // POSTs one JSON-RPC message to endpoint. Never throws. idempotency_key,
 // when not empty, goes as the Idempotency-Key header: a resend under it is
-// answered with the first delivery's answer.
+// answered with the first delivery's answer. abort, when given, may end the
+// exchange early (undelivered).
 HttpExchange post_message(const Endpoint& endpoint, const std::string& session, const std::string& protocol_version,
-                          const std::string& body, const std::string& idempotency_key = "");
+                          const std::string& body, const std::string& idempotency_key = "",
+                          PostAbort* abort = nullptr);
 // Ends a session (DELETE). Returns the HTTP status, 0 when unreachable.
 int end_session(const Endpoint& endpoint, const std::string& session);
 // GET /mcp with the token: a live effectfence server answers 405.
@@ -114,8 +140,14 @@ class Bridge {
   // is undelivered only once the server is judged dead; maybe_received is
   // true iff any attempt may have reached it.
   HttpExchange post_while_alive(const Endpoint& endpoint, const std::string& session,
-                                const std::string& protocol_version, const std::string& line);
-  void open_session(const std::string& initialize_line);
+                                const std::string& protocol_version, const std::string& line,
+                                PostAbort* abort = nullptr);
+  // The client cancelled request_id: if it is a stateless request in
+  // flight, its connection is closed. Returns true iff it was.
+  bool cancel_stateless(const Json& request_id);
+  // answer_client: false for a session the bridge opens for a stateless
+  // client's presence, whose answer (or failure) is only logged.
+  void open_session(const std::string& initialize_line, bool answer_client = true);
   void relay(const std::string& line);
   // Replaces the session of generation seen (once, whoever asks first).
   // server_lost: find a server again first. Returns false iff none.
@@ -130,6 +162,9 @@ class Bridge {
   void write_error(const Json& id, const std::string& message, const std::string& reason);
   // The answer to a call the server may have decided and did not answer.
   void write_server_lost(const Json& id, bool recovered);
+
+  std::mutex stateless_mutex_;
+  std::map<std::string, std::shared_ptr<PostAbort>> stateless_in_flight_;  // by the client's id.dump()
 
   mcp::LineWriter& out_;
   mcp::Logger& log_;

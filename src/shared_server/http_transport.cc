@@ -1,6 +1,9 @@
 #include "shared_server/http_transport.h"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/line_io.h"
 #include "mcp/prometheus.h"
+#include "mcp/protocol_era.h"
 #include "shared_server/deliveries.h"
 #include "shared_server/lease.h"
 
@@ -169,7 +173,48 @@ bool supported_version(const std::string& version) {
   for (const char* v : mcp::kSupportedProtocolVersions) {
     if (version == v) return true;
   }
+  for (const char* v : mcp::kModernProtocolVersions) {
+    if (version == v) return true;
+  }
   return false;
+}
+
+int socket_port(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
+  if (address.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+  return -1;
+}
+
+// The socket of the connection req came on: httplib (0.11) does not hand it
+// to handlers, so it is found among our descriptors by its two ports (the
+// pair names one TCP connection on this host). -1 when not found.
+int connection_fd(const httplib::Request& req) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (const dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof local, peer_size = sizeof peer;
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_size) != 0) continue;
+    if (socket_port(local) != req.local_port) continue;
+    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) continue;
+    if (socket_port(peer) != req.remote_port) continue;
+    found = static_cast<int>(fd);
+    break;
+  }
+  closedir(dir);
+  return found;
+}
+
+// Returns false iff the peer of fd closed its end (FIN or RST seen).
+bool peer_connected(int fd) {
+  if (fd < 0) return true;
+  pollfd p{fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return true;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0;
 }
 
 }  // namespace
@@ -209,6 +254,13 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
       log_(log),
       http_(std::make_unique<httplib::Server>()),
       empty_since_ms_(wall_clock_ms()) {
+  stateless_ = std::make_unique<StatelessRequests>(
+      [this](mcp::Server::Sink sink) {
+        SessionServer built = factory_(std::move(sink));
+        stateless_ended_ = std::move(built.ended);
+        return std::move(built.server);
+      },
+      log_);
   http_->new_task_queue = [this] {
     return new BoundedHandlerQueue(options_.handler_threads, options_.max_queued_connections);
   };
@@ -230,10 +282,7 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
       res.set_content(options_.metrics(), mcp::kPrometheusContentType);
     });
   }
-  http_->Get("/mcp", [](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Allow", "POST, DELETE");
-    refuse(res, 405, "this server offers no stream of its own; POST requests to /mcp");
-  });
+  http_->Get("/mcp", [](const httplib::Request&, httplib::Response& res) { handle_get(res); });
   http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
@@ -255,6 +304,8 @@ HttpTransport::~HttpTransport() {
     sessions.swap(sessions_);
   }
   sessions.clear();  // each Server finishes its calls in flight here
+  stateless_.reset();
+  if (stateless_ended_) stateless_ended_();
 }
 
 std::string HttpTransport::bind() {
@@ -305,7 +356,7 @@ std::string HttpTransport::url() const {
 }
 
 size_t HttpTransport::requests_in_progress() const {
-  size_t n = 0;
+  size_t n = stateless_->in_progress();
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   for (const auto& [id, session] : sessions_) {
     std::lock_guard<std::mutex> session_lock(session->mutex);
@@ -315,6 +366,7 @@ size_t HttpTransport::requests_in_progress() const {
 }
 
 bool HttpTransport::had_session() const {
+  if (stateless_->last_active_ms() > 0) return true;
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   return had_session_;
 }
@@ -325,8 +377,13 @@ size_t HttpTransport::session_count() const {
 }
 
 int64_t HttpTransport::ms_without_sessions() const {
+  // A stateless client holds no session: its requests count as one while
+  // they run, and the last one's end as the last session's.
+  if (stateless_->in_progress() > 0) return 0;
+  const int64_t stateless_since = stateless_->last_active_ms();
   std::lock_guard<std::mutex> lock(sessions_mutex_);
-  return sessions_.empty() ? wall_clock_ms() - empty_since_ms_ : 0;
+  if (!sessions_.empty()) return 0;
+  return wall_clock_ms() - std::max(empty_since_ms_, stateless_since);
 }
 
 bool HttpTransport::host_allowed(const std::string& host_header) const {
@@ -471,6 +528,14 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     return;
   }
 
+  if (!req.has_header(kSessionHeader) && !std::holds_alternative<mcp::jsonrpc::Response>(message)) {
+    Json document = Json::parse(req.body, nullptr, false);
+    if (mcp::is_stateless_message(document)) {
+      handle_stateless(req, res, document, request != nullptr, *event_stream);
+      return;
+    }
+  }
+
   std::shared_ptr<Session> session;
   const bool opening = request && request->method == "initialize";
   if (opening) {
@@ -591,6 +656,40 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     log_.info("session " + session->id.substr(0, 8) + " opened from " + req.remote_addr);
   }
   answer(res, *reply, *event_stream);
+}
+
+void HttpTransport::handle(const httplib::Request& req, httplib::Response& res) {
+  if (!admit(req, res)) return;
+  if (req.path == "/mcp" && req.method == "POST") return handle_post(req, res);
+  if (req.path == "/mcp" && req.method == "DELETE") return handle_delete(req, res);
+  if (req.path == "/mcp" && req.method == "GET") return handle_get(res);
+  res.status = 404;
+}
+
+void HttpTransport::handle_get(httplib::Response& res) {
+  res.set_header("Allow", "POST, DELETE");
+  refuse(res, 405, "this server offers no stream of its own; POST requests to /mcp");
+}
+
+void HttpTransport::handle_stateless(const httplib::Request& req, httplib::Response& res, const Json& document,
+                                     bool request, bool event_stream) {
+  if (!request) {
+    stateless_->notify(document);
+    res.status = 202;
+    return;
+  }
+  const int fd = connection_fd(req);
+  if (fd < 0) log_.warn("could not find the connection of a stateless request: a disconnect will not cancel it");
+  const std::string reply = stateless_->handle(document, [fd] { return peer_connected(fd); }, stopping_);
+  if (reply.empty()) {
+    // Nobody reads this when the client left; a stop is answered as for a session.
+    send_json(res, kAnswerLost,
+              mcp::jsonrpc::error_response(document["id"], mcp::jsonrpc::kInternalError,
+                                           "the server stopped, or the client closed its connection, after it took "
+                                           "this request and before its answer: it may have been decided"));
+    return;
+  }
+  answer(res, reply, event_stream);
 }
 
 void HttpTransport::answer_resend(httplib::Response& res, Deliveries::Seen seen,

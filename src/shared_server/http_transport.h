@@ -1,4 +1,7 @@
-// MCP Streamable HTTP (2025-11-25) in front of one mcp::Server per session.
+// MCP Streamable HTTP (2025-11-25) in front of one mcp::Server per session,
+// and (2026-07-28) without sessions in front of one more mcp::Server for
+// every stateless request (StatelessRequests): a POST whose request names
+// protocol 2026-07-28 in params._meta, or asks server/discover, opens none.
 //
 //   POST /mcp    one JSON-RPC message. A request is answered in the HTTP
 //                response (application/json, or a one-event text/event-stream
@@ -28,6 +31,7 @@
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "shared_server/deliveries.h"
+#include "shared_server/stateless_requests.h"
 
 namespace httplib {
 class Server;
@@ -105,11 +109,17 @@ class HttpTransport {
   // Returns true iff a session was ever opened.
   bool had_session() const;
 
+  // Handles one request as the routes of /mcp do (the Host, Origin and
+  // token checks, then POST, DELETE or GET), without a socket: the seam the
+  // HTTP fuzzer (tests/fuzz/fuzz_http.cc) drives. Any other path is 404.
+  void handle(const httplib::Request& req, httplib::Response& res);
+
  private:
   struct Session;
 
   void handle_post(const httplib::Request& req, httplib::Response& res);
   void handle_delete(const httplib::Request& req, httplib::Response& res);
+  static void handle_get(httplib::Response& res);
   // Answers a resend of a message the session has seen (Idempotency-Key).
   static void answer_resend(httplib::Response& res, Deliveries::Seen seen, const mcp::jsonrpc::Request* request,
                             const std::optional<std::string>& earlier, bool event_stream);
@@ -133,6 +143,13 @@ class HttpTransport {
   int port_ = 0;
   std::thread listener_;
   size_t requests_in_progress() const;
+
+  // 2026-07-28 requests, which open no session; built on first use.
+  std::unique_ptr<StatelessRequests> stateless_;
+  std::function<void()> stateless_ended_;
+  // Handles a POST of the stateless revision (no session).
+  void handle_stateless(const httplib::Request& req, httplib::Response& res, const Json& document, bool request,
+                        bool event_stream);
 
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopping_{false};

@@ -2,3 +2,4 @@
 // test) that resolve their packages through it.
 export { Client } from '@modelcontextprotocol/sdk/client/index.js';
 export { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+export { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';

@@ -1,6 +1,8 @@
 #include "sim/simulation.h"
 
+#include <libpq-fe.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "effectfence/fence.h"
 #include "sim/checker.h"
@@ -22,12 +25,13 @@ const char* plant_name(Plant plant) {
     case Plant::none: return "none";
     case Plant::ignore_refusal: return "ignore-refusal";
     case Plant::lost_wal: return "lost-wal";
+    case Plant::blind_commit: return "blind-commit";
   }
   return "?";
 }
 
 bool plant_from_name(const std::string& name, Plant* plant) {
-  for (Plant p : {Plant::none, Plant::ignore_refusal, Plant::lost_wal}) {
+  for (Plant p : {Plant::none, Plant::ignore_refusal, Plant::lost_wal, Plant::blind_commit}) {
     if (name == plant_name(p)) {
       *plant = p;
       return true;
@@ -47,20 +51,51 @@ constexpr int64_t kStartMs = 1'800'000'000'000;  // 2027-01-15: any fixed instan
 
 const char* kHosts[] = {"sim-host-a", "sim-host-b/pidns:4026532000"};
 
-// A connection of the world's own to the ledger file: the operator's
-// sqlite3, and the eyes the checker reads rows with.
+// A connection of the world's own to the ledger: the operator's sqlite3
+// (or psql), and the eyes the checker reads rows with.
 class Sql {
  public:
-  explicit Sql(const std::string& path) {
+  virtual ~Sql() = default;
+  // Returns "" on success, else the database's message.
+  virtual std::string exec(const std::string& sql) = 0;
+  // The first row of sql, whose one parameter (?1) is arg, as text
+  // (NULL as ""); nullopt when there is none.
+  virtual std::optional<std::vector<std::string>> first_row(const std::string& sql, const std::string& arg) = 0;
+
+  RowView row(const std::string& intent) {
+    RowView r;
+    auto v = first_row("SELECT state, token, coalesce(cert_hash, ''), coalesce(reason, ''), holder_host, generation, "
+                       "lease_expires_at, updated_at FROM intents WHERE intent = ?1",
+                       intent);
+    if (!v || v->size() != 8) return r;
+    r.exists = true;
+    r.state = (*v)[0];
+    r.token = (*v)[1];
+    r.cert_hash = (*v)[2];
+    r.reason = (*v)[3];
+    r.holder_host = (*v)[4];
+    r.generation = std::stoll((*v)[5]);
+    r.lease_expires_at = std::stoll((*v)[6]);
+    r.updated_at = std::stoll((*v)[7]);
+    return r;
+  }
+  int64_t integer(const std::string& sql, const std::string& arg) {
+    auto v = first_row(sql, arg);
+    return v && !v->empty() && !(*v)[0].empty() ? std::stoll((*v)[0]) : -1;
+  }
+};
+
+class SqliteSql final : public Sql {
+ public:
+  explicit SqliteSql(const std::string& path) {
     if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) db_ = nullptr;
     if (db_) sqlite3_busy_timeout(db_, 1);
   }
-  ~Sql() { sqlite3_close(db_); }
-  Sql(const Sql&) = delete;
-  Sql& operator=(const Sql&) = delete;
+  ~SqliteSql() override { sqlite3_close(db_); }
+  SqliteSql(const SqliteSql&) = delete;
+  SqliteSql& operator=(const SqliteSql&) = delete;
 
-  // Returns "" on success, else SQLite's message.
-  std::string exec(const std::string& sql) {
+  std::string exec(const std::string& sql) override {
     if (!db_) return "not open";
     char* error = nullptr;
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) == SQLITE_OK) return "";
@@ -69,43 +104,59 @@ class Sql {
     if (message.empty()) message = "error";
     return message;
   }
-  RowView row(const std::string& intent) {
-    RowView r;
-    query("SELECT state, token, coalesce(cert_hash, ''), coalesce(reason, ''), holder_host, generation, "
-          "lease_expires_at, updated_at FROM intents WHERE intent = ?1",
-          intent, [&](sqlite3_stmt* q) {
-            r.exists = true;
-            r.state = text(q, 0);
-            r.token = text(q, 1);
-            r.cert_hash = text(q, 2);
-            r.reason = text(q, 3);
-            r.holder_host = text(q, 4);
-            r.generation = sqlite3_column_int64(q, 5);
-            r.lease_expires_at = sqlite3_column_int64(q, 6);
-            r.updated_at = sqlite3_column_int64(q, 7);
-          });
-    return r;
-  }
-  int64_t integer(const char* sql, const std::string& arg) {
-    int64_t n = -1;
-    query(sql, arg, [&](sqlite3_stmt* q) { n = sqlite3_column_int64(q, 0); });
-    return n;
+  std::optional<std::vector<std::string>> first_row(const std::string& sql, const std::string& arg) override {
+    sqlite3_stmt* q = nullptr;
+    if (!db_ || sqlite3_prepare_v2(db_, sql.c_str(), -1, &q, nullptr) != SQLITE_OK) return std::nullopt;
+    sqlite3_bind_text(q, 1, arg.c_str(), static_cast<int>(arg.size()), SQLITE_TRANSIENT);
+    std::optional<std::vector<std::string>> out;
+    if (sqlite3_step(q) == SQLITE_ROW) {
+      out.emplace();
+      for (int i = 0; i < sqlite3_column_count(q); ++i) {
+        const unsigned char* t = sqlite3_column_text(q, i);
+        out->push_back(t ? reinterpret_cast<const char*>(t) : "");
+      }
+    }
+    sqlite3_finalize(q);
+    return out;
   }
 
  private:
-  static std::string text(sqlite3_stmt* q, int i) {
-    const unsigned char* t = sqlite3_column_text(q, i);
-    return t ? reinterpret_cast<const char*>(t) : "";
-  }
-  template <typename F>
-  void query(const char* sql, const std::string& arg, F each) {
-    sqlite3_stmt* q = nullptr;
-    if (!db_ || sqlite3_prepare_v2(db_, sql, -1, &q, nullptr) != SQLITE_OK) return;
-    sqlite3_bind_text(q, 1, arg.c_str(), static_cast<int>(arg.size()), SQLITE_TRANSIENT);
-    while (sqlite3_step(q) == SQLITE_ROW) each(q);
-    sqlite3_finalize(q);
-  }
   sqlite3* db_ = nullptr;
+};
+
+class PgSql final : public Sql {
+ public:
+  explicit PgSql(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);  // "drop cascades to ..." is no news
+  }
+  ~PgSql() override { PQfinish(conn_); }
+  PgSql(const PgSql&) = delete;
+  PgSql& operator=(const PgSql&) = delete;
+
+  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+  std::string exec(const std::string& sql) override {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    const ExecStatusType status = PQresultStatus(r);
+    std::string message = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK ? "" : PQerrorMessage(conn_);
+    PQclear(r);
+    return message.substr(0, message.find('\n'));  // the error, without its CONTEXT lines
+  }
+  std::optional<std::vector<std::string>> first_row(const std::string& sql, const std::string& arg) override {
+    std::string text = sql;
+    for (size_t at = text.find("?1"); at != std::string::npos; at = text.find("?1", at)) text.replace(at, 2, "$1");
+    const char* params[] = {arg.c_str()};
+    PGresult* r = PQexecParams(conn_, text.c_str(), 1, nullptr, params, nullptr, nullptr, 0);
+    std::optional<std::vector<std::string>> out;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) {
+      out.emplace();
+      for (int i = 0; i < PQnfields(r); ++i) out->push_back(PQgetvalue(r, 0, i));
+    }
+    PQclear(r);
+    return out;
+  }
+
+ private:
+  PGconn* conn_;
 };
 
 struct Process {
@@ -147,7 +198,19 @@ class World {
     for (size_t i = 0; i < agents_.size(); ++i) agents_[i].slot = static_cast<int>(i % processes_.size());
     fs::remove_all(config.work_dir);
     fs::create_directories(dir());
-    if (!config.template_ledger.empty()) fs::copy_file(config.template_ledger, ledger_path());
+    if (pg()) {
+      // A schema of its own per seed, in the database the URL names.
+      schema_ = "sim_" + std::to_string(getpid()) + "_" + std::to_string(config.seed);
+      admin_ = std::make_unique<PgSql>(config.postgres_url);
+      admin_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
+      if (const std::string error = admin_->exec("CREATE SCHEMA " + schema_); !error.empty()) {
+        checker_.violation("cannot create schema " + schema_ + ": " + error);
+      }
+      ledger_url_ = config.postgres_url + (config.postgres_url.find('?') == std::string::npos ? "?" : "&") +
+                    "options=-csearch_path%3D" + schema_;
+    } else if (!config.template_ledger.empty()) {
+      fs::copy_file(config.template_ledger, ledger_path());
+    }
     vfs_.set_clock([this] { return now_.load(); });
     vfs_.before_sync([this](const std::string&) {
       if (armed_syncs_ > 0 && --armed_syncs_ == 0) {
@@ -163,6 +226,7 @@ class World {
     locker_.reset();
     sql_.reset();
     vfs_.before_sync(nullptr);
+    if (admin_) admin_->exec("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
     std::error_code ignored;
     fs::remove_all(config_.work_dir, ignored);
   }
@@ -176,10 +240,22 @@ class World {
         std::to_string(kLeaseMs) + " ms, result TTL " + std::to_string(result_ttl_ms_) + " ms, plant " +
         plant_name(config_.plant));
     start(0);  // the ledger exists before anyone reads it with SQL
-    sql_ = std::make_unique<Sql>(ledger_path());
+    sql_ = make_sql();
+    if (pg()) {
+      // SQL's own 'now' (clears are dated by it) is the simulated clock, as
+      // the VFS makes it for SQLite: the ledger's clock functions, in this
+      // seed's schema only, read it from a table the world keeps current.
+      const std::string error = sql_->exec(
+          "CREATE TABLE sim_clock(ms bigint NOT NULL); INSERT INTO sim_clock VALUES (" + std::to_string(now_.load()) +
+          "); CREATE OR REPLACE FUNCTION effectfence_now_ms() RETURNS bigint LANGUAGE sql STABLE AS "
+          "$$ SELECT ms FROM sim_clock $$; CREATE OR REPLACE FUNCTION effectfence_statement_ms() RETURNS bigint "
+          "LANGUAGE sql STABLE AS $$ SELECT ms FROM sim_clock $$");
+      if (!error.empty()) checker_.violation("cannot put the ledger on the simulated clock: " + error);
+    }
     for (step_ = 1; step_ <= steps_; ++step_) {
       end_faults_due();
       now_ += random_.between(0, 300);
+      sync_sql_clock();
       one_step();
       if (crashed_) power_loss(/*mid_operation=*/true);
     }
@@ -191,7 +267,15 @@ class World {
  private:
   std::string dir() const { return config_.work_dir + "/g" + std::to_string(generation_); }
   std::string next_dir() const { return config_.work_dir + "/g" + std::to_string(generation_ + 1); }
-  std::string ledger_path() const { return dir() + "/ledger.sqlite"; }
+  std::string ledger_path() const { return pg() ? ledger_url_ : dir() + "/ledger.sqlite"; }
+  bool pg() const { return !config_.postgres_url.empty(); }
+  std::unique_ptr<Sql> make_sql() const {
+    if (pg()) return std::make_unique<PgSql>(ledger_url_);
+    return std::make_unique<SqliteSql>(ledger_path());
+  }
+  void sync_sql_clock() {
+    if (pg() && sql_) sql_->exec("UPDATE sim_clock SET ms = " + std::to_string(now_.load()));
+  }
   std::string boot() const { return "boot-" + std::to_string(boot_); }
   std::string intent_name(int k) const { return "charge:" + std::to_string(k); }
   std::string domain_of(int k) const { return "order:" + std::to_string(k % domains_); }
@@ -267,7 +351,8 @@ class World {
     if (pick < 67) return kill(random_slot(), /*gracefully=*/false);
     if (pick < 69) return kill(random_slot(), /*gracefully=*/true);
     if (pick < 72) {
-      if (crashes_this_run_ >= 3) return;
+      // PostgreSQL keeps its own disk: no power loss, lock or failing sync is simulated there.
+      if (crashes_this_run_ >= 3 || pg()) return;
       if (random_.chance(50)) return power_loss(/*mid_operation=*/false);
       armed_syncs_ = static_cast<int>(random_.between(1, 6));
       log("power will be lost at the " + std::to_string(armed_syncs_.load()) + "th sync from now");
@@ -403,7 +488,7 @@ class World {
     const Json result = Json{{"charged_by_attempt", a.attempt}};
     checker_.commit_asked(a.attempt, result.dump());
     const RowView before = sql_->row(a.ticket.intent);
-    const CommitOutcome outcome = fence.commit(a.ticket, result);
+    const CommitOutcome outcome = fence.commit(config_.plant == Plant::blind_commit ? blind(a.ticket) : a.ticket, result);
     ++result_.operations;
     const std::string who = "agent " + std::to_string(id) + " commit " + a.ticket.intent + " #" +
                             std::to_string(a.attempt) + " -> ";
@@ -420,6 +505,25 @@ class World {
     const Refusal& refusal = std::get<Refusal>(outcome);
     log(who + "refused " + reason_name(refusal.reason));
     if (!is_ledger_trouble(outcome)) a.phase = Phase::idle;  // trouble: the same commit is retried later
+  }
+
+  // The planted blind commit: the ticket as the row holds it now, whoever
+  // that is, so the fence's token compare (row_held_by) passes whatever
+  // the agent was admitted as; the state checks stay, as in the model's
+  // -DBLIND_COMMIT (model/fence.pml). No row: the ticket as it was.
+  Ticket blind(const Ticket& ticket) {
+    Ticket current = ticket;
+    auto v = sql_->first_row("SELECT token, generation, seq, domain FROM intents WHERE intent = ?1", ticket.intent);
+    if (!v || v->size() != 4) return current;
+    current.token = (*v)[0];
+    current.generation = std::stoll((*v)[1]);
+    current.seq = std::stoll((*v)[2]);
+    current.domain = (*v)[3];
+    if (current.token != ticket.token) {
+      log("agent's commit of " + ticket.intent + " goes blind: sent with the token of generation " +
+          std::to_string(current.generation) + " (planted bug)");
+    }
+    return current;
   }
 
   void abort(int id, Agent& a, Fence& fence) {
@@ -465,7 +569,7 @@ class World {
   void operator_clear(int k) {
     const std::string intent = intent_name(k);
     const RowView before = sql_->row(intent);
-    const char* count_sql = "SELECT count(*) FROM clears WHERE intent = ?1";
+    const std::string count_sql = "SELECT count(*) FROM clears WHERE intent = ?1";
     const int64_t clears_before = sql_->integer(count_sql, intent);
     const std::string error = sql_->exec("INSERT INTO clears(intent, operator, reason) VALUES ('" + intent +
                                          "', 'sim-operator', 'reconciled by the simulated operator')");
@@ -508,13 +612,14 @@ class World {
     const int64_t by = r < 60 ? random_.between(kLeaseMs, 3 * kLeaseMs)
                               : r < 80 ? random_.between(result_ttl_ms_, 2 * result_ttl_ms_) : -random_.between(1, kLeaseMs);
     now_ += by;
+    sync_sql_clock();
     log("the clock " + std::string(by >= 0 ? "jumps forward " : "steps back ") + std::to_string(by >= 0 ? by : -by) +
         " ms");
   }
 
   void lock_ledger() {
-    if (locker_) return;
-    locker_ = std::make_unique<Sql>(ledger_path());
+    if (locker_ || pg()) return;
+    locker_ = std::make_unique<SqliteSql>(ledger_path());
     if (!locker_->exec("BEGIN IMMEDIATE").empty()) {
       locker_.reset();
       return;
@@ -524,6 +629,7 @@ class World {
   }
 
   void fail_syncs() {
+    if (pg()) return;
     failing_until_ = step_ + static_cast<int>(random_.between(0, 2));
     if (random_.chance(50)) {
       vfs_.fail_syncs_of("-wal");
@@ -577,7 +683,7 @@ class World {
     fs::remove_all(old, ignored);
     crashed_ = false;
     log(std::string("power is lost") + (mid_operation ? " during a sync" : "") + "; the machine boots again");
-    sql_ = std::make_unique<Sql>(ledger_path());
+    sql_ = make_sql();
     if (pending_clear_ && sql_->integer("SELECT count(*) FROM clears WHERE intent = ?1", pending_clear_->intent) >
                               pending_clear_->count_before) {
       checker_.cleared(pending_clear_->intent);
@@ -646,7 +752,9 @@ class World {
   int64_t next_pid_ = 100;
   std::set<int64_t> alive_pids_;
   std::unique_ptr<Sql> sql_;
-  std::unique_ptr<Sql> locker_;
+  std::unique_ptr<SqliteSql> locker_;
+  std::string schema_, ledger_url_;  // PostgreSQL: this seed's schema, and the URL that selects it
+  std::unique_ptr<PgSql> admin_;
   int locked_until_ = 0;
   int failing_until_ = -1;
   std::atomic<int> armed_syncs_{0};

@@ -18,6 +18,7 @@ enum class Plant {
   none,
   ignore_refusal,  // an agent refused in_flight or prior_failure runs the effect anyway
   lost_wal,        // power loss also loses the synced log: answered decisions vanish
+  blind_commit,    // a commit does not compare the token: it writes over whatever attempt holds the row
 };
 const char* plant_name(Plant plant);
 bool plant_from_name(const std::string& name, Plant* plant);
@@ -32,6 +33,10 @@ struct Config {
   // A freshly created, empty ledger to start from (saves the migrations per
   // seed); "": each run creates its own.
   std::string template_ledger;
+  // A PostgreSQL database to run on instead of an SQLite file (each seed in
+  // a schema of its own, dropped after); "": SQLite. No power loss, locks
+  // or failing syncs are simulated on it.
+  std::string postgres_url;
 };
 
 struct RunResult {
