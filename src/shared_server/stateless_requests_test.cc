@@ -53,7 +53,7 @@ struct Fixture {
   }
 };
 
-TEST_CASE("a stateless answer goes back under the client's id, stamped for 2026-07-28; two clients may share an id",
+TEST_CASE("a stateless answer goes back under the client's id, stamped for 2026-07-28, and two clients may share an id",
           "[stateless]") {
   Fixture f;
   auto first = std::async(std::launch::async, [&] { return f.requests.handle(Fixture::call(1, 10), [] { return true; }, f.stopping); });
