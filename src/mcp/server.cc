@@ -400,11 +400,11 @@ void Server::handle_line(std::string_view line) {
       if (extensions_.keep_sent_text) sent_params_ = sent_member(line, "params");
       if (id_in_flight(request->id)) refuse_reused_id(request->id);
       else dispatch(request->id, request->method, std::move(request->params));
-      sent_params_ = nullptr;
+      if (extensions_.keep_sent_text) sent_params_ = nullptr;
     } else if (auto* note = std::get_if<jsonrpc::Notification>(&message)) {
       if (extensions_.keep_sent_text) sent_params_ = sent_member(line, "params");
       on_notification(note->method, note->params);
-      sent_params_ = nullptr;
+      if (extensions_.keep_sent_text) sent_params_ = nullptr;
     } else if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
       log_.warn("refused a message: " + invalid->message + (invalid->answer ? "" : " (not answered)"));
       if (invalid->response && !invalid->id.is_null()) {
@@ -701,7 +701,8 @@ void Server::refuse_busy(const std::shared_ptr<Call>& call) {
 bool Server::register_call(const std::shared_ptr<Call>& call, const Json& params) {
   const auto meta = params.find("_meta");
   call->context = std::make_unique<CallContext>(
-      call->id, meta != params.end() && meta->is_object() ? *meta : Json::object(), sent_params_);
+      call->id, meta != params.end() && meta->is_object() ? *meta : Json::object(),
+      extensions_.keep_sent_text ? sent_params_ : Json());
   {
     std::lock_guard<std::mutex> lock(calls_mutex_);
     if (calls_.emplace(call->key, call).second) return true;

@@ -341,7 +341,9 @@ class Server {
   std::atomic<bool> initialized_{false};
   std::string negotiated_version_;  // set once initialize succeeded; only the thread handling lines touches it
   // With keep_sent_text, the params of the request being dispatched, as
-  // sent (raw_json, or null); only the thread handling lines touches it.
+  // sent (raw_json, or null); only the thread handling lines touches it, and
+  // only with keep_sent_text (a stateless server handles lines on many
+  // threads, and keeps no sent text).
   Json sent_params_;
   bool stateless_accepted_ = false;  // on_stateless said yes; only the thread handling lines touches it
   std::atomic<bool> stateless_client_{false};  // a 2026-07-28 request came, and no initialize
