@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/enum_names.h"
+
 namespace effectfence {
 namespace {
 
@@ -25,19 +27,9 @@ bool swept_state(IntentState s) {
 
 }  // namespace
 
-const char* event_kind_name(EventKind kind) {
-  for (const auto& [k, name] : kEventKindNames) {
-    if (k == kind) return name;
-  }
-  return "invalid_event_kind";
-}
+const char* event_kind_name(EventKind kind) { return name_of(kEventKindNames, kind, "invalid_event_kind"); }
 
-std::optional<EventKind> event_kind_from_name(const std::string& name) {
-  for (const auto& [k, candidate] : kEventKindNames) {
-    if (name == candidate) return k;
-  }
-  return std::nullopt;
-}
+std::optional<EventKind> event_kind_from_name(const std::string& name) { return value_of(kEventKindNames, name); }
 
 std::optional<Transition> transition(IntentState from, EventKind event) {
   for (const Transition& t : kTransitions) {

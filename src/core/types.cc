@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/enum_names.h"
 #include "core/json_members.h"
 
 namespace effectfence {
@@ -31,24 +32,6 @@ constexpr std::array<std::pair<IntentState, const char*>, 6> kStateNames = {{
     {IntentState::unknown, "unknown"},
     {IntentState::cleared, "cleared"},
 }};
-
-template <typename Enum, size_t N>
-const char* name_of(const std::array<std::pair<Enum, const char*>, N>& names, Enum value,
-                    const char* fallback) {
-  for (const auto& [candidate, name] : names) {
-    if (candidate == value) return name;
-  }
-  return fallback;
-}
-
-template <typename Enum, size_t N>
-std::optional<Enum> value_of(const std::array<std::pair<Enum, const char*>, N>& names,
-                             const std::string& name) {
-  for (const auto& [value, candidate] : names) {
-    if (name == candidate) return value;
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
