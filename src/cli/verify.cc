@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -268,12 +269,14 @@ void feed_history(HistoryCheck& history, int64_t id, const std::string& kind, co
   history.event(id, *k, intent, generation, refusal);
 }
 
-void report_history(const HistoryCheck& history, int64_t line, Problems& problems) {
+// line_of: the export line of an event id (0 for a ledger).
+void report_history(const HistoryCheck& history, Problems& problems,
+                    const std::function<int64_t(int64_t)>& line_of) {
   for (const HistoryCheck::Finding& f : history.findings()) {
     problems.add({"", "impossible_history",
                   "intent '" + f.intent + "': " + f.message +
                       " (the events were edited, or written by something other than effectfence)",
-                  line});
+                  line_of(f.event_id)});
   }
 }
 
@@ -468,7 +471,7 @@ class LedgerVerifier {
       feed_history(history, events->integer(0), events->text(1), events->text(2), events->integer(3),
                    events->text(4));
     }
-    report_history(history, 0, problems_);
+    report_history(history, problems_, [](int64_t) { return int64_t{0}; });
   }
 
   void check_committed_events() {
@@ -948,13 +951,10 @@ class ExportVerifier {
               [](const HistoryEvent& a, const HistoryEvent& b) { return std::tie(a.intent, a.id) < std::tie(b.intent, b.id); });
     HistoryCheck history(std::move(sweeps));
     for (const HistoryEvent& e : history_) feed_history(history, e.id, e.kind, e.intent, e.generation, e.detail);
-    for (const HistoryCheck::Finding& f : history.findings()) {
-      const auto line = event_lines_.find(f.event_id);
-      problems_.add({"", "impossible_history",
-                     "intent '" + f.intent + "': " + f.message +
-                         " (the events were edited, or written by something other than effectfence)",
-                     line == event_lines_.end() ? 0 : line->second});
-    }
+    report_history(history, problems_, [this](int64_t id) {
+      const auto line = event_lines_.find(id);
+      return line == event_lines_.end() ? int64_t{0} : line->second;
+    });
   }
 
   // An admission hands out its domain's seq to an attempt (intent,
