@@ -12,10 +12,31 @@ Refusal same_instant_duplicate(const std::string& intent) {
 
 }  // namespace
 
-std::optional<PrepareOutcome> FastPath::answer_from_slot(IntentSlot& slot, const rules::Attempt& a,
+void FastPath::drop_cert(Shard& s, IntentSlot& slot) {
+  if (!slot.cert) return;
+  s.cert_order.erase(slot.cert_order);
+  slot.cert.reset();
+}
+
+void FastPath::cache_cert(Shard& s, const std::string& intent, IntentSlot& slot, const Certificate& cert,
+                          const std::string& payload, int64_t now, uint64_t epoch) {
+  drop_cert(s, slot);
+  while (s.cert_order.size() >= kMaxCachedPerShard) {
+    auto oldest = s.intents.find(s.cert_order.front());
+    drop_cert(s, oldest->second);
+    if (oldest->second.empty()) s.intents.erase(oldest);
+  }
+  slot.cert = cert;
+  slot.cert_payload = payload;
+  slot.cert_expires_at = now + cache_ttl_ms_;
+  slot.cert_epoch = epoch;
+  slot.cert_order = s.cert_order.insert(s.cert_order.end(), intent);
+}
+
+std::optional<PrepareOutcome> FastPath::answer_from_slot(Shard& s, IntentSlot& slot, const rules::Attempt& a,
                                                          int64_t now, uint64_t epoch) {
   if (!answers_from_memory_) return std::nullopt;
-  if (slot.cert && (slot.cert_expires_at <= now || slot.cert_epoch != epoch)) slot.cert.reset();
+  if (slot.cert && (slot.cert_expires_at <= now || slot.cert_epoch != epoch)) drop_cert(s, slot);
   if (slot.cert) {
     if (slot.cert_payload != a.payload_hash) {
       return rules::payload_mismatch(a.request.intent, slot.cert->tool, a.request.tool);
@@ -35,7 +56,7 @@ FastPath::Entry FastPath::enter(const rules::Attempt& a, int64_t now, uint64_t e
     Shard& s = shard_for(a.request.intent);
     std::lock_guard<std::mutex> lock(s.mu);
     IntentSlot& slot = s.intents[a.request.intent];
-    entry.decided = answer_from_slot(slot, a, now, epoch);
+    entry.decided = answer_from_slot(s, slot, a, now, epoch);
     if (entry.decided) {
       if (slot.empty()) s.intents.erase(a.request.intent);
       return entry;
@@ -60,12 +81,7 @@ void FastPath::leave(const rules::Attempt& a, const Entry& entry, const PrepareO
     slot.held = admitted->ticket;
     slot.held_payload = a.payload_hash;
   } else if (auto* replayed = std::get_if<Replayed>(&outcome)) {
-    if (s.intents.size() < kMaxCachedPerShard) {
-      slot.cert = replayed->cert;
-      slot.cert_payload = a.payload_hash;
-      slot.cert_expires_at = now + cache_ttl_ms_;
-      slot.cert_epoch = entry.epoch;
-    }
+    cache_cert(s, a.request.intent, slot, replayed->cert, a.payload_hash, now, entry.epoch);
   }
   if (slot.empty()) s.intents.erase(a.request.intent);
 }
@@ -79,12 +95,7 @@ void FastPath::committed(const Ticket& ticket, const Certificate& cert, int64_t 
   // An edited ticket (right token, other seq) is refused as ticket_invalid
   // and must not be taken for the one this process holds.
   if (slot.held && slot.held->same_attempt(ticket)) {
-    if (s.intents.size() < kMaxCachedPerShard) {
-      slot.cert = cert;
-      slot.cert_payload = slot.held_payload;
-      slot.cert_expires_at = now + cache_ttl_ms_;
-      slot.cert_epoch = epoch_before;
-    }
+    cache_cert(s, ticket.intent, slot, cert, slot.held_payload, now, epoch_before);
     slot.held.reset();
   }
   if (slot.empty()) s.intents.erase(it);
@@ -97,6 +108,24 @@ void FastPath::released(const Ticket& ticket) {
   if (it == s.intents.end()) return;
   if (it->second.held && it->second.held->same_attempt(ticket)) it->second.held.reset();
   if (it->second.empty()) s.intents.erase(it);
+}
+
+size_t FastPath::cached_certificates() const {
+  size_t n = 0;
+  for (const Shard& s : shards_) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    n += s.cert_order.size();
+  }
+  return n;
+}
+
+size_t FastPath::tracked_intents() const {
+  size_t n = 0;
+  for (const Shard& s : shards_) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    n += s.intents.size();
+  }
+  return n;
 }
 
 std::vector<Ticket> FastPath::held_tickets() const {

@@ -12,7 +12,10 @@
 //     clear the intent, without this process seeing it;
 //   - certificates of intents that are done. They are immutable, and the
 //     cache is dropped whenever the ledger reports that another connection
-//     (process or operator) changed the file (PRAGMA data_version).
+//     (process or operator) changed the file (PRAGMA data_version). At most
+//     kMaxCachedPerShard per shard: the oldest is evicted for a new one, so
+//     memory stays bounded and the cache keeps the recent certificates, the
+//     ones late duplicates ask for.
 // Every answer checks the payload first, so a different action under the
 // same intent is never replayed or refused as a mere duplicate.
 // Read-set conflicts are left to the ledger: its decisions are serialised,
@@ -22,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -63,6 +67,13 @@ class FastPath {
   // elsewhere) and a duplicate of a done intent must still be replayed.
   void set_answers_from_memory(bool on) { answers_from_memory_ = on; }
 
+  // Certificates kept per shard (16 shards): 2,048 in all, about a MiB, so a
+  // long run's memory levels off instead of growing with its intents.
+  static constexpr size_t kMaxCachedPerShard = 128;
+  // How many certificates are cached now, and how many intents are tracked.
+  size_t cached_certificates() const;
+  size_t tracked_intents() const;
+
  private:
   struct IntentSlot {
     bool deciding = false;
@@ -73,18 +84,23 @@ class FastPath {
     std::string cert_payload;
     int64_t cert_expires_at = 0;
     uint64_t cert_epoch = 0;
+    std::list<std::string>::iterator cert_order;  // valid iff cert
     bool empty() const { return !deciding && !held && !cert; }
   };
   struct Shard {
     mutable std::mutex mu;
-    std::unordered_map<std::string, IntentSlot> intents;
+    std::unordered_map<std::string, IntentSlot> intents;  // GUARDED_BY(mu)
+    std::list<std::string> cert_order;                    // GUARDED_BY(mu): cached intents, oldest first
   };
   static constexpr size_t kShards = 16;
-  static constexpr size_t kMaxCachedPerShard = 4096;
 
   Shard& shard_for(const std::string& key) { return shards_[std::hash<std::string>{}(key) % kShards]; }
-  std::optional<PrepareOutcome> answer_from_slot(IntentSlot& slot, const rules::Attempt& attempt,
+  std::optional<PrepareOutcome> answer_from_slot(Shard& s, IntentSlot& slot, const rules::Attempt& attempt,
                                                  int64_t now, uint64_t epoch);
+  // Both with s.mu held. cache_cert may evict the shard's oldest certificate.
+  void cache_cert(Shard& s, const std::string& intent, IntentSlot& slot, const Certificate& cert,
+                  const std::string& payload, int64_t now, uint64_t epoch);
+  static void drop_cert(Shard& s, IntentSlot& slot);
 
   std::array<Shard, kShards> shards_;
   bool answers_from_memory_ = true;
