@@ -4,9 +4,10 @@
 // delivery's answer and never handled a second time.
 //
 // Answers are kept for a short while (a bridge resends within moments of a
-// failure) and within a byte budget; after that only the key is remembered,
-// for longer, so a very late resend is told its answer is gone instead of
-// being decided again. Not thread-safe: the session's mutex guards it.
+// failure) and within a byte budget; after that only 24 bytes of digests are
+// remembered, for longer, so a very late resend is told its answer is gone
+// instead of being decided again. Not thread-safe: the session's mutex
+// guards it.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace effectfence::shared {
 
@@ -49,21 +51,28 @@ class Deliveries {
   bool pending(const std::string& key) const;
 
   size_t kept_answer_bytes() const { return answer_bytes_; }
-  size_t size() const { return entries_.size(); }
+  // Keys remembered: with their answer, pending, or forgotten.
+  size_t size() const { return entries_.size() + forgotten_.size(); }
 
  private:
   struct Entry {
     std::string digest;  // SHA-256 of the message
     bool finished = false;
-    bool answer_dropped = false;
     std::optional<std::string> answer;
+  };
+  // 128 bits of the key's SHA-256: what a forgotten key is remembered by.
+  using KeyDigest = std::pair<uint64_t, uint64_t>;
+  struct KeyDigestHash {
+    size_t operator()(const KeyDigest& k) const { return static_cast<size_t>(k.first ^ k.second); }
   };
   void expire(int64_t now_ms);
 
   const DeliveryLimits limits_;
-  std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<std::string, Entry> entries_;  // pending, or answered and kept
   std::deque<std::pair<int64_t, std::string>> answered_;  // (finished at, key), oldest first
-  std::deque<std::pair<int64_t, std::string>> dropped_;   // (answer dropped at, key), oldest first
+  // Keys whose answer was dropped -> 64 bits of their message's digest.
+  std::unordered_map<KeyDigest, uint64_t, KeyDigestHash> forgotten_;
+  std::deque<std::pair<int64_t, KeyDigest>> dropped_;  // (answer dropped at, key), oldest first
   size_t answer_bytes_ = 0;
 };
 
