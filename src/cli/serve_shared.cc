@@ -18,6 +18,7 @@
 
 #include "cli/server_process.h"
 #include "cli/version.h"
+#include "core/heap_usage.h"
 #include "core/random_token.h"
 #include "ledger/holder.h"
 #include "mcp/fence_tools.h"
@@ -337,6 +338,11 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     http_options.metrics = [metrics, &f] {
       mcp::PrometheusText out;
       metrics->write(out, f.ledger_metrics());
+      const HeapUsage heap = heap_usage();
+      out.family("effectfence_heap_bytes", mcp::PrometheusText::Type::gauge,
+                 "Bytes the server's allocator has handed out and not had back (what a leak grows; RSS also "
+                 "holds freed pages and, under a sanitizer, its bookkeeping)");
+      out.sample("effectfence_heap_bytes", {{"allocator", heap.allocator}}, static_cast<uint64_t>(heap.bytes_in_use));
       return out.take();
     };
     shared::HttpTransport http(

@@ -61,6 +61,20 @@ TEST_CASE("kept answers stay within the byte budget, oldest dropped first", "[de
   REQUIRE(answer == std::optional<std::string>(std::string(10, 'a')));
 }
 
+TEST_CASE("a forgotten key reused for another message is still refused as conflicting", "[deliveries]") {
+  DeliveryLimits limits;
+  limits.answer_keep_ms = 0;
+  Deliveries d(limits);
+  std::optional<std::string> answer;
+  REQUIRE(d.deliver("k", "m", 0, &answer) == Seen::first);
+  d.finish("k", std::string("answer"), 0);
+  REQUIRE(d.deliver("x", "y", 1, &answer) == Seen::first);  // drops k's answer
+  REQUIRE(d.kept_answer_bytes() == 0);
+  REQUIRE(d.deliver("k", "other", 2, &answer) == Seen::conflicting);
+  REQUIRE(d.deliver("k", "m", 2, &answer) == Seen::forgotten);
+  REQUIRE(d.size() == 2);
+}
+
 TEST_CASE("remembered keys are bounded in number", "[deliveries]") {
   DeliveryLimits limits;
   limits.answer_keep_ms = 0;

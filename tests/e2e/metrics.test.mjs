@@ -233,11 +233,16 @@ test('GET /metrics: refused without the token as /mcp is; with it, the counters 
 
   const after = await scrape();
   const moved = delta(before, after);
+  // The live heap, as the allocator counts it, under the allocator's name.
+  const heap = [...after.samples.keys()].filter((k) => k.startsWith('effectfence_heap_bytes{'));
+  assert.equal(heap.length, 1, 'one effectfence_heap_bytes sample');
+  assert.match(heap[0], /allocator="(glibc|asan|tsan)"/);
+  assert.ok(after.samples.get(heap[0]).value > 0, 'the heap gauge counts something');
   for (const [key, n] of expected) assert.equal(moved.get(key), n, `${key} moved by ${n}`);
   for (const [key, n] of moved) {
     if (expected.has(key)) continue;
-    // Besides the counts above, only latency (buckets, sums) and the ledger's batching may move.
-    assert.match(key, /^effectfence_(decision_seconds_(bucket|sum)|group_commit_\w+)\{/, `${key} moved by ${n} and should not have`);
+    // Besides the counts above, only latency (buckets, sums), the ledger's batching and the heap gauge may move.
+    assert.match(key, /^effectfence_(decision_seconds_(bucket|sum)|group_commit_\w+|heap_bytes)\{/, `${key} moved by ${n} and should not have`);
   }
   for (const name of Object.keys(calls)) checkHistogram(after, 'effectfence_decision_seconds', { tool: name });
   const busy = seriesKey('effectfence_decision_seconds_bucket', { tool: 'fence_prepare', le: '5' });

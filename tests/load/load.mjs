@@ -15,8 +15,10 @@
 //
 // It prints calls, answers by kind, transport failures, intents fenced
 // without a crash, latency p50/p99/max, each server's RSS through the run
-// (flat: it grew little after warm-up, or leveled off over the last quarter
-// of the run, as a cache does at its bound), and `effectfence verify`. Exit 0 iff load made no failure:
+// and the shared server's heap from its /metrics (flat: it grew little after
+// warm-up, or leveled off over the last quarter of the run, as a cache does
+// at its bound; under a sanitizer the shared server is judged by its heap),
+// and `effectfence verify`. Exit 0 iff load made no failure:
 // no transport failure, no fence it did not ask for, RSS flat, verify clean,
 // no tool ran twice. `--plant kill-shared` kill -9s the shared server
 // halfway, and exits 0 iff the checks then fail as they must (the
@@ -212,6 +214,19 @@ function sharedServerPid() {
   try { return JSON.parse(readFileSync(`${db}.server.json`, 'utf8')).pid; } catch { return null; }
 }
 
+// The shared server's live heap from its GET /metrics: what a leak grows.
+// Under a sanitizer RSS also holds the sanitizer's bookkeeping, which grows
+// with the variety of work done, so there the heap is what is judged.
+async function sharedServerHeap() {
+  try {
+    const { url, token } = JSON.parse(readFileSync(`${db}.server.json`, 'utf8'));
+    const res = await fetch(url.replace(/\/mcp$/, '/metrics'),
+                            { headers: { Authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10000) });
+    const m = (await res.text()).match(/^effectfence_heap_bytes\{allocator="([a-z]+)"\} (\d+)$/m);
+    return m ? { allocator: m[1], kib: Math.round(Number(m[2]) / 1024) } : null;
+  } catch { return null; }
+}
+
 function percentile(sorted, p) {
   if (sorted.length === 0) return 0;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -256,13 +271,22 @@ try {
     return list;
   };
   const rss = {};
-  const warm = sleep(Math.max(1000, opts.seconds * 250)).then(() => {
+  const heap = { series: [], allocator: '' };  // the shared server's, from /metrics
+  const heapSample = async () => {
+    const h = await sharedServerHeap();
+    if (h) heap.allocator = h.allocator;
+    return h ? h.kib : null;
+  };
+  const warm = sleep(Math.max(1000, opts.seconds * 250)).then(async () => {
     for (const s of servers()) rss[s.label] = { pid: s.pid, start: rssKiB(s.pid) };
+    heap.start = await heapSample();
   });
-  // RSS through the run, so a cache filling up to its bound reads apart from a leak.
+  // RSS (and the shared server's heap) through the run, so a cache filling
+  // up to its bound reads apart from a leak.
   const series = {};
   const sampler = setInterval(() => {
     for (const s of servers()) (series[s.label] ??= []).push(rssKiB(s.pid));
+    heapSample().then((kib) => heap.series.push(kib));
   }, Math.max(1000, opts.seconds * 50));
   let planted;
   if (opts.plant === 'kill-shared') {
@@ -276,6 +300,7 @@ try {
   for (const s of servers()) {
     if (rss[s.label] && rss[s.label].pid === s.pid) rss[s.label].end = rssKiB(s.pid);
   }
+  heap.end = await heapSample();
 
   for (const h of hogs) h.kill('SIGKILL');  // the load is over: the checks need no competition
   // Clients leave; their servers finish (and would fence what they still held).
@@ -306,8 +331,15 @@ try {
     const tail = (samples ?? []).filter((x) => x).slice(-Math.max(2, Math.ceil((samples ?? []).length / 4)));
     return tail.length >= 2 && tail.at(-1) <= tail[0] * 1.02 + 4 * 1024;
   };
+  const grewLittle = (r, samples) => r.end <= r.start * 1.25 + 16 * 1024 || leveledOff(samples);
+  const sanitized = heap.allocator === 'asan' || heap.allocator === 'tsan';
+  const heapFlat = !(heap.start && heap.end) || grewLittle(heap, heap.series);
   const flat = Object.entries(rss).filter(([, r]) => r.start && r.end)
-    .map(([label, r]) => ({ label, ...r, flat: r.end <= r.start * 1.25 + 16 * 1024 || leveledOff(series[label]) }));
+    .map(([label, r]) => ({
+      label, ...r,
+      flat: label === 'shared server' ? heapFlat && (sanitized || grewLittle(r, series[label])) : grewLittle(r, series[label]),
+    }));
+  if (!opts.plant && !(heap.start && heap.end)) flat.push({ label: 'shared server heap', flat: false });
   const latency = {};
   for (const [door, list] of Object.entries(stats.latencies)) {
     if (list.length === 0) continue;
@@ -331,6 +363,7 @@ try {
     intents: Object.fromEntries(states.map((l) => l.split('|'))),
     latency_ms: latency,
     rss_kib: flat,
+    shared_heap_kib: { allocator: heap.allocator, start: heap.start, end: heap.end, series: heap.series },
     verify: verified,
     effects_run_twice: twice.length,
     sanitizer_reports: sanitizer.map((s) => s.label),
@@ -351,10 +384,20 @@ try {
   for (const [door, l] of Object.entries(latency)) {
     line(`latency ms, ${door}`, `p50 ${l.p50}, p99 ${l.p99}, max ${l.max} (${l.calls} calls)`);
   }
+  const mibs = (samples) => (samples ?? []).filter((x) => x).map((x) => Math.round(x / 1024)).join(' ');
+  const every = `every ${Math.max(1, opts.seconds / 20)} s`;
   for (const r of flat) {
-    const mib = (series[r.label] ?? []).filter((x) => x).map((x) => Math.round(x / 1024));
+    if (!r.start) {
+      line(`rss ${r.label}`, 'NOT MEASURED (no /metrics answer)');
+      continue;
+    }
+    const judged = r.label === 'shared server' && sanitized ? ' (judged by its heap: RSS holds the sanitizer\'s bookkeeping)' : '';
     line(`rss ${r.label}`, `${Math.round(r.start / 1024)} -> ${Math.round(r.end / 1024)} MiB${r.flat ? '' : '  NOT FLAT'}` +
-         `  (every ${Math.max(1, opts.seconds / 20)} s: ${mib.join(' ')})`);
+         `${judged}  (${every}: ${mibs(series[r.label])})`);
+  }
+  if (heap.start && heap.end) {
+    line(`heap shared server`, `${Math.round(heap.start / 1024)} -> ${Math.round(heap.end / 1024)} MiB (${heap.allocator})` +
+         `${heapFlat ? '' : '  NOT FLAT'}  (${every}: ${mibs(heap.series)})`);
   }
   line('effects run twice', report.effects_run_twice);
   line('sanitizer reports', sanitizer.length ? report.sanitizer_reports.join(' ') : 0);
