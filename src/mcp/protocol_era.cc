@@ -1,5 +1,7 @@
 #include "mcp/protocol_era.h"
 
+#include <botan/base64.h>
+
 #include "mcp/jsonrpc.h"
 #include "mcp/raw_json.h"
 #include "mcp/server.h"
@@ -26,6 +28,93 @@ bool speaks_modern(const std::string& version) {
 }  // namespace
 
 bool is_modern_version(const std::string& version) { return version >= kFirstModern; }
+
+namespace {
+
+constexpr const char* kBase64Open = "=?base64?";
+constexpr const char* kBase64Close = "?=";
+
+// The headers message is sent with, their values as in the body.
+HttpHeaders header_values(const Json& message) {
+  HttpHeaders headers;
+  if (!message.is_object()) return headers;
+  const std::string method = message.value("method", std::string());
+  const Json params = message.value("params", Json::object());
+  const Json meta = params.is_object() ? params.value("_meta", Json::object()) : Json::object();
+  if (meta.is_object()) {
+    const auto version = meta.find(kProtocolVersionMetaKey);
+    if (version != meta.end() && version->is_string()) headers.emplace_back("MCP-Protocol-Version", *version);
+  }
+  if (!method.empty()) headers.emplace_back("Mcp-Method", method);
+  const char* field = method == "tools/call" || method == "prompts/get" ? "name"
+                      : method == "resources/read"                     ? "uri"
+                                                                       : nullptr;
+  if (field != nullptr && params.is_object()) {
+    const auto value = params.find(field);
+    if (value != params.end() && value->is_string()) headers.emplace_back("Mcp-Name", *value);
+  }
+  return headers;
+}
+
+bool header_safe(const std::string& value) {
+  if (value.empty() || value.front() == ' ' || value.back() == ' ' || value.front() == '\t' || value.back() == '\t') {
+    return false;
+  }
+  if (value.rfind(kBase64Open, 0) == 0) return false;
+  for (unsigned char c : value) {
+    if (c != '\t' && (c < 32 || c > 126)) return false;
+  }
+  return true;
+}
+
+// The header's value as the body has it; nullopt for a malformed base64 form.
+std::optional<std::string> decoded(const std::string& header) {
+  const size_t open = std::char_traits<char>::length(kBase64Open), close = std::char_traits<char>::length(kBase64Close);
+  if (header.size() < open + close || header.rfind(kBase64Open, 0) != 0 ||
+      header.compare(header.size() - close, close, kBase64Close) != 0) {
+    return header;
+  }
+  try {
+    const Botan::secure_vector<uint8_t> bytes = Botan::base64_decode(header.substr(open, header.size() - open - close));
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+HttpHeaders standard_request_headers(const Json& message) {
+  HttpHeaders headers = header_values(message);
+  for (auto& [name, value] : headers) {
+    if (!header_safe(value)) {
+      value = kBase64Open + Botan::base64_encode(reinterpret_cast<const uint8_t*>(value.data()), value.size()) +
+              kBase64Close;
+    }
+  }
+  return headers;
+}
+
+std::optional<EnvelopeError> check_standard_headers(
+    const Json& message, const std::function<std::optional<std::string>(const std::string&)>& header) {
+  const bool request = message.is_object() && message.contains("id");
+  for (const auto& [name, body_value] : header_values(message)) {
+    const std::optional<std::string> given = header(name);
+    if (!given) {
+      if (!request) continue;
+      return EnvelopeError{kHeaderMismatch,
+                           "missing " + name + " header: a 2026-07-28 request over HTTP repeats it from its body (\"" +
+                               body_value + "\")",
+                           nullptr};
+    }
+    if (decoded(*given) != body_value) {
+      return EnvelopeError{kHeaderMismatch,
+                           "header mismatch: " + name + " says \"" + *given + "\" but the body says \"" + body_value + "\"",
+                           nullptr};
+    }
+  }
+  return std::nullopt;
+}
 
 bool is_stateless_message(const Json& message) {
   if (!message.is_object()) return false;

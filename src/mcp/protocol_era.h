@@ -5,8 +5,11 @@
 // its envelope alone, so one server serves both kinds of client at once.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "effectfence/json.h"
 
@@ -58,6 +61,25 @@ bool is_stateless_message(const Json& message);
 // Every revision we speak, stateless ones first: server/discover's
 // supportedVersions and the data of kUnsupportedProtocolVersion.
 Json supported_versions_json();
+
+// Over HTTP, a 2026-07-28 request repeats parts of its body in headers, so
+// that proxies can route it without reading the body: MCP-Protocol-Version
+// (the envelope's revision), Mcp-Method, and Mcp-Name (params.name of
+// tools/call and prompts/get, params.uri of resources/read; a value that is
+// not plain printable ASCII is sent as =?base64?<utf-8 in base64>?=).
+constexpr int kHeaderMismatch = -32020;  // answered with HTTP 400
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+// The standard headers message (a stateless request or notification) is
+// sent with. What the bridge sends, and what a server checks against.
+HttpHeaders standard_request_headers(const Json& message);
+
+// Checks the standard headers a stateless message came with; header(name)
+// returns a header's value, or nullopt when absent. A request must carry
+// each one standard_request_headers names; a notification need not, but
+// what it carries must agree. Returns the kHeaderMismatch error to answer.
+std::optional<EnvelopeError> check_standard_headers(
+    const Json& message, const std::function<std::optional<std::string>(const std::string&)>& header);
 
 // Adds what 2026-07-28 requires of a result of method: resultType
 // "complete" (unless one is given), ttlMs and cacheScope on the cacheable

@@ -91,5 +91,73 @@ TEST_CASE("a stateless message is server/discover or one whose _meta names 2026-
   CHECK_FALSE(is_stateless_message(Json::array()));
 }
 
+// Looks headers up in a fixed list, as an HTTP server's request would.
+std::function<std::optional<std::string>(const std::string&)> lookup(const HttpHeaders& headers) {
+  return [headers](const std::string& name) -> std::optional<std::string> {
+    for (const auto& [n, v] : headers) {
+      if (n == name) return v;
+    }
+    return std::nullopt;
+  };
+}
+
+Json tool_call(const std::string& name) {
+  Json params = envelope("2026-07-28");
+  params["name"] = name;
+  params["arguments"] = Json::object();
+  return {{"jsonrpc", "2.0"}, {"id", 7}, {"method", "tools/call"}, {"params", params}};
+}
+
+TEST_CASE("a stateless request is sent with the headers its body names, and they check out", "[protocol_era]") {
+  const Json call = tool_call("fence_prepare");
+  const HttpHeaders headers = standard_request_headers(call);
+  CHECK(headers == HttpHeaders{{"MCP-Protocol-Version", "2026-07-28"},
+                               {"Mcp-Method", "tools/call"},
+                               {"Mcp-Name", "fence_prepare"}});
+  CHECK_FALSE(check_standard_headers(call, lookup(headers)));
+
+  Json read = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "resources/read"}, {"params", envelope("2026-07-28")}};
+  read["params"]["uri"] = "file:///a b";
+  CHECK(standard_request_headers(read).back() == std::make_pair(std::string("Mcp-Name"), std::string("file:///a b")));
+  Json list = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}, {"params", envelope("2026-07-28")}};
+  CHECK(standard_request_headers(list).size() == 2);  // no Mcp-Name for a method without one
+}
+
+TEST_CASE("a name that is not printable ASCII travels as =?base64?...?= and decodes back", "[protocol_era]") {
+  const Json call = tool_call("p\xc3\xa4y");  // "päy"
+  const HttpHeaders headers = standard_request_headers(call);
+  CHECK(headers.back().second == "=?base64?cMOkeQ==?=");
+  CHECK_FALSE(check_standard_headers(call, lookup(headers)));
+  CHECK(standard_request_headers(tool_call(" padded")).back().second == "=?base64?IHBhZGRlZA==?=");
+}
+
+TEST_CASE("a header that disagrees with the body, or a missing one on a request, is -32020", "[protocol_era]") {
+  const Json call = tool_call("fence_prepare");
+  const HttpHeaders good = standard_request_headers(call);
+  for (size_t i = 0; i < good.size(); ++i) {
+    HttpHeaders wrong = good;
+    wrong[i].second = "other";
+    const auto error = check_standard_headers(call, lookup(wrong));
+    REQUIRE(error);
+    CHECK(error->code == kHeaderMismatch);
+    CHECK_THAT(error->message, Catch::Contains(good[i].first));
+
+    HttpHeaders missing = good;
+    missing.erase(missing.begin() + static_cast<std::ptrdiff_t>(i));
+    const auto absent = check_standard_headers(call, lookup(missing));
+    REQUIRE(absent);
+    CHECK(absent->code == kHeaderMismatch);
+    CHECK_THAT(absent->message, Catch::Contains("missing " + good[i].first));
+  }
+  HttpHeaders bad_base64 = good;
+  bad_base64.back().second = "=?base64?%%%?=";
+  CHECK(check_standard_headers(call, lookup(bad_base64)));
+
+  // A notification need not carry them, but what it carries must agree.
+  Json note = {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", envelope("2026-07-28")}};
+  CHECK_FALSE(check_standard_headers(note, lookup({})));
+  CHECK(check_standard_headers(note, lookup({{"Mcp-Method", "notifications/progress"}})));
+}
+
 }  // namespace
 }  // namespace effectfence::mcp

@@ -161,6 +161,13 @@ HttpExchange post_message(const Endpoint& endpoint, const std::string& session, 
     if (!session.empty()) headers.emplace("Mcp-Session-Id", session);
     if (!idempotency_key.empty()) headers.emplace(kIdempotencyHeader, idempotency_key);
     if (!protocol_version.empty()) headers.emplace("MCP-Protocol-Version", protocol_version);
+    if (session.empty()) {
+      // A stateless (2026-07-28) message repeats parts of its body in headers.
+      const Json document = Json::parse(body, nullptr, false);
+      if (mcp::is_stateless_message(document)) {
+        for (const auto& [name, value] : mcp::standard_request_headers(document)) headers.emplace(name, value);
+      }
+    }
     auto res = client.Post(endpoint.path, headers, body, "application/json");
     if (!res) {
       exchange.transport_error = httplib::to_string(res.error());

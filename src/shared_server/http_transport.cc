@@ -673,6 +673,13 @@ void HttpTransport::handle_get(httplib::Response& res) {
 
 void HttpTransport::handle_stateless(const httplib::Request& req, httplib::Response& res, const Json& document,
                                      bool request, bool event_stream) {
+  const auto mismatch = mcp::check_standard_headers(document, [&req](const std::string& name) {
+    return req.has_header(name) ? std::optional<std::string>(req.get_header_value(name)) : std::nullopt;
+  });
+  if (mismatch) {
+    send_json(res, 400, mcp::jsonrpc::error_response(request ? document["id"] : Json(), mismatch->code, mismatch->message));
+    return;
+  }
   if (!request) {
     stateless_->notify(document);
     res.status = 202;

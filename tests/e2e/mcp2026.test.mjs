@@ -222,7 +222,7 @@ test('HTTP: a client that drops the connection of a waiting fence_prepare cancel
     signal,
     headers: {
       Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
-      'MCP-Protocol-Version': '2026-07-28',
+      'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': 'fence_prepare',
     },
     body: JSON.stringify({ jsonrpc: '2.0', id: next++, method: 'tools/call', params: { name: 'fence_prepare', arguments: prepareArgs(intent), _meta: ENVELOPE } }),
   }).then(async (res) => (await res.json()).result.structuredContent);
@@ -249,11 +249,46 @@ test('HTTP: a client that drops the connection of a waiting fence_prepare cancel
   // No stream that would hold a thread for changes that never come: refused by name.
   const listen = await fetch(url, {
     method: 'POST',
-    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json' },
+    headers: {
+      Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json',
+      'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'subscriptions/listen',
+    },
     body: JSON.stringify({ jsonrpc: '2.0', id: 'l', method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true }, _meta: ENVELOPE } }),
   }).then((res) => res.json());
   assert.equal(listen.error.code, -32601);
   assert.match(listen.error.message, /subscriptions\/listen is not offered over HTTP/);
+});
+
+test('HTTP: a stateless request whose headers disagree with its body, or lack one, is refused 400 -32020 and decides nothing', async (t) => {
+  const db = path.join(await tempDir(t), 'ledger.sqlite');
+  await stdioClient(t, { args: ['serve', '--shared', '--db', db], mode: 'legacy', name: 'starter' });  // starts the server
+  const { url, token } = JSON.parse(await readFile(`${db}.server.json`, 'utf8'));
+  const standard = { 'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': 'fence_prepare' };
+  const post = async (headers) => {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json', ...headers },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'fence_prepare', arguments: prepareArgs('headers'), _meta: ENVELOPE } }),
+    });
+    return { status: res.status, body: await res.json() };
+  };
+  for (const [name, wrong] of [['MCP-Protocol-Version', '2025-11-25'], ['Mcp-Method', 'tools/list'], ['Mcp-Name', 'fence_commit']]) {
+    const mismatched = await post({ ...standard, [name]: wrong });
+    assert.equal(mismatched.status, 400, `${name}: ${JSON.stringify(mismatched)}`);
+    assert.equal(mismatched.body.error.code, -32020);
+    assert.equal(mismatched.body.id, 9);
+    assert.match(mismatched.body.error.message, new RegExp(`header mismatch: ${name}`));
+    const { [name]: _, ...without } = standard;
+    const missing = await post(without);
+    assert.equal(missing.status, 400, `${name}: ${JSON.stringify(missing)}`);
+    assert.match(missing.body.error.message, new RegExp(`missing ${name} header`));
+  }
+  const intents = spawnSync('sqlite3', ['-readonly', '-cmd', '.timeout 10000', db, 'SELECT count(*) FROM intents'], { encoding: 'utf8' });
+  assert.equal(intents.stdout.trim(), '0', intents.stderr);  // nothing refused was decided
+  // The negative control: the same request with agreeing headers is served.
+  const served = await post(standard);
+  assert.equal(served.status, 200, JSON.stringify(served));
+  assert.equal(served.body.result.structuredContent.status, 'fresh');
 });
 
 test('serve --shared, pinned 2026-07-28 over the bridge: a cancelled fence_prepare is withdrawn (the bridge closes its connection)', async (t) => {
