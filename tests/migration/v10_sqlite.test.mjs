@@ -8,7 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { tempDir } from '../e2e/helpers.mjs';
-import { FIXTURES, TABLES, expectEveryRowKept, expectLedgerWorks, expectVerifyPasses, migrate, recordedVerifyPassed,
+import { FIXTURES, TABLES, effectfence, expectEveryRowKept, expectLedgerWorks, expectVerifyPasses, migrate, recordedVerifyPassed,
          rowChanges, sha256, sqlite, sqliteRefused } from './v10_lib.mjs';
 
 const FIXTURE = path.join(FIXTURES, 'ledger.sqlite');
@@ -38,6 +38,11 @@ test('a schema-10 SQLite ledger of the previous release migrates to 11 keeping e
   assert.ok(triggers(ledger).includes('intents_fenced_kept'));
   assert.ok(!triggers(ledger).includes('intents_follow_state_machine'));
   recordedVerifyPassed('verify-before.sqlite.txt');
+
+  // The audit dump the old release exported from this ledger still checks out.
+  const exported = effectfence(['verify', '--export', path.join(FIXTURES, 'export.jsonl')]);
+  assert.equal(exported.status, 0, exported.stdout + exported.stderr);
+  assert.match(exported.stdout, /every hash, body and parent link checks out/);
 
   // This verify reads a schema-10 ledger as it is, and changes nothing.
   const hash = sha256(ledger);
