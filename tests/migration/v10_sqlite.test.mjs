@@ -112,3 +112,23 @@ test('a schema-10 SQLite ledger the migration cannot take is refused by name and
   assert.deepEqual(triggers(ledger), names);
   assert.ok(names.includes('intents_fenced_kept') && !names.includes('intents_follow_state_machine'));
 });
+
+// The checkers above, given what they must catch: a row lost, changed or
+// added, and a ledger verify does not pass.
+test('the row and verify checks fail on a row lost, changed or added, and on a ledger with a dropped trigger', async (t) => {
+  const ledger = await copyOfFixture(t);
+  const before = snapshot(ledger);
+  const ttl = /^\d+,'result_ttl_ms',\d+$/;
+  assert.doesNotThrow(() => expectEveryRowKept(rowChanges(before, before), ttl));
+  const variants = {
+    'a clear lost': { ...before, clears: before.clears.slice(1) },
+    'an event changed': { ...before, events: [before.events[0].replace('admitted', 'takeover'), ...before.events.slice(1)] },
+    'an intent added': { ...before, intents: [...before.intents, "999,'ghost'"] },
+    'a certificate lost': { ...before, certificates: before.certificates.slice(0, -1) },
+  };
+  for (const [what, after] of Object.entries(variants)) {
+    assert.throws(() => expectEveryRowKept(rowChanges(before, after), ttl), assert.AssertionError, what);
+  }
+  sqlite(ledger, 'DROP TRIGGER intents_fenced_kept');
+  assert.throws(() => expectVerifyPasses(ledger, 'with a trigger dropped'), /protection_missing/);
+});
