@@ -75,7 +75,21 @@ std::optional<OpenError> migrate(pg::Connection& db, const std::string& url) {
     }
     for (const Migration& m : all) {
       if (m.version <= current) continue;
-      db.run(m.sql);
+      try {
+        db.run(m.sql);
+      } catch (const pg::Error& e) {
+        // 42P01, 42703, 42704, 42883: a table, column, trigger or function
+        // this migration changes is missing: the schema was edited by hand.
+        const std::string& state = e.sqlstate();
+        if (current == 0 || (state != "42P01" && state != "42703" && state != "42704" && state != "42883")) throw;
+        db.run("ROLLBACK");
+        return open_error(OpenErrorCode::corrupt, url,
+                          "is at schema version " + std::to_string(current) +
+                              " (effectfence_schema), but lacks what migration " + m.name + " changes (" +
+                              e.what() + "): its schema was edited by hand. Nothing was changed. Recreate it as "
+                              "migrations/postgres/ built it at version " + std::to_string(current) +
+                              ", or restore the ledger from a backup");
+      }
       db.exec("INSERT INTO effectfence_schema (version, name) VALUES ($1, $2)",
               {pg::param(int64_t{m.version}), pg::param(std::string(m.name))});
     }

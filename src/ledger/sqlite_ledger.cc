@@ -637,14 +637,25 @@ void use_wal(SQLite::Database& db) {
 }
 
 // Brings the ledger to the latest schema. A migration that meets what it
-// would create is a ledger whose version was set back by hand: named, and
-// (the migrations being one transaction) left as it was.
+// would create is a ledger whose version was set back by hand; one that
+// misses what it changes (SQLITE_ERROR: no such trigger, table or column)
+// is one whose schema was edited by hand. Both are named, and (the
+// migrations being one transaction) left as they were.
 std::optional<OpenError> migrate(SQLite::Database& db, const std::string& path) {
   const int version = db.execAndGet("PRAGMA user_version").getInt();
   try {
     apply_migrations(db);
   } catch (const SQLite::Exception& e) {
-    if (std::string(e.what()).find("already exists") == std::string::npos) throw;
+    if (std::string(e.what()).find("already exists") == std::string::npos) {
+      if (e.getErrorCode() != SQLITE_ERROR || version == 0) throw;
+      return open_error(OpenErrorCode::corrupt, path,
+                        "is at schema version " + std::to_string(version) +
+                            " (PRAGMA user_version), but lacks what the migration to version " +
+                            std::to_string(latest_schema_version()) + " changes (" + e.what() +
+                            "): its schema was edited by hand. Nothing was changed. `effectfence verify` names "
+                            "what is missing or changed; recreate it as migrations/ built it at version " +
+                            std::to_string(version) + ", or restore the ledger from a backup");
+    }
     return open_error(OpenErrorCode::corrupt, path,
                       "says it is at schema version " + std::to_string(version) +
                           " (PRAGMA user_version), but it already holds what a later migration makes (" + e.what() +
