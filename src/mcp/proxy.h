@@ -10,17 +10,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "effectfence/fence.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -205,23 +204,23 @@ class Proxy {
   const ProxyOptions options_;
   Upstream upstream_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable refresh_wanted_;
-  Mirror mirror_;
-  Json child_info_;
-  std::mutex server_mutex_;  // held while writing to the agent, so apart from mutex_
-  std::mutex relayed_mutex_;  // taken after server_mutex_, never before it
-  std::map<std::string, Json> relayed_;  // the child's request id (dump) -> wrap's id at the agent
-  Server* server_ = nullptr;
-  std::string agent_ = "wrap";
+  mutable Mutex mutex_;
+  CondVar refresh_wanted_;
+  Mirror mirror_ GUARDED_BY(mutex_);
+  Json child_info_ GUARDED_BY(mutex_);
+  Mutex server_mutex_;  // held while writing to the agent, so apart from mutex_
+  Mutex relayed_mutex_ ACQUIRED_AFTER(server_mutex_);
+  std::map<std::string, Json> relayed_ GUARDED_BY(relayed_mutex_);  // the child's request id (dump) -> wrap's id at the agent
+  Server* server_ GUARDED_BY(server_mutex_) = nullptr;
+  std::string agent_ GUARDED_BY(mutex_) = "wrap";
   // The protocol revision the agent was answered with, and the roots,
   // sampling and elicitation it declared: what the child is offered.
-  ClientOffer agent_offer_;
-  std::set<std::string> kept_fenced_;  // read-only tools stays_fenced() kept fenced, warned about once
-  bool started_ = false;  // start() succeeded
-  bool refresh_pending_ = false;
-  bool child_said_changed_ = false;
-  bool stopping_ = false;
+  ClientOffer agent_offer_ GUARDED_BY(mutex_);
+  std::set<std::string> kept_fenced_ GUARDED_BY(mutex_);  // read-only tools stays_fenced() kept fenced, warned about once
+  bool started_ GUARDED_BY(mutex_) = false;  // start() succeeded
+  bool refresh_pending_ GUARDED_BY(mutex_) = false;
+  bool child_said_changed_ GUARDED_BY(mutex_) = false;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::atomic<bool> waiting_stopped_{false};
   std::thread refresher_;  // last: uses the members above
 };
