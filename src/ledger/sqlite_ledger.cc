@@ -579,6 +579,8 @@ class SqliteLedger final : public Ledger {
     completions_.post(std::move(completions));
   }
 
+  // The writing connection and its statements: once the constructor has
+  // returned, the writer thread alone uses them, so they take no lock.
   std::unique_ptr<SQLite::Database> db_;
   SqliteTxn txn_;
   std::unique_ptr<SQLite::Statement> begin_immediate_, begin_deferred_, commit_, savepoint_, release_,

@@ -174,7 +174,7 @@ class Bridge {
   State state_ GUARDED_BY(mutex_);
   std::string initialize_line_ GUARDED_BY(mutex_);   // replayed to open a session on a new server
   std::string initialized_line_ GUARDED_BY(mutex_);
-  Mutex recover_mutex_;
+  Mutex recover_mutex_ ACQUIRED_BEFORE(mutex_);  // one recovery at a time; mutex_ taken inside it
 
   Mutex keepalive_mutex_;
   CondVar keepalive_wake_;
