@@ -163,7 +163,8 @@ class Bridge {
   void write_server_lost(const Json& id, bool recovered);
 
   Mutex stateless_mutex_;
-  std::map<std::string, std::shared_ptr<PostAbort>> stateless_in_flight_ GUARDED_BY(stateless_mutex_);  // by the client's id.dump()
+  // By the client's id.dump().
+  std::map<std::string, std::shared_ptr<PostAbort>> stateless_in_flight_ GUARDED_BY(stateless_mutex_);
 
   mcp::LineWriter& out_;
   mcp::Logger& log_;
