@@ -16,12 +16,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "core/mutex.h"
 #include "effectfence/ledger.h"
 #include "effectfence/types.h"
 
@@ -203,9 +203,9 @@ class Fence {
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<FastPath> fast_;
   std::unique_ptr<SealedAhead> sealed_ahead_;  // certificates sealed off the ledger's writer
-  mutable std::mutex counters_mu_;
-  Counters process_;  // every outcome of this Fence
-  Counters pending_;  // fast-path outcomes not yet added to the ledger's counters
+  mutable Mutex counters_mu_;
+  Counters process_ GUARDED_BY(counters_mu_);  // every outcome of this Fence
+  Counters pending_ GUARDED_BY(counters_mu_);  // fast-path outcomes not yet added to the ledger's counters
   std::atomic<bool> admitting_{true};
   // An attempt whose admission may be on record with nobody holding its
   // ticket (see take_back_unanswered).
@@ -213,8 +213,8 @@ class Fence {
     std::string intent;
     std::string token;
   };
-  std::mutex unanswered_mu_;
-  std::vector<UnansweredAdmission> unanswered_;
+  Mutex unanswered_mu_;
+  std::vector<UnansweredAdmission> unanswered_ GUARDED_BY(unanswered_mu_);
 };
 
 }  // namespace effectfence

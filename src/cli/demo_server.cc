@@ -9,7 +9,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/version.h"
+#include "core/mutex.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -85,7 +85,7 @@ class ChargeBook {
   }
 
   Json charge(const std::string& order, int64_t cents) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     SQLite::Statement q(db_, "INSERT INTO charges (order_id, amount_cents, pid) VALUES (?, ?, ?)");
     q.bind(1, order);
     q.bind(2, cents);
@@ -97,7 +97,7 @@ class ChargeBook {
   }
 
   Json list(const std::optional<std::string>& order) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     SQLite::Statement q(db_, order ? "SELECT id, order_id, amount_cents FROM charges WHERE order_id = ? ORDER BY id"
                                    : "SELECT id, order_id, amount_cents FROM charges ORDER BY id");
     if (order) q.bind(1, *order);
@@ -111,8 +111,8 @@ class ChargeBook {
   }
 
  private:
-  std::mutex mu_;
-  SQLite::Database db_;
+  Mutex mu_;
+  SQLite::Database db_ GUARDED_BY(mu_);
 };
 
 Json charge_schema() {

@@ -53,10 +53,10 @@ Maintenance::Maintenance(Fence& fence, std::chrono::milliseconds sweep_interval,
 
 Maintenance::~Maintenance() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   thread_.join();
 }
 
@@ -66,9 +66,9 @@ void Maintenance::run() {
   using Clock = std::chrono::steady_clock;
   Clock::time_point next_reap = Clock::now();
   Clock::time_point next_sweep = next_reap;
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     if (Clock::now() >= next_reap) {
       reap();
       next_reap = Clock::now() + kReapInterval;
@@ -77,8 +77,11 @@ void Maintenance::run() {
       sweep();
       next_sweep = Clock::now() + sweep_interval_;
     }
-    lock.lock();
-    wake_.wait_until(lock, std::min(next_reap, next_sweep), [&] { return stopping_; });
+    lock.Lock();
+    const Clock::time_point due = std::min(next_reap, next_sweep);
+    while (!stopping_) {
+      if (!wake_.WaitUntil(&mutex_, due)) break;
+    }
   }
 }
 

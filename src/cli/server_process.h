@@ -3,12 +3,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "core/mutex.h"
 #include "effectfence/fence.h"
 #include "mcp/decision_metrics.h"
 #include "mcp/log.h"
@@ -65,9 +64,9 @@ class Maintenance {
   Fence& fence_;
   const std::chrono::milliseconds sweep_interval_;
   mcp::Logger& log_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
+  Mutex mutex_;
+  CondVar wake_;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::thread thread_;  // last: starts once the members above exist
 };
 

@@ -54,7 +54,7 @@ FastPath::Entry FastPath::enter(const rules::Attempt& a, int64_t now, uint64_t e
   entry.epoch = epoch;
   {
     Shard& s = shard_for(a.request.intent);
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(&s.mu);
     IntentSlot& slot = s.intents[a.request.intent];
     entry.decided = answer_from_slot(s, slot, a, now, epoch);
     if (entry.decided) {
@@ -74,7 +74,7 @@ FastPath::Entry FastPath::enter(const rules::Attempt& a, int64_t now, uint64_t e
 
 void FastPath::leave(const rules::Attempt& a, const Entry& entry, const PrepareOutcome& outcome, int64_t now) {
   Shard& s = shard_for(a.request.intent);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   IntentSlot& slot = s.intents[a.request.intent];
   if (entry.owns_intent) slot.deciding = false;
   if (auto* admitted = std::get_if<Admitted>(&outcome)) {
@@ -88,7 +88,7 @@ void FastPath::leave(const rules::Attempt& a, const Entry& entry, const PrepareO
 
 void FastPath::committed(const Ticket& ticket, const Certificate& cert, int64_t now, uint64_t epoch_before) {
   Shard& s = shard_for(ticket.intent);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   auto it = s.intents.find(ticket.intent);
   if (it == s.intents.end()) return;
   IntentSlot& slot = it->second;
@@ -103,7 +103,7 @@ void FastPath::committed(const Ticket& ticket, const Certificate& cert, int64_t 
 
 void FastPath::released(const Ticket& ticket) {
   Shard& s = shard_for(ticket.intent);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   auto it = s.intents.find(ticket.intent);
   if (it == s.intents.end()) return;
   if (it->second.held && it->second.held->same_attempt(ticket)) it->second.held.reset();
@@ -113,7 +113,7 @@ void FastPath::released(const Ticket& ticket) {
 size_t FastPath::cached_certificates() const {
   size_t n = 0;
   for (const Shard& s : shards_) {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(&s.mu);
     n += s.cert_order.size();
   }
   return n;
@@ -122,7 +122,7 @@ size_t FastPath::cached_certificates() const {
 size_t FastPath::tracked_intents() const {
   size_t n = 0;
   for (const Shard& s : shards_) {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(&s.mu);
     n += s.intents.size();
   }
   return n;
@@ -131,7 +131,7 @@ size_t FastPath::tracked_intents() const {
 std::vector<Ticket> FastPath::held_tickets() const {
   std::vector<Ticket> tickets;
   for (const Shard& s : shards_) {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(&s.mu);
     for (const auto& [intent, slot] : s.intents) {
       if (slot.held) tickets.push_back(*slot.held);
     }

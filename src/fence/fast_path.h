@@ -26,12 +26,12 @@
 #include <array>
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/mutex.h"
 #include "effectfence/types.h"
 #include "fence/rules.h"
 
@@ -88,21 +88,22 @@ class FastPath {
     bool empty() const { return !deciding && !held && !cert; }
   };
   struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<std::string, IntentSlot> intents;  // GUARDED_BY(mu)
-    std::list<std::string> cert_order;                    // GUARDED_BY(mu): cached intents, oldest first
+    mutable Mutex mu;
+    std::unordered_map<std::string, IntentSlot> intents GUARDED_BY(mu);
+    std::list<std::string> cert_order GUARDED_BY(mu);  // cached intents, oldest first
   };
   static constexpr size_t kShards = 16;
 
   Shard& shard_for(const std::string& key) { return shards_[std::hash<std::string>{}(key) % kShards]; }
+  // All three with s.mu held. cache_cert may evict the shard's oldest certificate.
   std::optional<PrepareOutcome> answer_from_slot(Shard& s, IntentSlot& slot, const rules::Attempt& attempt,
-                                                 int64_t now, uint64_t epoch);
-  // Both with s.mu held. cache_cert may evict the shard's oldest certificate.
+                                                 int64_t now, uint64_t epoch) REQUIRES(s.mu);
   void cache_cert(Shard& s, const std::string& intent, IntentSlot& slot, const Certificate& cert,
-                  const std::string& payload, int64_t now, uint64_t epoch);
-  static void drop_cert(Shard& s, IntentSlot& slot);
+                  const std::string& payload, int64_t now, uint64_t epoch) REQUIRES(s.mu);
+  static void drop_cert(Shard& s, IntentSlot& slot) REQUIRES(s.mu);
 
   std::array<Shard, kShards> shards_;
+  // Set while the Fence is built, before any thread calls in: unguarded.
   bool answers_from_memory_ = true;
   int64_t cache_ttl_ms_ = 600'000;
 };

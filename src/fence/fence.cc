@@ -183,7 +183,7 @@ void Fence::tally(const PrepareOutcome& outcome, bool decided_here) {
       default: break;
     }
   }
-  std::lock_guard<std::mutex> lock(counters_mu_);
+  MutexLock lock(&counters_mu_);
   process_ += delta;
   if (decided_here) pending_ += delta;
 }
@@ -199,14 +199,14 @@ std::optional<Refusal> Fence::write(const std::function<void(LedgerTxn&)>& fn) {
 }
 
 Counters Fence::take_pending() {
-  std::lock_guard<std::mutex> lock(counters_mu_);
+  MutexLock lock(&counters_mu_);
   Counters pending = pending_;
   pending_ = Counters{};
   return pending;
 }
 
 void Fence::restore_pending(const Counters& pending) {
-  std::lock_guard<std::mutex> lock(counters_mu_);
+  MutexLock lock(&counters_mu_);
   pending_ += pending;
 }
 
@@ -261,7 +261,7 @@ PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optiona
   if (failure) pending.outcome = *failure;
   if (failure && failure->detail.is_object() && failure->detail.value("resolution_unknown", false)) {
     // Its admission may be on record, and nobody has its ticket.
-    std::lock_guard<std::mutex> lock(unanswered_mu_);
+    MutexLock lock(&unanswered_mu_);
     unanswered_.push_back(UnansweredAdmission{pending.attempt.request.intent, pending.attempt.token});
   }
   fast_->leave(pending.attempt, pending.entry, pending.outcome, pending.now);
@@ -348,7 +348,7 @@ CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome, 
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
     fast_->committed(ticket, *cert, settings_.now_ms(), epoch_before);
     sealed_ahead_->certified(*cert);
-    std::lock_guard<std::mutex> lock(counters_mu_);
+    MutexLock lock(&counters_mu_);
     if (recorded) process_.committed += 1;
   } else {
     released(ticket);
@@ -380,7 +380,7 @@ AbortOutcome Fence::abort_with(const Ticket& ticket, const std::string& reason, 
   }
   released(ticket);
   if (recorded) {
-    std::lock_guard<std::mutex> lock(counters_mu_);
+    MutexLock lock(&counters_mu_);
     process_.aborted += 1;
   }
   return outcome;
@@ -396,7 +396,7 @@ void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::fu
         const bool taken_back = !failure && *withdrawn;
         if (taken_back) {
           released(ticket);
-          std::lock_guard<std::mutex> lock(counters_mu_);
+          MutexLock lock(&counters_mu_);
           process_.aborted += 1;
         }
         if (done) done(taken_back);
@@ -472,7 +472,7 @@ std::variant<Stats, Refusal> Fence::stats() {
   Stats stats;
   auto failure = ledger_->read([&](LedgerTxn& txn) { stats.ledger = txn.load_counters(); });
   if (failure) return *failure;
-  std::lock_guard<std::mutex> lock(counters_mu_);
+  MutexLock lock(&counters_mu_);
   stats.ledger += pending_;  // decided here, not yet written
   stats.process = process_;
   return stats;
@@ -516,7 +516,7 @@ int64_t Fence::reap_dead_holders() {
 int64_t Fence::take_back_unanswered() {
   std::vector<UnansweredAdmission> pending;
   {
-    std::lock_guard<std::mutex> lock(unanswered_mu_);
+    MutexLock lock(&unanswered_mu_);
     pending.swap(unanswered_);
   }
   int64_t taken_back = 0;
@@ -534,10 +534,10 @@ int64_t Fence::take_back_unanswered() {
     if (failure) break;
     if (!withdrawn) continue;  // not recorded after all, or since resolved
     ++taken_back;
-    std::lock_guard<std::mutex> lock(counters_mu_);
+    MutexLock lock(&counters_mu_);
     process_.aborted += 1;
   }
-  std::lock_guard<std::mutex> lock(unanswered_mu_);
+  MutexLock lock(&unanswered_mu_);
   unanswered_.insert(unanswered_.end(), pending.begin() + static_cast<std::ptrdiff_t>(next), pending.end());
   return taken_back;
 }

@@ -3,20 +3,20 @@
 namespace effectfence {
 
 void SealedAhead::admitted(const IntentRow& row) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (admissions_.size() >= kMaxEntries) admissions_.clear();
   admissions_[row.token] = row;
 }
 
 void SealedAhead::certified(const Certificate& cert) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // The hash covers the clock, so an entry is true for good.
   if (clocks_.size() >= kMaxEntries) clocks_.clear();
   clocks_.emplace(cert.hash, cert.vector_clock);
 }
 
 void SealedAhead::forget(const Ticket& ticket) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   admissions_.erase(ticket.token);
 }
 
@@ -24,7 +24,7 @@ std::optional<rules::Sealed> SealedAhead::seal(const Ticket& ticket, const Json&
   IntentRow row;
   VectorClock parent_clock;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto found = admissions_.find(ticket.token);
     if (found == admissions_.end()) return std::nullopt;
     row = std::move(found->second);

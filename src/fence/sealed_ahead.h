@@ -10,11 +10,11 @@
 // certificate was sealed from (rules::commit), and seals it itself if not.
 #pragma once
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "core/mutex.h"
 #include "effectfence/ledger.h"
 #include "fence/rules.h"
 
@@ -39,9 +39,9 @@ class SealedAhead {
   // Bounds memory: a forgotten entry only means sealing on the writer.
   static constexpr size_t kMaxEntries = 4096;
 
-  std::mutex mu_;
-  std::unordered_map<std::string, IntentRow> admissions_;  // by token
-  std::unordered_map<std::string, VectorClock> clocks_;    // by certificate hash
+  Mutex mu_;
+  std::unordered_map<std::string, IntentRow> admissions_ GUARDED_BY(mu_);  // by token
+  std::unordered_map<std::string, VectorClock> clocks_ GUARDED_BY(mu_);    // by certificate hash
 };
 
 }  // namespace effectfence

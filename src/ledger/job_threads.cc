@@ -17,10 +17,10 @@ JobThreads::~JobThreads() { stop(); }
 
 void JobThreads::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  ready_.notify_all();
+  ready_.NotifyAll();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -28,23 +28,23 @@ void JobThreads::stop() {
 
 bool JobThreads::post(std::function<void()> job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return false;
     queue_.push_back(std::move(job));
   }
-  ready_.notify_one();
+  ready_.NotifyOne();
   return true;
 }
 
 bool JobThreads::post(std::vector<std::function<void()>> jobs) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return false;
     if (jobs.empty()) return true;
     for (auto& job : jobs) queue_.push_back(std::move(job));
   }
-  if (threads_.size() == 1) ready_.notify_one();
-  else ready_.notify_all();
+  if (threads_.size() == 1) ready_.NotifyOne();
+  else ready_.NotifyAll();
   return true;
 }
 
@@ -52,8 +52,8 @@ void JobThreads::run() {
   for (;;) {
     std::function<void()> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) ready_.Wait(&mu_);
       if (queue_.empty()) return;  // stopping, and everything posted has run
       job = std::move(queue_.front());
       queue_.pop_front();

@@ -5,13 +5,13 @@
 // trip runs its asynchronous writes on several.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace effectfence {
 
@@ -38,10 +38,10 @@ class JobThreads {
  private:
   void run();
 
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar ready_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // last: started once the members above exist
 };
 

@@ -1,10 +1,9 @@
 #include "ledger/postgres_ledger.h"
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
 #include "ledger/job_threads.h"
 #include "ledger/pg_connection.h"
 #include "ledger/postgres_txn.h"
@@ -144,7 +143,7 @@ class PostgresLedger final : public Ledger {
     LedgerMetrics m;
     m.transactions = transactions_.load();
     m.decisions = decisions_.load();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     m.queued = waiting_;
     return m;
   }
@@ -171,9 +170,9 @@ class PostgresLedger final : public Ledger {
 
   std::unique_ptr<pg::Connection> take() {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       ++waiting_;
-      cv_.wait(lock, [this] { return !idle_.empty() || open_ < kPoolSize; });
+      while (idle_.empty() && open_ >= kPoolSize) cv_.Wait(&mu_);
       --waiting_;
       if (!idle_.empty()) {
         auto c = std::move(idle_.back());
@@ -196,23 +195,23 @@ class PostgresLedger final : public Ledger {
   // most likely cut with it, and each would cost a retry to find out.
   void drop_idle() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       open_ -= idle_.size();
       idle_.clear();
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void give_back(std::unique_ptr<pg::Connection> c) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (c && !c->broken()) {
         idle_.push_back(std::move(c));
       } else {
         --open_;
       }
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
   std::optional<Refusal> transact(const std::function<void(LedgerTxn&)>& fn, bool read_only) {
@@ -300,11 +299,11 @@ class PostgresLedger final : public Ledger {
   std::atomic<uint64_t> transactions_{0};
   std::atomic<uint64_t> decisions_{0};
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<pg::Connection>> idle_;
-  size_t open_ = 0;
-  size_t waiting_ = 0;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<std::unique_ptr<pg::Connection>> idle_ GUARDED_BY(mu_);
+  size_t open_ GUARDED_BY(mu_) = 0;
+  size_t waiting_ GUARDED_BY(mu_) = 0;
   JobThreads writers_{kPoolSize, "ledger-pg-write"};  // last: joined first, while the pool still exists
 };
 

@@ -7,12 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <fstream>
 #include <future>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -21,6 +19,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
 
+#include "core/mutex.h"
 #include "ledger/job_threads.h"
 #include "ledger/ledger_files.h"
 #include "ledger/log_damage.h"
@@ -242,10 +241,10 @@ class SqliteLedger final : public Ledger {
 
   void close() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (writer_.joinable()) writer_.join();  // every queued job is decided and its answer posted
     completions_.stop();                     // and every answer delivered
   }
@@ -266,7 +265,7 @@ class SqliteLedger final : public Ledger {
   }
   std::optional<Refusal> read(const std::function<void(LedgerTxn&)>& fn) override {
     if (!reader_txn_) return submit(fn, /*read_only=*/true);
-    std::lock_guard<std::mutex> lock(read_mu_);
+    MutexLock lock(&read_mu_);
     try {
       // One snapshot for the whole read, even if it runs several queries.
       reader_db_->exec("BEGIN");
@@ -288,7 +287,7 @@ class SqliteLedger final : public Ledger {
     LedgerMetrics m;
     m.transactions = transactions_.load();
     m.decisions = decisions_.load();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     m.queued = queue_.size();
     return m;
   }
@@ -317,11 +316,11 @@ class SqliteLedger final : public Ledger {
   // False once the ledger is closing: nobody would run the job.
   bool enqueue(Job* job) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return false;
       queue_.push_back(job);
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
     return true;
   }
 
@@ -344,12 +343,12 @@ class SqliteLedger final : public Ledger {
   // so a batch that keeps being rolled back still ends.
   void decide_again_first(const std::vector<Job*>& batch, size_t skip) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       for (size_t j = batch.size(); j-- > 0;) {
         if (j != skip) queue_.push_front(batch[j]);
       }
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
   // Group commit: every decision queued while the previous batch was being
@@ -358,8 +357,8 @@ class SqliteLedger final : public Ledger {
     std::vector<Job*> batch;
     for (;;) {
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        MutexLock lock(&mu_);
+        while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
         if (queue_.empty()) return;  // stopping, nothing left
         while (!queue_.empty() && batch.size() < kMaxBatch) {
           batch.push_back(queue_.front());
@@ -492,7 +491,7 @@ class SqliteLedger final : public Ledger {
     return why;
   }
 
-  void end_read_quietly() {
+  void end_read_quietly() REQUIRES(read_mu_) {
     reader_txn_->reset_statements();
     try {
       reader_db_->exec("ROLLBACK");
@@ -580,25 +579,28 @@ class SqliteLedger final : public Ledger {
     completions_.post(std::move(completions));
   }
 
+  // The writing connection and its statements: once the constructor has
+  // returned, the writer thread alone uses them, so they take no lock.
   std::unique_ptr<SQLite::Database> db_;
   SqliteTxn txn_;
   std::unique_ptr<SQLite::Statement> begin_immediate_, begin_deferred_, commit_, savepoint_, release_,
       data_version_;
-  std::unique_ptr<SQLite::Database> reader_db_;
-  std::unique_ptr<SqliteTxn> reader_txn_;  // declared after reader_db_: destroyed first
-  std::mutex read_mu_;
+  // The reading connection: one read at a time on it.
+  std::unique_ptr<SQLite::Database> reader_db_ PT_GUARDED_BY(read_mu_);
+  std::unique_ptr<SqliteTxn> reader_txn_ PT_GUARDED_BY(read_mu_);  // declared after reader_db_: destroyed first
+  Mutex read_mu_;
   std::string description_;
   const bool locked_at_open_;
-  int64_t last_data_version_ = 0;
+  int64_t last_data_version_ = 0;  // writer thread only
   std::atomic<uint64_t> external_changes_{0};
   std::atomic<uint64_t> transactions_{0};
   std::atomic<uint64_t> decisions_{0};
   std::optional<Refusal> failed_;  // writer thread only: set by an I/O error (a full disk included), kept
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job*> queue_;
-  bool stopping_ = false;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Job*> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   // One thread, so answers go out in commit order. It is destroyed after
   // the writer has stopped (joined in ~SqliteLedger) and answers what the
   // writer's last batches handed it; declared after the queue and its mutex,

@@ -204,7 +204,7 @@ void ChildProcess::read_stderr(int fd, StderrSink sink) {
 void ChildProcess::close_stdin() { close_fd(&to_child_); }
 
 void ChildProcess::signal(int sig) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!exit_status_) ::kill(-pid_, sig);
 }
 
@@ -212,7 +212,7 @@ std::optional<int> ChildProcess::wait_exit(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (exit_status_) return exit_status_;
       siginfo_t info{};
       const int seen = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT);

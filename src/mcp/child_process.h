@@ -7,12 +7,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace effectfence::mcp {
 
@@ -63,8 +64,8 @@ class ChildProcess {
   int to_child_ = -1;
   int from_child_ = -1;
   int exit_fd_ = -1;
-  std::mutex mutex_;  // guards exit_status_
-  std::optional<int> exit_status_;
+  Mutex mutex_;
+  std::optional<int> exit_status_ GUARDED_BY(mutex_);
   std::thread stderr_reader_;
 };
 

@@ -56,23 +56,26 @@ Json with_progress_token(Json params, const Json& token) {
 }  // namespace
 
 std::optional<ClientReply> McpClient::Request::wait_for(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait_for(lock, timeout, [&] { return reply_.has_value() || woken_; });
+  MutexLock lock(&mutex_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!reply_.has_value() && !woken_) {
+    if (!done_.WaitUntil(&mutex_, deadline)) break;
+  }
   woken_ = false;
   return reply_;
 }
 
 void McpClient::Request::wake() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   woken_ = true;
-  done_.notify_all();
+  done_.NotifyAll();
 }
 
 void McpClient::Request::complete(ClientReply reply) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (reply_) return;
   reply_ = std::move(reply);
-  done_.notify_all();
+  done_.NotifyAll();
 }
 
 namespace {
@@ -110,16 +113,16 @@ McpClient::McpClient(int in_fd, int out_fd, Logger& log, Handlers handlers, size
 McpClient::~McpClient() {
   {
     // Waits for an answer being queued; later ones are dropped.
-    std::lock_guard<std::mutex> lock(answers_->mutex);
+    MutexLock lock(&answers_->mutex);
     answers_->client = nullptr;
   }
   {
-    std::lock_guard<std::mutex> lock(outbox_mutex_);
+    MutexLock lock(&outbox_mutex_);
     outbox_stopping_ = true;  // what is still queued is dropped: the server is going away
   }
   // After the flag: a write this breaks must not be taken for the server's doing.
   if (stop_pipe_[1] >= 0) (void)!::write(stop_pipe_[1], "x", 1);
-  outbox_ready_.notify_all();
+  outbox_ready_.NotifyAll();
   writer_thread_.join();
   for (Outgoing& dropped : outbox_) {
     if (dropped.written) dropped.written->set_value(false);
@@ -139,11 +142,11 @@ bool McpClient::post(const Json& message) {
   if (closed()) return false;
   Outgoing out{jsonrpc::serialize(message), nullptr};
   {
-    std::lock_guard<std::mutex> lock(outbox_mutex_);
+    MutexLock lock(&outbox_mutex_);
     if (outbox_stopping_ || outbox_failed_) return false;
     outbox_.push_back(std::move(out));
   }
-  outbox_ready_.notify_one();
+  outbox_ready_.NotifyOne();
   return true;
 }
 
@@ -151,11 +154,11 @@ bool McpClient::write(const Json& message) {
   Outgoing out{jsonrpc::serialize(message), std::make_shared<std::promise<bool>>()};
   std::future<bool> written = out.written->get_future();
   {
-    std::lock_guard<std::mutex> lock(outbox_mutex_);
+    MutexLock lock(&outbox_mutex_);
     if (outbox_stopping_ || outbox_failed_) return false;
     outbox_.push_back(std::move(out));
   }
-  outbox_ready_.notify_one();
+  outbox_ready_.NotifyOne();
   return written.get();
 }
 
@@ -163,8 +166,8 @@ void McpClient::write_queued() {
   for (;;) {
     Outgoing out;
     {
-      std::unique_lock<std::mutex> lock(outbox_mutex_);
-      outbox_ready_.wait(lock, [this] { return outbox_stopping_ || !outbox_.empty(); });
+      MutexLock lock(&outbox_mutex_);
+      while (!outbox_stopping_ && outbox_.empty()) outbox_ready_.Wait(&outbox_mutex_);
       if (outbox_stopping_) return;
       out = std::move(outbox_.front());
       outbox_.pop_front();
@@ -176,7 +179,7 @@ void McpClient::write_queued() {
       // now on will be: their senders learn so now, not never.
       std::deque<Outgoing> unsent;
       {
-        std::lock_guard<std::mutex> lock(outbox_mutex_);
+        MutexLock lock(&outbox_mutex_);
         if (outbox_stopping_) return;  // we broke it, to stop; the destructor fails the rest
         outbox_failed_ = true;
         unsent.swap(outbox_);
@@ -284,7 +287,7 @@ void McpClient::handle_request(const Json& id, const std::string& method, const 
     auto respond = [answers = answers_, answered, id, method](Reply reply) {
       if (answered->exchange(true)) return;
       const Json response = response_for(id, std::move(reply));
-      std::lock_guard<std::mutex> lock(answers->mutex);
+      MutexLock lock(&answers->mutex);
       if (!answers->client) return;  // the connection is gone; so is the request
       if (!answers->client->post(response)) {
         answers->client->log_.debug("could not answer the server's " + method + ": the connection has ended");
@@ -308,7 +311,7 @@ void McpClient::handle_notification(const std::string& method, const Json& param
     const Json token = params.value("progressToken", Json());
     ProgressSink sink;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (auto it = pending_.find(token.dump()); it != pending_.end()) sink = it->second->on_progress_;
     }
     if (sink) {
@@ -322,7 +325,7 @@ void McpClient::handle_notification(const std::string& method, const Json& param
 }
 
 std::shared_ptr<McpClient::Request> McpClient::take_pending(const Json& id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = pending_.find(id.dump());
   if (it == pending_.end()) return nullptr;
   std::shared_ptr<Request> request = std::move(it->second);
@@ -333,7 +336,7 @@ std::shared_ptr<McpClient::Request> McpClient::take_pending(const Json& id) {
 std::shared_ptr<McpClient::Request> McpClient::send(const std::string& method, Json params, ProgressSink on_progress) {
   std::shared_ptr<Request> request;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     request.reset(new Request(Json(next_id_++)));
     if (closed_) {
       request->delivered_ = false;
@@ -373,7 +376,7 @@ ClientReply McpClient::call(const std::string& method, Json params, std::chrono:
 }
 
 bool McpClient::closed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return closed_;
 }
 
@@ -382,7 +385,7 @@ void McpClient::give_up(const std::string& why) { close_connection(why, /*report
 void McpClient::close_connection(const std::string& why, bool report) {
   std::map<std::string, std::shared_ptr<Request>> pending;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (closed_) return;
     closed_ = true;
     closed_why_ = why;

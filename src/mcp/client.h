@@ -11,19 +11,18 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
@@ -97,10 +96,10 @@ class McpClient {
     const Json id_;
     std::atomic<bool> delivered_{true};
     ProgressSink on_progress_;
-    std::mutex mutex_;
-    std::condition_variable done_;
-    std::optional<ClientReply> reply_;
-    bool woken_ = false;
+    Mutex mutex_;
+    CondVar done_;
+    std::optional<ClientReply> reply_ GUARDED_BY(mutex_);
+    bool woken_ GUARDED_BY(mutex_) = false;
   };
 
   // in_fd: what the server writes (its stdout); out_fd: what it reads (its
@@ -170,8 +169,8 @@ class McpClient {
   // Lets an answer to a server's request come after the client is gone:
   // respond() then writes nothing.
   struct Answers {
-    std::mutex mutex;
-    McpClient* client = nullptr;  // null once the client is closing
+    Mutex mutex;
+    McpClient* client GUARDED_BY(mutex) = nullptr;  // null once the client is closing
   };
   std::shared_ptr<Answers> answers_;
 
@@ -181,18 +180,18 @@ class McpClient {
     std::string line;
     std::shared_ptr<std::promise<bool>> written;
   };
-  std::mutex outbox_mutex_;
-  std::condition_variable outbox_ready_;
-  std::deque<Outgoing> outbox_;
-  bool outbox_stopping_ = false;
-  bool outbox_failed_ = false;  // a write failed: nothing more is queued
+  Mutex outbox_mutex_;
+  CondVar outbox_ready_;
+  std::deque<Outgoing> outbox_ GUARDED_BY(outbox_mutex_);
+  bool outbox_stopping_ GUARDED_BY(outbox_mutex_) = false;
+  bool outbox_failed_ GUARDED_BY(outbox_mutex_) = false;  // a write failed: nothing more is queued
   std::thread writer_thread_;
 
-  mutable std::mutex mutex_;
-  int64_t next_id_ = 1;
-  std::map<std::string, std::shared_ptr<Request>> pending_;  // by id.dump()
-  bool closed_ = false;
-  std::string closed_why_;
+  mutable Mutex mutex_;
+  int64_t next_id_ GUARDED_BY(mutex_) = 1;
+  std::map<std::string, std::shared_ptr<Request>> pending_ GUARDED_BY(mutex_);  // by id.dump()
+  bool closed_ GUARDED_BY(mutex_) = false;
+  std::string closed_why_ GUARDED_BY(mutex_);
   std::thread reader_;  // last: starts once the members above exist
 };
 

@@ -167,7 +167,7 @@ ssize_t LineWriter::write_some(const char* p, size_t n) const {
 }
 
 bool LineWriter::broken() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return broken_;
 }
 
@@ -177,10 +177,10 @@ bool LineWriter::write_line(std::string_view line, bool* nothing_written) {
   framed.append(line);
   framed += '\n';
 
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   const char* p = framed.data();
   size_t left = framed.size();
-  const auto fail = [&] {
+  const auto fail = [&]() REQUIRES(mutex_) {
     broken_ = true;  // a line stopped halfway: nothing after it can be framed
     if (nothing_written) *nothing_written = left == framed.size();
     // Only the newline missing: a reader that takes the end of its input

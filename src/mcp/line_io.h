@@ -4,10 +4,11 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "core/mutex.h"
 
 namespace effectfence::mcp {
 
@@ -117,8 +118,8 @@ class LineWriter {
   const int stop_fd_;
   const std::chrono::milliseconds stop_grace_;
   const bool socket_;
-  mutable std::mutex mutex_;
-  bool broken_ = false;
+  mutable Mutex mutex_;
+  bool broken_ GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace effectfence::mcp

@@ -39,7 +39,7 @@ void Logger::log(LogLevel level, std::string_view message) {
   line += terminal_safe(message);  // one line, and no control sequences from clients' text
   line += '\n';
 
-  std::lock_guard<std::mutex> lock(write_mutex_);
+  MutexLock lock(&write_mutex_);
   const char* p = line.data();
   size_t left = line.size();
   while (left > 0) {

@@ -1,10 +1,11 @@
 // One-line, levelled logging to stderr: stdout belongs to the protocol.
 #pragma once
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "core/mutex.h"
 
 namespace effectfence::mcp {
 
@@ -35,7 +36,7 @@ class Logger {
   const std::string program_;
   const LogLevel level_;
   const int fd_;
-  std::mutex write_mutex_;
+  Mutex write_mutex_;
 };
 
 }  // namespace effectfence::mcp

@@ -249,7 +249,7 @@ Proxy::~Proxy() { stop(); }
 bool Proxy::start(std::string* error) {
   ClientOffer offer;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (started_) return true;
     offer = agent_offer_;
   }
@@ -261,14 +261,14 @@ bool Proxy::start(std::string* error) {
     return false;
   }
   install_mirror(session->tools, session->sent_tools, session->generation);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   child_info_ = session->initialize_result;
   started_ = true;
   return true;
 }
 
 Json Proxy::child_info() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return child_info_;
 }
 
@@ -285,7 +285,7 @@ std::vector<Tool> Proxy::tools() {
   std::vector<Json> entries;
   std::vector<Json> sent_entries;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     entries = mirror_.entries;
     sent_entries = mirror_.sent_entries;
   }
@@ -306,7 +306,7 @@ std::vector<Tool> Proxy::tools() {
 }
 
 void Proxy::attach(Server* server) {
-  std::lock_guard<std::mutex> lock(server_mutex_);
+  MutexLock lock(&server_mutex_);
   server_ = server;
 }
 
@@ -325,19 +325,19 @@ void Proxy::on_initialize(const Json& params) {
                             ? negotiate_protocol_version(requested->get<std::string>())
                             : "";
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     agent_offer_ = ClientOffer{std::move(version), std::move(offered)};
   }
   const auto info = params.find("clientInfo");
   if (info == params.end() || !info->is_object()) return;
   const auto name = info->find("name");
   if (name == info->end() || !name->is_string() || name->get<std::string>().empty()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   agent_ = name->get<std::string>();
 }
 
 std::string Proxy::agent() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return agent_;
 }
 
@@ -349,7 +349,7 @@ bool Proxy::stays_fenced(const std::string& tool) {
   if (options_.policy.except.count(tool) || !options_.policy.only.empty()) return false;
   bool fenced_before = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     const auto it = mirror_.fenced.find(tool);
     fenced_before = it != mirror_.fenced.end() && it->second;
   }
@@ -363,7 +363,7 @@ bool Proxy::stays_fenced(const std::string& tool) {
   if (!fenced_before) return false;
   bool first_time = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     first_time = kept_fenced_.insert(tool).second;
   }
   if (first_time) {
@@ -390,18 +390,18 @@ void Proxy::install_mirror(const std::vector<Json>& entries, const std::vector<J
   if (const std::string warning = policy_names_not_offered(options_.policy, entries); !warning.empty()) {
     log_.warn(warning);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   mirror_ = std::move(mirror);
 }
 
 bool Proxy::is_fenced_now(const std::string& tool) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   const auto it = mirror_.fenced.find(tool);
   return it == mirror_.fenced.end() || it->second;  // a tool missing from the mirror is fenced: the safe side
 }
 
 bool Proxy::offers_tool(const std::string& tool) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return mirror_.fenced.count(tool) > 0;
 }
 
@@ -759,16 +759,16 @@ Reply Proxy::forward_request(const std::string& method, const Json& params) {
 }
 
 void Proxy::notify_agent(const std::string& method, const Json& params) {
-  std::lock_guard<std::mutex> lock(server_mutex_);
+  MutexLock lock(&server_mutex_);
   if (server_) server_->notify(method, params);
 }
 
 void Proxy::on_child_notification(const std::string& method, const Json& params, const Json& sent_params) {
   if (method == "notifications/tools/list_changed") {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     refresh_pending_ = true;
     child_said_changed_ = true;
-    refresh_wanted_.notify_all();
+    refresh_wanted_.NotifyAll();
     return;
   }
   if (method == "notifications/cancelled") {
@@ -790,11 +790,11 @@ void Proxy::on_child_request(const Json& child_id, const std::string& method, co
   const std::string capability = client_capability_for(method);
   bool declared = false;
   if (!capability.empty()) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     declared = agent_offer_.capabilities.contains(capability);
   }
   if (declared) {
-    std::lock_guard<std::mutex> lock(server_mutex_);
+    MutexLock lock(&server_mutex_);
     if (server_) {
       // Relayed under an id of the server's own; the answer comes back by
       // callback, so no thread waits for the agent (sampling can take minutes).
@@ -810,7 +810,7 @@ void Proxy::on_child_request(const Json& child_id, const std::string& method, co
             respond(std::move(reply));
           });
       if (!agent_id.is_null()) {
-        std::lock_guard<std::mutex> relayed_lock(relayed_mutex_);
+        MutexLock relayed_lock(&relayed_mutex_);
         relayed_[key] = agent_id;
       }
       return;
@@ -821,30 +821,30 @@ void Proxy::on_child_request(const Json& child_id, const std::string& method, co
 }
 
 void Proxy::forget_relayed(const std::string& child_key) {
-  std::lock_guard<std::mutex> lock(relayed_mutex_);
+  MutexLock lock(&relayed_mutex_);
   relayed_.erase(child_key);
 }
 
 void Proxy::cancel_relayed(const Json& child_id, const std::string& reason) {
   Json agent_id;
   {
-    std::lock_guard<std::mutex> lock(relayed_mutex_);
+    MutexLock lock(&relayed_mutex_);
     auto it = relayed_.find(child_id.dump());
     if (it == relayed_.end()) return;
     agent_id = it->second;
     relayed_.erase(it);
   }
-  std::lock_guard<std::mutex> lock(server_mutex_);
+  MutexLock lock(&server_mutex_);
   if (server_) server_->cancel_request(agent_id, reason);
 }
 
 void Proxy::cancel_all_relayed(const std::string& reason) {
   std::map<std::string, Json> relayed;
   {
-    std::lock_guard<std::mutex> lock(relayed_mutex_);
+    MutexLock lock(&relayed_mutex_);
     relayed.swap(relayed_);
   }
-  std::lock_guard<std::mutex> lock(server_mutex_);
+  MutexLock lock(&server_mutex_);
   if (!server_) return;
   for (const auto& [child_key, agent_id] : relayed) server_->cancel_request(agent_id, reason);
 }
@@ -869,23 +869,23 @@ void Proxy::on_child_death(uint64_t generation, const std::string& why) {
   } else if (fenced < 0) {
     log_.error("could not fence the calls in flight; other processes fence them when they notice");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!started_) return;  // a child that died in its handshake: start() reports it
   refresh_pending_ = true;  // a restarted child may list other tools
-  refresh_wanted_.notify_all();
+  refresh_wanted_.NotifyAll();
 }
 
 void Proxy::refresh_loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
-    refresh_wanted_.wait(lock, [&] { return stopping_ || refresh_pending_; });
+    while (!stopping_ && !refresh_pending_) refresh_wanted_.Wait(&mutex_);
     if (stopping_) return;
     refresh_pending_ = false;
     const bool announce = child_said_changed_;
     child_said_changed_ = false;
-    lock.unlock();
+    lock.Unlock();
     refresh_mirror(announce);
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -903,7 +903,7 @@ void Proxy::refresh_mirror(bool announce) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (*listed == mirror_.entries && sent == mirror_.sent_entries && !announce) {
       mirror_.generation = generation;
       return;
@@ -915,7 +915,7 @@ void Proxy::refresh_mirror(bool announce) {
 
 void Proxy::adopt_tools_of(const Upstream::Session& session) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (mirror_.generation >= session.generation) return;  // this child's list, or a later one's
     if (mirror_.entries == session.tools && mirror_.sent_entries == session.sent_tools) {
       mirror_.generation = session.generation;
@@ -930,7 +930,7 @@ void Proxy::adopt_tools_of(const Upstream::Session& session) {
 
 void Proxy::announce_mirror() {
   std::vector<Tool> mirrored = tools();
-  std::lock_guard<std::mutex> lock(server_mutex_);
+  MutexLock lock(&server_mutex_);
   if (!server_) return;
   server_->set_tools(std::move(mirrored));
   server_->notify("notifications/tools/list_changed", nullptr);  // no params, as servers send it
@@ -938,10 +938,10 @@ void Proxy::announce_mirror() {
 
 void Proxy::stop() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (stopping_) return;
     stopping_ = true;
-    refresh_wanted_.notify_all();
+    refresh_wanted_.NotifyAll();
   }
   // The child first: a refresh may be waiting on a child's handshake, which
   // only its stop ends.

@@ -10,17 +10,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "effectfence/fence.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -178,50 +177,55 @@ class Proxy {
                         std::function<void(Reply)> respond);
   // Relayed requests, by the child's id: an answer forgets one; the child's
   // cancellation, or its death, cancels it at the agent.
-  void forget_relayed(const std::string& child_key);
-  void cancel_relayed(const Json& child_id, const std::string& reason);
-  void cancel_all_relayed(const std::string& reason);
+  void forget_relayed(const std::string& child_key) EXCLUDES(relayed_mutex_);
+  void cancel_relayed(const Json& child_id, const std::string& reason) EXCLUDES(mutex_, server_mutex_, relayed_mutex_);
+  void cancel_all_relayed(const std::string& reason) EXCLUDES(mutex_, server_mutex_, relayed_mutex_);
   void on_child_death(uint64_t generation, const std::string& why);
-  void install_mirror(const std::vector<Json>& entries, const std::vector<Json>& sent_entries, uint64_t generation);
+  void install_mirror(const std::vector<Json>& entries, const std::vector<Json>& sent_entries, uint64_t generation)
+      EXCLUDES(mutex_);
   // Makes the mirror the list of the child that session is, if it is not
   // yet (a child restarted by a call, after its backoff), and announces a
   // changed list.
-  void adopt_tools_of(const Upstream::Session& session);
+  void adopt_tools_of(const Upstream::Session& session) EXCLUDES(mutex_);
   // Whether the mirror fences tool now (a tool it does not hold: yes).
-  bool is_fenced_now(const std::string& tool);
+  bool is_fenced_now(const std::string& tool) EXCLUDES(mutex_);
   // Whether the mirror holds tool: the child it was read from offers it.
-  bool offers_tool(const std::string& tool);
+  bool offers_tool(const std::string& tool) EXCLUDES(mutex_);
   // Publishes the mirror's tools to the agent's server, announcing them.
-  void announce_mirror();
-  bool stays_fenced(const std::string& tool);
+  void announce_mirror() EXCLUDES(mutex_, server_mutex_);
+  bool stays_fenced(const std::string& tool) EXCLUDES(mutex_);
   void refresh_loop();
   // Reads the child's tools again; installs them and tells the agent if
   // they changed, or if announce (the child said they did).
-  void refresh_mirror(bool announce);
-  void notify_agent(const std::string& method, const Json& params);
+  void refresh_mirror(bool announce) EXCLUDES(mutex_);
+  void notify_agent(const std::string& method, const Json& params) EXCLUDES(mutex_, server_mutex_);
 
   Fence& fence_;
   Logger& log_;
   const ProxyOptions options_;
   Upstream upstream_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable refresh_wanted_;
-  Mirror mirror_;
-  Json child_info_;
-  std::mutex server_mutex_;  // held while writing to the agent, so apart from mutex_
-  std::mutex relayed_mutex_;  // taken after server_mutex_, never before it
-  std::map<std::string, Json> relayed_;  // the child's request id (dump) -> wrap's id at the agent
-  Server* server_ = nullptr;
-  std::string agent_ = "wrap";
+  mutable Mutex mutex_;
+  CondVar refresh_wanted_;
+  Mirror mirror_ GUARDED_BY(mutex_);
+  Json child_info_ GUARDED_BY(mutex_);
+  // Held while writing to the agent, so kept apart from mutex_: the helpers
+  // that take it are declared EXCLUDES(mutex_, server_mutex_).
+  Mutex server_mutex_;
+  Mutex relayed_mutex_ ACQUIRED_AFTER(server_mutex_);
+  // The child's request id (dump) -> wrap's id at the agent.
+  std::map<std::string, Json> relayed_ GUARDED_BY(relayed_mutex_);
+  Server* server_ GUARDED_BY(server_mutex_) = nullptr;
+  std::string agent_ GUARDED_BY(mutex_) = "wrap";
   // The protocol revision the agent was answered with, and the roots,
   // sampling and elicitation it declared: what the child is offered.
-  ClientOffer agent_offer_;
-  std::set<std::string> kept_fenced_;  // read-only tools stays_fenced() kept fenced, warned about once
-  bool started_ = false;  // start() succeeded
-  bool refresh_pending_ = false;
-  bool child_said_changed_ = false;
-  bool stopping_ = false;
+  ClientOffer agent_offer_ GUARDED_BY(mutex_);
+  // Read-only tools stays_fenced() kept fenced, warned about once.
+  std::set<std::string> kept_fenced_ GUARDED_BY(mutex_);
+  bool started_ GUARDED_BY(mutex_) = false;  // start() succeeded
+  bool refresh_pending_ GUARDED_BY(mutex_) = false;
+  bool child_said_changed_ GUARDED_BY(mutex_) = false;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::atomic<bool> waiting_stopped_{false};
   std::thread refresher_;  // last: uses the members above
 };

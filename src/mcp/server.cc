@@ -36,13 +36,13 @@ std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::
 }
 
 bool CallContext::cancelled() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return cancelled_;
 }
 
 void CallContext::on_cancel(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!cancelled_) {
       on_cancel_ = std::move(fn);
       return;
@@ -54,7 +54,7 @@ void CallContext::on_cancel(std::function<void()> fn) {
 void CallContext::cancel() {
   std::function<void()> fn;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (cancelled_) return;
     cancelled_ = true;
     fn = std::move(on_cancel_);
@@ -212,17 +212,17 @@ void Server::set_tools(std::vector<Tool> tools) {
     set->input_checks.emplace_back();
     if (tool.check_arguments) set->input_checks.back().emplace(tool.input_schema);
   }
-  std::lock_guard<std::mutex> lock(tools_mutex_);
+  MutexLock lock(&tools_mutex_);
   tools_ = std::move(set);
 }
 
 std::shared_ptr<const Server::ToolSet> Server::tool_set() const {
-  std::lock_guard<std::mutex> lock(tools_mutex_);
+  MutexLock lock(&tools_mutex_);
   return tools_;
 }
 
 void Server::set_info(ServerInfo info, Json capabilities) {
-  std::lock_guard<std::mutex> lock(info_mutex_);
+  MutexLock lock(&info_mutex_);
   info_ = std::move(info);
   capabilities_ = std::move(capabilities);
 }
@@ -251,7 +251,7 @@ Json Server::request(const std::string& method, const Json& params, ReplyHandler
   bool send_now = false;
   std::string refused;
   {
-    std::lock_guard<std::mutex> lock(requests_mutex_);
+    MutexLock lock(&requests_mutex_);
     if (!requests_closed_.empty()) {
       refused = requests_closed_;
     } else if (stateless_client_ && !initialized_) {
@@ -285,7 +285,7 @@ Json Server::request(const std::string& method, const Json& params, ReplyHandler
 void Server::cancel_request(const Json& id, const std::string& reason) {
   bool sent = false;
   {
-    std::lock_guard<std::mutex> lock(requests_mutex_);
+    MutexLock lock(&requests_mutex_);
     if (requests_.erase(id.dump()) == 0) return;  // answered or failed already
     const auto queued = std::find_if(queued_.begin(), queued_.end(),
                                      [&](const auto& entry) { return entry.first == id.dump(); });
@@ -299,13 +299,13 @@ void Server::cancel_request(const Json& id, const std::string& reason) {
 }
 
 size_t Server::requests_in_flight() const {
-  std::lock_guard<std::mutex> lock(requests_mutex_);
+  MutexLock lock(&requests_mutex_);
   return requests_.size();
 }
 
 void Server::client_ready() {
   // Sent under the lock, so a request made meanwhile cannot overtake them.
-  std::lock_guard<std::mutex> lock(requests_mutex_);
+  MutexLock lock(&requests_mutex_);
   if (client_ready_) return;
   client_ready_ = true;
   for (const auto& queued : queued_) deliver(queued.second, [] { return std::string("a queued request"); });
@@ -315,7 +315,7 @@ void Server::client_ready() {
 void Server::on_response(const Json& id, const std::optional<Json>& result, const std::optional<Json>& error) {
   ReplyHandler on_reply;
   {
-    std::lock_guard<std::mutex> lock(requests_mutex_);
+    MutexLock lock(&requests_mutex_);
     auto it = requests_.find(id.dump());
     if (it != requests_.end()) {
       on_reply = std::move(it->second);
@@ -337,7 +337,7 @@ void Server::on_response(const Json& id, const std::optional<Json>& result, cons
 void Server::fail_requests(const std::string& why) {
   std::map<std::string, ReplyHandler> pending;
   {
-    std::lock_guard<std::mutex> lock(requests_mutex_);
+    MutexLock lock(&requests_mutex_);
     if (requests_closed_.empty()) requests_closed_ = why;
     pending.swap(requests_);
     queued_.clear();
@@ -356,7 +356,7 @@ void Server::notify(const std::string& method, const Json& params) {
   if (method == "notifications/tools/list_changed") {
     std::vector<Json> wanting;
     {
-      std::lock_guard<std::mutex> lock(listeners_mutex_);
+      MutexLock lock(&listeners_mutex_);
       for (const auto& [key, listener] : listeners_) {
         if (listener.second) wanting.push_back(listener.first);
       }
@@ -455,7 +455,7 @@ void Server::answer_invalid(const jsonrpc::Invalid& invalid) {
 }
 
 bool Server::id_in_flight(const Json& id) const {
-  std::lock_guard<std::mutex> lock(calls_mutex_);
+  MutexLock lock(&calls_mutex_);
   return calls_.count(id.dump()) > 0;
 }
 
@@ -540,7 +540,7 @@ Json Server::passed_on(const Json& params) const {
 }
 
 Json Server::server_info_json() const {
-  std::lock_guard<std::mutex> lock(info_mutex_);
+  MutexLock lock(&info_mutex_);
   Json server_info = {{"name", info_.name}, {"version", info_.version}};
   if (!info_.title.empty()) server_info["title"] = info_.title;
   return server_info;
@@ -552,7 +552,7 @@ void Server::send_result(const Json& id, Json result, const std::string& method,
 }
 
 Json Server::discover() {
-  std::lock_guard<std::mutex> lock(info_mutex_);
+  MutexLock lock(&info_mutex_);
   Json capabilities = capabilities_.is_null() ? Json{{"tools", {{"listChanged", false}}}} : capabilities_;
   Json result = {{"supportedVersions", supported_versions_json()}, {"capabilities", std::move(capabilities)}};
   if (!info_.instructions.empty()) result["instructions"] = info_.instructions;
@@ -563,7 +563,7 @@ void Server::listen(const Json& id, const Json& params) {
   const Json filter = params.value("notifications", Json::object());
   const bool tools = filter.is_object() && filter.value("toolsListChanged", false) == true;
   {
-    std::lock_guard<std::mutex> lock(listeners_mutex_);
+    MutexLock lock(&listeners_mutex_);
     listeners_[id.dump()] = {id, tools};
   }
   // Only tool list changes are ever sent: we offer no prompts or resources.
@@ -588,7 +588,7 @@ Reply Server::initialize(const Json& params) {
     }
   }
 
-  std::lock_guard<std::mutex> lock(info_mutex_);
+  MutexLock lock(&info_mutex_);
   Json server_info = {{"name", info_.name}, {"version", info_.version}};
   if (!info_.title.empty()) server_info["title"] = info_.title;
   Json capabilities = capabilities_.is_null() ? Json{{"tools", {{"listChanged", false}}}} : capabilities_;
@@ -613,7 +613,7 @@ void Server::on_notification(const std::string& method, const Json& params) {
   } else if (method == "notifications/cancelled") {
     const Json request_id = params.value("requestId", Json());
     {
-      std::lock_guard<std::mutex> lock(listeners_mutex_);
+      MutexLock lock(&listeners_mutex_);
       if (listeners_.erase(request_id.dump()) > 0) {
         log_.debug("subscription " + request_id.dump() + " ended by the client");
         return;
@@ -621,7 +621,7 @@ void Server::on_notification(const std::string& method, const Json& params) {
     }
     std::shared_ptr<Call> call;
     {
-      std::lock_guard<std::mutex> lock(calls_mutex_);
+      MutexLock lock(&calls_mutex_);
       auto it = calls_.find(request_id.dump());
       if (it != calls_.end()) call = it->second;
     }
@@ -704,7 +704,7 @@ bool Server::register_call(const std::shared_ptr<Call>& call, const Json& params
       call->id, meta != params.end() && meta->is_object() ? *meta : Json::object(),
       extensions_.keep_sent_text ? sent_params_ : Json());
   {
-    std::lock_guard<std::mutex> lock(calls_mutex_);
+    MutexLock lock(&calls_mutex_);
     if (calls_.emplace(call->key, call).second) return true;
   }
   refuse_reused_id(call->id);
@@ -788,7 +788,7 @@ void Server::run_tool_call(const std::shared_ptr<Call>& call) {
 void Server::start_async_tool_call(const std::shared_ptr<Call>& call) {
   bool room = false;
   {
-    std::lock_guard<std::mutex> lock(async_mutex_);
+    MutexLock lock(&async_mutex_);
     // As many as the worker pool takes for other tools: running plus waiting.
     room = async_calls_ < (kQueuedPerRunningCall + 1) * max_concurrent_calls_;
     if (room) ++async_calls_;
@@ -832,9 +832,9 @@ void Server::async_call_finished() {
   // Notified under the lock: the answering thread is not the server's, and
   // drain() may return and the server be destroyed as soon as it can see
   // the count reach zero; it must not see that before the notify is over.
-  std::lock_guard<std::mutex> lock(async_mutex_);
+  MutexLock lock(&async_mutex_);
   --async_calls_;
-  async_changed_.notify_all();
+  async_changed_.NotifyAll();
 }
 
 bool Server::finish_call(const std::shared_ptr<Call>& call, const std::string& response) {
@@ -844,7 +844,7 @@ bool Server::finish_call(const std::shared_ptr<Call>& call, const std::string& r
     Server& server;
     const std::string& key;
     ~LeaveFlight() {
-      std::lock_guard<std::mutex> lock(server.calls_mutex_);
+      MutexLock lock(&server.calls_mutex_);
       server.calls_.erase(key);
     }
   } leave{*this, call->key};
@@ -861,12 +861,12 @@ void Server::drain() {
   // the client's input gone, no answer can come.
   fail_requests("the server stopped reading from the client");
   pool_.wait_idle();
-  std::unique_lock<std::mutex> lock(async_mutex_);
-  async_changed_.wait(lock, [this] { return async_calls_ == 0; });
+  MutexLock lock(&async_mutex_);
+  while (async_calls_ != 0) async_changed_.Wait(&async_mutex_);
 }
 
 size_t Server::calls_in_flight() const {
-  std::lock_guard<std::mutex> lock(calls_mutex_);
+  MutexLock lock(&calls_mutex_);
   return calls_.size();
 }
 

@@ -8,19 +8,18 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/mutex.h"
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
@@ -114,9 +113,9 @@ class CallContext {
   const Json id_;
   const Json meta_;
   const Json sent_params_;
-  mutable std::mutex mutex_;
-  bool cancelled_ = false;
-  std::function<void()> on_cancel_;
+  mutable Mutex mutex_;
+  bool cancelled_ GUARDED_BY(mutex_) = false;
+  std::function<void()> on_cancel_ GUARDED_BY(mutex_);
 };
 
 // Thrown by a tool handler for arguments its schema could not rule out
@@ -328,16 +327,16 @@ class Server {
   void send_error(const Json& id, int code, std::string message);
 
   const ServerExtensions extensions_;
-  mutable std::mutex info_mutex_;
-  ServerInfo info_;
-  Json capabilities_;
-  mutable std::mutex tools_mutex_;
-  std::shared_ptr<const ToolSet> tools_;
+  mutable Mutex info_mutex_;
+  ServerInfo info_ GUARDED_BY(info_mutex_);
+  Json capabilities_ GUARDED_BY(info_mutex_);
+  mutable Mutex tools_mutex_;
+  std::shared_ptr<const ToolSet> tools_ GUARDED_BY(tools_mutex_);
   Sink sink_;
   Logger& log_;
 
-  mutable std::mutex calls_mutex_;
-  std::map<std::string, std::shared_ptr<Call>> calls_;  // by id.dump(): 1 and "1" differ
+  mutable Mutex calls_mutex_;
+  std::map<std::string, std::shared_ptr<Call>> calls_ GUARDED_BY(calls_mutex_);  // by id.dump(): 1 and "1" differ
   std::atomic<bool> initialized_{false};
   std::string negotiated_version_;  // set once initialize succeeded; only the thread handling lines touches it
   // With keep_sent_text, the params of the request being dispatched, as
@@ -348,17 +347,18 @@ class Server {
   bool stateless_accepted_ = false;  // on_stateless said yes; only the thread handling lines touches it
   std::atomic<bool> stateless_client_{false};  // a 2026-07-28 request came, and no initialize
   // Open subscriptions/listen requests: id -> whether it wants tools/list_changed.
-  std::mutex listeners_mutex_;
-  std::map<std::string, std::pair<Json, bool>> listeners_;
+  Mutex listeners_mutex_;
+  std::map<std::string, std::pair<Json, bool>> listeners_ GUARDED_BY(listeners_mutex_);
 
   // Requests to the client, by id.dump(); queued_ holds the lines of those
   // not sent yet (the client is not initialized).
-  mutable std::mutex requests_mutex_;
-  int64_t next_request_id_ = 1;
-  std::map<std::string, ReplyHandler> requests_;
-  std::vector<std::pair<std::string, std::string>> queued_;  // (id.dump(), line)
-  bool client_ready_ = false;
-  std::string requests_closed_;  // why no request can be answered any more; "" while open
+  mutable Mutex requests_mutex_;
+  int64_t next_request_id_ GUARDED_BY(requests_mutex_) = 1;
+  std::map<std::string, ReplyHandler> requests_ GUARDED_BY(requests_mutex_);
+  std::vector<std::pair<std::string, std::string>> queued_ GUARDED_BY(requests_mutex_);  // (id.dump(), line)
+  bool client_ready_ GUARDED_BY(requests_mutex_) = false;
+  // Why no request can be answered any more; "" while open.
+  std::string requests_closed_ GUARDED_BY(requests_mutex_);
 
   // Answers a call there is no room for, without starting it.
   void refuse_busy(const std::shared_ptr<Call>& call);
@@ -366,9 +366,9 @@ class Server {
   // Asynchronous tool calls not yet answered; beyond as many as the worker
   // pool takes (running plus waiting), a new one is refused.
   const size_t max_concurrent_calls_;
-  std::mutex async_mutex_;
-  std::condition_variable async_changed_;
-  size_t async_calls_ = 0;
+  Mutex async_mutex_;
+  CondVar async_changed_;
+  size_t async_calls_ GUARDED_BY(async_mutex_) = 0;
 
   WorkerPool pool_;  // last: its destructor runs the queued calls, which use the members above
 };

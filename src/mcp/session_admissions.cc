@@ -5,17 +5,17 @@
 namespace effectfence::mcp {
 
 uint64_t AdmissionOwners::new_session() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return ++next_session_;
 }
 
 void AdmissionOwners::held(uint64_t session, const Ticket& ticket) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   by_token_[ticket.token] = Holding{session, ticket};
 }
 
 void AdmissionOwners::settled(const Ticket& ticket) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   const auto it = by_token_.find(ticket.token);
   // Only the admission itself: a ticket edited around a real token (refused
   // lease_lost, which "settles") must not make its session forget it.
@@ -24,7 +24,7 @@ void AdmissionOwners::settled(const Ticket& ticket) {
 }
 
 size_t AdmissionOwners::count(uint64_t session) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   size_t n = 0;
   for (const auto& [token, holding] : by_token_) n += holding.session == session ? 1 : 0;
   return n;
@@ -33,7 +33,7 @@ size_t AdmissionOwners::count(uint64_t session) const {
 int64_t AdmissionOwners::fence_session(uint64_t session, const std::string& why) {
   std::vector<Ticket> left;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (auto it = by_token_.begin(); it != by_token_.end();) {
       if (it->second.session != session) {
         ++it;

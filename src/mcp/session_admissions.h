@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "core/mutex.h"
 #include "effectfence/fence.h"
 
 namespace effectfence::mcp {
@@ -43,9 +43,9 @@ class AdmissionOwners {
     Ticket ticket;
   };
   Fence& fence_;
-  mutable std::mutex mutex_;
-  uint64_t next_session_ = 0;
-  std::map<std::string, Holding> by_token_;
+  mutable Mutex mutex_;
+  uint64_t next_session_ GUARDED_BY(mutex_) = 0;
+  std::map<std::string, Holding> by_token_ GUARDED_BY(mutex_);
 };
 
 // One session's view, handed to its fence tools.

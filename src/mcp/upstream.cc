@@ -68,7 +68,7 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   handlers.on_request = events_.on_request;
   ClientOffer offer;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     offer = client_offer_;
   }
   auto session = std::make_shared<Session>();
@@ -78,7 +78,7 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   if (!session->link) return nullptr;
   {
     // stop_now() can end the handshake from here on: it may take a minute.
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (stopped_) {
       *error = "effectfence wrap is shutting down";
       return nullptr;
@@ -88,7 +88,7 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   struct Landed {
     Upstream& upstream;
     ~Landed() {
-      std::lock_guard<std::mutex> lock(upstream.mutex_);
+      MutexLock lock(&upstream.mutex_);
       upstream.launching_.reset();
     }
   } landed{*this};
@@ -104,7 +104,7 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
 
 bool Upstream::start(const ClientOffer& offer, std::string* error) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     client_offer_ = offer;
   }
   return acquire(error) != nullptr;
@@ -113,7 +113,7 @@ bool Upstream::start(const ClientOffer& offer, std::string* error) {
 bool Upstream::notify(const std::string& method, const Json& params) {
   std::shared_ptr<Session> session;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (live()) session = current_;
   }
   return session && session->client().notify(method, params);
@@ -121,18 +121,18 @@ bool Upstream::notify(const std::string& method, const Json& params) {
 
 std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (stopped_) {
       *why = "effectfence wrap is shutting down";
       return nullptr;
     }
     if (live()) return current_;
   }
-  std::lock_guard<std::mutex> starting(start_mutex_);
+  MutexLock starting(&start_mutex_);
   uint64_t generation;
   std::shared_ptr<Session> dead;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (stopped_) {
       *why = "effectfence wrap is shutting down";
       return nullptr;
@@ -140,7 +140,7 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
     if (live()) return current_;  // another caller restarted it meanwhile
     // Admissions sent to the dead child must be fenced before a new child
     // can be sent anything.
-    death_handled_.wait(lock, [&] { return stopped_ || deaths_handled_upto_ >= generation_; });
+    while (!stopped_ && deaths_handled_upto_ < generation_) death_handled_.Wait(&mutex_);
     if (stopped_) {
       *why = "effectfence wrap is shutting down";
       return nullptr;
@@ -162,12 +162,12 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
   if (!session) {
     // Destroying the link joined its reader: no on_closed for this
     // generation is running or will run, so its death is handled here.
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (failure_counted_for_ != generation) ++consecutive_failures_;  // a death in the handshake counted already
     last_failure_ = error;
     next_start_at_ = Clock::now() + next_delay();
     deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
-    death_handled_.notify_all();
+    death_handled_.NotifyAll();
     if (stopped_) {  // its handshake was given up by stop()
       *why = "effectfence wrap is shutting down";
       return nullptr;
@@ -176,10 +176,10 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
     *why = "the child server could not be started: " + error;
     return nullptr;
   }
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (stopped_) {
     // Stopped while this child was starting: it must not get any call.
-    lock.unlock();
+    lock.Unlock();
     session.reset();
     *why = "effectfence wrap is shutting down";
     return nullptr;
@@ -193,7 +193,7 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
 }
 
 bool Upstream::has_live_child() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return !stopped_ && live();
 }
 
@@ -204,7 +204,7 @@ bool Upstream::live() const {
 
 void Upstream::on_closed(uint64_t generation, const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (generation == generation_) alive_ = false;
     const bool short_lived = !current_ || current_->generation != generation ||
                              Clock::now() - current_->started < policy_.stable_after;
@@ -215,14 +215,14 @@ void Upstream::on_closed(uint64_t generation, const std::string& why) {
   }
   bool was_running;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     was_running = current_ && current_->generation == generation;  // else it died in its handshake
   }
   if (was_running) log_.error("the child server is gone: " + why + "; it is restarted for the next call");
   if (events_.on_death) events_.on_death(generation, why);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
-  death_handled_.notify_all();
+  death_handled_.NotifyAll();
 }
 
 std::chrono::milliseconds Upstream::next_delay() const {
@@ -234,14 +234,14 @@ std::chrono::milliseconds Upstream::next_delay() const {
 }
 
 void Upstream::wait_death_handled(uint64_t generation) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  death_handled_.wait(lock, [&] { return stopped_ || deaths_handled_upto_ >= generation; });
+  MutexLock lock(&mutex_);
+  while (!stopped_ && deaths_handled_upto_ < generation) death_handled_.Wait(&mutex_);
 }
 
 std::optional<std::vector<Json>> Upstream::list_tools(std::string* error, std::vector<Json>* sent_tools) {
   std::shared_ptr<Session> session;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (alive_) session = current_;
   }
   if (!session) {
@@ -255,7 +255,7 @@ void Upstream::stop_now() {
   std::shared_ptr<Session> running;
   std::shared_ptr<Session> starting;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopped_ = true;
     running = current_;
     starting = launching_;
@@ -278,12 +278,12 @@ void Upstream::stop() {
   std::shared_ptr<Session> last;
   std::shared_ptr<Session> starting;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopped_ = true;
     alive_ = false;
     last = std::move(current_);
     starting = launching_;
-    death_handled_.notify_all();
+    death_handled_.NotifyAll();
   }
   // A child still in its handshake is given up: whoever waits for it (a
   // call, the tool list's refresh) is told at once, not after the handshake

@@ -4,15 +4,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "effectfence/json.h"
 #include "mcp/child_process.h"
 #include "mcp/client.h"
@@ -111,30 +110,29 @@ class Upstream {
  private:
   std::shared_ptr<Session> launch(uint64_t generation, std::string* error);
   void on_closed(uint64_t generation, const std::string& why);
-  // REQUIRES: mutex_ held.
-  bool live() const;
-  std::chrono::milliseconds next_delay() const;
+  bool live() const REQUIRES(mutex_);
+  std::chrono::milliseconds next_delay() const REQUIRES(mutex_);
 
   const Launcher launcher_;
   const Json client_info_;
-  ClientOffer client_offer_;  // guarded by mutex_
+  ClientOffer client_offer_ GUARDED_BY(mutex_);
   Logger& log_;
   const Events events_;
   const RestartPolicy policy_;
 
-  std::mutex start_mutex_;  // one start at a time; held while a child starts
-  mutable std::mutex mutex_;
-  std::condition_variable death_handled_;
-  std::shared_ptr<Session> current_;  // may be dead (see alive_)
-  std::shared_ptr<Session> launching_;  // the child in its handshake, if any
-  bool alive_ = false;
-  uint64_t generation_ = 0;          // of current_
-  uint64_t deaths_handled_upto_ = 0;  // every generation <= this is handled
-  int consecutive_failures_ = 0;
-  uint64_t failure_counted_for_ = 0;  // the generation whose death was last counted
-  std::chrono::steady_clock::time_point next_start_at_{};
-  std::string last_failure_;
-  bool stopped_ = false;
+  Mutex start_mutex_;  // one start at a time; held while a child starts
+  mutable Mutex mutex_ ACQUIRED_AFTER(start_mutex_);
+  CondVar death_handled_;
+  std::shared_ptr<Session> current_ GUARDED_BY(mutex_);  // may be dead (see alive_)
+  std::shared_ptr<Session> launching_ GUARDED_BY(mutex_);  // the child in its handshake, if any
+  bool alive_ GUARDED_BY(mutex_) = false;
+  uint64_t generation_ GUARDED_BY(mutex_) = 0;          // of current_
+  uint64_t deaths_handled_upto_ GUARDED_BY(mutex_) = 0;  // every generation <= this is handled
+  int consecutive_failures_ GUARDED_BY(mutex_) = 0;
+  uint64_t failure_counted_for_ GUARDED_BY(mutex_) = 0;  // the generation whose death was last counted
+  std::chrono::steady_clock::time_point next_start_at_ GUARDED_BY(mutex_) = {};
+  std::string last_failure_ GUARDED_BY(mutex_);
+  bool stopped_ GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace effectfence::mcp

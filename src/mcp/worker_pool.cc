@@ -11,23 +11,23 @@ WorkerPool::WorkerPool(size_t max_threads, size_t max_queued, ThreadStarter star
 
 WorkerPool::~WorkerPool() {
   {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  job_ready_.notify_all();
+  job_ready_.NotifyAll();
   for (auto& t : threads_) t.join();
 }
 
 void WorkerPool::submit(std::function<void()> job) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  room_or_idle_.wait(lock, [&] { return queue_.size() < max_queued_; });
+  MutexLock lock(&mutex_);
+  while (queue_.size() >= max_queued_) room_or_idle_.Wait(&mutex_);
   if (enqueue(job)) return;
-  lock.unlock();
+  lock.Unlock();
   job();
 }
 
 bool WorkerPool::try_submit(std::function<void()> job) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (queue_.size() >= max_queued_) return false;
   return enqueue(job);
 }
@@ -43,36 +43,36 @@ bool WorkerPool::enqueue(std::function<void()>& job) {
     }
   }
   queue_.push_back(std::move(job));
-  job_ready_.notify_one();
+  job_ready_.NotifyOne();
   return true;
 }
 
 void WorkerPool::wait_idle() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  room_or_idle_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+  MutexLock lock(&mutex_);
+  while (!queue_.empty() || running_ != 0) room_or_idle_.Wait(&mutex_);
 }
 
 size_t WorkerPool::thread_count() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return threads_.size();
 }
 
 void WorkerPool::work() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
     ++idle_;
-    job_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) job_ready_.Wait(&mutex_);
     --idle_;
     if (queue_.empty()) return;  // stopping, and nothing left to run
     std::function<void()> job = std::move(queue_.front());
     queue_.pop_front();
     ++running_;
-    lock.unlock();
-    room_or_idle_.notify_all();
+    lock.Unlock();
+    room_or_idle_.NotifyAll();
     job();
-    lock.lock();
+    lock.Lock();
     --running_;
-    if (queue_.empty() && running_ == 0) room_or_idle_.notify_all();
+    if (queue_.empty() && running_ == 0) room_or_idle_.NotifyAll();
   }
 }
 

@@ -3,14 +3,14 @@
 // for the ledger to batch them.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace effectfence::mcp {
 
@@ -44,20 +44,20 @@ class WorkerPool {
   void work();
   // Queues job and returns true, or returns false (job left with the caller)
   // iff no thread runs or can be started to run it.
-  // REQUIRES: mutex_ held, room in the queue.
-  bool enqueue(std::function<void()>& job);
+  // REQUIRES: room in the queue.
+  bool enqueue(std::function<void()>& job) REQUIRES(mutex_);
 
   const size_t max_threads_;
   const size_t max_queued_;
   const ThreadStarter start_thread_;
-  mutable std::mutex mutex_;
-  std::condition_variable job_ready_;
-  std::condition_variable room_or_idle_;
-  std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> threads_;
-  size_t idle_ = 0;
-  size_t running_ = 0;
-  bool stopping_ = false;
+  mutable Mutex mutex_;
+  CondVar job_ready_;
+  CondVar room_or_idle_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mutex_);
+  std::vector<std::thread> threads_ GUARDED_BY(mutex_);
+  size_t idle_ GUARDED_BY(mutex_) = 0;
+  size_t running_ GUARDED_BY(mutex_) = 0;
+  bool stopping_ GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace effectfence::mcp

@@ -118,23 +118,23 @@ std::optional<Endpoint> Endpoint::parse(const std::string& url, const std::strin
 }
 
 void PostAbort::fire() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   fired_ = true;
   if (client_ != nullptr) client_->stop();  // shuts the socket of the request in flight
 }
 
 bool PostAbort::fired() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return fired_;
 }
 
 void PostAbort::arm(httplib::Client* client) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   client_ = client;
 }
 
 void PostAbort::disarm() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   client_ = nullptr;
 }
 
@@ -223,16 +223,16 @@ Bridge::Bridge(Endpoint endpoint, Reconnect reconnect, mcp::LineWriter& out, mcp
 
 Bridge::~Bridge() {
   {
-    std::lock_guard<std::mutex> lock(keepalive_mutex_);
+    MutexLock lock(&keepalive_mutex_);
     stopping_ = true;
   }
-  keepalive_wake_.notify_all();
+  keepalive_wake_.NotifyAll();
   keepalive_thread_.join();
   pool_.wait_idle();
 }
 
 Bridge::State Bridge::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return state_;
 }
 
@@ -332,7 +332,7 @@ mcp::ReadEvent Bridge::run(mcp::FdLineReader& in) {
     }
     if (const auto* note = std::get_if<mcp::jsonrpc::Notification>(&message);
         note && note->method == "notifications/initialized") {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       initialized_line_ = line.text;
     }
     pool_.submit([this, text = line.text] { relay(text); });
@@ -353,7 +353,7 @@ void Bridge::open_session(const std::string& initialize_line, bool answer_client
   // Kept for recoveries once a server (or this process's own) answered it;
   // until then a recovery only finds a server, and this opens the session.
   auto keep_initialize = [&] {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     initialize_line_ = initialize_line;
   };
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -387,12 +387,12 @@ void Bridge::open_session(const std::string& initialize_line, bool answer_client
     for (const std::string& m : exchange.messages) {
       const Json answer = Json::parse(m, nullptr, false);
       if (answer.is_object() && answer.contains("result")) {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(&mutex_);
         state_.protocol_version = answer["result"].value("protocolVersion", "");
       }
       if (answer_client) out_.write_line(m);
     }
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     state_.session = exchange.session;
     ++state_.generation;
     return;
@@ -412,7 +412,7 @@ void Bridge::write_server_lost(const Json& id, bool recovered) {
 bool Bridge::cancel_stateless(const Json& request_id) {
   std::shared_ptr<PostAbort> abort;
   {
-    std::lock_guard<std::mutex> lock(stateless_mutex_);
+    MutexLock lock(&stateless_mutex_);
     auto it = stateless_in_flight_.find(request_id.dump());
     if (it == stateless_in_flight_.end()) return false;
     abort = it->second;
@@ -440,7 +440,7 @@ void Bridge::relay(const std::string& line) {
   std::shared_ptr<PostAbort> abort;
   if (stateless && is_request) {
     abort = std::make_shared<PostAbort>();
-    std::lock_guard<std::mutex> lock(stateless_mutex_);
+    MutexLock lock(&stateless_mutex_);
     stateless_in_flight_[id.dump()] = abort;
   }
   struct Forget {
@@ -449,7 +449,7 @@ void Bridge::relay(const std::string& line) {
     const Json& id;
     ~Forget() {
       if (!abort) return;
-      std::lock_guard<std::mutex> lock(bridge->stateless_mutex_);
+      MutexLock lock(&bridge->stateless_mutex_);
       auto it = bridge->stateless_in_flight_.find(id.dump());
       if (it != bridge->stateless_in_flight_.end() && it->second == abort) bridge->stateless_in_flight_.erase(it);
     }
@@ -523,11 +523,11 @@ void Bridge::relay(const std::string& line) {
 }
 
 bool Bridge::recover(uint64_t seen, bool server_lost, std::string* replayed_initialized) {
-  std::lock_guard<std::mutex> recovering(recover_mutex_);
+  MutexLock recovering(&recover_mutex_);
   State state;
   std::string initialize_line, initialized_line;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (state_.generation != seen) return true;  // another thread already did
     state = state_;
     initialize_line = initialize_line_;
@@ -544,7 +544,7 @@ bool Bridge::recover(uint64_t seen, bool server_lost, std::string* replayed_init
     state.endpoint = *endpoint;
   }
   if (initialize_line.empty()) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     state_.endpoint = state.endpoint;
     ++state_.generation;
     return true;
@@ -560,7 +560,7 @@ bool Bridge::recover(uint64_t seen, bool server_lost, std::string* replayed_init
     if (replayed_initialized) *replayed_initialized = initialized_line;
   }
   log_.info("continuing on " + state.endpoint.url + " with a new session");
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   state_.endpoint = state.endpoint;
   state_.session = opened.session;
   ++state_.generation;
@@ -574,7 +574,7 @@ bool Bridge::serve_alone(const std::string& why) {
   }
   std::string initialize_line, initialized_line;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     initialize_line = initialize_line_;
     initialized_line = initialized_line_;
     const mcp::jsonrpc::Message message = mcp::jsonrpc::classify(initialize_line);
@@ -591,14 +591,14 @@ bool Bridge::serve_alone(const std::string& why) {
   if (!initialized_line.empty()) server->handle_line(initialized_line);
   alone_ = std::move(server);
   alone_server_ = alone_.get();
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++state_.generation;
   return true;
 }
 
 void Bridge::deliver_alone(const std::string& line) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!suppressed_answer_.empty()) {
       const Json message = Json::parse(line, nullptr, false);
       if (message.is_object() && message.contains("id") && message["id"].dump() == suppressed_answer_) {
@@ -612,9 +612,14 @@ void Bridge::deliver_alone(const std::string& line) {
 
 void Bridge::keepalive() {
   uint64_t pings = 0;
-  std::unique_lock<std::mutex> lock(keepalive_mutex_);
-  while (!keepalive_wake_.wait_for(lock, std::chrono::milliseconds(options_.keepalive_ms), [&] { return stopping_; })) {
-    lock.unlock();
+  MutexLock lock(&keepalive_mutex_);
+  for (;;) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.keepalive_ms);
+    while (!stopping_) {
+      if (!keepalive_wake_.WaitUntil(&keepalive_mutex_, deadline)) break;
+    }
+    if (stopping_) break;
+    lock.Unlock();
     const State state = snapshot();
     if (!state.session.empty() && !alone_server_.load()) {
       const std::string ping = mcp::jsonrpc::serialize(
@@ -629,7 +634,7 @@ void Bridge::keepalive() {
         recover(state.generation, true);
       }
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 

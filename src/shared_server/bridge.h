@@ -20,17 +20,16 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
@@ -79,9 +78,9 @@ class PostAbort {
   void disarm();
 
  private:
-  mutable std::mutex mutex_;
-  httplib::Client* client_ = nullptr;
-  bool fired_ = false;
+  mutable Mutex mutex_;
+  httplib::Client* client_ GUARDED_BY(mutex_) = nullptr;
+  bool fired_ GUARDED_BY(mutex_) = false;
 };
 
 // POSTs one JSON-RPC message to endpoint. Never throws. idempotency_key,
@@ -154,8 +153,8 @@ class Bridge {
   // replayed_initialized: set to the client's initialized notification iff
   // this call sent it to the new session.
   bool recover(uint64_t seen, bool server_lost, std::string* replayed_initialized = nullptr);
-  // Moves the session into this process. REQUIRES: recover_mutex_ held.
-  bool serve_alone(const std::string& why);
+  // Moves the session into this process.
+  bool serve_alone(const std::string& why) REQUIRES(recover_mutex_);
   // The alone server's sink: drops the answer to the replayed initialize.
   void deliver_alone(const std::string& line);
   void keepalive();
@@ -163,25 +162,26 @@ class Bridge {
   // The answer to a call the server may have decided and did not answer.
   void write_server_lost(const Json& id, bool recovered);
 
-  std::mutex stateless_mutex_;
-  std::map<std::string, std::shared_ptr<PostAbort>> stateless_in_flight_;  // by the client's id.dump()
+  Mutex stateless_mutex_;
+  // By the client's id.dump().
+  std::map<std::string, std::shared_ptr<PostAbort>> stateless_in_flight_ GUARDED_BY(stateless_mutex_);
 
   mcp::LineWriter& out_;
   mcp::Logger& log_;
   const Reconnect reconnect_;
   const BridgeOptions options_;
 
-  mutable std::mutex mutex_;
-  State state_;
-  std::string initialize_line_;   // replayed to open a session on a new server
-  std::string initialized_line_;
-  std::mutex recover_mutex_;
+  mutable Mutex mutex_;
+  State state_ GUARDED_BY(mutex_);
+  std::string initialize_line_ GUARDED_BY(mutex_);   // replayed to open a session on a new server
+  std::string initialized_line_ GUARDED_BY(mutex_);
+  Mutex recover_mutex_ ACQUIRED_BEFORE(mutex_);  // one recovery at a time; mutex_ taken inside it
 
-  std::mutex keepalive_mutex_;
-  std::condition_variable keepalive_wake_;
-  bool stopping_ = false;
+  Mutex keepalive_mutex_;
+  CondVar keepalive_wake_;
+  bool stopping_ GUARDED_BY(keepalive_mutex_) = false;
   std::thread keepalive_thread_;
-  std::string suppressed_answer_;  // id.dump() of the replayed initialize; guarded by mutex_
+  std::string suppressed_answer_ GUARDED_BY(mutex_);  // id.dump() of the replayed initialize
   std::unique_ptr<mcp::Server> alone_;  // set once, by serve_alone
   std::atomic<mcp::Server*> alone_server_{nullptr};
   mcp::WorkerPool pool_;  // last: its destructor runs queued relays, which use the members above

@@ -46,37 +46,39 @@ thread_local bool t_over_capacity = false;
 class BoundedHandlerQueue final : public httplib::TaskQueue {
  public:
   BoundedHandlerQueue(size_t threads, size_t max_queued) : max_queued_(max_queued) {
-    for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(jobs_, false); });
-    workers_.emplace_back([this] { work(overflow_, true); });
+    for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(false); });
+    workers_.emplace_back([this] { work(true); });
   }
   ~BoundedHandlerQueue() override { shutdown(); }
 
   void enqueue(std::function<void()> fn) override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       (jobs_.size() < max_queued_ ? jobs_ : overflow_).push_back(std::move(fn));
     }
-    wake_.notify_all();
+    wake_.NotifyAll();
   }
 
   void shutdown() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (stopping_) return;
       stopping_ = true;
     }
-    wake_.notify_all();
+    wake_.NotifyAll();
     for (auto& t : workers_) t.join();
   }
 
  private:
-  void work(std::deque<std::function<void()>>& jobs, bool over_capacity) {
+  // Serves overflow_ if over_capacity, else jobs_.
+  void work(bool over_capacity) {
     t_over_capacity = over_capacity;
     for (;;) {
       std::function<void()> fn;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !jobs.empty(); });
+        MutexLock lock(&mutex_);
+        std::deque<std::function<void()>>& jobs = over_capacity ? overflow_ : jobs_;
+        while (!stopping_ && jobs.empty()) wake_.Wait(&mutex_);
         if (jobs.empty()) return;  // stopping, and every connection taken was served
         fn = std::move(jobs.front());
         jobs.pop_front();
@@ -86,11 +88,11 @@ class BoundedHandlerQueue final : public httplib::TaskQueue {
   }
 
   const size_t max_queued_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;      // guarded by mutex_
-  std::deque<std::function<void()>> overflow_;  // guarded by mutex_
-  bool stopping_ = false;                       // guarded by mutex_
+  Mutex mutex_;
+  CondVar wake_;
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mutex_);
+  std::deque<std::function<void()>> overflow_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> workers_;
 };
 
@@ -221,13 +223,13 @@ bool peer_connected(int fd) {
 
 struct HttpTransport::Session {
   std::string id;
-  std::mutex mutex;
-  std::condition_variable answered;
-  std::map<std::string, std::optional<std::string>> waiting;  // request id.dump() -> its answer
-  bool closed = false;
-  int active_requests = 0;
-  int64_t last_active_ms = 0;
-  Deliveries deliveries;                // by Idempotency-Key: resends get the first answer
+  Mutex mutex;
+  CondVar answered;
+  std::map<std::string, std::optional<std::string>> waiting GUARDED_BY(mutex);  // request id.dump() -> its answer
+  bool closed GUARDED_BY(mutex) = false;
+  int active_requests GUARDED_BY(mutex) = 0;
+  int64_t last_active_ms GUARDED_BY(mutex) = 0;
+  Deliveries deliveries GUARDED_BY(mutex);  // by Idempotency-Key: resends get the first answer
   std::function<void()> ended;          // runs after the server's calls finished
   std::unique_ptr<mcp::Server> server;  // last: its destructor still delivers into the members above
 
@@ -240,11 +242,11 @@ struct HttpTransport::Session {
   void deliver(const std::string& line) {
     const Json message = Json::parse(line, nullptr, false);
     if (!message.is_object() || !message.contains("id")) return;  // a notification: nobody waits for it
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(&mutex);
     auto it = waiting.find(message["id"].dump());
     if (it == waiting.end() || it->second) return;
     it->second = line;
-    answered.notify_all();
+    answered.NotifyAll();
   }
 };
 
@@ -300,7 +302,7 @@ HttpTransport::~HttpTransport() {
   stop();
   std::map<std::string, std::shared_ptr<Session>> sessions;
   {
-    std::lock_guard<std::mutex> lock(sessions_mutex_);
+    MutexLock lock(&sessions_mutex_);
     sessions.swap(sessions_);
   }
   sessions.clear();  // each Server finishes its calls in flight here
@@ -339,10 +341,10 @@ void HttpTransport::stop() {
   }
   stopping_ = true;
   {
-    std::lock_guard<std::mutex> lock(sessions_mutex_);
+    MutexLock lock(&sessions_mutex_);
     for (auto& [id, session] : sessions_) {
-      std::lock_guard<std::mutex> session_lock(session->mutex);
-      session->answered.notify_all();
+      MutexLock session_lock(&session->mutex);
+      session->answered.NotifyAll();
     }
   }
   http_->stop();
@@ -357,9 +359,9 @@ std::string HttpTransport::url() const {
 
 size_t HttpTransport::requests_in_progress() const {
   size_t n = stateless_->in_progress();
-  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  MutexLock lock(&sessions_mutex_);
   for (const auto& [id, session] : sessions_) {
-    std::lock_guard<std::mutex> session_lock(session->mutex);
+    MutexLock session_lock(&session->mutex);
     n += static_cast<size_t>(session->active_requests);
   }
   return n;
@@ -367,12 +369,12 @@ size_t HttpTransport::requests_in_progress() const {
 
 bool HttpTransport::had_session() const {
   if (stateless_->last_active_ms() > 0) return true;
-  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  MutexLock lock(&sessions_mutex_);
   return had_session_;
 }
 
 size_t HttpTransport::session_count() const {
-  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  MutexLock lock(&sessions_mutex_);
   return sessions_.size();
 }
 
@@ -381,7 +383,7 @@ int64_t HttpTransport::ms_without_sessions() const {
   // they run, and the last one's end as the last session's.
   if (stateless_->in_progress() > 0) return 0;
   const int64_t stateless_since = stateless_->last_active_ms();
-  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  MutexLock lock(&sessions_mutex_);
   if (!sessions_.empty()) return 0;
   return wall_clock_ms() - std::max(empty_since_ms_, stateless_since);
 }
@@ -428,7 +430,7 @@ bool HttpTransport::admit(const httplib::Request& req, httplib::Response& res) c
 }
 
 std::shared_ptr<HttpTransport::Session> HttpTransport::find_session(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  MutexLock lock(&sessions_mutex_);
   auto it = sessions_.find(id);
   return it == sessions_.end() ? nullptr : it->second;
 }
@@ -437,14 +439,17 @@ bool HttpTransport::id_in_flight(const httplib::Request& req, const Json& id) co
   if (id.is_null() || !req.has_header(kSessionHeader)) return false;
   const std::shared_ptr<Session> session = find_session(req.get_header_value(kSessionHeader));
   if (!session) return false;
-  std::lock_guard<std::mutex> lock(session->mutex);
+  MutexLock lock(&session->mutex);
   return session->waiting.count(id.dump()) > 0;
 }
 
 std::shared_ptr<HttpTransport::Session> HttpTransport::open_session() {
   auto session = std::make_shared<Session>();
   session->id = random_token_hex(16);
-  session->last_active_ms = wall_clock_ms();
+  {
+    MutexLock lock(&session->mutex);  // not shared yet; taken so every write is under it
+    session->last_active_ms = wall_clock_ms();
+  }
   Session* raw = session.get();
   SessionServer built = factory_([raw](const std::string& line) { raw->deliver(line); });
   session->ended = std::move(built.ended);
@@ -453,16 +458,16 @@ std::shared_ptr<HttpTransport::Session> HttpTransport::open_session() {
 }
 
 void HttpTransport::forget_session(const std::string& id) {
-  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  MutexLock lock(&sessions_mutex_);
   if (sessions_.erase(id) > 0 && sessions_.empty()) empty_since_ms_ = wall_clock_ms();
 }
 
 void HttpTransport::close_session(const std::shared_ptr<Session>& session, const char* why) {
   forget_session(session->id);
   {
-    std::lock_guard<std::mutex> lock(session->mutex);
+    MutexLock lock(&session->mutex);
     session->closed = true;
-    session->answered.notify_all();
+    session->answered.NotifyAll();
   }
   log_.info(std::string("session ") + session->id.substr(0, 8) + " closed: " + why);
 }
@@ -471,9 +476,9 @@ size_t HttpTransport::expire_idle_sessions() {
   std::vector<std::shared_ptr<Session>> idle;
   const int64_t now = wall_clock_ms();
   {
-    std::lock_guard<std::mutex> lock(sessions_mutex_);
+    MutexLock lock(&sessions_mutex_);
     for (auto& [id, session] : sessions_) {
-      std::lock_guard<std::mutex> session_lock(session->mutex);
+      MutexLock session_lock(&session->mutex);
       if (session->active_requests == 0 && now - session->last_active_ms > options_.session_ttl_ms) {
         // Closed under the lock the check was made under: a request that
         // comes in between is refused 404 (never processed, safe to send
@@ -560,7 +565,7 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
   // initialize opens a new session each time, so it has no earlier delivery.
   const std::string delivery = opening ? "" : req.get_header_value(kIdempotencyHeader);
   {
-    std::unique_lock<std::mutex> lock(session->mutex);
+    MutexLock lock(&session->mutex);
     if (session->closed) {
       // Closed since it was found (its TTL ran out): nothing may run in it now, or an
       // admission would be made only to be fenced when the session's end is handled.
@@ -573,14 +578,14 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
       if (seen == Deliveries::Seen::pending) {
         // A resend while the first delivery is still being handled: its answer serves both.
         ++session->active_requests;
-        session->answered.wait(lock, [&] {
-          return !session->deliveries.pending(delivery) || session->closed || stopping_;
-        });
+        while (session->deliveries.pending(delivery) && !session->closed && !stopping_) {
+          session->answered.Wait(&session->mutex);
+        }
         --session->active_requests;
         seen = session->deliveries.deliver(delivery, req.body, wall_clock_ms(), &earlier);
       }
       if (seen != Deliveries::Seen::first) {
-        lock.unlock();
+        lock.Unlock();
         answer_resend(res, seen, request, earlier, *event_stream);
         return;
       }
@@ -603,9 +608,11 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
 
   std::optional<std::string> reply;
   {
-    std::unique_lock<std::mutex> lock(session->mutex);
+    MutexLock lock(&session->mutex);
     if (request) {
-      session->answered.wait(lock, [&] { return session->waiting[key].has_value() || session->closed || stopping_; });
+      while (!session->waiting[key].has_value() && !session->closed && !stopping_) {
+        session->answered.Wait(&session->mutex);
+      }
       reply = session->waiting[key];
       session->waiting.erase(key);
     }
@@ -613,18 +620,18 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     session->last_active_ms = wall_clock_ms();
     if (!delivery.empty()) {
       session->deliveries.finish(delivery, reply, session->last_active_ms);
-      session->answered.notify_all();  // resends waiting for this answer
+      session->answered.NotifyAll();  // resends waiting for this answer
     }
   }
   if (const auto* note = std::get_if<mcp::jsonrpc::Notification>(&message);
       note && note->method == "notifications/cancelled") {
     // The cancelled call's answer is never sent; release whoever waits for it.
-    std::lock_guard<std::mutex> lock(session->mutex);
+    MutexLock lock(&session->mutex);
     if (auto it = session->waiting.find(note->params.value("requestId", Json()).dump());
         it != session->waiting.end() && !it->second) {
       it->second = mcp::jsonrpc::serialize(
           mcp::jsonrpc::error_response(note->params["requestId"], -32800, "request cancelled by the client"));
-      session->answered.notify_all();
+      session->answered.NotifyAll();
     }
   }
 
@@ -648,7 +655,7 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
       return;
     }
     {
-      std::lock_guard<std::mutex> lock(sessions_mutex_);
+      MutexLock lock(&sessions_mutex_);
       sessions_.emplace(session->id, session);
       had_session_ = true;
     }

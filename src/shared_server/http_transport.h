@@ -22,11 +22,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -154,10 +154,10 @@ class HttpTransport {
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopping_{false};
 
-  mutable std::mutex sessions_mutex_;
-  std::map<std::string, std::shared_ptr<Session>> sessions_;
-  int64_t empty_since_ms_;
-  bool had_session_ = false;
+  mutable Mutex sessions_mutex_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_ GUARDED_BY(sessions_mutex_);
+  int64_t empty_since_ms_ GUARDED_BY(sessions_mutex_);
+  bool had_session_ GUARDED_BY(sessions_mutex_) = false;
 };
 
 }  // namespace effectfence::shared

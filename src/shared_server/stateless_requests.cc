@@ -27,12 +27,12 @@ mcp::Server& StatelessRequests::server() {
 }
 
 size_t StatelessRequests::in_progress() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return waiting_.size();
 }
 
 int64_t StatelessRequests::last_active_ms() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return last_active_ms_;
 }
 
@@ -59,7 +59,7 @@ std::string StatelessRequests::handle(Json document, const Connected& connected,
   waiter->handler = std::this_thread::get_id();
   Json our_id;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     our_id = "stateless-" + std::to_string(next_id_++);
     waiting_[our_id.dump()] = waiter;
     last_active_ms_ = wall_clock_ms();
@@ -67,24 +67,24 @@ std::string StatelessRequests::handle(Json document, const Connected& connected,
   document["id"] = our_id;
   to.handle_line(mcp::jsonrpc::serialize(document));
 
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   bool gone = false;
   while (!waiter->line) {
     if (stopping) break;
-    changed_.wait_for(lock, kConnectionCheck);
+    changed_.WaitFor(&mutex_, kConnectionCheck);
     if (waiter->line) break;
-    lock.unlock();
+    lock.Unlock();
     gone = !connected();
-    lock.lock();
+    lock.Lock();
     if (gone) break;
   }
   std::string answer;
   if (waiter->line) {
     // Handed over only to a client still connected: otherwise the server
     // learns that its answer was not delivered.
-    lock.unlock();
+    lock.Unlock();
     const bool there = connected();
-    lock.lock();
+    lock.Lock();
     // Still pending unless the answering thread stopped waiting for us.
     if (waiter->handover == Waiter::Handover::pending) {
       waiter->handover = there ? Waiter::Handover::taken : Waiter::Handover::refused;
@@ -96,8 +96,8 @@ std::string StatelessRequests::handle(Json document, const Connected& connected,
   }
   waiting_.erase(our_id.dump());
   last_active_ms_ = wall_clock_ms();
-  changed_.notify_all();
-  lock.unlock();
+  changed_.NotifyAll();
+  lock.Unlock();
 
   if (gone && !waiter->line) {
     log_.info(document.value("method", std::string("a request")) + " " + client_id.dump() +
@@ -122,18 +122,21 @@ void StatelessRequests::deliver(const std::string& line) {
     log_.debug("a notification to a stateless client was not sent: it has no stream open");
     return;
   }
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = waiting_.find(message["id"].dump());
   if (it == waiting_.end()) throw mcp::OutputClosed("the HTTP client of " + message["id"].dump() + " is gone");
   std::shared_ptr<Waiter> waiter = it->second;
   waiter->line = line;
-  changed_.notify_all();
+  changed_.NotifyAll();
   // On the request's own thread (answered while it was handed in) nothing
   // can wait: such answers are the synchronous ones, which hand over no
   // admission.
   if (waiter->handler == std::this_thread::get_id()) return;
-  const bool decided = changed_.wait_for(lock, kHandoverLimit,
-                                         [&] { return waiter->handover != Waiter::Handover::pending; });
+  const auto deadline = std::chrono::steady_clock::now() + kHandoverLimit;
+  while (waiter->handover == Waiter::Handover::pending) {
+    if (!changed_.WaitUntil(&mutex_, deadline)) break;
+  }
+  const bool decided = waiter->handover != Waiter::Handover::pending;
   if (!decided) waiter->handover = Waiter::Handover::refused;  // never written now
   if (waiter->handover == Waiter::Handover::refused) {
     throw mcp::OutputClosed("the HTTP client of " + message["id"].dump() + " closed its connection first");

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -19,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "core/mutex.h"
 #include "effectfence/json.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -51,6 +51,8 @@ class StatelessRequests {
   int64_t last_active_ms() const;
 
  private:
+  // line and handover are touched only under mutex_ (a lock of the
+  // StatelessRequests, which the analysis cannot name from here).
   struct Waiter {
     std::thread::id handler;        // the HTTP thread waiting for the answer
     std::optional<std::string> line;
@@ -68,11 +70,11 @@ class StatelessRequests {
   std::once_flag built_;
   std::unique_ptr<mcp::Server> server_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::shared_ptr<Waiter>> waiting_;  // by our id's dump()
-  uint64_t next_id_ = 1;
-  int64_t last_active_ms_ = 0;
+  mutable Mutex mutex_;
+  CondVar changed_;
+  std::map<std::string, std::shared_ptr<Waiter>> waiting_ GUARDED_BY(mutex_);  // by our id's dump()
+  uint64_t next_id_ GUARDED_BY(mutex_) = 1;
+  int64_t last_active_ms_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace effectfence::shared
