@@ -139,7 +139,8 @@ void PostAbort::disarm() {
 }
 
 HttpExchange post_message(const Endpoint& endpoint, const std::string& session, const std::string& protocol_version,
-                          const std::string& body, const std::string& idempotency_key, PostAbort* abort) {
+                          const std::string& body, const std::string& idempotency_key, PostAbort* abort,
+                          const mcp::HttpHeaders& headers) {
   HttpExchange exchange;
   try {
     httplib::Client client = client_for(endpoint);
@@ -157,18 +158,12 @@ HttpExchange post_message(const Endpoint& endpoint, const std::string& session, 
         return exchange;
       }
     }
-    httplib::Headers headers = auth_headers(endpoint);
-    if (!session.empty()) headers.emplace("Mcp-Session-Id", session);
-    if (!idempotency_key.empty()) headers.emplace(kIdempotencyHeader, idempotency_key);
-    if (!protocol_version.empty()) headers.emplace("MCP-Protocol-Version", protocol_version);
-    if (session.empty()) {
-      // A stateless (2026-07-28) message repeats parts of its body in headers.
-      const Json document = Json::parse(body, nullptr, false);
-      if (mcp::is_stateless_message(document)) {
-        for (const auto& [name, value] : mcp::standard_request_headers(document)) headers.emplace(name, value);
-      }
-    }
-    auto res = client.Post(endpoint.path, headers, body, "application/json");
+    httplib::Headers sent = auth_headers(endpoint);
+    if (!session.empty()) sent.emplace("Mcp-Session-Id", session);
+    if (!idempotency_key.empty()) sent.emplace(kIdempotencyHeader, idempotency_key);
+    if (!protocol_version.empty()) sent.emplace("MCP-Protocol-Version", protocol_version);
+    for (const auto& [name, value] : headers) sent.emplace(name, value);
+    auto res = client.Post(endpoint.path, sent, body, "application/json");
     if (!res) {
       exchange.transport_error = httplib::to_string(res.error());
       exchange.maybe_received = res.error() != httplib::Error::Connection;
@@ -238,13 +233,13 @@ Bridge::State Bridge::snapshot() const {
 
 HttpExchange Bridge::post_while_alive(const Endpoint& endpoint, const std::string& session,
                                       const std::string& protocol_version, const std::string& line,
-                                      PostAbort* abort) {
+                                      PostAbort* abort, const mcp::HttpHeaders& headers) {
   const std::string key = random_token_hex(16);
   std::optional<std::chrono::steady_clock::time_point> first_failure;
   bool maybe_received = false;
   auto pause = std::chrono::milliseconds(10);
   for (int attempt = 0;; ++attempt) {
-    HttpExchange exchange = post_message(endpoint, session, protocol_version, line, key, abort);
+    HttpExchange exchange = post_message(endpoint, session, protocol_version, line, key, abort, headers);
     maybe_received = maybe_received || exchange.maybe_received;
     exchange.maybe_received = maybe_received;
     if (exchange.delivered || (abort != nullptr && abort->fired())) return exchange;
@@ -437,6 +432,8 @@ void Bridge::relay(const std::string& line) {
               ": its connection to the shared server is closed");
     return;
   }
+  // A stateless message repeats parts of its body in headers, on every resend.
+  const mcp::HttpHeaders standard_headers = stateless ? mcp::standard_request_headers(document) : mcp::HttpHeaders{};
   std::shared_ptr<PostAbort> abort;
   if (stateless && is_request) {
     abort = std::make_shared<PostAbort>();
@@ -465,7 +462,8 @@ void Bridge::relay(const std::string& line) {
     }
     const State state = snapshot();
     HttpExchange exchange = post_while_alive(state.endpoint, stateless ? "" : state.session,
-                                             stateless ? "" : state.protocol_version, line, abort.get());
+                                             stateless ? "" : state.protocol_version, line, abort.get(),
+                                             standard_headers);
     if (abort && abort->fired()) {
       log_.info("request " + id.dump() + " was cancelled by the client; it gets no answer");
       return;

@@ -33,6 +33,7 @@
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
+#include "mcp/protocol_era.h"
 #include "mcp/server.h"
 #include "mcp/worker_pool.h"
 
@@ -86,10 +87,11 @@ class PostAbort {
 // POSTs one JSON-RPC message to endpoint. Never throws. idempotency_key,
 // when not empty, goes as the Idempotency-Key header: a resend under it is
 // answered with the first delivery's answer. abort, when given, may end the
-// exchange early (undelivered).
+// exchange early (undelivered). headers are sent too: a stateless message's
+// standard headers (mcp::standard_request_headers).
 HttpExchange post_message(const Endpoint& endpoint, const std::string& session, const std::string& protocol_version,
                           const std::string& body, const std::string& idempotency_key = "",
-                          PostAbort* abort = nullptr);
+                          PostAbort* abort = nullptr, const mcp::HttpHeaders& headers = {});
 // Ends a session (DELETE). Returns the HTTP status, 0 when unreachable.
 int end_session(const Endpoint& endpoint, const std::string& session);
 // GET /mcp with the token: a live effectfence server answers 405.
@@ -140,7 +142,7 @@ class Bridge {
   // true iff any attempt may have reached it.
   HttpExchange post_while_alive(const Endpoint& endpoint, const std::string& session,
                                 const std::string& protocol_version, const std::string& line,
-                                PostAbort* abort = nullptr);
+                                PostAbort* abort = nullptr, const mcp::HttpHeaders& headers = {});
   // The client cancelled request_id: if it is a stateless request in
   // flight, its connection is closed. Returns true iff it was.
   bool cancel_stateless(const Json& request_id);
