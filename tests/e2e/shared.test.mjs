@@ -612,7 +612,10 @@ test('kill -9 of the shared server: the call in flight gets a clear error, its a
 
   process.kill(dead.pid, 'SIGSTOP');  // the next call reaches a server that never answers it
   const inFlight = call(session, 'fence_prepare', prepareArgs('payout:10'));
-  await new Promise((resolve) => setTimeout(resolve, 1000));  // time for the bridge to send it
+  // Time for the bridge to send it (a server stopped by SIGSTOP still
+  // accepts the connection). Under a full suite 1 s was seen to be too
+  // short: the bridge then rightly resent the call as never received.
+  await new Promise((resolve) => setTimeout(resolve, 3000));
   process.kill(dead.pid, 'SIGKILL');
   await assert.rejects(inFlight, /stopped while this call was in flight.*Do not run the effect/);
 
