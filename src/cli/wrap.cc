@@ -296,11 +296,14 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     };
     // A 2026-07-28 agent sends no initialize: its first request's envelope
     // starts the child as initialize would, offering the newest 2025
-    // revision (what the child is spoken to in). Roots, sampling and
-    // elicitation are not offered: such an agent takes no requests from us,
-    // so the child is told it cannot ask.
-    extensions.on_stateless = [&extensions](const mcp::Envelope& envelope) {
-      Json params = {{"protocolVersion", mcp::kSupportedProtocolVersions[0]}, {"capabilities", Json::object()}};
+    // revision (what the child is spoken to in) and the roots, sampling and
+    // elicitation the agent declares: what the child asks mid-call reaches
+    // the agent in the call's answer (input_required).
+    extensions.on_stateless = [&extensions, &proxy](const mcp::Envelope& envelope) {
+      proxy.on_stateless_agent();
+      Json params = {{"protocolVersion", mcp::kSupportedProtocolVersions[0]},
+                     {"capabilities", envelope.client_capabilities.is_object() ? envelope.client_capabilities
+                                                                               : Json::object()}};
       if (envelope.client_info.is_object()) params["clientInfo"] = envelope.client_info;
       return extensions.on_initialize(params);
     };

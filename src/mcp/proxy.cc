@@ -6,6 +6,7 @@
 
 #include "core/sha256.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/protocol_era.h"
 #include "mcp/raw_json.h"
 
 namespace effectfence::mcp {
@@ -242,7 +243,8 @@ Proxy::Proxy(Fence& fence, Launcher launcher, Logger& log, ProxyOptions options,
                                    on_child_request(id, m, p, sent, std::move(respond));
                                  }},
                 restarts),
-      refresher_([this] { refresh_loop(); }) {}
+      refresher_([this] { refresh_loop(); }),
+      keeper_([this] { keep_parked_calls(); }) {}
 
 Proxy::~Proxy() { stop(); }
 
@@ -406,6 +408,14 @@ bool Proxy::offers_tool(const std::string& tool) {
 }
 
 Reply Proxy::call(const std::string& tool, const Json& arguments, CallContext& context) {
+  // A retry of a call answered input_required continues that call. One
+  // whose requestState is unknown (finished meanwhile, or from an earlier
+  // wrap) is a call like any other: the fence answers it.
+  if (const std::string state = context.request_state(); !state.empty()) {
+    if (std::optional<ParkedCall> parked = rounds_.resume(state)) {
+      return continue_call(state, std::move(*parked), tool, arguments, context);
+    }
+  }
   return is_fenced_now(tool) ? fenced_call(tool, arguments, context) : forward_call(tool, arguments, context);
 }
 
@@ -446,12 +456,16 @@ McpClient::ProgressSink Proxy::progress_sink(const CallContext& context) {
 }
 
 std::optional<ClientReply> Proxy::await_reply(McpClient::Request& request, const Ticket* ticket, CallContext& context,
-                                              McpClient& client) {
+                                              McpClient& client, Round* round, bool* asked) {
   // Heartbeat about every third of the lease, so a tool slower than the
   // lease is never taken over while it runs.
   const milliseconds beat{std::max<int64_t>(fence_.settings().lease_ttl_ms / 3, 50)};
   std::optional<Clock::time_point> cancelled_at;
   for (;;) {
+    if (!cancelled_at && round && round->has_asks()) {
+      *asked = true;
+      return std::nullopt;
+    }
     if (auto reply = request.wait_for(cancelled_at ? std::min(beat, kCancelGrace) : beat)) return reply;
     if (!cancelled_at && context.cancelled()) cancelled_at = Clock::now();
     if (cancelled_at && Clock::now() - *cancelled_at >= kCancelGrace) {
@@ -477,12 +491,27 @@ Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallCo
   // another) that declares the tool otherwise, or does not offer it at all.
   adopt_tools_of(*session);
   if (is_fenced_now(tool)) return fenced_call(tool, arguments, context);
+  std::shared_ptr<Round> round = is_stateless_call(context) ? rounds_.begin() : nullptr;
   auto request = session->client().send("tools/call", params_for_child(tool, arguments, context), progress_sink(context));
+  if (round) round->attach(request);
   context.on_cancel([session, request] {
     session->client().cancel(*request, "cancelled by the agent");
     request->wake();  // stop waiting a whole heartbeat interval: the grace starts now
   });
-  auto reply = await_reply(*request, nullptr, context, session->client());
+  bool asked = false;
+  auto reply = await_reply(*request, nullptr, context, session->client(), round.get(), &asked);
+  if (asked) {
+    ParkedCall call;
+    call.tool = tool;
+    call.session = session;
+    call.round = std::move(round);
+    return park(std::move(call));
+  }
+  rounds_.forget(round);
+  return settle_forwarded(tool, std::move(reply));
+}
+
+Reply Proxy::settle_forwarded(const std::string& tool, std::optional<ClientReply> reply) {
   if (!reply) return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
   switch (reply->kind) {
     case ClientReply::Kind::result: return Reply::of(as_sent(reply->result, reply->sent_result));
@@ -580,9 +609,15 @@ std::optional<Reply> Proxy::answer_without_child(const std::string& tool, const 
 Reply Proxy::run_admitted(const std::string& tool, const Json& arguments, const CallIdentity& identity,
                           const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session,
                           CallContext& context) {
+  return guard_admitted(tool, identity, ticket,
+                        [&] { return run_admitted_unguarded(tool, arguments, identity, ticket, session, context); });
+}
+
+Reply Proxy::guard_admitted(const std::string& tool, const CallIdentity& identity, const Ticket& ticket,
+                            const std::function<Reply()>& fn) {
   std::string failure;
   try {
-    return run_admitted_unguarded(tool, arguments, identity, ticket, session, context);
+    return fn();
   } catch (const std::exception& e) {
     failure = e.what();
   } catch (...) {
@@ -611,8 +646,11 @@ Reply Proxy::run_admitted_unguarded(const std::string& tool, const Json& argumen
     release(ticket, "cancelled by the agent before it was sent to the child");
     return Reply::failure(jsonrpc::kInternalError, "cancelled");  // not sent: the call was cancelled
   }
+  std::shared_ptr<Round> round = is_stateless_call(context) ? rounds_.begin() : nullptr;
   auto request = client.send("tools/call", params_for_child(tool, arguments, context), progress_sink(context));
+  if (round) round->attach(request);
   if (!request->delivered()) {
+    rounds_.forget(round);
     release(ticket, "never reached the child: " + describe_reply(*request->wait_for(milliseconds(0))));
     return Reply::of(text_result("The call to " + tool + " was not run: the child server is not running; it is "
                                  "restarted for the next call. Retry.", true));
@@ -621,7 +659,25 @@ Reply Proxy::run_admitted_unguarded(const std::string& tool, const Json& argumen
     session->client().cancel(*request, "cancelled by the agent");
     request->wake();  // stop waiting a whole heartbeat interval: the grace starts now
   });
-  auto reply = await_reply(*request, &ticket, context, client);
+  bool asked = false;
+  auto reply = await_reply(*request, &ticket, context, client, round.get(), &asked);
+  if (asked) {
+    ParkedCall call;
+    call.tool = tool;
+    call.intent = identity.intent;
+    call.domain = identity.domain;
+    call.keyed = identity.keyed;
+    call.ticket = ticket;
+    call.session = session;
+    call.round = std::move(round);
+    return park(std::move(call));
+  }
+  rounds_.forget(round);
+  return settle_admitted(tool, identity, ticket, session, std::move(reply));
+}
+
+Reply Proxy::settle_admitted(const std::string& tool, const CallIdentity& identity, const Ticket& ticket,
+                             const std::shared_ptr<Upstream::Session>& session, std::optional<ClientReply> reply) {
   if (!reply) {
     const std::string why = "the agent cancelled the call while the child was running it; the child was asked to "
                             "stop, but its effect may or may not have happened, and the child may still be running "
@@ -785,13 +841,17 @@ void Proxy::on_child_notification(const std::string& method, const Json& params,
   notify_agent(method, sent_params);
 }
 
-void Proxy::on_child_request(const Json& child_id, const std::string& method, const Json& /*params*/,
+void Proxy::on_child_request(const Json& child_id, const std::string& method, const Json& params,
                              const Json& sent_params, std::function<void(Reply)> respond) {
   const std::string capability = client_capability_for(method);
   bool declared = false;
   if (!capability.empty()) {
     MutexLock lock(&mutex_);
     declared = agent_offer_.capabilities.contains(capability);
+  }
+  if (declared && agent_stateless_) {
+    ask_stateless_agent(method, params, sent_params, std::move(respond));
+    return;
   }
   if (declared) {
     MutexLock lock(&server_mutex_);
@@ -818,6 +878,137 @@ void Proxy::on_child_request(const Json& child_id, const std::string& method, co
   }
   log_.info("the child asked for " + method + ", which the agent does not offer; answered -32601");
   respond(Reply::failure(jsonrpc::kMethodNotFound, "method not found: this client offers no " + method));
+}
+
+void Proxy::ask_stateless_agent(const std::string& method, const Json& params, const Json& sent_params,
+                                std::function<void(Reply)> respond) {
+  ChildAsk ask{method, sent_params.is_null() ? params : sent_params, std::move(respond)};
+  const std::string why = rounds_.route(ask);
+  if (why.empty()) {
+    log_.debug("the child asked for " + method + " during a stateless agent's call: it goes to the agent in the "
+               "call's answer");
+    return;
+  }
+  log_.info("the child asked for " + method + ", which cannot reach the agent: " + why);
+  ask.respond(Reply::failure(jsonrpc::kInternalError,
+                             "the client speaks protocol revision 2026-07-28, which takes a server's questions only "
+                             "within the answer to the call that asks them, and " + why));
+}
+
+bool Proxy::is_stateless_call(const CallContext& context) const {
+  if (!agent_stateless_) return false;
+  const auto version = context.meta().find(kProtocolVersionMetaKey);
+  return version != context.meta().end() && version->is_string() && is_modern_version(version->get<std::string>());
+}
+
+Reply Proxy::park(ParkedCall call) {
+  std::vector<ChildAsk> asks = call.round->take();
+  std::string methods;
+  for (const ChildAsk& ask : asks) methods += (methods.empty() ? "" : ", ") + ask.method;
+  log_.info("the child asked the agent (" + methods + ") during " + call.tool +
+            "; answered input_required, the call waits for the agent's retry");
+  return Reply::of(rounds_.park(std::move(call), std::move(asks)));
+}
+
+Reply Proxy::continue_call(const std::string& state, ParkedCall call, const std::string& tool, const Json& arguments,
+                           CallContext& context) {
+  std::string mismatch;
+  if (call.tool != tool) {
+    mismatch = "it belongs to a call of " + call.tool + ", not " + tool;
+  } else if (call.ticket) {
+    std::string error;
+    const auto identity = identify_call(tool, arguments, context.meta(), options_.key_arg, &error);
+    if (!identity || identity->intent != call.intent) mismatch = "it belongs to a call of " + tool + " with other arguments";
+  }
+  if (!mismatch.empty()) {
+    rounds_.repark(state, std::move(call));
+    return Reply::failure(jsonrpc::kInvalidParams, "invalid params: requestState does not fit this call: " + mismatch +
+                                                       "; a retry repeats the call it continues");
+  }
+  answer_asks(call, context.input_responses());
+  if (!call.asks.empty()) return park(std::move(call));  // asked again: they are unanswered
+  log_.info("the agent answered the child's questions; " + tool + " goes on");
+  const std::shared_ptr<Upstream::Session> session = call.session;
+  const std::shared_ptr<Round> round = call.round;
+  context.on_cancel([session, round] {
+    session->client().cancel(round->request(), "cancelled by the agent");
+    round->request().wake();
+  });
+  const CallIdentity identity{call.intent, call.domain, call.keyed};
+  auto go_on = [&]() -> Reply {
+    bool asked = false;
+    auto reply = await_reply(round->request(), call.ticket ? &*call.ticket : nullptr, context, session->client(),
+                             round.get(), &asked);
+    if (asked) return park(std::move(call));
+    rounds_.forget(round);
+    if (!call.ticket) return settle_forwarded(tool, std::move(reply));
+    return settle_admitted(tool, identity, *call.ticket, session, std::move(reply));
+  };
+  if (!call.ticket) return go_on();
+  const Ticket ticket = *call.ticket;
+  return guard_admitted(tool, identity, ticket, go_on);
+}
+
+void Proxy::keep_parked_calls() {
+  const milliseconds beat{std::max<int64_t>(fence_.settings().lease_ttl_ms / 3, 50)};
+  const milliseconds tick = std::min(beat, milliseconds(1'000));
+  std::vector<ParkedCall> unattended;  // given up on by the agent: finished here
+  auto heartbeat = [this](const Ticket& ticket) {
+    if (const auto beat = fence_.heartbeat(ticket); const Refusal* lost = refusal_of(beat)) {
+      log_.error("could not extend the lease of " + ticket.intent + " (" + reason_name(lost->reason) +
+                 "): " + lost->message);
+    }
+  };
+  auto give_up = [](ChildAsk& ask, const std::string& why) { ask.respond(Reply::failure(jsonrpc::kInternalError, why)); };
+  auto last_beat = Clock::now();
+  MutexLock lock(&mutex_);
+  while (!stopping_) {
+    keeper_wanted_.WaitFor(&mutex_, tick);
+    if (stopping_) break;
+    lock.Unlock();
+    if (Clock::now() - last_beat >= beat) {
+      last_beat = Clock::now();
+      for (const Ticket& ticket : rounds_.parked_tickets()) heartbeat(ticket);
+      for (const ParkedCall& call : unattended) {
+        if (call.ticket) heartbeat(*call.ticket);
+      }
+    }
+    const std::string late = "the agent did not answer within " +
+                             std::to_string(options_.input_wait.count() / 1000) + " s (it never retried the call)";
+    for (ParkedCall& call : rounds_.expire(Clock::now() - options_.input_wait)) {
+      log_.warn(call.tool + " waited for the agent's answers in vain: " + late + "; the child is told so");
+      for (auto& [key, ask] : call.asks) give_up(ask, late);
+      call.asks.clear();
+      unattended.push_back(std::move(call));
+    }
+    for (auto it = unattended.begin(); it != unattended.end();) {
+      for (ChildAsk& ask : it->round->take()) give_up(ask, late);
+      std::optional<ClientReply> reply = it->round->request().wait_for(milliseconds(0));
+      if (!reply) {
+        ++it;
+        continue;
+      }
+      rounds_.forget(it->round);
+      const CallIdentity identity{it->intent, it->domain, it->keyed};
+      if (it->ticket) {
+        guard_admitted(it->tool, identity, *it->ticket, [&] {
+          return settle_admitted(it->tool, identity, *it->ticket, it->session, std::move(reply));
+        });
+      } else {
+        settle_forwarded(it->tool, std::move(reply));
+      }
+      log_.info(it->tool + " finished without its agent, which will get its outcome if it calls again");
+      it = unattended.erase(it);
+    }
+    lock.Lock();
+  }
+  lock.Unlock();
+  // Stopping: the child goes too, which ends what it runs; the admissions
+  // are fenced with the rest of this process's calls in flight.
+  for (ParkedCall& call : rounds_.take_all()) {
+    for (auto& [key, ask] : call.asks) give_up(ask, "effectfence wrap is stopping");
+  }
+  lock.Lock();
 }
 
 void Proxy::forget_relayed(const std::string& child_key) {
@@ -942,11 +1133,13 @@ void Proxy::stop() {
     if (stopping_) return;
     stopping_ = true;
     refresh_wanted_.NotifyAll();
+    keeper_wanted_.NotifyAll();
   }
   // The child first: a refresh may be waiting on a child's handshake, which
   // only its stop ends.
   upstream_.stop();
   if (refresher_.joinable()) refresher_.join();
+  if (keeper_.joinable()) keeper_.join();
 }
 
 }  // namespace effectfence::mcp

@@ -21,6 +21,7 @@
 
 #include "core/mutex.h"
 #include "effectfence/fence.h"
+#include "mcp/input_rounds.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/upstream.h"
@@ -55,6 +56,10 @@ struct ProxyOptions {
   std::chrono::milliseconds wait{0};
   // Named in messages about fenced intents, e.g. "--db /path/ledger.sqlite".
   std::string ledger_option;
+  // How long a call answered input_required (a stateless agent's) waits for
+  // the agent's retry before the child's questions are answered with an
+  // error and the call is finished without it.
+  std::chrono::milliseconds input_wait{600'000};
 };
 
 // The intent and domain of one call.
@@ -119,6 +124,9 @@ class Proxy {
   // agent, and its roots, sampling and elicitation capabilities are what
   // the child is offered (each restarted child too).
   void on_initialize(const Json& params);
+  // The agent speaks 2026-07-28 (stateless): what the child asks it mid-call
+  // goes to it within the call's answer (input_required), not as requests.
+  void on_stateless_agent() { agent_stateless_ = true; }
   // A notification from the agent: notifications/roots/list_changed goes
   // on to the live child; the rest concern wrap alone.
   void on_agent_notification(const std::string& method, const Json& params);
@@ -158,8 +166,30 @@ class Proxy {
   Reply run_admitted_unguarded(const std::string& tool, const Json& arguments, const CallIdentity& identity,
                                const Ticket& ticket, const std::shared_ptr<Upstream::Session>& session,
                                CallContext& context);
+  // Runs fn, which holds ticket; whatever goes wrong in it (a throw), the
+  // ticket does not stay held with no answer coming: it is fenced unknown.
+  Reply guard_admitted(const std::string& tool, const CallIdentity& identity, const Ticket& ticket,
+                       const std::function<Reply()>& fn);
+  // What the child's reply (nullopt: the agent cancelled) to an admitted
+  // call means: recorded, fenced, released.
+  Reply settle_admitted(const std::string& tool, const CallIdentity& identity, const Ticket& ticket,
+                        const std::shared_ptr<Upstream::Session>& session, std::optional<ClientReply> reply);
+  Reply settle_forwarded(const std::string& tool, std::optional<ClientReply> reply);
+  // Waits for the child's reply to request, heartbeating ticket. nullopt when
+  // the agent cancelled, or (with round) when the child asked the agent
+  // something meanwhile: *asked is then true.
   std::optional<ClientReply> await_reply(McpClient::Request& request, const Ticket* ticket, CallContext& context,
-                                         McpClient& client);
+                                         McpClient& client, Round* round = nullptr, bool* asked = nullptr);
+  // Multi round-trip requests (input_rounds.h): a stateless agent's call
+  // whose child asked it something is answered input_required and parked;
+  // the agent's retry continues it.
+  bool is_stateless_call(const CallContext& context) const;
+  Reply park(ParkedCall call);
+  Reply continue_call(const std::string& state, ParkedCall call, const std::string& tool, const Json& arguments,
+                      CallContext& context);
+  // Keeps parked calls' leases, and finishes those the agent never came
+  // back for.
+  void keep_parked_calls() EXCLUDES(mutex_);
   // sent: the result as the child wrote it (raw_json), relayed with the note.
   Reply record_result(const std::string& tool, const CallIdentity& identity, const Ticket& ticket, Json result,
                       const Json& sent);
@@ -175,6 +205,9 @@ class Proxy {
   // relayed to the agent if it declared the capability, else -32601.
   void on_child_request(const Json& child_id, const std::string& method, const Json& params, const Json& sent_params,
                         std::function<void(Reply)> respond);
+  // A stateless agent's share of on_child_request.
+  void ask_stateless_agent(const std::string& method, const Json& params, const Json& sent_params,
+                           std::function<void(Reply)> respond);
   // Relayed requests, by the child's id: an answer forgets one; the child's
   // cancellation, or its death, cancels it at the agent.
   void forget_relayed(const std::string& child_key) EXCLUDES(relayed_mutex_);
@@ -227,7 +260,11 @@ class Proxy {
   bool child_said_changed_ GUARDED_BY(mutex_) = false;
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::atomic<bool> waiting_stopped_{false};
-  std::thread refresher_;  // last: uses the members above
+  std::atomic<bool> agent_stateless_{false};
+  InputRounds rounds_;
+  CondVar keeper_wanted_;  // with mutex_: stopping_
+  std::thread refresher_;  // last: they use the members above
+  std::thread keeper_;
 };
 
 }  // namespace effectfence::mcp

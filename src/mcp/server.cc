@@ -35,6 +35,16 @@ std::string invalid_arguments_line(const Json& id, const Tool& tool, const std::
   return jsonrpc::serialize(jsonrpc::result_response(id, result));
 }
 
+std::string CallContext::request_state() const {
+  const auto state = retry_.find("requestState");
+  return state != retry_.end() && state->is_string() ? state->get<std::string>() : std::string();
+}
+
+Json CallContext::input_responses() const {
+  const auto responses = retry_.find("inputResponses");
+  return responses != retry_.end() && responses->is_object() ? *responses : Json::object();
+}
+
 bool CallContext::cancelled() const {
   MutexLock lock(&mutex_);
   return cancelled_;
@@ -700,9 +710,15 @@ void Server::refuse_busy(const std::shared_ptr<Call>& call) {
 
 bool Server::register_call(const std::shared_ptr<Call>& call, const Json& params) {
   const auto meta = params.find("_meta");
+  Json retry = Json::object();
+  if (call->modern) {
+    for (const char* key : {"requestState", "inputResponses"}) {
+      if (auto it = params.find(key); it != params.end()) retry[key] = *it;
+    }
+  }
   call->context = std::make_unique<CallContext>(
       call->id, meta != params.end() && meta->is_object() ? *meta : Json::object(),
-      extensions_.keep_sent_text ? sent_params_ : Json());
+      extensions_.keep_sent_text ? sent_params_ : Json(), std::move(retry));
   {
     MutexLock lock(&calls_mutex_);
     if (calls_.emplace(call->key, call).second) return true;

@@ -90,8 +90,10 @@ Json response_for(const Json& id, Reply reply);
 // Thread-safe.
 class CallContext {
  public:
-  CallContext(Json id, Json meta, Json sent_params = nullptr)
-      : id_(std::move(id)), meta_(std::move(meta)), sent_params_(std::move(sent_params)) {}
+  // retry: {requestState, inputResponses} of a 2026-07-28 retry (multi
+  // round-trip requests), as far as the request carried them.
+  CallContext(Json id, Json meta, Json sent_params = nullptr, Json retry = Json::object())
+      : id_(std::move(id)), meta_(std::move(meta)), sent_params_(std::move(sent_params)), retry_(std::move(retry)) {}
   CallContext(const CallContext&) = delete;
   CallContext& operator=(const CallContext&) = delete;
 
@@ -101,6 +103,9 @@ class CallContext {
   // With ServerExtensions::keep_sent_text: the request's params as the
   // client wrote them (a raw_json node), or null when it sent none.
   const Json& sent_params() const { return sent_params_; }
+  // A retry's requestState ("" when none) and inputResponses ({} when none).
+  std::string request_state() const;
+  Json input_responses() const;
   bool cancelled() const;
   // Runs fn once the client cancels the call, at once if it already has.
   // A later call replaces an earlier fn that has not run yet. fn must not
@@ -113,6 +118,7 @@ class CallContext {
   const Json id_;
   const Json meta_;
   const Json sent_params_;
+  const Json retry_;
   mutable Mutex mutex_;
   bool cancelled_ GUARDED_BY(mutex_) = false;
   std::function<void()> on_cancel_ GUARDED_BY(mutex_);

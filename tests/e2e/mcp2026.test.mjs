@@ -189,6 +189,17 @@ async function lockLedger(t, db) {
   return () => locker.stdin.end('COMMIT;\n');
 }
 
+// Both prepares are in the shared server's hands, queued behind the locked
+// ledger (a fixed sleep is not enough on a loaded machine: a request
+// aborted before the server read it cancels nothing).
+async function bothWaiting(url, token) {
+  await eventually(async () => {
+    const text = await (await fetch(url.replace(/\/mcp$/, '/metrics'), { headers: { Authorization: `Bearer ${token}` } })).text();
+    const queued = /^effectfence_group_commit_queued_decisions (\d+)/m.exec(text);
+    return queued && Number(queued[1]) >= 2;
+  }, { what: 'both prepares to wait for the ledger' });
+}
+
 // The shared server took the request and saw its connection close (only
 // then is the retry sure to be decided after it).
 async function serverSawCancel(db) {
@@ -231,7 +242,7 @@ test('HTTP: a client that drops the connection of a waiting fence_prepare cancel
   const dropped = new AbortController();
   const gone = post('dropped', dropped.signal).catch((e) => e);
   const kept = post('kept');  // the negative control: same wait, connection kept
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  await bothWaiting(url, token);
   dropped.abort();
   assert.equal((await gone).name, 'AbortError');
   await serverSawCancel(db);
@@ -340,6 +351,114 @@ test('wrap, pinned 2026-07-28: the child\'s sampling request cannot be relayed t
   });
   const result = await client.callTool({ name: 'ask_agent', arguments: { name: 'q' } });
   assert.match(result.content[0].text, /the agent gave no answer: .*sampling/i, JSON.stringify(result));
+});
+
+// A pinned 2026-07-28 agent with a person behind it: the child (a 2025
+// server) asks for confirmation mid-call; wrap answers the call
+// input_required, the client asks its person and retries with the answer,
+// and the child's one call goes on and is recorded.
+async function confirmingAgent(t, dir, log, decide) {
+  const asked = [];
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: ['wrap', '--db', path.join(dir, 'ledger.sqlite'), '--', NODE, EFFECT_SERVER],
+    env: { ...process.env, EFFECT_LOG: log, EFFECT_GATES: dir },
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk) => { stderr += chunk; });
+  const client = new Client({ name: 'person-behind', version: '1.0.0' },
+    { versionNegotiation: { mode: { pin: '2026-07-28' } }, capabilities: { elicitation: { form: {} } } });
+  client.setRequestHandler('elicitation/create', async (request) => {
+    asked.push(request.params.message);
+    return decide(request);
+  });
+  await client.connect(transport);
+  t.after(async () => {
+    await client.close();
+    assert.doesNotMatch(stderr, /Sanitizer|runtime error:/);
+  });
+  return { client, asked, stderr: () => stderr };
+}
+
+const effectEvents = async (log) =>
+  (await readFile(log, 'utf8')).split('\n').filter(Boolean).map((line) => JSON.parse(line));
+
+test('wrap, pinned 2026-07-28: a child\'s elicitation reaches the agent as input_required; one run, replayed without asking', async (t) => {
+  const dir = await tempDir(t);
+  const log = path.join(dir, 'effects.jsonl');
+  await writeFile(log, '');
+  const agent = await confirmingAgent(t, dir, log,
+    () => ({ action: 'accept', content: { approver: 'ada' } }));
+  const first = await agent.client.callTool({ name: 'confirm_effect', arguments: { name: 'payout-7' } });
+  assert.notEqual(first.isError, true, JSON.stringify(first));
+  assert.match(first.content[0].text, /did payout-7, confirmed by ada/);
+  assert.equal(first._meta.effectfence.replayed, false, JSON.stringify(first));
+  assert.deepEqual(agent.asked, ['confirm payout-7?']);
+  const again = await agent.client.callTool({ name: 'confirm_effect', arguments: { name: 'payout-7' } });
+  assert.equal(again._meta.effectfence.replayed, true, JSON.stringify(again));
+  assert.equal(again._meta.effectfence.certificate, first._meta.effectfence.certificate);
+  assert.deepEqual(agent.asked, ['confirm payout-7?']);  // the replay asked no one
+  const runs = (await effectEvents(log)).filter((e) => e.event === 'run');
+  assert.deepEqual(runs.map((e) => e.name), ['payout-7']);
+  assert.match(agent.stderr(), /answered input_required/);
+});
+
+test('wrap, pinned 2026-07-28: a declined confirmation is the child\'s tool error, fenced as failed; nothing ran', async (t) => {
+  const dir = await tempDir(t);
+  const log = path.join(dir, 'effects.jsonl');
+  await writeFile(log, '');
+  const agent = await confirmingAgent(t, dir, log, () => ({ action: 'decline' }));
+  const result = await agent.client.callTool({ name: 'confirm_effect', arguments: { name: 'payout-8' } });
+  assert.equal(result.isError, true, JSON.stringify(result));
+  assert.match(result.content[0].text, /payout-8 not confirmed: decline/);
+  assert.equal(result._meta.effectfence.fenced, 'failed');
+  const events = await effectEvents(log);
+  assert.deepEqual(events.map((e) => e.event), ['declined']);
+});
+
+test('wrap, pinned 2026-07-28: a retry whose requestState belongs to another call is refused, and the real retry still lands', async (t) => {
+  // Raw lines, to hold the rounds by hand: the SDK client always retries right.
+  const dir = await tempDir(t);
+  const log = path.join(dir, 'effects.jsonl');
+  await writeFile(log, '');
+  const child = spawn(BIN, ['wrap', '--db', path.join(dir, 'ledger.sqlite'), '--wait-secs', '0', '--', NODE, EFFECT_SERVER], {
+    env: { ...process.env, EFFECT_LOG: log, EFFECT_GATES: dir }, stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  t.after(() => child.kill('SIGKILL'));
+  const replies = new Map();
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    const message = JSON.parse(line);
+    if (message.id !== undefined) replies.set(message.id, message);
+  });
+  const meta = { ...ENVELOPE, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+  let next = 1;
+  const call = async (params) => {
+    const id = next++;
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: meta } })}\n`);
+    await eventually(() => replies.has(id), { what: `an answer to ${id}`, timeoutMs: 30_000 });
+    return replies.get(id);
+  };
+  const asked = await call({ name: 'confirm_effect', arguments: { name: 'p9' } });
+  assert.equal(asked.result?.resultType, 'input_required', JSON.stringify(asked));
+  const [key] = Object.keys(asked.result.inputRequests);
+  assert.equal(asked.result.inputRequests[key].method, 'elicitation/create');
+  const state = asked.result.requestState;
+  // Another call's arguments with this state: refused, the parked call kept.
+  const wrong = await call({ name: 'confirm_effect', arguments: { name: 'p10' }, requestState: state,
+    inputResponses: { [key]: { action: 'accept', content: { approver: 'eve' } } } });
+  assert.equal(wrong.error.code, -32602, JSON.stringify(wrong));
+  assert.match(wrong.error.message, /requestState does not fit this call/);
+  // The call itself meanwhile: still running, so refused in_flight (with
+  // --wait-secs 0; by default it would wait for the outcome), not run.
+  const twin = await call({ name: 'confirm_effect', arguments: { name: 'p9' } });
+  assert.equal(twin.result._meta.effectfence.refused, 'in_flight', JSON.stringify(twin));
+  const done = await call({ name: 'confirm_effect', arguments: { name: 'p9' }, requestState: state,
+    inputResponses: { [key]: { action: 'accept', content: { approver: 'bob' } } } });
+  assert.equal(done.result?.resultType, "complete", JSON.stringify(done));
+  assert.match(done.result.content[0].text, /did p9, confirmed by bob/);
+  const runs = (await effectEvents(log)).filter((e) => e.event === 'run');
+  assert.deepEqual(runs.map((e) => e.name), ['p9']);
 });
 
 describe('MCP 2026-07-28 beside the 2025 revisions', { concurrency: true }, () => {
