@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "mcp/jsonrpc.h"
+#include "mcp/protocol_era.h"
 #include "mcp/raw_json.h"
 
 namespace effectfence::mcp {
@@ -37,21 +39,24 @@ ClientReply unreadable_reply(std::string why) {
 
 // params with _meta.progressToken set to token. A raw_json params keeps
 // its text but for that member (in place, or added last).
-Json with_progress_token(Json params, const Json& token) {
+// params with _meta[key] set to value; a raw node stays raw, edited in place.
+Json with_meta_member(Json params, const std::string& key, const Json& value) {
   if (is_raw_json(params) && is_object_text(raw_json_text(params))) {
     const std::string text = raw_json_text(params);
     const auto meta = member_text(text, "_meta");
-    const std::string token_text = jsonrpc::serialize(token);
+    const std::string value_text = jsonrpc::serialize(value);
     const std::string new_meta = meta && is_object_text(*meta)
-                                     ? with_member_text(*meta, "progressToken", token_text)
-                                     : "{\"progressToken\":" + token_text + "}";
+                                     ? with_member_text(*meta, key, value_text)
+                                     : "{" + jsonrpc::serialize(Json(key)) + ":" + value_text + "}";
     return raw_json(with_member_text(text, "_meta", new_meta));
   }
   if (!params.is_object()) params = Json::object();
   if (!params["_meta"].is_object()) params["_meta"] = Json::object();
-  params["_meta"]["progressToken"] = token;
+  params["_meta"][key] = value;
   return params;
 }
+
+Json with_progress_token(Json params, const Json& token) { return with_meta_member(std::move(params), "progressToken", token); }
 
 }  // namespace
 
@@ -333,7 +338,18 @@ std::shared_ptr<McpClient::Request> McpClient::take_pending(const Json& id) {
   return request;
 }
 
+void McpClient::set_envelope(Json meta) {
+  MutexLock lock(&mutex_);
+  envelope_ = std::move(meta);
+}
+
+bool McpClient::stateless() const {
+  MutexLock lock(&mutex_);
+  return envelope_.is_object();
+}
+
 std::shared_ptr<McpClient::Request> McpClient::send(const std::string& method, Json params, ProgressSink on_progress) {
+  Json envelope;
   std::shared_ptr<Request> request;
   {
     MutexLock lock(&mutex_);
@@ -345,8 +361,12 @@ std::shared_ptr<McpClient::Request> McpClient::send(const std::string& method, J
     }
     request->on_progress_ = std::move(on_progress);
     pending_[request->id().dump()] = request;
+    envelope = envelope_;
   }
   if (request->on_progress_) params = with_progress_token(std::move(params), request->id());
+  if (envelope.is_object()) {
+    for (const auto& [key, value] : envelope.items()) params = with_meta_member(std::move(params), key, value);
+  }
   Json message = jsonrpc::request(request->id(), method, std::move(params));
   if (message["params"].is_null()) message.erase("params");  // none given: none added
   if (!write(message)) {
@@ -426,6 +446,45 @@ std::optional<Json> initialize_client(McpClient& client, const Json& client_info
     return std::nullopt;
   }
   return result;
+}
+
+std::optional<Json> discover_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
+                                    std::string* error, const ClientOffer& offer) {
+  const std::string version = kModernProtocolVersions[0];
+  client.set_envelope(Json{{kProtocolVersionMetaKey, version},
+                           {kClientInfoMetaKey, client_info},
+                           {kClientCapabilitiesMetaKey, offer.capabilities}});
+  const ClientReply reply = client.call("server/discover", Json::object(), timeout);
+  const auto refuse = [&](const std::string& why) -> std::optional<Json> {
+    client.set_envelope(nullptr);
+    *error = why;
+    return std::nullopt;
+  };
+  if (reply.kind != ClientReply::Kind::result) return refuse("server/discover failed: " + describe_reply(reply));
+  const Json& result = reply.result;
+  const auto versions = result.find("supportedVersions");
+  if (versions == result.end() || !versions->is_array()) {
+    return refuse("server/discover answered without supportedVersions: " + shorten(jsonrpc::serialize(result)));
+  }
+  if (std::find(versions->begin(), versions->end(), Json(version)) == versions->end()) {
+    return refuse("the server speaks MCP " + versions->dump() + ", none of which effectfence speaks");
+  }
+  const auto capabilities = result.find("capabilities");
+  if (capabilities == result.end() || !capabilities->is_object()) {
+    return refuse("server/discover answered without a capabilities object");
+  }
+  Json info = {{"protocolVersion", version}, {"capabilities", *capabilities}};
+  // The server names itself in _meta (2026-07-28), or as initialize did.
+  const Json meta = result.value("_meta", Json::object());
+  if (meta.is_object() && meta.contains(kServerInfoMetaKey) && meta[kServerInfoMetaKey].is_object()) {
+    info["serverInfo"] = meta[kServerInfoMetaKey];
+  } else if (result.contains("serverInfo") && result["serverInfo"].is_object()) {
+    info["serverInfo"] = result["serverInfo"];
+  } else {
+    info["serverInfo"] = Json{{"name", "unnamed"}, {"version", "0"}};
+  }
+  if (result.contains("instructions") && result["instructions"].is_string()) info["instructions"] = result["instructions"];
+  return info;
 }
 
 std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,

@@ -134,6 +134,11 @@ class McpClient {
   // send() and wait up to timeout; a timeout abandons the request and comes
   // back as closed.
   ClientReply call(const std::string& method, Json params, std::chrono::milliseconds timeout);
+  // Speaks a stateless revision (2026-07-28) from now on: every request
+  // sent carries meta's members (the protocol version, client info and
+  // capabilities) in params._meta. Null: none (2025, after initialize).
+  void set_envelope(Json meta);
+  bool stateless() const;
   // True once the connection has ended.
   bool closed() const;
   // Ends the connection from this side: every pending request fails as
@@ -192,6 +197,7 @@ class McpClient {
   std::map<std::string, std::shared_ptr<Request>> pending_ GUARDED_BY(mutex_);  // by id.dump()
   bool closed_ GUARDED_BY(mutex_) = false;
   std::string closed_why_ GUARDED_BY(mutex_);
+  Json envelope_ GUARDED_BY(mutex_);  // null: the server was initialized (2025)
   std::thread reader_;  // last: starts once the members above exist
 };
 
@@ -206,6 +212,15 @@ struct ClientOffer {
 // Returns the initialize result, or nullopt and fills *error.
 std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
                                       std::string* error, const ClientOffer& offer = {});
+
+// For a server that refused initialize: server/discover, sent with the
+// stateless envelope (client_info, offer's capabilities). If the server
+// speaks a stateless revision we speak, the client keeps that envelope for
+// every later request, and the result looks like initialize's
+// (protocolVersion, capabilities, serverInfo, instructions). Otherwise
+// nullopt and fills *error.
+std::optional<Json> discover_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
+                                    std::string* error, const ClientOffer& offer = {});
 
 // Every tool of the server, following nextCursor page by page. Returns the
 // tools/list entries as the server sent them, or nullopt and fills *error

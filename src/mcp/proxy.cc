@@ -1,6 +1,7 @@
 #include "mcp/proxy.h"
 
 #include <algorithm>
+#include <future>
 #include <set>
 #include <variant>
 
@@ -76,6 +77,14 @@ void add_to_list(std::string* list, const std::string& name) { *list += (list->e
 // Errors with which a server turns a request away before acting on it.
 // Not invalid params: some servers check a tool's output against its
 // outputSchema after it ran and report a mismatch with that code.
+// How many times a child may answer input_required in one call.
+constexpr int kMaxInputRounds = 16;
+
+bool is_input_required(const ClientReply& reply) {
+  return reply.kind == ClientReply::Kind::result && reply.result.is_object() &&
+         reply.result.value("resultType", Json()) == "input_required";
+}
+
 bool refused_before_running(int code) {
   return code == jsonrpc::kParseError || code == jsonrpc::kInvalidRequest || code == jsonrpc::kMethodNotFound;
 }
@@ -508,6 +517,11 @@ Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallCo
     return park(std::move(call));
   }
   rounds_.forget(round);
+  if (reply && is_input_required(*reply) && !is_stateless_call(context)) {
+    std::string gave_up;
+    reply = answer_child_rounds(tool, arguments, context, session, nullptr, std::move(reply), &gave_up);
+    if (!gave_up.empty()) return Reply::of(text_result("The call to " + tool + " was not finished: " + gave_up, true));
+  }
   return settle_forwarded(tool, std::move(reply));
 }
 
@@ -673,6 +687,18 @@ Reply Proxy::run_admitted_unguarded(const std::string& tool, const Json& argumen
     return park(std::move(call));
   }
   rounds_.forget(round);
+  if (reply && is_input_required(*reply) && !is_stateless_call(context)) {
+    std::string gave_up;
+    reply = answer_child_rounds(tool, arguments, context, session, &ticket, std::move(reply), &gave_up);
+    if (!gave_up.empty()) {
+      // Every round before the last answer runs nothing (2026-07-28): released.
+      release(ticket, "the child's questions could not be answered: " + gave_up);
+      return Reply::of(with_fence_note(text_result("The call to " + tool + " was not finished, and nothing ran: " +
+                                                       gave_up + ". An identical call runs again.",
+                                                   true),
+                                       {{"released", true}, {"intent", identity.intent}}));
+    }
+  }
   return settle_admitted(tool, identity, ticket, session, std::move(reply));
 }
 
@@ -687,6 +713,13 @@ Reply Proxy::settle_admitted(const std::string& tool, const CallIdentity& identi
   }
   switch (reply->kind) {
     case ClientReply::Kind::result:
+      if (is_input_required(*reply)) {
+        // A stateless child's round that asks for input has run nothing: the
+        // agent's retry, with its answers, is a new round, admitted afresh.
+        release(ticket, "the child asked for input (input_required); this round ran nothing");
+        log_.info(tool + " (" + identity.intent + "): the child asked for input; relayed input_required, released");
+        return Reply::of(as_sent(reply->result, reply->sent_result));
+      }
       if (is_error_result(reply->result)) {
         return record_tool_error(tool, identity, ticket, std::move(reply->result), reply->sent_result);
       }
@@ -899,6 +932,88 @@ bool Proxy::is_stateless_call(const CallContext& context) const {
   if (!agent_stateless_) return false;
   const auto version = context.meta().find(kProtocolVersionMetaKey);
   return version != context.meta().end() && version->is_string() && is_modern_version(version->get<std::string>());
+}
+
+std::optional<ClientReply> Proxy::answer_child_rounds(const std::string& tool, const Json& arguments,
+                                                      CallContext& context,
+                                                      const std::shared_ptr<Upstream::Session>& session,
+                                                      const Ticket* ticket, std::optional<ClientReply> reply,
+                                                      std::string* gave_up) {
+  for (int round = 0; reply && is_input_required(*reply); ++round) {
+    if (round == kMaxInputRounds) {
+      *gave_up = "the child asked for input " + std::to_string(kMaxInputRounds) + " times in a row";
+      return reply;
+    }
+    const Json asked = reply->result.value("inputRequests", Json::object());
+    Json responses = Json::object();
+    if (asked.is_object()) {
+      for (const auto& [key, question] : asked.items()) {
+        const std::string method = question.is_object() ? question.value("method", std::string()) : std::string();
+        const Reply answer = ask_agent_now(method, question.is_object() ? question.value("params", Json::object())
+                                                                         : Json::object(),
+                                           context, ticket);
+        if (answer.error) {
+          *gave_up = "the agent could not answer the child's " + (method.empty() ? std::string("question") : method) +
+                     " (" + std::to_string(answer.error->code) + ": " + answer.error->message + ")";
+          return reply;
+        }
+        responses[key] = answer.result;
+      }
+    }
+    Json params = params_for_child(tool, arguments, context);
+    if (is_raw_json(params)) {
+      std::string text = with_member_text(raw_json_text(params), "inputResponses", jsonrpc::serialize(responses));
+      if (reply->result.contains("requestState")) {
+        text = with_member_text(text, "requestState", jsonrpc::serialize(reply->result["requestState"]));
+      }
+      params = raw_json(text);
+    } else {
+      params["inputResponses"] = responses;
+      if (reply->result.contains("requestState")) params["requestState"] = reply->result["requestState"];
+    }
+    log_.info("the agent answered the child's questions; " + tool + " is sent again with them");
+    auto request = session->client().send("tools/call", params, progress_sink(context));
+    context.on_cancel([session, request] {
+      session->client().cancel(*request, "cancelled by the agent");
+      request->wake();
+    });
+    reply = await_reply(*request, ticket, context, session->client());
+  }
+  return reply;
+}
+
+Reply Proxy::ask_agent_now(const std::string& method, const Json& params, CallContext& context, const Ticket* ticket) {
+  const std::string capability = client_capability_for(method);
+  bool declared = false;
+  if (!capability.empty()) {
+    MutexLock lock(&mutex_);
+    declared = agent_offer_.capabilities.contains(capability);
+  }
+  if (!declared) return Reply::failure(jsonrpc::kMethodNotFound, "method not found: this client offers no " + method);
+  auto answered = std::make_shared<std::promise<Reply>>();
+  std::future<Reply> answer = answered->get_future();
+  {
+    MutexLock lock(&server_mutex_);
+    if (!server_) return Reply::failure(jsonrpc::kInternalError, "the agent is gone");
+    server_->request(method, params, [answered](Reply reply) { answered->set_value(std::move(reply)); });
+  }
+  // A person may take minutes to answer: the lease is kept meanwhile.
+  const milliseconds beat{std::max<int64_t>(fence_.settings().lease_ttl_ms / 3, 50)};
+  const auto deadline = Clock::now() + options_.input_wait;
+  while (answer.wait_for(beat) != std::future_status::ready) {
+    if (context.cancelled()) return Reply::failure(jsonrpc::kInternalError, "the call was cancelled");
+    if (Clock::now() >= deadline) {
+      return Reply::failure(jsonrpc::kInternalError, "no answer within " +
+                                                         std::to_string(options_.input_wait.count() / 1000) + " s");
+    }
+    if (ticket) {
+      if (const auto beat_outcome = fence_.heartbeat(*ticket); const Refusal* lost = refusal_of(beat_outcome)) {
+        log_.error("could not extend the lease of " + ticket->intent + " (" + reason_name(lost->reason) +
+                   "): " + lost->message);
+      }
+    }
+  }
+  return answer.get();
 }
 
 Reply Proxy::park(ParkedCall call) {

@@ -184,6 +184,19 @@ class Proxy {
   // whose child asked it something is answered input_required and parked;
   // the agent's retry continues it.
   bool is_stateless_call(const CallContext& context) const;
+  // A stateless child's input_required for a 2025 agent: each question goes
+  // to the agent as the request a 2025 server would send, and the call goes
+  // to the child again with the answers, round after round, under one
+  // admission. Returns the child's last reply; *gave_up says why it stopped
+  // early (the agent could not answer), when it did.
+  std::optional<ClientReply> answer_child_rounds(const std::string& tool, const Json& arguments, CallContext& context,
+                                                 const std::shared_ptr<Upstream::Session>& session,
+                                                 const Ticket* ticket, std::optional<ClientReply> reply,
+                                                 std::string* gave_up);
+  // Asks the agent one question (method, params), waiting for its answer
+  // while ticket's lease is kept; the agent's error, or one of ours.
+  Reply ask_agent_now(const std::string& method, const Json& params, CallContext& context, const Ticket* ticket)
+      EXCLUDES(mutex_, server_mutex_);
   Reply park(ParkedCall call);
   Reply continue_call(const std::string& state, ParkedCall call, const std::string& tool, const Json& arguments,
                       CallContext& context);

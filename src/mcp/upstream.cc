@@ -94,6 +94,15 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   } landed{*this};
 
   auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error, offer);
+  if (!init && !session->client().closed()) {
+    // A server that speaks only 2026-07-28 refuses initialize: it is spoken
+    // to statelessly, if server/discover says it can be.
+    std::string why;
+    init = discover_client(session->client(), client_info_, policy_.handshake_timeout, &why, offer);
+    if (!init) *error += "; then " + why;
+    else log_.info("the child server speaks only " + init->value("protocolVersion", std::string()) +
+                   ": it is spoken to statelessly");
+  }
   if (!init) return nullptr;
   session->initialize_result = std::move(*init);
   auto tools = list_all_tools(session->client(), policy_.handshake_timeout, error, &session->sent_tools);

@@ -461,6 +461,82 @@ test('wrap, pinned 2026-07-28: a retry whose requestState belongs to another cal
   assert.deepEqual(runs.map((e) => e.name), ['p9']);
 });
 
+// wrap in front of a server that speaks only 2026-07-28 (the official v2
+// SDK's serveStdio, legacy: 'reject'): it refuses initialize, so wrap asks
+// server/discover and speaks to it statelessly, whatever its agent speaks.
+const MODERN_SERVER = path.join(path.dirname(EFFECT_SERVER), 'modern_server.mjs');
+
+async function modernWrap(t, { dir, log, mode, name, decide }) {
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: ['wrap', '--db', path.join(dir, 'ledger.sqlite'), '--', NODE, MODERN_SERVER],
+    env: { ...process.env, EFFECT_LOG: log },
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk) => { stderr += chunk; });
+  const asked = [];
+  const client = new Client({ name, version: '1.0.0' },
+    { versionNegotiation: { mode }, capabilities: decide ? { elicitation: { form: {} } } : {} });
+  if (decide) {
+    client.setRequestHandler('elicitation/create', async (request) => {
+      asked.push(request.params.message);
+      return decide(request);
+    });
+  }
+  await client.connect(transport);
+  t.after(async () => {
+    await client.close();
+    assert.doesNotMatch(stderr, /Sanitizer|runtime error:/);
+  });
+  return { client, asked, stderr: () => stderr };
+}
+
+test('wrap in front of a server that speaks only 2026-07-28: every mode is served, the effect runs once', async (t) => {
+  const dir = await tempDir(t);
+  const log = path.join(dir, 'effects.jsonl');
+  await writeFile(log, '');
+  const notes = [];
+  for (const { label, mode } of MODES) {
+    const { client, stderr } = await modernWrap(t, { dir, log, mode, name: label });
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((tool) => tool.name).sort(), ['confirm_effect', 'effect'], label);
+    const result = await client.callTool({ name: 'effect', arguments: { name: 'scale-up', amount: 3 } });
+    assert.notEqual(result.isError, true, `${label}: ${JSON.stringify(result)}`);
+    assert.match(result.content[0].text, /did scale-up/, label);
+    notes.push(result._meta.effectfence);
+    assert.match(stderr(), /speaks only 2026-07-28: it is spoken to statelessly/, label);
+  }
+  assert.deepEqual(notes.map((n) => n.replayed), [false, true, true]);
+  assert.equal(new Set(notes.map((n) => n.certificate)).size, 1);
+  const runs = (await effectEvents(log)).filter((e) => e.event === 'run');
+  assert.equal(runs.length, 1, JSON.stringify(runs));
+});
+
+test('wrap in front of a 2026-07-28-only server: its input_required reaches a 2025 agent as elicitation and a 2026 agent as input_required', async (t) => {
+  const dir = await tempDir(t);
+  const log = path.join(dir, 'effects.jsonl');
+  await writeFile(log, '');
+  const accept = () => ({ action: 'accept', content: { approver: 'grace' } });
+  const legacy = await modernWrap(t, { dir, log, mode: 'legacy', name: 'legacy-person', decide: accept });
+  const first = await legacy.client.callTool({ name: 'confirm_effect', arguments: { name: 'p1' } });
+  assert.match(first.content[0].text, /did p1, confirmed by grace/, JSON.stringify(first));
+  assert.equal(first._meta.effectfence.replayed, false);
+  assert.deepEqual(legacy.asked, ['confirm p1?']);
+
+  const pinned = await modernWrap(t, { dir, log, mode: { pin: '2026-07-28' }, name: 'modern-person', decide: accept });
+  const second = await pinned.client.callTool({ name: 'confirm_effect', arguments: { name: 'p2' } });
+  assert.match(second.content[0].text, /did p2, confirmed by grace/, JSON.stringify(second));
+  assert.equal(second._meta.effectfence.replayed, false);
+  assert.deepEqual(pinned.asked, ['confirm p2?']);
+  // Replays ask no one and run nothing.
+  const again = await pinned.client.callTool({ name: 'confirm_effect', arguments: { name: 'p1' } });
+  assert.equal(again._meta.effectfence.replayed, true);
+  assert.deepEqual(pinned.asked, ['confirm p2?']);
+  const runs = (await effectEvents(log)).filter((e) => e.event === 'run');
+  assert.deepEqual(runs.map((e) => e.name), ['p1', 'p2']);
+});
+
 describe('MCP 2026-07-28 beside the 2025 revisions', { concurrency: true }, () => {
   for (const [name, fn] of tests) serial(name, fn);
 });
