@@ -31,10 +31,21 @@ enum class Reason {
 const char* reason_name(Reason reason);
 std::optional<Reason> reason_from_name(const std::string& name);
 
+// What lies under a refusal's reason where code must act on it; the
+// message is for people, and never read by code.
+enum class Cause {
+  none,
+  storage_failed,   // the ledger's disk, file or connection failed: an operator's business
+  closing,          // the ledger is closing (or the server stopping): nothing was decided
+  outcome_unknown,  // the connection was lost while committing: the decision may be on record
+  token_reissued,   // the ticket's generation was issued again with another token (or the ticket was edited)
+};
+
 struct Refusal {
   Reason reason;
   std::string message;  // what happened and what to do, readable by a model
   Json detail = Json::object();  // e.g. {domain, expected, actual} for stale_read_set
+  Cause cause = Cause::none;
 };
 
 // What an admitted attempt holds. The token is the capability: commit, abort

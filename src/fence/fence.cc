@@ -259,7 +259,7 @@ std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begi
 
 PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure) {
   if (failure) pending.outcome = *failure;
-  if (failure && failure->detail.is_object() && failure->detail.value("resolution_unknown", false)) {
+  if (failure && failure->cause == Cause::outcome_unknown) {
     // Its admission may be on record, and nobody has its ticket.
     MutexLock lock(&unanswered_mu_);
     unanswered_.push_back(UnansweredAdmission{pending.attempt.request.intent, pending.attempt.token});

@@ -157,7 +157,8 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
                        "' is not the one the ledger issued for its generation " + std::to_string(row->generation) +
                        " (an edited ticket, or an attempt whose intent was swept and admitted again since). Send "
                        "the ticket exactly as fence_prepare returned it.",
-                   {{"intent", ticket.intent}, {"token_mismatch", true}}};
+                   {{"intent", ticket.intent}},
+                   Cause::token_reissued};
   }
   if (!same_token(row->token, ticket.token)) {
     return Refusal{Reason::lease_lost,
@@ -272,7 +273,8 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, Int
     return Refusal{Reason::ledger_error,
                    "this server is stopping and admits nothing more: nothing was decided. Do not run the tool; "
                    "retry fence_prepare once your client is connected to a running server.",
-                   {{"intent", req.intent}}};
+                   {{"intent", req.intent}},
+                   Cause::closing};
   }
   if (auto refusal = check_read_set(txn, req.read_set, ctx, /*check_in_flight=*/true)) {
     count_refusal(txn, refusal->reason);
@@ -390,7 +392,7 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
     // under the same generation): only a ticket edited in its seq, domain or
     // generation is not worth keeping.
     if (refusal->reason == Reason::lease_lost) keep_refused_result(txn, ticket, result, "lease_lost", ctx);
-    if (refusal->detail.value("token_mismatch", false)) {
+    if (refusal->cause == Cause::token_reissued) {
       keep_refused_result(txn, ticket, result, "token_mismatch", ctx);
     }
     return *refusal;

@@ -126,8 +126,8 @@ class PostgresLedger final : public Ledger {
     auto job = std::make_shared<std::pair<std::function<void(LedgerTxn&)>, WriteDone>>(std::move(fn),
                                                                                        std::move(done));
     if (!writers_.post([this, job] { job->second(write(job->first)); })) {
-      job->second(Refusal{Reason::ledger_error,
-                          "ledger " + description_ + ": closing; nothing was decided"});
+      job->second(Refusal{Reason::ledger_error, "ledger " + description_ + ": closing; nothing was decided", {},
+                          Cause::closing});
     }
   }
   void close() override { writers_.stop(); }
@@ -286,11 +286,14 @@ class PostgresLedger final : public Ledger {
                          "answer. Retry the same call: a recorded commit is returned again; a recorded admission, "
                          "whose ticket nobody received, is taken back once the ledger answers, and a retry is "
                          "refused in_flight until then",
-                     {{"resolution_unknown", true}}};
+                     {},
+                     Cause::outcome_unknown};
     }
-    return Refusal{Reason::ledger_error, "ledger " + description_ + ": " + step + ": " +
-                                             pg::scrub_message(e.what()) +
-                                             "; nothing was decided"};
+    return Refusal{Reason::ledger_error,
+                   "ledger " + description_ + ": " + step + ": " + pg::scrub_message(e.what()) +
+                       "; nothing was decided",
+                   {},
+                   Cause::storage_failed};
   }
 
   std::string url_;

@@ -277,7 +277,7 @@ class SqliteLedger final : public Ledger {
       return storage_refusal(e, "read failed");
     } catch (const std::exception& e) {
       end_read_quietly();
-      return Refusal{Reason::ledger_error, std::string("ledger: read failed: ") + e.what()};
+      return Refusal{Reason::ledger_error, std::string("ledger: read failed: ") + e.what(), {}, Cause::storage_failed};
     }
   }
   uint64_t external_changes() const override { return external_changes_.load(); }
@@ -325,7 +325,7 @@ class SqliteLedger final : public Ledger {
   }
 
   static Refusal closing_refusal() {
-    return Refusal{Reason::ledger_error, "ledger: closing; nothing was decided"};
+    return Refusal{Reason::ledger_error, "ledger: closing; nothing was decided", {}, Cause::closing};
   }
 
   // Answers a job. Asynchronous answers are collected and posted as one batch.
@@ -452,7 +452,8 @@ class SqliteLedger final : public Ledger {
       if (disk_failed(e)) return stop_if_disk_failed(e, "decision failed");  // the caller ends the batch
       return undone(storage_refusal(e, "decision failed"));
     } catch (const std::exception& e) {
-      return undone(Refusal{Reason::ledger_error, std::string("ledger: decision failed: ") + e.what()});
+      return undone(
+          Refusal{Reason::ledger_error, std::string("ledger: decision failed: ") + e.what(), {}, Cause::storage_failed});
     }
   }
 
@@ -462,7 +463,9 @@ class SqliteLedger final : public Ledger {
     return Refusal{Reason::ledger_error,
                    "ledger: SQLite rolled back the shared transaction" +
                        (cause ? " (" + cause->message + ")" : std::string()) +
-                       "; nothing was decided; retry in a few seconds"};
+                       "; nothing was decided; retry in a few seconds",
+                   {},
+                   Cause::storage_failed};
   }
 
   // Undoes a failed decision's writes and returns why it failed. Writes that
@@ -485,7 +488,9 @@ class SqliteLedger final : public Ledger {
       failed_ = Refusal{Reason::ledger_error,
                         "ledger: a failed decision could be neither undone nor rolled back with its "
                         "transaction, so whether what this process writes next is sound is unknown. This process "
-                        "refuses every decision from now on: restart it"};
+                        "refuses every decision from now on: restart it",
+                        {},
+                        Cause::storage_failed};
       return *failed_;
     }
     return why;
@@ -534,8 +539,8 @@ class SqliteLedger final : public Ledger {
                      "the ledger stayed locked by another process beyond the busy timeout; nothing was "
                      "decided; retry in a few seconds"};
     }
-    return Refusal{Reason::ledger_error, "ledger: " + step + ": " + e.what() +
-                                             "; nothing was decided"};
+    return Refusal{Reason::ledger_error, "ledger: " + step + ": " + e.what() + "; nothing was decided", {},
+                   Cause::storage_failed};
   }
 
   // A full disk is one of these too: the log's writes go through
@@ -555,7 +560,9 @@ class SqliteLedger final : public Ledger {
                           "); whether the decisions in flight were recorded is unknown. "
                           "This process refuses every decision from now on, since what it writes after a failed "
                           "write or sync cannot be trusted to survive: free space or repair the disk, then restart "
-                          "it"};
+                          "it",
+                      {},
+                      Cause::storage_failed};
     return *failed_;
   }
 
@@ -570,7 +577,9 @@ class SqliteLedger final : public Ledger {
                       "ledger: the file " + std::string(sqlite3_db_filename(db_->getHandle(), "main")) +
                           " was deleted or replaced while this process had it open, so what it decides now would "
                           "fence nothing against the other processes. This process refuses every decision from "
-                          "now on: put the ledger back (or restore it from a backup), then restart it"};
+                          "now on: put the ledger back (or restore it from a backup), then restart it",
+                      {},
+                      Cause::storage_failed};
   }
 
   void answer_all(std::vector<Job*>& batch, const Refusal& refusal) {

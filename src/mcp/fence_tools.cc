@@ -211,12 +211,11 @@ bool is_routine(Reason reason) {
   return reason == Reason::in_flight || reason == Reason::domain_race || reason == Reason::ledger_busy;
 }
 
-// A ledger that failed (a disk error, a full disk, a file moved away; its
-// messages start "ledger"): an operator's business. A server that is
-// stopping, or a ledger closing, refuses as ledger_error too, as it should.
+// A ledger that failed (a disk error, a full disk, a file moved away, a
+// connection lost): an operator's business. A server that is stopping, or
+// a ledger closing, refuses as ledger_error too, as it should.
 bool is_ledger_failure(const Refusal& refusal) {
-  return refusal.reason == Reason::ledger_error && refusal.message.rfind("ledger", 0) == 0 &&
-         refusal.message.rfind("ledger: closing", 0) != 0;
+  return refusal.cause == Cause::storage_failed || refusal.cause == Cause::outcome_unknown;
 }
 
 void log_refusal(Logger& log, const std::string& what, const Refusal& refusal) {
