@@ -219,6 +219,11 @@ LeaseReading read_lease(const std::string& path, int64_t now_ms, int64_t bind_de
     case ReadStatus::ok:
       break;
   }
+  return classify_lease(text, now_ms, bind_deadline_ms);
+}
+
+LeaseReading classify_lease(const std::string& text, int64_t now_ms, int64_t bind_deadline_ms) {
+  LeaseReading reading;
   if (text.empty()) {
     reading.kind = LeaseCase::empty;
     reading.detail = "the file is empty: its writer died before writing it";

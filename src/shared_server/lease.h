@@ -60,6 +60,9 @@ struct LeaseReading {
 // Reads and classifies the lease at path. A lease without a URL older than
 // bind_deadline_ms is abandoned even if its owner still runs.
 LeaseReading read_lease(const std::string& path, int64_t now_ms, int64_t bind_deadline_ms);
+// What read_lease makes of a file holding text (empty, corrupt, stale, live,
+// starting or abandoned; never missing or unreadable).
+LeaseReading classify_lease(const std::string& text, int64_t now_ms, int64_t bind_deadline_ms);
 
 // Returns "" iff fd is a regular file of this user's that no other user may
 // write; otherwise why it is not to be trusted. The lease and the servers'

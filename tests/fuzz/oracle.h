@@ -18,6 +18,13 @@ inline void require(bool holds, const std::string& what) {
   if (!holds) oracle_failed(what);
 }
 
+// The same for a fixed message: no string is built unless it fails (a
+// literal longer than std::string's inline buffer would be allocated on
+// every check, which in a per-byte loop costs more than the code checked).
+inline void require(bool holds, const char* what) {
+  if (!holds) oracle_failed(what);
+}
+
 // True when EFFECTFENCE_FUZZ_PLANT is set: each harness then spoils what
 // it checks in one way its oracle must catch on the seed corpus.
 inline bool planted() {
