@@ -200,6 +200,12 @@ void PostgresTxn::insert_certificate(const Certificate& c, const std::string& ca
        param(c.agent), param(c.tool), param(canonical_body), param(now)});
 }
 
+void PostgresTxn::insert_signature(const std::string& certificate, const std::string& key_id,
+                                   const std::string& signature, int64_t now) {
+  db_.exec("INSERT INTO signatures (certificate, key_id, signature, signed_at) VALUES ($1,$2,$3,$4)",
+           {param(certificate), param(key_id), param(signature), param(now)});
+}
+
 void PostgresTxn::append_event(const EventRecord& e, int64_t now) {
   db_.exec(
       "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "

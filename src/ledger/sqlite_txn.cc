@@ -312,6 +312,16 @@ void SqliteTxn::insert_certificate(const Certificate& c, const std::string& cano
   remember_clock(c.hash, c.vector_clock);
 }
 
+void SqliteTxn::insert_signature(const std::string& certificate, const std::string& key_id,
+                                 const std::string& signature, int64_t now) {
+  auto& q = statement("INSERT INTO signatures (certificate, key_id, signature, signed_at) VALUES (?,?,?,?)");
+  bind_text(q, 1, certificate);
+  bind_text(q, 2, key_id);
+  bind_text(q, 3, signature);
+  q.bind(4, static_cast<int64_t>(now));
+  q.exec();
+}
+
 std::optional<VectorClock> SqliteTxn::certificate_clock(const std::string& hash) {
   if (auto known = clocks_.find(hash); known != clocks_.end()) return known->second;
   auto cert = load_certificate(hash);
