@@ -5,6 +5,11 @@
 -- --signing-key) writes one row here per certificate it issues, in the same
 -- transaction: an Ed25519 signature over
 --   "effectfence certificate signature v1\n" || key_id || "\n" || certificate
+--     || "\n" || unsigned_before
+-- unsigned_before: how many unsigned certificates the ledger held when its
+-- first signature was written, the same in every row. Certificates are
+-- never deleted, so a ledger holding more unsigned ones than that has lost
+-- signatures: a certificate rewritten and rehashed cannot be signed again.
 -- (src/core/signing.h). `effectfence verify --public-key FILE` checks them.
 -- A separate table: certificates stay as they were, and a process without
 -- a key writes nothing more than before.
@@ -12,6 +17,7 @@ CREATE TABLE signatures (
   certificate TEXT PRIMARY KEY REFERENCES certificates(hash),
   key_id      TEXT NOT NULL CHECK (length(key_id) = 16),
   signature   TEXT NOT NULL CHECK (length(signature) = 128),
+  unsigned_before INTEGER NOT NULL CHECK (unsigned_before >= 0),
   signed_at   INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 

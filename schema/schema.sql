@@ -223,6 +223,11 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable: this hash, (
 -- given a signing key (serve/wrap --signing-key), written in the same
 -- transaction: Ed25519 over
 --   "effectfence certificate signature v1\n" || key_id || "\n" || certificate
+--     || "\n" || unsigned_before
+-- unsigned_before: how many unsigned certificates the ledger held when its
+-- first signature was written, the same in every row. Certificates are
+-- never deleted, so a ledger holding more unsigned ones than that has lost
+-- signatures: a certificate rewritten and rehashed cannot be signed again.
 -- key_id is the first 16 hex digits of SHA-256 over the raw public key.
 -- The key itself is never here. `effectfence verify --public-key FILE`
 -- checks every row, and fails an unsigned certificate committed after the
@@ -231,6 +236,7 @@ CREATE TABLE signatures (
   certificate TEXT PRIMARY KEY REFERENCES certificates(hash),
   key_id      TEXT NOT NULL CHECK (length(key_id) = 16),
   signature   TEXT NOT NULL CHECK (length(signature) = 128),
+  unsigned_before INTEGER NOT NULL CHECK (unsigned_before >= 0),
   signed_at   INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 

@@ -4,6 +4,7 @@ CREATE TABLE signatures (
   certificate text PRIMARY KEY REFERENCES certificates(hash),
   key_id      text NOT NULL CHECK (length(key_id) = 16),
   signature   text NOT NULL CHECK (length(signature) = 128),
+  unsigned_before bigint NOT NULL CHECK (unsigned_before >= 0),
   signed_at   bigint NOT NULL
 );
 

@@ -73,6 +73,7 @@ struct CertificateRow {
   std::string hash, body, intent, domain, parent, agent, tool;
   int64_t committed_at = 0, seq = 0, generation = 0;
   std::string key_id, signature;  // "" when unsigned
+  int64_t unsigned_before = 0;
 };
 
 struct EventRow {
@@ -106,6 +107,7 @@ CertificateRow certificate_from(const ReaderRows& q) {
   r.tool = q.text(9);
   r.key_id = q.text(10);
   r.signature = q.text(11);
+  r.unsigned_before = q.integer(12);
   return r;
 }
 
@@ -186,7 +188,9 @@ class RecordWriter {
     j["hash"] = c.hash;
     j["body"] = c.body;
     // Signed certificates carry their signature, so verify --export checks it offline.
-    if (!c.signature.empty()) j["signature"] = {{"key_id", c.key_id}, {"signature", c.signature}};
+    if (!c.signature.empty()) {
+      j["signature"] = {{"key_id", c.key_id}, {"signature", c.signature}, {"unsigned_before", c.unsigned_before}};
+    }
     put(dump_line(j));
   }
 
@@ -290,8 +294,9 @@ ExportCounts write_records(LedgerReader& db, const ExportOptions& options, Recor
   const std::string signature_columns =
       has_signatures_table(db)
           ? "(SELECT s.key_id FROM signatures s WHERE s.certificate = certificates.hash), "
-            "(SELECT s.signature FROM signatures s WHERE s.certificate = certificates.hash) "
-          : "'', '' ";
+            "(SELECT s.signature FROM signatures s WHERE s.certificate = certificates.hash), "
+            "(SELECT s.unsigned_before FROM signatures s WHERE s.certificate = certificates.hash) "
+          : "'', '', 0 ";
   auto certificates = db.query(std::string("SELECT hash, committed_at, body, intent, domain, seq, generation, "
                                            "coalesce(parent, ''), agent, tool, ") +
                                    signature_columns +

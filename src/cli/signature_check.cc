@@ -44,6 +44,7 @@ void SignatureCheck::certificate(const Certificate& c) {
   const CertificateSignature& s = *c.signature;
   if (keys_.empty()) {
     ++counts_.signed_unchecked;
+    note_unsigned_before(c, s.unsigned_before);
     return;
   }
   const auto key = keys_.find(s.key_id);
@@ -57,7 +58,7 @@ void SignatureCheck::certificate(const Certificate& c) {
                          c.line});
     return;
   }
-  if (!key->second.verifies(c.hash, s.signature)) {
+  if (!key->second.verifies(c.hash, s.unsigned_before, s.signature)) {
     ++counts_.signed_bad;
     findings_.push_back({c.hash, "bad_signature",
                          "intent '" + c.intent + "': its signature by key " + s.key_id +
@@ -67,6 +68,20 @@ void SignatureCheck::certificate(const Certificate& c) {
     return;
   }
   ++counts_.signed_verified;
+  note_unsigned_before(c, s.unsigned_before);
+}
+
+void SignatureCheck::note_unsigned_before(const Certificate& c, int64_t n) {
+  if (!unsigned_before_) {
+    unsigned_before_ = n;
+  } else if (*unsigned_before_ != n) {
+    findings_.push_back({c.hash, "signing_began_twice",
+                         "intent '" + c.intent + "': its signature says the ledger held " + std::to_string(n) +
+                             " unsigned certificate(s) when signing began, an earlier one says " +
+                             std::to_string(*unsigned_before_) +
+                             ": two processes began signing at once, or the signatures come from two ledgers",
+                         c.line});
+  }
 }
 
 void SignatureCheck::unsigned_after(const Certificate& c, const std::string& why) {
@@ -99,6 +114,18 @@ void SignatureCheck::finish(const std::function<bool(const std::string&)>& is_si
     }
   }
   history_.clear();
+  // Certificates are never deleted: more unsigned history than there was
+  // when signing began is signatures lost, wherever the timestamps put them.
+  if (unsigned_before_ && counts_.unsigned_history > *unsigned_before_) {
+    findings_.push_back({"", "unsigned_beyond_history",
+                         std::to_string(counts_.unsigned_history) +
+                             " certificate(s) pass as unsigned history, but the signatures say the ledger held " +
+                             std::to_string(*unsigned_before_) +
+                             " unsigned certificate(s) when signing began: the others lost their signatures (a "
+                             "certificate rewritten and rehashed cannot be signed again, its commit time edited to "
+                             "look older), or were committed by a process without the key",
+                         0});
+  }
   if (!keys_.empty() && certificates_ > 0 && !first_signed_) {
     findings_.push_back({"", "no_signatures",
                          "public keys were given, but none of the " + std::to_string(certificates_) +

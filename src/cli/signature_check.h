@@ -10,6 +10,10 @@
 //   an unsigned certificate fails if it was committed after the ledger's
 //   first signed certificate, if it builds on (parent) a signed
 //   certificate, or if a signed certificate of its domain has a lower seq.
+// And since every signature covers how many unsigned certificates the
+// ledger held when signing began, more unsigned history than that fails
+// (unsigned_beyond_history): rewriting the first signed certificates and
+// editing their commit times cannot pass them off as history.
 // With --require-signed every unsigned certificate fails (unsigned). With
 // public keys given, a ledger holding certificates none of which is
 // signed fails (no_signatures): stripping every signature is the attack
@@ -75,10 +79,13 @@ class SignatureCheck {
 
  private:
   void unsigned_after(const Certificate& c, const std::string& why);
+  // Every signature must say the same about when signing began.
+  void note_unsigned_before(const Certificate& c, int64_t n);
 
   std::map<std::string, PublicKey> keys_;  // by key id
   bool require_signed_;
   std::optional<std::string> first_signed_;  // hash of the first signed certificate
+  std::optional<int64_t> unsigned_before_;   // what the first signature says (see core/signing.h)
   std::map<std::string, int64_t> lowest_signed_seq_;  // by domain
   std::vector<Certificate> history_;  // unsigned before the first signed one: judged at finish()
   int64_t certificates_ = 0;

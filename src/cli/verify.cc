@@ -395,14 +395,15 @@ class LedgerVerifier {
     }
     const std::string signature_columns =
         table ? "(SELECT s.key_id FROM signatures s WHERE s.certificate = certificates.hash), "
-                "(SELECT s.signature FROM signatures s WHERE s.certificate = certificates.hash) "
-              : "NULL, NULL ";
+                "(SELECT s.signature FROM signatures s WHERE s.certificate = certificates.hash), "
+                "(SELECT s.unsigned_before FROM signatures s WHERE s.certificate = certificates.hash) "
+              : "NULL, NULL, NULL ";
     auto rows = db_.query("SELECT hash, intent, coalesce(parent, ''), domain, seq, " + signature_columns +
                           "FROM certificates ORDER BY committed_at, " + db_.certificate_tiebreak());
     while (rows->next()) {
       SignatureCheck::Certificate c{rows->text(0), rows->text(1), rows->text(2), rows->text(3), rows->integer(4), 0,
                                     std::nullopt};
-      if (!rows->is_null(5)) c.signature = CertificateSignature{rows->text(5), rows->text(6)};
+      if (!rows->is_null(5)) c.signature = CertificateSignature{rows->text(5), rows->text(6), rows->integer(7)};
       check.certificate(c);
     }
     if (table) {
@@ -1072,14 +1073,19 @@ class ExportVerifier {
     SignatureCheck::Certificate c{hash, cert.intent, cert.parent, cert.domain, cert.seq, number, std::nullopt};
     const auto s = record.find("signature");
     if (s != record.end()) {
-      const bool well_formed = s->is_object() && s->size() == 2 && s->contains("key_id") && (*s)["key_id"].is_string() &&
-                               s->contains("signature") && (*s)["signature"].is_string();
+      const bool well_formed = s->is_object() && s->size() == 3 && s->contains("key_id") &&
+                               (*s)["key_id"].is_string() && s->contains("signature") &&
+                               (*s)["signature"].is_string() && s->contains("unsigned_before") &&
+                               (*s)["unsigned_before"].is_number_integer();
       if (!well_formed) {
-        problems_.add({hash, "bad_record", "a certificate's \"signature\" must be {key_id, signature}, strings",
+        problems_.add({hash, "bad_record",
+                       "a certificate's \"signature\" must be {key_id, signature, unsigned_before}: two strings "
+                       "and an integer",
                        number});
         return;
       }
-      c.signature = CertificateSignature{(*s)["key_id"].get<std::string>(), (*s)["signature"].get<std::string>()};
+      c.signature = CertificateSignature{(*s)["key_id"].get<std::string>(), (*s)["signature"].get<std::string>(),
+                                         (*s)["unsigned_before"].get<int64_t>()};
       signed_.insert(hash);
     }
     report_.signatures->certificate(c);

@@ -88,8 +88,8 @@ std::string key_id_of(const std::vector<uint8_t>& raw_public_key) {
   return sha256_hex(std::string(raw_public_key.begin(), raw_public_key.end())).substr(0, kKeyIdHexDigits);
 }
 
-std::string signing_message(const std::string& certificate_hash, const std::string& key_id) {
-  return kDomain + key_id + "\n" + certificate_hash;
+std::string signing_message(const std::string& certificate_hash, const std::string& key_id, int64_t unsigned_before) {
+  return kDomain + key_id + "\n" + certificate_hash + "\n" + std::to_string(unsigned_before);
 }
 
 Signer::Signer(std::unique_ptr<Botan::Ed25519_PrivateKey> key)
@@ -136,14 +136,14 @@ std::string Signer::public_key_pem() const { return Botan::X509::PEM_encode(*key
 
 std::string Signer::private_key_pem() const { return Botan::PKCS8::PEM_encode(*key_); }
 
-CertificateSignature Signer::sign(const std::string& certificate_hash) const {
-  const std::string message = signing_message(certificate_hash, key_id_);
+CertificateSignature Signer::sign(const std::string& certificate_hash, int64_t unsigned_before) const {
+  const std::string message = signing_message(certificate_hash, key_id_, unsigned_before);
   // Ed25519 is deterministic; the RNG is only what PK_Signer's interface asks for.
   Botan::System_RNG rng;
   Botan::PK_Signer signer(*key_, rng, "Pure");
   const std::vector<uint8_t> signature =
       signer.sign_message(reinterpret_cast<const uint8_t*>(message.data()), message.size(), rng);
-  return {key_id_, Botan::hex_encode(signature, false)};
+  return {key_id_, Botan::hex_encode(signature, false), unsigned_before};
 }
 
 std::variant<PublicKey, std::string> PublicKey::from_pem(const std::string& pem) {
@@ -172,14 +172,15 @@ std::variant<PublicKey, std::string> PublicKey::from_file(const std::string& pat
   return key;
 }
 
-bool PublicKey::verifies(const std::string& certificate_hash, const std::string& signature_hex) const {
+bool PublicKey::verifies(const std::string& certificate_hash, int64_t unsigned_before,
+                         const std::string& signature_hex) const {
   if (signature_hex.size() != kSignatureHexDigits ||
       signature_hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return false;
   }
   try {
     const std::vector<uint8_t> signature = Botan::hex_decode(signature_hex);
-    const std::string message = signing_message(certificate_hash, key_id_);
+    const std::string message = signing_message(certificate_hash, key_id_, unsigned_before);
     Botan::Ed25519_PublicKey key(raw_);
     Botan::PK_Verifier verifier(key, "Pure");
     return verifier.verify_message(reinterpret_cast<const uint8_t*>(message.data()), message.size(),

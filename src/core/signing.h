@@ -6,9 +6,13 @@
 // ledger proves that a process holding that key issued the certificate.
 //
 // What is signed (one rule, here only): the bytes
-//   "effectfence certificate signature v1\n" + key_id + "\n" + hash
-// where hash is the certificate's 64-hex-digit hash and key_id the signer's
-// (below). The domain-separation prefix keeps a signature over a
+//   "effectfence certificate signature v1\n" + key_id + "\n" + hash + "\n" +
+//   decimal(unsigned_before)
+// where hash is the certificate's 64-hex-digit hash, key_id the signer's
+// (below) and unsigned_before how many unsigned certificates the ledger
+// held when signing began (the same in every signature of a ledger: a
+// rewritten certificate, which cannot be signed again, shows as one
+// unsigned certificate too many). The domain-separation prefix keeps a signature over a
 // certificate from being valid as any other statement made with the key;
 // the key id inside keeps a signature from being passed off under another key.
 //
@@ -16,6 +20,7 @@
 // the Ed25519 public key.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,12 +42,13 @@ constexpr size_t kSignatureHexDigits = 128;
 std::string key_id_of(const std::vector<uint8_t>& raw_public_key);
 
 // The exact bytes a signature covers (see above).
-std::string signing_message(const std::string& certificate_hash, const std::string& key_id);
+std::string signing_message(const std::string& certificate_hash, const std::string& key_id, int64_t unsigned_before);
 
 // One certificate's signature, as the ledger stores it.
 struct CertificateSignature {
-  std::string key_id;     // kKeyIdHexDigits lower-case hex
-  std::string signature;  // kSignatureHexDigits lower-case hex (64 bytes)
+  std::string key_id;        // kKeyIdHexDigits lower-case hex
+  std::string signature;     // kSignatureHexDigits lower-case hex (64 bytes)
+  int64_t unsigned_before = 0;  // signed with the hash (see above)
 };
 
 // A signing key. Thread-safe: sign() may run on any number of threads.
@@ -67,7 +73,7 @@ class Signer {
   // The PKCS#8 PEM of the private key (what keygen writes; nothing else may
   // print or store it).
   std::string private_key_pem() const;
-  CertificateSignature sign(const std::string& certificate_hash) const;
+  CertificateSignature sign(const std::string& certificate_hash, int64_t unsigned_before) const;
 
   // A new key from the system's CSPRNG. Throws if the RNG is unavailable.
   static std::shared_ptr<const Signer> generate();
@@ -88,8 +94,8 @@ class PublicKey {
 
   const std::string& key_id() const { return key_id_; }
   // Returns true iff signature_hex is this key's signature over
-  // signing_message(certificate_hash, key_id()).
-  bool verifies(const std::string& certificate_hash, const std::string& signature_hex) const;
+  // signing_message(certificate_hash, key_id(), unsigned_before).
+  bool verifies(const std::string& certificate_hash, int64_t unsigned_before, const std::string& signature_hex) const;
 
  private:
   std::vector<uint8_t> raw_;  // 32 bytes

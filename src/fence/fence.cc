@@ -131,7 +131,7 @@ Fence::Fence(Settings settings, std::unique_ptr<Ledger> ledger)
     : settings_(std::move(settings)),
       ledger_(std::move(ledger)),
       fast_(std::make_unique<FastPath>()),
-      sealed_ahead_(std::make_unique<SealedAhead>(settings_.signer)) {
+      sealed_ahead_(std::make_unique<SealedAhead>()) {
   fast_->set_cache_ttl(std::min<int64_t>(settings_.result_ttl_ms, 600'000));
   // Answers from memory only while the ledger can say another connection changed it.
   fast_->set_answers_from_memory(ledger_->sees_external_changes());

@@ -437,11 +437,9 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
 
   Certificate cert;
   std::string body;
-  std::optional<CertificateSignature> signature;
   if (sealed && same_admission(row, sealed->from)) {
     cert = sealed->cert;
     body = sealed->body;
-    signature = sealed->signature;
   } else {
     JsonError stored_args_error;
     auto args = parse_strict(row.args, &stored_args_error, WideIntegers::as_doubles);
@@ -453,9 +451,13 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   }
   if (cert.hash.empty()) throw std::runtime_error("certificate of " + row.intent + " has no canonical form");
   txn.insert_certificate(cert, body, ctx.now);
+  // Signed here, on the writer: the signature covers how many unsigned
+  // certificates the ledger held when signing began, which only the
+  // transaction knows.
   if (ctx.signer) {
-    if (!signature || signature->key_id != ctx.signer->key_id()) signature = ctx.signer->sign(cert.hash);
-    txn.insert_signature(cert.hash, signature->key_id, signature->signature, ctx.now);
+    const int64_t unsigned_before = txn.unsigned_before_signing();
+    const CertificateSignature s = ctx.signer->sign(cert.hash, unsigned_before);
+    txn.insert_signature(cert.hash, s.key_id, s.signature, unsigned_before, ctx.now);
   }
   txn.record_domain_effect(row.domain, cert.vector_clock, cert.hash, row.seq, ctx.now);
 

@@ -69,8 +69,6 @@ struct Sealed {
   IntentRow from;
   Certificate cert;
   std::string body;  // what cert.seal() returned
-  // cert.hash signed by the signer commit's context names, when there is one.
-  std::optional<CertificateSignature> signature;
 };
 
 // commit and abort set *recorded iff they recorded the outcome now (false

@@ -10,7 +10,6 @@
 // certificate was sealed from (rules::commit), and seals it itself if not.
 #pragma once
 
-#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -23,9 +22,6 @@ namespace effectfence {
 
 class SealedAhead {
  public:
-  // signer (if any) signs what seal() seals, off the writer too.
-  explicit SealedAhead(std::shared_ptr<const Signer> signer = nullptr) : signer_(std::move(signer)) {}
-
   // An admission this process made: its row as the ledger recorded it.
   void admitted(const IntentRow& row);
   // A certificate this process committed or replayed: its clock is what a
@@ -43,7 +39,6 @@ class SealedAhead {
   // Bounds memory: a forgotten entry only means sealing on the writer.
   static constexpr size_t kMaxEntries = 4096;
 
-  const std::shared_ptr<const Signer> signer_;
   Mutex mu_;
   std::unordered_map<std::string, IntentRow> admissions_ GUARDED_BY(mu_);  // by token
   std::unordered_map<std::string, VectorClock> clocks_ GUARDED_BY(mu_);    // by certificate hash

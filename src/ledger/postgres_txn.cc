@@ -201,9 +201,16 @@ void PostgresTxn::insert_certificate(const Certificate& c, const std::string& ca
 }
 
 void PostgresTxn::insert_signature(const std::string& certificate, const std::string& key_id,
-                                   const std::string& signature, int64_t now) {
-  db_.exec("INSERT INTO signatures (certificate, key_id, signature, signed_at) VALUES ($1,$2,$3,$4)",
-           {param(certificate), param(key_id), param(signature), param(now)});
+                                   const std::string& signature, int64_t unsigned_before, int64_t now) {
+  db_.exec(
+      "INSERT INTO signatures (certificate, key_id, signature, unsigned_before, signed_at) VALUES ($1,$2,$3,$4,$5)",
+      {param(certificate), param(key_id), param(signature), param(unsigned_before), param(now)});
+}
+
+int64_t PostgresTxn::unsigned_before_signing() {
+  auto q = db_.exec("SELECT unsigned_before FROM signatures LIMIT 1");
+  if (q.rows() > 0) return q.integer(0, 0);
+  return db_.exec("SELECT count(*) FROM certificates").integer(0, 0) - 1;  // not the one about to be signed
 }
 
 void PostgresTxn::append_event(const EventRecord& e, int64_t now) {

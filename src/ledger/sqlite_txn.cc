@@ -313,13 +313,31 @@ void SqliteTxn::insert_certificate(const Certificate& c, const std::string& cano
 }
 
 void SqliteTxn::insert_signature(const std::string& certificate, const std::string& key_id,
-                                 const std::string& signature, int64_t now) {
-  auto& q = statement("INSERT INTO signatures (certificate, key_id, signature, signed_at) VALUES (?,?,?,?)");
+                                 const std::string& signature, int64_t unsigned_before, int64_t now) {
+  auto& q = statement(
+      "INSERT INTO signatures (certificate, key_id, signature, unsigned_before, signed_at) VALUES (?,?,?,?,?)");
   bind_text(q, 1, certificate);
   bind_text(q, 2, key_id);
   bind_text(q, 3, signature);
-  q.bind(4, static_cast<int64_t>(now));
+  q.bind(4, static_cast<int64_t>(unsigned_before));
+  q.bind(5, static_cast<int64_t>(now));
   q.exec();
+}
+
+int64_t SqliteTxn::unsigned_before_signing() {
+  // Any row says it (they all agree): the first of the primary key is one step.
+  auto& first = statement("SELECT unsigned_before FROM signatures LIMIT 1");
+  if (first.executeStep()) {
+    const int64_t n = first.getColumn(0).getInt64();
+    first.reset();
+    return n;
+  }
+  first.reset();
+  auto& all = statement("SELECT count(*) FROM certificates");
+  all.executeStep();
+  const int64_t n = all.getColumn(0).getInt64() - 1;  // not the one about to be signed
+  all.reset();
+  return n;
 }
 
 std::optional<VectorClock> SqliteTxn::certificate_clock(const std::string& hash) {
