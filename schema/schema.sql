@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 11), for people.
+-- effectfence ledger: the full current schema (version 12), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -10,6 +10,7 @@
 --                 in_flight -> done | failed | unknown -> cleared
 --   domains       contention scopes; seq is the version read-sets check
 --   certificates  immutable SHA-256 records of effects that ran
+--   signatures    Ed25519 signatures of certificates, by a key kept outside the ledger
 --   events        append-only audit log (who, when, why)
 --   clears        audited operator clears: INSERT a row to clear an intent
 --   counters      ledger-wide outcome counts
@@ -17,7 +18,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 11;            -- schema version
+PRAGMA user_version = 12;            -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -217,6 +218,41 @@ WHEN EXISTS (SELECT 1 FROM certificates WHERE hash = NEW.hash)
   OR EXISTS (SELECT 1 FROM certificates WHERE domain = NEW.domain AND seq = NEW.seq)
   OR EXISTS (SELECT 1 FROM certificates WHERE rowid = NEW.rowid)
 BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable: this hash, (domain, seq) or rowid is already recorded'); END;
+
+-- Signatures of certificates, one row per certificate issued by a process
+-- given a signing key (serve/wrap --signing-key), written in the same
+-- transaction: Ed25519 over
+--   "effectfence certificate signature v1\n" || key_id || "\n" || certificate
+--     || "\n" || unsigned_before
+-- unsigned_before: how many unsigned certificates the ledger held when its
+-- first signature was written, the same in every row. Certificates are
+-- never deleted, so a ledger holding more unsigned ones than that has lost
+-- signatures: a certificate rewritten and rehashed cannot be signed again.
+-- key_id is the first 16 hex digits of SHA-256 over the raw public key.
+-- The key itself is never here. `effectfence verify --public-key FILE`
+-- checks every row, and fails an unsigned certificate committed after the
+-- ledger's first signed one (docs/GUARANTEES.md, "Signed certificates").
+CREATE TABLE signatures (
+  certificate TEXT PRIMARY KEY REFERENCES certificates(hash),
+  key_id      TEXT NOT NULL CHECK (length(key_id) = 16),
+  signature   TEXT NOT NULL CHECK (length(signature) = 128),
+  unsigned_before INTEGER NOT NULL CHECK (unsigned_before >= 0),
+  signed_at   INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+-- Append-only, as certificates are: a signature, once written, is what the
+-- key said about that certificate.
+CREATE TRIGGER signatures_immutable_update BEFORE UPDATE ON signatures
+BEGIN SELECT RAISE(ABORT, 'effectfence: signatures are immutable'); END;
+CREATE TRIGGER signatures_immutable_delete BEFORE DELETE ON signatures
+BEGIN SELECT RAISE(ABORT, 'effectfence: signatures are immutable'); END;
+-- REPLACE deletes the row in its way without firing DELETE triggers; and a
+-- signature names a certificate that is recorded (foreign keys are off in
+-- most connections, so REFERENCES alone would not say so).
+CREATE TRIGGER signatures_immutable_replace BEFORE INSERT ON signatures
+WHEN EXISTS (SELECT 1 FROM signatures WHERE certificate = NEW.certificate)
+  OR NOT EXISTS (SELECT 1 FROM certificates WHERE hash = NEW.certificate)
+BEGIN SELECT RAISE(ABORT, 'effectfence: signatures are immutable, one per recorded certificate: this certificate is already signed, or is not recorded'); END;
 
 -- Append-only audit log: admissions, takeovers, outcomes, fencing, clears.
 CREATE TABLE events (

@@ -28,6 +28,7 @@
 namespace effectfence {
 
 class FastPath;
+class Signer;
 class SealedAhead;
 class LedgerTxn;
 namespace rules { struct Context; struct Attempt; }
@@ -70,6 +71,10 @@ struct Settings {
   std::optional<Holder> holder;
   std::function<bool(const Holder&)> holder_is_dead;
   std::function<bool(const Holder&)> holder_is_alive;
+  // Signs every certificate this fence records (core/signing.h:
+  // Signer::from_file reads a key `effectfence keygen` wrote), in the same
+  // transaction. Unset: certificates are recorded unsigned.
+  std::shared_ptr<const Signer> signer;
 
   // Defaults overridden by EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS,
   // EFFECTFENCE_RESULT_TTL_SECS, EFFECTFENCE_SWEEP_INTERVAL_SECS. An unset

@@ -132,6 +132,15 @@ class LedgerTxn {
   }
   // canonical_body: what cert.seal() returned (the hash covers exactly it).
   virtual void insert_certificate(const Certificate& cert, const std::string& canonical_body, int64_t now) = 0;
+  // The signature of a certificate inserted before it in this transaction
+  // (key_id and signature as src/core/signing.h makes them).
+  virtual void insert_signature(const std::string& certificate, const std::string& key_id,
+                                const std::string& signature, int64_t unsigned_before, int64_t now) = 0;
+  // How many unsigned certificates the ledger held when signing began: what
+  // its signatures say, or, before its first signature, how many
+  // certificates it holds besides the one about to be signed.
+  // REQUIRES: called after insert_certificate of that certificate.
+  virtual int64_t unsigned_before_signing() = 0;
   virtual void append_event(const EventRecord& event, int64_t now) = 0;
   virtual void add_counters(const Counters& delta) = 0;
   virtual Counters load_counters() = 0;

@@ -136,6 +136,11 @@ std::optional<std::string> ParsedArgs::value(const std::string& name) const {
   return found->second;
 }
 
+std::vector<std::string> ParsedArgs::all(const std::string& name) const {
+  auto found = repeated.find(name);
+  return found == repeated.end() ? std::vector<std::string>{} : found->second;
+}
+
 std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionSpec>& specs,
                                      std::string* error) {
   ParsedArgs parsed;
@@ -186,8 +191,9 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionS
       *error = "--" + name + " needs a non-empty value";
       return std::nullopt;
     }
+    if (spec->repeatable) parsed.repeated[name].push_back(value);
     // Which of two ledgers (or reasons) was meant is not ours to guess.
-    if (!parsed.values.emplace(name, value).second) {
+    if (!parsed.values.emplace(name, value).second && !spec->repeatable) {
       *error = "--" + name + " is given twice";
       return std::nullopt;
     }

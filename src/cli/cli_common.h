@@ -36,6 +36,7 @@ constexpr const char* kExportCsvHeader =
 struct OptionSpec {
   std::string name;  // without the leading "--"
   bool takes_value = false;
+  bool repeatable = false;  // may be given more than once (a value option; see ParsedArgs::all)
 };
 
 struct ParsedArgs {
@@ -45,6 +46,9 @@ struct ParsedArgs {
 
   bool has(const std::string& name) const { return switches.count(name) > 0 || values.count(name) > 0; }
   std::optional<std::string> value(const std::string& name) const;
+  // Every value of a repeatable option, in the order given.
+  std::map<std::string, std::vector<std::string>> repeated;
+  std::vector<std::string> all(const std::string& name) const;
 };
 
 // Parses args against specs ("--help"/"-h" is always accepted as the switch

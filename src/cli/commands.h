@@ -20,5 +20,6 @@ int run_export(const Args& args);
 int run_verify(const Args& args);
 int run_fenced(const Args& args);
 int run_scan(const Args& args);
+int run_keygen(const Args& args);
 
 }  // namespace effectfence::cli

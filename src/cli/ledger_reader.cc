@@ -151,6 +151,12 @@ int64_t LedgerReader::integer(const std::string& sql, const std::vector<SqlValue
   return rows->next() ? rows->integer(0) : 0;
 }
 
+bool has_signatures_table(LedgerReader& db) {
+  return db.integer(db.is_sqlite() ? "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'signatures'"
+                                   : "SELECT count(*) FROM information_schema.tables WHERE table_name = 'signatures' "
+                                     "AND table_schema = current_schema()") > 0;
+}
+
 std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error) {
   if (std::string refused = conninfo_refused(where); !refused.empty()) {
     *error = refused;

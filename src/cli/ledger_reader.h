@@ -40,6 +40,10 @@ class LedgerReader {
   virtual bool is_sqlite() const = 0;
 };
 
+// Whether the ledger has the signatures table (schema 12 on SQLite, 10 on
+// PostgreSQL): a ledger read in place without being migrated may not.
+bool has_signatures_table(LedgerReader& db);
+
 // Opens the ledger --db / EFFECTFENCE_LEDGER names, read-only: an SQLite
 // file that must exist and be ours, or a PostgreSQL database that must
 // already hold a ledger. Returns nullptr and fills *error (naming the

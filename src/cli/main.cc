@@ -30,7 +30,8 @@ const Subcommand kSubcommands[] = {
     {"fenced", effectfence::cli::run_fenced, "list fenced intents (failed/unknown) and why"},
     {"clear", effectfence::cli::run_clear, "audited clear of a fenced intent", true},
     {"export", effectfence::cli::run_export, "audit dump of certificates and events"},
-    {"verify", effectfence::cli::run_verify, "recompute every certificate hash and chain"},
+    {"verify", effectfence::cli::run_verify, "recompute every certificate hash and chain, check signatures"},
+    {"keygen", effectfence::cli::run_keygen, "write an Ed25519 key pair for signing certificates"},
 };
 
 void print_usage(std::FILE* out) {
@@ -42,7 +43,8 @@ void print_usage(std::FILE* out) {
   for (const auto& s : kSubcommands) std::fprintf(out, "  %-12s %s\n", s.name, s.summary);
   std::fprintf(out,
                "\nenvironment: EFFECTFENCE_LEDGER, EFFECTFENCE_LEASE_SECS (60), "
-               "EFFECTFENCE_RESULT_TTL_SECS (86400), EFFECTFENCE_SWEEP_INTERVAL_SECS (600)\n");
+               "EFFECTFENCE_RESULT_TTL_SECS (86400), EFFECTFENCE_SWEEP_INTERVAL_SECS (600),\n"
+               "EFFECTFENCE_SIGNING_KEY (none)\n");
 }
 
 // A report that could not be written (a full disk behind `> report.txt`)

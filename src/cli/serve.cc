@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/serve_shared.h"
 #include "cli/server_process.h"
+#include "cli/signing_key.h"
 #include "cli/version.h"
 #include "effectfence/fence.h"
 #include "ledger/open_ledger.h"
@@ -35,12 +36,16 @@ namespace {
 
 void print_serve_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: effectfence serve [--db PATH] [--log-level LEVEL] [--shared [--port N] [--lease PATH]]\n\n"
+               "usage: effectfence serve [--db PATH] [--signing-key FILE] [--log-level LEVEL]\n"
+               "                         [--shared [--port N] [--lease PATH]]\n\n"
                "Runs the stdio MCP server: newline-delimited JSON-RPC on stdin/stdout, logs on stderr.\n"
                "Tools: fence_prepare, fence_commit, fence_abort, fence_heartbeat, fence_status, fence_stats.\n"
                "Several serve processes on one ledger file fence each other.\n\n"
                "options:\n"
                "  --db PATH          ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
+               "  --signing-key FILE sign every certificate issued with this Ed25519 key (effectfence keygen;\n"
+               "                     default: $EFFECTFENCE_SIGNING_KEY, else unsigned); a key file that\n"
+               "                     others can read, or that is not an Ed25519 key, is refused\n"
                "  --log-level LEVEL  error, warn, info (default) or debug\n"
                "  --shared           share one fence server per ledger over MCP Streamable HTTP: join the\n"
                "                     live one named by the lease file (<ledger>.server.json), else start it;\n"
@@ -59,6 +64,7 @@ void print_serve_usage(std::FILE* out) {
 
 struct ServeOptions {
   std::string db;
+  std::optional<std::string> signing_key;
   mcp::LogLevel log_level = mcp::LogLevel::info;
   SharedOptions shared;
 };
@@ -106,6 +112,13 @@ std::optional<int> parse_options(const Args& args, ServeOptions* options) {
         return 2;
       }
       options->db = *value;
+    } else if (arg == "--signing-key" || arg.rfind("--signing-key=", 0) == 0) {
+      auto value = value_of("--signing-key");
+      if (!value || value->empty()) {
+        std::fprintf(stderr, "effectfence serve: --signing-key needs a file (effectfence keygen writes one)\n");
+        return 2;
+      }
+      options->signing_key = *value;
     } else if (arg == "--log-level" || arg.rfind("--log-level=", 0) == 0) {
       auto value = value_of("--log-level");
       auto level = value ? mcp::log_level_from_name(*value) : std::nullopt;
@@ -180,6 +193,14 @@ int run_serve(const Args& args) {
     settings.ledger_path = options.db;
     settings.create_parent_directories = false;  // an explicit path is used as given, never invented
   }
+  // Refused before anything else starts: a server that would record
+  // unsigned certificates into a signed ledger fails verify later instead.
+  const std::string key_path = signing_key_path(options.signing_key);
+  if (const std::string error = load_signing_key(key_path, &settings); !error.empty()) {
+    log.error("cannot use the signing key: " + error);
+    return 2;
+  }
+  options.shared.signing_key_path = key_path;
   // The default lease lies beside an SQLite ledger; a URL is no place on
   // this host, and a path made of it would carry its password into logs.
   if (options.shared.enabled && options.shared.lease_path.empty() && is_postgres_ledger(settings.ledger_path)) {
@@ -203,7 +224,7 @@ int run_serve(const Args& args) {
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
   log.info("serving " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
-           std::to_string(settings.lease_ttl_ms / 1000) + "s)");
+           std::to_string(settings.lease_ttl_ms / 1000) + "s" + signing_note(settings) + ")");
 
   size_t unfinished = 0;
   {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/server_process.h"
+#include "cli/signing_key.h"
 #include "cli/version.h"
 #include "core/heap_usage.h"
 #include "core/random_token.h"
@@ -111,6 +112,10 @@ shared::CandidateReport launch_server(const SharedOptions& options, const Settin
                                    "--log-level", mcp::log_level_name(options.log_level),
                                    "--shared-server-report-fd", std::to_string(fds[1])};
   if (options.allow_non_loopback) args.push_back("--allow-non-loopback");
+  if (!options.signing_key_path.empty()) {  // the path, never the key
+    args.push_back("--signing-key");
+    args.push_back(options.signing_key_path);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -363,7 +368,8 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     http.start();
     Maintenance maintenance(*fence, std::chrono::milliseconds(settings.sweep_interval_ms), log);
     log.info("serving " + fence->describe_ledger() + " at " + lease.url + " (pid " + std::to_string(::getpid()) +
-             ", lease " + lease_path + ", exits " + std::to_string(options.idle_ms) + " ms after its last session)");
+             ", lease " + lease_path + ", exits " + std::to_string(options.idle_ms) + " ms after its last session" +
+             signing_note(settings) + ")");
     report(report_fd, "ready " + lease.url);
     report_fd = -1;
 

@@ -19,6 +19,7 @@ struct SharedOptions {
   int port = 0;                     // 0: chosen by the operating system
   std::string bind = "127.0.0.1";
   bool allow_non_loopback = false;  // required for a --bind that is not loopback
+  std::string signing_key_path;     // "" = certificates unsigned; passed on to the server it starts
   int host_report_fd = -1;          // internal: this process is the server a candidate launcher waits for
   mcp::LogLevel log_level = mcp::LogLevel::info;
 

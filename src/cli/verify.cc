@@ -38,8 +38,10 @@
 #include "cli/commands.h"
 #include "cli/ledger_protections.h"
 #include "cli/ledger_reader.h"
+#include "cli/signature_check.h"
 #include "ledger/open_ledger.h"
 #include "core/sha256.h"
+#include "core/signing.h"
 #include "effectfence/certificate.h"
 #include "effectfence/fence.h"
 #include "effectfence/state_machine.h"
@@ -53,7 +55,8 @@ constexpr size_t kDefaultLimit = 20;
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: effectfence verify [--db PATH | --export FILE.jsonl] [--limit N] [--json]\n\n"
+               "usage: effectfence verify [--db PATH | --export FILE.jsonl] [--public-key FILE.pub ...]\n"
+               "                          [--require-signed] [--limit N] [--json]\n\n"
                "Recomputes every certificate's hash from its canonical body, checks that every\n"
                "parent link resolves to a certificate and that each certificate's vector clock\n"
                "dominates its parent's, and that every certificate has exactly one 'committed'\n"
@@ -66,12 +69,24 @@ void print_usage(std::FILE* out) {
                "matching), and hold one certificate per (domain, seq). On an export of part of a\n"
                "ledger (export --since), parents older than the export are counted, not\n"
                "reported.\n\n"
+               "Signatures (effectfence keygen; serve/wrap --signing-key): with --public-key, every\n"
+               "signed certificate must carry a signature by one of the keys given that verifies;\n"
+               "an unsigned certificate passes only as history from before signing began: it fails\n"
+               "if it was committed after the first signed certificate, builds on a signed one, or\n"
+               "comes after a signed one in its domain (a certificate rewritten and rehashed loses\n"
+               "its signature). Unsigned history is counted. A signature whose certificate is gone\n"
+               "fails, and so do public keys given for a ledger none of whose certificates is signed.\n\n"
                "options:\n"
                "  --db PATH      ledger file or postgres:// URL (default: $EFFECTFENCE_LEDGER, else %s)\n"
                "  --export FILE  check a JSONL file written by effectfence export instead (also --dump FILE)\n"
+               "  --public-key FILE  check signatures with this Ed25519 public key (FILE.pub from\n"
+               "                 keygen); repeat it for every key the ledger was signed with (rotation)\n"
+               "  --require-signed  fail on every unsigned certificate, history included\n"
                "  --limit N      report the first N problems (default %zu); all are counted\n"
                "  --json         one JSON object: {ok, source, path, certificates, events,\n"
-               "                 problems_total, problems: [{certificate, kind, message, line?}]}\n"
+               "                 signatures: {keys, verified, unchecked, bad, unsigned_history,\n"
+               "                 unsigned_after_signing}, problems_total,\n"
+               "                 problems: [{certificate, kind, message, line?}]}\n"
                "  --help         this text\n\n"
                "exit status: 0 all good, 1 tampering or a broken chain found, 2 could not run\n",
                Settings::default_ledger_path("server").c_str(), kDefaultLimit);
@@ -102,6 +117,7 @@ class Problems {
 };
 
 struct Report {
+  SignatureCheck* signatures = nullptr;  // the signature rules, fed as certificates are read
   std::string source;  // "ledger" or "export"
   std::string path;
   int64_t certificates = 0;
@@ -288,6 +304,7 @@ class LedgerVerifier {
     check_protections();
     check_file_integrity();
     check_certificates(report);
+    check_signatures(*report.signatures, report.certificates);
     check_certificates_issued();
     check_certificates_admitted();
     check_committed_events();
@@ -364,6 +381,40 @@ class LedgerVerifier {
       check_columns(row, *cert, problems_);
       check_parent(*cert);
     }
+  }
+
+  // In commit order, each certificate with its signature if it has one
+  // (looked up by primary key). Ledgers without a signature, checked
+  // without keys, are not walked again.
+  void check_signatures(SignatureCheck& check, int64_t certificates) {
+    const bool table = has_signatures_table(db_);
+    const bool any = table && db_.integer("SELECT count(*) FROM (SELECT 1 FROM signatures LIMIT 1) AS one") > 0;
+    if (!any && !check.checks_keys() && !check.requires_signed()) {
+      check.unsigned_history_not_walked(certificates);
+      return;
+    }
+    const std::string signature_columns =
+        table ? "(SELECT s.key_id FROM signatures s WHERE s.certificate = certificates.hash), "
+                "(SELECT s.signature FROM signatures s WHERE s.certificate = certificates.hash), "
+                "(SELECT s.unsigned_before FROM signatures s WHERE s.certificate = certificates.hash) "
+              : "NULL, NULL, NULL ";
+    auto rows = db_.query("SELECT hash, intent, coalesce(parent, ''), domain, seq, " + signature_columns +
+                          "FROM certificates ORDER BY committed_at, " + db_.certificate_tiebreak());
+    while (rows->next()) {
+      SignatureCheck::Certificate c{rows->text(0), rows->text(1), rows->text(2), rows->text(3), rows->integer(4), 0,
+                                    std::nullopt};
+      if (!rows->is_null(5)) c.signature = CertificateSignature{rows->text(5), rows->text(6), rows->integer(7)};
+      check.certificate(c);
+    }
+    if (table) {
+      auto orphans = db_.query(
+          "SELECT s.certificate, s.key_id FROM signatures s WHERE NOT EXISTS "
+          "(SELECT 1 FROM certificates c WHERE c.hash = s.certificate) ORDER BY s.certificate");
+      while (orphans->next()) check.orphan(orphans->text(0), orphans->text(1));
+    }
+    check.finish([&](const std::string& hash) {
+      return table && db_.integer("SELECT count(*) FROM signatures WHERE certificate = ?1", {hash}) > 0;
+    });
   }
 
   void check_parent(const Certificate& cert) {
@@ -730,6 +781,7 @@ class ExportVerifier {
 
   // Parent links and events can only be matched once every record has been read.
   void finish() {
+    report_.signatures->finish([this](const std::string& hash) { return signed_.count(hash) > 0; });
     check_complete();
     check_history();
     match_committed_events();
@@ -1010,9 +1062,33 @@ class ExportVerifier {
       return;
     }
     check_unique_seq(*cert, number);
+    signature(h, *cert, record, number);
     by_hash_[h] = certificates_.size();
     certificates_.push_back({h, cert->parent, cert->intent, cert->domain, cert->seq, cert->generation,
                              cert->vector_clock, number, 0});
+  }
+
+  // The signature a certificate record carries, if any, into the signature rules.
+  void signature(const std::string& hash, const Certificate& cert, const Json& record, int64_t number) {
+    SignatureCheck::Certificate c{hash, cert.intent, cert.parent, cert.domain, cert.seq, number, std::nullopt};
+    const auto s = record.find("signature");
+    if (s != record.end()) {
+      const bool well_formed = s->is_object() && s->size() == 3 && s->contains("key_id") &&
+                               (*s)["key_id"].is_string() && s->contains("signature") &&
+                               (*s)["signature"].is_string() && s->contains("unsigned_before") &&
+                               (*s)["unsigned_before"].is_number_integer();
+      if (!well_formed) {
+        problems_.add({hash, "bad_record",
+                       "a certificate's \"signature\" must be {key_id, signature, unsigned_before}: two strings "
+                       "and an integer",
+                       number});
+        return;
+      }
+      c.signature = CertificateSignature{(*s)["key_id"].get<std::string>(), (*s)["signature"].get<std::string>(),
+                                         (*s)["unsigned_before"].get<int64_t>()};
+      signed_.insert(hash);
+    }
+    report_.signatures->certificate(c);
   }
 
   // A domain hands out each seq once (the ledger's UNIQUE (domain, seq)).
@@ -1047,6 +1123,7 @@ class ExportVerifier {
   std::unordered_map<int64_t, int64_t> event_lines_;  // event id -> line
   std::set<std::tuple<std::string, int64_t, std::string, int64_t>> admitted_;  // intent, generation, domain, seq
   std::map<std::pair<std::string, int64_t>, int64_t> admissions_per_seq_;
+  std::set<std::string> signed_;  // certificates whose record carries a signature
 };
 
 std::optional<int> verify_export(const std::string& path, Problems& problems, Report& report) {
@@ -1099,7 +1176,34 @@ void print_json(const Report& report, const Problems& problems) {
               {"problems_total", problems.total()},
               {"problems", list}};
   if (report.source == "export") out["parents_outside_export"] = report.parents_outside;
+  const SignatureCheck& check = *report.signatures;
+  Json keys = Json::array();
+  for (const std::string& id : check.key_id_list()) keys.push_back(id);
+  const SignatureCheck::Counts& n = check.counts();
+  out["signatures"] = {{"keys", keys},
+                       {"verified", n.signed_verified},
+                       {"unchecked", n.signed_unchecked},
+                       {"bad", n.signed_bad},
+                       {"unsigned_history", n.unsigned_history},
+                       {"unsigned_after_signing", n.unsigned_after}};
   print_json_line(out);
+}
+
+// One line: how many certificates are signed and how they checked out.
+void print_signature_counts(const SignatureCheck& check) {
+  const SignatureCheck::Counts& n = check.counts();
+  std::printf("signatures: %lld signed", static_cast<long long>(n.signed_verified + n.signed_unchecked + n.signed_bad));
+  if (check.checks_keys()) {
+    std::printf(" (%lld verified with key(s) %s, %lld bad or by another key)", static_cast<long long>(n.signed_verified),
+                check.key_ids().c_str(), static_cast<long long>(n.signed_bad));
+  } else if (n.signed_unchecked > 0) {
+    std::printf(" (not checked: give --public-key)");
+  }
+  std::printf(", %lld unsigned from before signing began", static_cast<long long>(n.unsigned_history));
+  if (n.unsigned_after > 0) {
+    std::printf(", %lld unsigned where a signature was due", static_cast<long long>(n.unsigned_after));
+  }
+  std::printf("\n");
 }
 
 void print_text(const Report& report, const Problems& problems) {
@@ -1110,9 +1214,11 @@ void print_text(const Report& report, const Problems& problems) {
   }
   if (problems.total() == 0) {
     std::printf(": every hash, body and parent link checks out\n");
-    return;
+  } else {
+    std::printf(": %lld problem(s)\n", static_cast<long long>(problems.total()));
   }
-  std::printf(": %lld problem(s)\n", static_cast<long long>(problems.total()));
+  print_signature_counts(*report.signatures);
+  if (problems.total() == 0) return;
   for (const Problem& p : problems.shown()) {
     const std::string where = p.line > 0 ? "line " + std::to_string(p.line) + ": " : "";
     // Hashes and messages quote what the ledger holds: text anyone with SQL access could have written.
@@ -1134,7 +1240,14 @@ std::optional<size_t> parse_limit(const std::string& text) {
 
 int verify(const Args& args) {
   std::string error;
-  auto parsed = parse_args(args, {{"db", true}, {"export", true}, {"dump", true}, {"limit", true}, {"json", false}},
+  auto parsed = parse_args(args,
+                           {{"db", true},
+                            {"export", true},
+                            {"dump", true},
+                            {"limit", true},
+                            {"json", false},
+                            {"public-key", true, true},
+                            {"require-signed", false}},
                            &error);
   if (!parsed) {
     print_error(kCommand, "reading options", error);
@@ -1167,8 +1280,19 @@ int verify(const Args& args) {
     }
     limit = *n;
   }
+  std::vector<PublicKey> keys;
+  for (const std::string& file : parsed->all("public-key")) {
+    auto key = PublicKey::from_file(file);
+    if (auto* refused = std::get_if<std::string>(&key)) {
+      print_error(kCommand, "reading the public keys", *refused);
+      return kExitFailure;
+    }
+    keys.push_back(std::get<PublicKey>(std::move(key)));
+  }
+  SignatureCheck signatures(std::move(keys), parsed->has("require-signed"));
   Problems problems(limit);
   Report report;
+  report.signatures = &signatures;
   std::optional<int> failed;
   if (auto file = dump_file) {
     report.source = "export";
@@ -1181,6 +1305,7 @@ int verify(const Args& args) {
     failed = verify_ledger(where, problems, report);
   }
   if (failed) return *failed;
+  for (const SignatureCheck::Finding& f : signatures.findings()) problems.add({f.certificate, f.kind, f.message, f.line});
   if (parsed->has("json")) {
     print_json(report, problems);
   } else {

@@ -27,6 +27,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/server_process.h"
+#include "cli/signing_key.h"
 #include "cli/version.h"
 #include "core/sha256.h"
 #include "effectfence/fence.h"
@@ -70,6 +71,9 @@ void print_wrap_usage(std::FILE* out) {
                "  --wait-secs N          an identical call arriving while one runs waits up to N s for\n"
                "                         its result (default %d); a wait that runs out, or N = 0,\n"
                "                         gets the in_flight refusal\n"
+               "  --signing-key FILE     sign every certificate issued with this Ed25519 key (effectfence\n"
+               "                         keygen; default: $EFFECTFENCE_SIGNING_KEY, else unsigned); a key\n"
+               "                         file that others can read, or not an Ed25519 key, is refused\n"
                "  --log-level LEVEL      error, warn, info (default) or debug\n"
                "  --help                 this text\n\n"
                "Counters: effectfence stats --db LEDGER. Fenced calls: effectfence fenced --db LEDGER.\n"
@@ -80,6 +84,7 @@ void print_wrap_usage(std::FILE* out) {
 
 struct WrapOptions {
   std::string db;
+  std::optional<std::string> signing_key;
   mcp::ProxyOptions proxy = [] {
     mcp::ProxyOptions defaults;
     defaults.wait = std::chrono::seconds(kDefaultWaitSecs);
@@ -138,6 +143,10 @@ std::optional<int> parse_options(const Args& args, WrapOptions* options) {
       auto value = value_of("--db");
       if (!value || value->empty()) return usage_error("--db needs a path");
       options->db = *value;
+    } else if (is("--signing-key")) {
+      auto value = value_of("--signing-key");
+      if (!value || value->empty()) return usage_error("--signing-key needs a file (effectfence keygen writes one)");
+      options->signing_key = *value;
     } else if (is("--only") || is("--except")) {
       const bool only = is("--only");
       auto value = value_of(only ? "--only" : "--except");
@@ -248,6 +257,10 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     settings.ledger_path = options.db;
     settings.create_parent_directories = false;
   }
+  if (const std::string error = load_signing_key(signing_key_path(options.signing_key), &settings); !error.empty()) {
+    log.error("cannot use the signing key: " + error);
+    return 2;
+  }
   auto opened = Fence::open(settings);
   if (auto* error = std::get_if<OpenError>(&opened)) {
     log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
@@ -258,7 +271,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   // Shown to agents in refusals: a PostgreSQL password must not be.
   proxy_options.ledger_option = "--db " + shell_quoted(printable_ledger(settings.ledger_path));
   log.info("fencing with " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
-           std::to_string(settings.lease_ttl_ms / 1000) + "s)");
+           std::to_string(settings.lease_ttl_ms / 1000) + "s" + signing_note(settings) + ")");
 
   bool child_failed = false;
   {

@@ -166,6 +166,7 @@ rules::Context Fence::context(LedgerTxn& txn) const {
   ctx.is_alive =
       settings_.holder_is_alive ? rules::IsAlive(settings_.holder_is_alive) : rules::IsAlive(holder_is_alive_here);
   ctx.admitting = admitting_.load();
+  ctx.signer = settings_.signer.get();
   return ctx;
 }
 

@@ -453,6 +453,14 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   }
   if (cert.hash.empty()) throw std::runtime_error("certificate of " + row.intent + " has no canonical form");
   txn.insert_certificate(cert, body, ctx.now);
+  // Signed here, on the writer: the signature covers how many unsigned
+  // certificates the ledger held when signing began, which only the
+  // transaction knows.
+  if (ctx.signer) {
+    const int64_t unsigned_before = txn.unsigned_before_signing();
+    const CertificateSignature s = ctx.signer->sign(cert.hash, unsigned_before);
+    txn.insert_signature(cert.hash, s.key_id, s.signature, unsigned_before, ctx.now);
+  }
   txn.record_domain_effect(row.domain, cert.vector_clock, cert.hash, row.seq, ctx.now);
 
   const IntentState before = row.state;

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "core/signing.h"
 #include "effectfence/ledger.h"
 #include "effectfence/types.h"
 
@@ -25,6 +27,9 @@ struct Context {
   IsDead is_dead;    // known gone: its in-flight intents are fenced unknown
   IsAlive is_alive;  // known running on this host: its lease running out ends nothing
   bool admitting = true;  // false: the process is stopping, and admits nothing more
+  // Signs every certificate commit records, in the same transaction; null:
+  // certificates are recorded unsigned.
+  const Signer* signer = nullptr;
 };
 
 // A prepare whose args are already validated and canonical.

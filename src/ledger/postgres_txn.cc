@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "ledger/intent_sql.h"
+#include "ledger/signature_sql.h"
 
 namespace effectfence {
 namespace {
@@ -198,6 +199,17 @@ void PostgresTxn::insert_certificate(const Certificate& c, const std::string& ca
       "committed_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
       {param(c.hash), param(c.intent), param(c.domain), param(c.seq), param(c.generation), text_or_null(c.parent),
        param(c.agent), param(c.tool), param(canonical_body), param(now)});
+}
+
+void PostgresTxn::insert_signature(const std::string& certificate, const std::string& key_id,
+                                   const std::string& signature, int64_t unsigned_before, int64_t now) {
+  db_.exec(
+      "INSERT INTO signatures (certificate, key_id, signature, unsigned_before, signed_at) VALUES ($1,$2,$3,$4,$5)",
+      {param(certificate), param(key_id), param(signature), param(unsigned_before), param(now)});
+}
+
+int64_t PostgresTxn::unsigned_before_signing() {
+  return db_.exec(kUnsignedBeforeSigning).integer(0, 0);
 }
 
 void PostgresTxn::append_event(const EventRecord& e, int64_t now) {

@@ -42,6 +42,9 @@ class PostgresTxn final : public LedgerTxn {
                             const std::string& cert_hash, int64_t seq, int64_t now) override;
   std::optional<Certificate> load_certificate(const std::string& hash) override;
   void insert_certificate(const Certificate& cert, const std::string& canonical_body, int64_t now) override;
+  void insert_signature(const std::string& certificate, const std::string& key_id, const std::string& signature,
+                        int64_t unsigned_before, int64_t now) override;
+  int64_t unsigned_before_signing() override;
   void append_event(const EventRecord& event, int64_t now) override;
   void add_counters(const Counters& delta) override { pending_ += delta; }
   Counters load_counters() override;

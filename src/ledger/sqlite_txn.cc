@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "ledger/intent_sql.h"
+#include "ledger/signature_sql.h"
 
 namespace effectfence {
 namespace {
@@ -310,6 +311,26 @@ void SqliteTxn::insert_certificate(const Certificate& c, const std::string& cano
   q.bind(10, static_cast<int64_t>(now));
   q.exec();
   remember_clock(c.hash, c.vector_clock);
+}
+
+void SqliteTxn::insert_signature(const std::string& certificate, const std::string& key_id,
+                                 const std::string& signature, int64_t unsigned_before, int64_t now) {
+  auto& q = statement(
+      "INSERT INTO signatures (certificate, key_id, signature, unsigned_before, signed_at) VALUES (?,?,?,?,?)");
+  bind_text(q, 1, certificate);
+  bind_text(q, 2, key_id);
+  bind_text(q, 3, signature);
+  q.bind(4, static_cast<int64_t>(unsigned_before));
+  q.bind(5, static_cast<int64_t>(now));
+  q.exec();
+}
+
+int64_t SqliteTxn::unsigned_before_signing() {
+  auto& q = statement(kUnsignedBeforeSigning);
+  q.executeStep();
+  const int64_t n = q.getColumn(0).getInt64();
+  q.reset();
+  return n;
 }
 
 std::optional<VectorClock> SqliteTxn::certificate_clock(const std::string& hash) {

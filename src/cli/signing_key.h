@@ -1,0 +1,26 @@
+// The signing key of the commands that issue certificates (serve, wrap,
+// serve --shared): --signing-key FILE, else $EFFECTFENCE_SIGNING_KEY, else
+// none (certificates recorded unsigned, as before signing existed).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "effectfence/fence.h"
+
+namespace effectfence::cli {
+
+constexpr const char* kSigningKeyEnv = "EFFECTFENCE_SIGNING_KEY";
+
+// The key file to sign with: option_value if given, else the environment's
+// ("" for none).
+std::string signing_key_path(const std::optional<std::string>& option_value);
+
+// Reads the key at path into settings->signer (nothing for path ""). Returns
+// "" or an error naming the file and what to do; never the key's bytes.
+std::string load_signing_key(const std::string& path, Settings* settings);
+
+// For the startup log line: ", certificates signed with key ID" or "".
+std::string signing_note(const Settings& settings);
+
+}  // namespace effectfence::cli
