@@ -156,14 +156,16 @@ fi
 
 # --- signed segments ------------------------------------------------------------
 G=$WORK/signed.sqlite
-old_history "$G" 60 g
 "$EF" keygen --out "$WORK/archive.key" >/dev/null
 "$EF" keygen --out "$WORK/other.key" >/dev/null
+# The servers sign their certificates with the same key: signatures move too.
+EFFECTFENCE_SIGNING_KEY=$WORK/archive.key old_history "$G" 60 g
 "$EF" archive --db "$G" --before "$CUTOFF" --out "$WORK/signed.archive" --rows 60 \
   --signing-key "$WORK/archive.key" >/dev/null 2>&1
 OUT=$("$EF" verify --db "$G" --archive "$WORK/signed.archive" --public-key "$WORK/archive.key.pub" 2>&1)
 expect_eq "$?" 0 "a signed archive verifies with its public key ($OUT)"
-expect_match "$OUT" "\(3 signed root\(s\) verified\)" "... every segment's root signature checked"
+expect_match "$OUT" "holding 60 certificate\(s\), 60 signature\(s\), 120 event\(s\).*\([0-9]+ signed root\(s\) verified\)" \
+  "... the certificates' signatures moved with them, and every segment's root signature was checked"
 OUT=$("$EF" verify --db "$G" --archive "$WORK/signed.archive" --public-key "$WORK/other.key.pub" 2>&1)
 expect_match "$OUT" "segment_signature_bad.*segment-000001.jsonl: signed by key [0-9a-f]{16}, which is not among --public-key" \
   "... and fails with another key, naming the file"
