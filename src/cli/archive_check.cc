@@ -1,6 +1,9 @@
 #include "cli/archive_check.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <map>
 
 #include "core/sha256.h"
@@ -88,9 +91,14 @@ bool ArchiveCheck::archived(const std::string& hash) const {
 
 void ArchiveCheck::check_directory(const std::string& dir) {
   std::vector<std::string> names;
-  if (std::string error = archive::list_directory(dir, &names); !error.empty()) {
-    add("", "archive_unreadable", error);
-    return;
+  struct stat st {};
+  // A directory that does not exist holds no segment: fine for a ledger
+  // that never archived, and each recorded segment is reported missing.
+  if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) {
+    if (std::string error = archive::list_directory(dir, &names); !error.empty()) {
+      add("", "archive_unreadable", error);
+      return;
+    }
   }
   std::map<int64_t, std::string> files;
   for (const std::string& name : names) {
