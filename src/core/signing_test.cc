@@ -86,7 +86,7 @@ TEST_CASE("the signed message is domain-separated and names the key", "[signing]
         "effectfence certificate signature v1\n0123456789abcdef\n" + kHash + "\n7");
 }
 
-TEST_CASE("key files: owner-only, Ed25519, PKCS#8; refused with the file named, never its bytes", "[signing]") {
+TEST_CASE("key files are owner-only Ed25519 PKCS#8, refused with the file named, never its bytes", "[signing]") {
   testing::TempDir dir;
   const auto key = Signer::generate();
   const std::string pem = key->private_key_pem();

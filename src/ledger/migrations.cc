@@ -28,13 +28,14 @@ namespace {
 
 // Returns whether it applied any. All in one transaction: a migration that
 // fails leaves the file as it was, not at some version in between.
-bool apply_each_migration(SQLite::Database& db) {
+bool apply_each_migration(SQLite::Database& db, int* failed_version) {
   SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
   // Another process may have applied them between our check and our lock.
   const int current = db.execAndGet("PRAGMA user_version").getInt();
   bool applied = false;
   for (const Migration& m : embedded_migrations()) {
     if (current >= m.version) continue;
+    if (failed_version) *failed_version = m.version;  // until it succeeds
     db.exec(m.sql);
     db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
     db.exec("PRAGMA user_version = " + std::to_string(m.version));
@@ -71,13 +72,13 @@ void with_migration_settings(SQLite::Database& db, Fn fn) {
 
 }  // namespace
 
-void apply_migrations(SQLite::Database& db) {
+void apply_migrations(SQLite::Database& db, int* failed_version) {
   // A ledger already at the latest version needs no write lock: one held by
   // another connection (an operator's open transaction) must not keep a
   // server from starting.
   if (db.execAndGet("PRAGMA user_version").getInt() >= latest_schema_version()) return;
   bool applied = false;
-  with_migration_settings(db, [&] { applied = apply_each_migration(db); });
+  with_migration_settings(db, [&] { applied = apply_each_migration(db, failed_version); });
   // A migration that rebuilt tables left a log as large as them: copy it
   // into the database and cut it back now, rather than keep it on disk for
   // as long as any process has the ledger open. Best effort: a reader's

@@ -32,7 +32,8 @@ int latest_schema_version();
 // BEGIN IMMEDIATE transaction that re-reads user_version first, so
 // processes opening one file at once migrate it once.
 // REQUIRES: the file is empty or already ours and not newer than this binary.
-// Throws SQLite::Exception on failure (the file is left as it was).
-void apply_migrations(SQLite::Database& db);
+// Throws SQLite::Exception on failure (the file is left as it was), after
+// setting *failed_version (if given) to the version of the migration that failed.
+void apply_migrations(SQLite::Database& db, int* failed_version = nullptr);
 
 }  // namespace effectfence

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "ledger/intent_sql.h"
+#include "ledger/signature_sql.h"
 
 namespace effectfence {
 namespace {
@@ -208,9 +209,7 @@ void PostgresTxn::insert_signature(const std::string& certificate, const std::st
 }
 
 int64_t PostgresTxn::unsigned_before_signing() {
-  auto q = db_.exec("SELECT unsigned_before FROM signatures LIMIT 1");
-  if (q.rows() > 0) return q.integer(0, 0);
-  return db_.exec("SELECT count(*) FROM certificates").integer(0, 0) - 1;  // not the one about to be signed
+  return db_.exec(kUnsignedBeforeSigning).integer(0, 0);
 }
 
 void PostgresTxn::append_event(const EventRecord& e, int64_t now) {

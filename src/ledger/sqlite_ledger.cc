@@ -645,15 +645,16 @@ void use_wal(SQLite::Database& db) {
 // migrations being one transaction) left as they were.
 std::optional<OpenError> migrate(SQLite::Database& db, const std::string& path) {
   const int version = db.execAndGet("PRAGMA user_version").getInt();
+  int failed_version = latest_schema_version();
   try {
-    apply_migrations(db);
+    apply_migrations(db, &failed_version);
   } catch (const SQLite::Exception& e) {
     if (std::string(e.what()).find("already exists") == std::string::npos) {
       if (e.getErrorCode() != SQLITE_ERROR || version == 0) throw;
       return open_error(OpenErrorCode::corrupt, path,
                         "is at schema version " + std::to_string(version) +
                             " (PRAGMA user_version), but lacks what the migration to version " +
-                            std::to_string(latest_schema_version()) + " changes (" + e.what() +
+                            std::to_string(failed_version) + " changes (" + e.what() +
                             "): its schema was edited by hand. Nothing was changed. `effectfence verify` names "
                             "what is missing or changed; recreate it as migrations/ built it at version " +
                             std::to_string(version) + ", or restore the ledger from a backup");

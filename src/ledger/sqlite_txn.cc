@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "ledger/intent_sql.h"
+#include "ledger/signature_sql.h"
 
 namespace effectfence {
 namespace {
@@ -325,18 +326,10 @@ void SqliteTxn::insert_signature(const std::string& certificate, const std::stri
 }
 
 int64_t SqliteTxn::unsigned_before_signing() {
-  // Any row says it (they all agree): the first of the primary key is one step.
-  auto& first = statement("SELECT unsigned_before FROM signatures LIMIT 1");
-  if (first.executeStep()) {
-    const int64_t n = first.getColumn(0).getInt64();
-    first.reset();
-    return n;
-  }
-  first.reset();
-  auto& all = statement("SELECT count(*) FROM certificates");
-  all.executeStep();
-  const int64_t n = all.getColumn(0).getInt64() - 1;  // not the one about to be signed
-  all.reset();
+  auto& q = statement(kUnsignedBeforeSigning);
+  q.executeStep();
+  const int64_t n = q.getColumn(0).getInt64();
+  q.reset();
   return n;
 }
 

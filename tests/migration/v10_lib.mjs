@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -12,6 +12,17 @@ import { BIN, call, connect } from '../e2e/helpers.mjs';
 
 export { BIN };
 export const FIXTURES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/ledgers/v10');
+
+// The schema version this release migrates to: its newest migration file
+// (migrations/NNNN_*.sql, migrations/postgres/NNNN_*.sql), so a later
+// migration does not break what these tests check of the step from v10.
+function newestMigration(dir) {
+  const numbers = readdirSync(dir).filter((f) => /^\d{4}_.*\.sql$/.test(f)).map((f) => Number(f.slice(0, 4)));
+  return String(Math.max(...numbers));
+}
+const MIGRATIONS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
+export const LATEST_SQLITE = newestMigration(MIGRATIONS);
+export const LATEST_POSTGRES = newestMigration(path.join(MIGRATIONS, 'postgres'));
 
 // The tables a ledger's rows live in (schema/schema.sql).
 export const TABLES = ['intents', 'domains', 'certificates', 'events', 'counters', 'retention', 'clears'];
