@@ -137,10 +137,11 @@ int archive(const Args& args) {
   try {
     result = archive::run_archive(options, [&](const archive::RecordedSegment& s) {
       if (json) return;
-      std::fprintf(stderr, "archived %s: %lld certificates, %lld signatures, %lld events, %lld clears\n",
+      std::printf("archived %s: %lld certificates, %lld signatures, %lld events, %lld clears\n",
                    s.file.c_str(), static_cast<long long>(s.counts.certificates),
                    static_cast<long long>(s.counts.signatures), static_cast<long long>(s.counts.events),
                    static_cast<long long>(s.counts.clears));
+      std::fflush(stdout);  // a line per segment as it is recorded, for whoever watches
     });
   } catch (const std::exception& e) {
     print_error(kCommand, "archiving", e.what());
