@@ -290,6 +290,21 @@ expect_eq "$(jq -c '[.removed_unrecorded, .removed_temporary]' <<<"$OUT")" "[1,1
 verify_archive "$K" "$KA"
 expect_eq "$RC" 0 "and verify --archive passes again"
 
+# The state a crash between the segment's rename and its transaction leaves,
+# made exactly: the ledger as it was before (a backup), and the segment file.
+P=$WORK/pending.sqlite
+old_history "$P" 30 p
+"$SQLITE3" "$P" ".backup $WORK/pending-crashed.sqlite"
+"$EF" archive --db "$P" --before "$CUTOFF" --out "$WORK/pending.archive" --rows 1000 --segments 1 >/dev/null
+verify_archive "$WORK/pending-crashed.sqlite" "$WORK/pending.archive"
+expect_eq "$RC" 0 "a written segment whose transaction never committed passes verify: its rows are all in the ledger"
+expect_match "$OUT" "1 left by an interrupted archive" "... and verify says so"
+OUT=$("$EF" archive --db "$WORK/pending-crashed.sqlite" --before "$CUTOFF" --out "$WORK/pending.archive" --json 2>&1)
+expect_eq "$(jq -c '[.removed_unrecorded, .segments, .certificates]' <<<"$OUT")" "[1,1,30]" \
+  "the next archive removes it and archives those rows again"
+verify_archive "$WORK/pending-crashed.sqlite" "$WORK/pending.archive"
+expect_eq "$RC" 0 "... and verify --archive passes"
+
 # --- 7. bad input gets a named error --------------------------------------------
 OUT=$("$EF" archive --db "$WORK/none.sqlite" --before 1d --out "$WORK/x" 2>&1)
 expect_match "$OUT" "effectfence archive: opening the ledger: no ledger at" "a missing ledger is named, not created"
