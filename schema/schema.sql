@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 12), for people.
+-- effectfence ledger: the full current schema (version 13), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -13,12 +13,13 @@
 --   signatures    Ed25519 signatures of certificates, by a key kept outside the ledger
 --   events        append-only audit log (who, when, why)
 --   clears        audited operator clears: INSERT a row to clear an intent
+--   archives      segments of old history moved out by effectfence archive
 --   counters      ledger-wide outcome counts
 --   retention     how long finished intents replay before a sweep forgets them
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 12;            -- schema version
+PRAGMA user_version = 13;            -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -209,7 +210,11 @@ CREATE INDEX certificates_by_time ON certificates(committed_at);
 CREATE TRIGGER certificates_immutable_update BEFORE UPDATE ON certificates
 BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable'); END;
 CREATE TRIGGER certificates_immutable_delete BEFORE DELETE ON certificates
-BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable'); END;
+WHEN NOT EXISTS (SELECT 1 FROM archive_in_progress a WHERE OLD.committed_at < a.before_ms)
+  OR EXISTS (SELECT 1 FROM intents WHERE intent = OLD.intent)
+  OR EXISTS (SELECT 1 FROM domains WHERE head = OLD.hash)
+  OR EXISTS (SELECT 1 FROM intents WHERE (state = 'in_flight' OR state = 'unknown') AND parent = OLD.hash)
+BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable; only effectfence archive moves old ones out, into a segment it has written first'); END;
 -- REPLACE (INSERT OR REPLACE, REPLACE INTO) deletes the row in its way, met
 -- by hash, by (domain, seq) or by rowid, without firing DELETE triggers, so
 -- an INSERT may not take an existing row's place.
@@ -245,7 +250,9 @@ CREATE TABLE signatures (
 CREATE TRIGGER signatures_immutable_update BEFORE UPDATE ON signatures
 BEGIN SELECT RAISE(ABORT, 'effectfence: signatures are immutable'); END;
 CREATE TRIGGER signatures_immutable_delete BEFORE DELETE ON signatures
-BEGIN SELECT RAISE(ABORT, 'effectfence: signatures are immutable'); END;
+WHEN NOT EXISTS (SELECT 1 FROM archive_in_progress)
+  OR EXISTS (SELECT 1 FROM certificates WHERE hash = OLD.certificate)
+BEGIN SELECT RAISE(ABORT, 'effectfence: signatures are immutable; only effectfence archive moves one out, with its certificate'); END;
 -- REPLACE deletes the row in its way without firing DELETE triggers; and a
 -- signature names a certificate that is recorded (foreign keys are off in
 -- most connections, so REFERENCES alone would not say so).
@@ -279,7 +286,10 @@ CREATE INDEX events_sweeps ON events(id) WHERE kind = 'swept';
 CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;
 CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only'); END;
+WHEN NOT EXISTS (SELECT 1 FROM archive_in_progress a WHERE OLD.at < a.before_ms)
+  OR OLD.intent IS NULL
+  OR EXISTS (SELECT 1 FROM intents WHERE intent = OLD.intent)
+BEGIN SELECT RAISE(ABORT, 'effectfence: the event log is append-only; only effectfence archive moves old events out, into a segment it has written first'); END;
 -- Against REPLACE, as for certificates. effectfence inserts events without an
 -- id (NEW.id is then -1 here, never an existing row): one rowid lookup.
 CREATE TRIGGER events_append_only_replace BEFORE INSERT ON events
@@ -321,6 +331,9 @@ CREATE TABLE clears (
   previous_state TEXT
 ) STRICT;
 
+-- An archive gathers an intent's clears with its other rows.
+CREATE INDEX clears_by_intent ON clears(intent);
+
 CREATE TRIGGER clears_check BEFORE INSERT ON clears
 BEGIN
   SELECT RAISE(ABORT, 'effectfence: cannot clear: no such intent')
@@ -354,7 +367,9 @@ WHEN OLD.previous_state IS NOT NULL OR NEW.intent IS NOT OLD.intent OR NEW.opera
      NEW.reason IS NOT OLD.reason OR NEW.requested_at IS NOT OLD.requested_at
 BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be changed'); END;
 CREATE TRIGGER clears_append_only_delete BEFORE DELETE ON clears
-BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be deleted'); END;
+WHEN NOT EXISTS (SELECT 1 FROM archive_in_progress a WHERE OLD.requested_at < a.before_ms)
+  OR EXISTS (SELECT 1 FROM intents WHERE intent = OLD.intent)
+BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be deleted; only effectfence archive moves old ones out, into a segment it has written first'); END;
 -- Against REPLACE, as for certificates: neither REPLACE INTO clears nor
 -- UPDATE OR REPLACE clears SET id = <another clear's id> may delete a clear.
 CREATE TRIGGER clears_append_only_replace BEFORE INSERT ON clears
@@ -363,6 +378,55 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be
 CREATE TRIGGER clears_append_only_renumber BEFORE UPDATE ON clears
 WHEN NEW.id IS NOT OLD.id
 BEGIN SELECT RAISE(ABORT, 'effectfence: clears are an audit record and cannot be changed'); END;
+
+-- Segments of old history moved out by `effectfence archive` (each file
+-- written and synced before its rows are deleted, in the transaction that
+-- records it here; docs/OPERATIONS.md, "Archiving old history").
+CREATE TABLE archives (
+  segment      INTEGER PRIMARY KEY CHECK (segment >= 1),  -- 1, 2, ...: the file segment-NNNNNN.jsonl
+  ledger_id    TEXT NOT NULL CHECK (length(ledger_id) = 32),  -- chosen at the first archive, the same in every row
+  file         TEXT NOT NULL,
+  root         TEXT NOT NULL CHECK (length(root) = 64),   -- SHA-256 over the segment's lines before its last
+  previous     TEXT,                                      -- the root of segment - 1 (NULL for the first)
+  before_ms    INTEGER NOT NULL,                          -- the cutoff: every row in it is older
+  first_at     INTEGER,                                   -- the oldest and newest time among its rows
+  last_at      INTEGER,
+  certificates INTEGER NOT NULL CHECK (certificates >= 0),
+  signatures   INTEGER NOT NULL CHECK (signatures >= 0),
+  events       INTEGER NOT NULL CHECK (events >= 0),
+  clears       INTEGER NOT NULL CHECK (clears >= 0),
+  key_id       TEXT,                                      -- the key that signed its root, if one did
+  archived_at  INTEGER NOT NULL
+) STRICT;
+
+-- Numbered in order, chained, of one ledger, and only by the archive that
+-- opened the deletion window for this very root.
+CREATE TRIGGER archives_chained BEFORE INSERT ON archives
+WHEN NEW.segment IS NOT coalesce((SELECT max(segment) FROM archives), 0) + 1
+  OR NEW.previous IS NOT (SELECT root FROM archives WHERE segment = NEW.segment - 1)
+  OR NEW.ledger_id IS NOT coalesce((SELECT ledger_id FROM archives WHERE segment = 1), NEW.ledger_id)
+  OR NOT EXISTS (SELECT 1 FROM archive_in_progress WHERE root = NEW.root)
+BEGIN SELECT RAISE(ABORT, 'effectfence: an archive segment is recorded only by effectfence archive, next in order, chained to the one before'); END;
+CREATE TRIGGER archives_immutable_update BEFORE UPDATE ON archives
+BEGIN SELECT RAISE(ABORT, 'effectfence: archive records are immutable'); END;
+CREATE TRIGGER archives_immutable_delete BEFORE DELETE ON archives
+BEGIN SELECT RAISE(ABORT, 'effectfence: archive records are immutable'); END;
+
+-- The deletion window: one row, inserted and deleted inside the archive's
+-- own transaction, so no other transaction ever sees it. While it is there
+-- the delete triggers below let rows older than its cutoff go, and only
+-- those no live intent, domain head or fenced attempt needs.
+CREATE TABLE archive_in_progress (
+  one       INTEGER PRIMARY KEY CHECK (one = 1),
+  root      TEXT NOT NULL CHECK (length(root) = 64),
+  before_ms INTEGER NOT NULL
+) STRICT;
+-- Closed only once the segment it deleted into is recorded.
+CREATE TRIGGER archive_in_progress_recorded BEFORE DELETE ON archive_in_progress
+WHEN NOT EXISTS (SELECT 1 FROM archives WHERE root = OLD.root)
+BEGIN SELECT RAISE(ABORT, 'effectfence: an archive''s deletion window closes only with the record of its segment'); END;
+CREATE TRIGGER archive_in_progress_fixed BEFORE UPDATE ON archive_in_progress
+BEGIN SELECT RAISE(ABORT, 'effectfence: an archive''s deletion window cannot be changed'); END;
 
 -- Views for people at the sqlite3 prompt.
 CREATE VIEW fenced AS

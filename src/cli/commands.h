@@ -21,5 +21,6 @@ int run_verify(const Args& args);
 int run_fenced(const Args& args);
 int run_scan(const Args& args);
 int run_keygen(const Args& args);
+int run_archive(const Args& args);
 
 }  // namespace effectfence::cli

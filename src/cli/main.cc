@@ -32,6 +32,7 @@ const Subcommand kSubcommands[] = {
     {"export", effectfence::cli::run_export, "audit dump of certificates and events"},
     {"verify", effectfence::cli::run_verify, "recompute every certificate hash and chain, check signatures"},
     {"keygen", effectfence::cli::run_keygen, "write an Ed25519 key pair for signing certificates"},
+    {"archive", effectfence::cli::run_archive, "move old history out of the ledger into signed segment files", true},
 };
 
 void print_usage(std::FILE* out) {

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/archive_check.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/ledger_protections.h"
@@ -56,7 +57,7 @@ constexpr size_t kDefaultLimit = 20;
 void print_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: effectfence verify [--db PATH | --export FILE.jsonl] [--public-key FILE.pub ...]\n"
-               "                          [--require-signed] [--limit N] [--json]\n\n"
+               "                          [--require-signed] [--archive DIR] [--limit N] [--json]\n\n"
                "Recomputes every certificate's hash from its canonical body, checks that every\n"
                "parent link resolves to a certificate and that each certificate's vector clock\n"
                "dominates its parent's, and that every certificate has exactly one 'committed'\n"
@@ -82,6 +83,11 @@ void print_usage(std::FILE* out) {
                "  --public-key FILE  check signatures with this Ed25519 public key (FILE.pub from\n"
                "                 keygen); repeat it for every key the ledger was signed with (rotation)\n"
                "  --require-signed  fail on every unsigned certificate, history included\n"
+               "  --archive DIR  check the segments effectfence archive moved old history into, with the\n"
+               "                 ledger, as one history: each segment's root hash, their order and chain to\n"
+               "                 the ledger's records of them, their signatures (with --public-key) and the\n"
+               "                 parent links into them. Without it, parents that were archived are counted\n"
+               "                 and not checked\n"
                "  --limit N      report the first N problems (default %zu); all are counted\n"
                "  --json         one JSON object: {ok, source, path, certificates, events,\n"
                "                 signatures: {keys, verified, unchecked, bad, unsigned_history,\n"
@@ -118,6 +124,19 @@ class Problems {
 
 struct Report {
   SignatureCheck* signatures = nullptr;  // the signature rules, fed as certificates are read
+  const std::vector<PublicKey>* keys = nullptr;
+  std::optional<std::string> archive_dir;  // --archive: check the segments with the ledger
+  // What was archived (a ledger that has archived only), as the ledger
+  // records it and, with --archive, as the segments were read.
+  struct Archived {
+    int64_t segments = 0;
+    archive::SegmentCounts recorded;
+    int64_t parents_outside = 0;  // ledger certificates whose parent is archived
+    int64_t segments_read = 0;
+    int64_t pending = 0;
+    int64_t signatures_verified = 0;
+  };
+  std::optional<Archived> archived;
   std::string source;  // "ledger" or "export"
   std::string path;
   int64_t certificates = 0;
@@ -298,9 +317,11 @@ void report_history(const HistoryCheck& history, Problems& problems,
 
 class LedgerVerifier {
  public:
-  LedgerVerifier(LedgerReader& db, Problems& problems) : db_(db), problems_(problems) {}
+  LedgerVerifier(LedgerReader& db, Problems& problems, ArchiveCheck& archive)
+      : db_(db), problems_(problems), archive_(archive) {}
 
   void run(Report& report) {
+    archive_.check_records();
     check_protections();
     check_file_integrity();
     check_certificates(report);
@@ -421,6 +442,11 @@ class LedgerVerifier {
     if (cert.parent.empty()) return;
     auto parent = db_.query("SELECT body FROM certificates WHERE hash = ?1", {cert.parent});
     if (!parent->next()) {
+      // Archived with its intent: checked against the segments (--archive).
+      if (archive_.has_records()) {
+        archive_.parent_outside(cert.hash, cert.parent);
+        return;
+      }
       problems_.add({cert.hash, "missing_parent", "parent " + cert.parent + " is not a certificate in the ledger", 0});
       return;
     }
@@ -697,6 +723,7 @@ class LedgerVerifier {
 
   LedgerReader& db_;
   Problems& problems_;
+  ArchiveCheck& archive_;
   std::optional<std::vector<std::pair<int64_t, int64_t>>> sweeps_;
 };
 
@@ -709,7 +736,25 @@ std::optional<int> verify_ledger(const std::string& path, Problems& problems, Re
     return kExitFailure;
   }
   try {
-    LedgerVerifier(*db, problems).run(report);
+    ArchiveCheck archive(*db, *report.keys);
+    LedgerVerifier(*db, problems, archive).run(report);
+    if (report.archive_dir) archive.check_directory(*report.archive_dir);
+    if (archive.has_records() || report.archive_dir) {
+      Report::Archived a;
+      a.segments = static_cast<int64_t>(archive.records().size());
+      for (const auto& r : archive.records()) {
+        a.recorded.certificates += r.counts.certificates;
+        a.recorded.signatures += r.counts.signatures;
+        a.recorded.events += r.counts.events;
+        a.recorded.clears += r.counts.clears;
+      }
+      a.parents_outside = archive.parents_outside();
+      a.segments_read = archive.segments_read();
+      a.pending = archive.pending();
+      a.signatures_verified = archive.signatures_verified();
+      report.archived = a;
+    }
+    for (const ArchiveFinding& f : archive.findings()) problems.add({f.certificate, f.kind, f.message, 0});
   } catch (const std::exception& e) {
     print_error(kCommand, "reading the ledger", e.what());
     return kExitFailure;
@@ -1176,6 +1221,19 @@ void print_json(const Report& report, const Problems& problems) {
               {"problems_total", problems.total()},
               {"problems", list}};
   if (report.source == "export") out["parents_outside_export"] = report.parents_outside;
+  if (report.archived) {
+    const Report::Archived& a = *report.archived;
+    out["archived"] = {{"segments", a.segments},
+                       {"certificates", a.recorded.certificates},
+                       {"signatures", a.recorded.signatures},
+                       {"events", a.recorded.events},
+                       {"clears", a.recorded.clears},
+                       {"parents_in_segments", a.parents_outside},
+                       {"checked", report.archive_dir.has_value()},
+                       {"segments_read", a.segments_read},
+                       {"pending", a.pending},
+                       {"segment_signatures_verified", a.signatures_verified}};
+  }
   const SignatureCheck& check = *report.signatures;
   Json keys = Json::array();
   for (const std::string& id : check.key_id_list()) keys.push_back(id);
@@ -1206,6 +1264,36 @@ void print_signature_counts(const SignatureCheck& check) {
   std::printf("\n");
 }
 
+// One line: what the ledger moved into archive segments, and whether
+// they were read.
+void print_archived(const Report& report) {
+  if (!report.archived) return;
+  const Report::Archived& a = *report.archived;
+  std::printf("archived: %lld segment(s) holding %lld certificate(s), %lld signature(s), %lld event(s), %lld clear(s)",
+              static_cast<long long>(a.segments), static_cast<long long>(a.recorded.certificates),
+              static_cast<long long>(a.recorded.signatures), static_cast<long long>(a.recorded.events),
+              static_cast<long long>(a.recorded.clears));
+  if (report.archive_dir) {
+    std::printf("; read %lld segment(s) in %s", static_cast<long long>(a.segments_read),
+                terminal_safe(*report.archive_dir).c_str());
+    if (a.signatures_verified > 0) {
+      std::printf(" (%lld signed root(s) verified)", static_cast<long long>(a.signatures_verified));
+    }
+    if (a.pending > 0) {
+      std::printf(", %lld left by an interrupted archive (its rows are still in the ledger; the next archive "
+                  "removes it)",
+                  static_cast<long long>(a.pending));
+    }
+  } else {
+    std::printf("; not read (give --archive DIR)");
+  }
+  if (a.parents_outside > 0) {
+    std::printf("; %lld parent link(s) lead into the segments%s", static_cast<long long>(a.parents_outside),
+                report.archive_dir ? "" : " (not checked)");
+  }
+  std::printf("\n");
+}
+
 void print_text(const Report& report, const Problems& problems) {
   std::printf("%s %s: %lld certificate(s), %lld event(s)", report.source.c_str(), terminal_safe(report.path).c_str(),
               static_cast<long long>(report.certificates), static_cast<long long>(report.events));
@@ -1218,6 +1306,7 @@ void print_text(const Report& report, const Problems& problems) {
     std::printf(": %lld problem(s)\n", static_cast<long long>(problems.total()));
   }
   print_signature_counts(*report.signatures);
+  print_archived(report);
   if (problems.total() == 0) return;
   for (const Problem& p : problems.shown()) {
     const std::string where = p.line > 0 ? "line " + std::to_string(p.line) + ": " : "";
@@ -1247,7 +1336,8 @@ int verify(const Args& args) {
                             {"limit", true},
                             {"json", false},
                             {"public-key", true, true},
-                            {"require-signed", false}},
+                            {"require-signed", false},
+                            {"archive", true}},
                            &error);
   if (!parsed) {
     print_error(kCommand, "reading options", error);
@@ -1289,10 +1379,17 @@ int verify(const Args& args) {
     }
     keys.push_back(std::get<PublicKey>(std::move(key)));
   }
+  if (parsed->has("archive") && dump_file) {
+    print_error(kCommand, "reading options", "--archive checks a ledger's segments: give it with --db, not --export");
+    return kExitFailure;
+  }
+  const std::vector<PublicKey> segment_keys = keys;
   SignatureCheck signatures(std::move(keys), parsed->has("require-signed"));
   Problems problems(limit);
   Report report;
   report.signatures = &signatures;
+  report.keys = &segment_keys;
+  report.archive_dir = parsed->value("archive");
   std::optional<int> failed;
   if (auto file = dump_file) {
     report.source = "export";

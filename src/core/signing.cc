@@ -137,13 +137,16 @@ std::string Signer::public_key_pem() const { return Botan::X509::PEM_encode(*key
 std::string Signer::private_key_pem() const { return Botan::PKCS8::PEM_encode(*key_); }
 
 CertificateSignature Signer::sign(const std::string& certificate_hash, int64_t unsigned_before) const {
-  const std::string message = signing_message(certificate_hash, key_id_, unsigned_before);
+  return {key_id_, sign_statement(signing_message(certificate_hash, key_id_, unsigned_before)), unsigned_before};
+}
+
+std::string Signer::sign_statement(const std::string& message) const {
   // Ed25519 is deterministic; the RNG is only what PK_Signer's interface asks for.
   Botan::System_RNG rng;
   Botan::PK_Signer signer(*key_, rng, "Pure");
   const std::vector<uint8_t> signature =
       signer.sign_message(reinterpret_cast<const uint8_t*>(message.data()), message.size(), rng);
-  return {key_id_, Botan::hex_encode(signature, false), unsigned_before};
+  return Botan::hex_encode(signature, false);
 }
 
 std::variant<PublicKey, std::string> PublicKey::from_pem(const std::string& pem) {
@@ -174,13 +177,16 @@ std::variant<PublicKey, std::string> PublicKey::from_file(const std::string& pat
 
 bool PublicKey::verifies(const std::string& certificate_hash, int64_t unsigned_before,
                          const std::string& signature_hex) const {
+  return verifies_statement(signing_message(certificate_hash, key_id_, unsigned_before), signature_hex);
+}
+
+bool PublicKey::verifies_statement(const std::string& message, const std::string& signature_hex) const {
   if (signature_hex.size() != kSignatureHexDigits ||
       signature_hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return false;
   }
   try {
     const std::vector<uint8_t> signature = Botan::hex_decode(signature_hex);
-    const std::string message = signing_message(certificate_hash, key_id_, unsigned_before);
     Botan::Ed25519_PublicKey key(raw_);
     Botan::PK_Verifier verifier(key, "Pure");
     return verifier.verify_message(reinterpret_cast<const uint8_t*>(message.data()), message.size(),

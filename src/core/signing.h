@@ -74,6 +74,10 @@ class Signer {
   // print or store it).
   std::string private_key_pem() const;
   CertificateSignature sign(const std::string& certificate_hash, int64_t unsigned_before) const;
+  // The hex signature over message, for statements other than a
+  // certificate's (an archive segment's root). REQUIRES: message begins
+  // with its own domain-separation prefix, never the certificates' one.
+  std::string sign_statement(const std::string& message) const;
 
   // A new key from the system's CSPRNG. Throws if the RNG is unavailable.
   static std::shared_ptr<const Signer> generate();
@@ -96,6 +100,9 @@ class PublicKey {
   // Returns true iff signature_hex is this key's signature over
   // signing_message(certificate_hash, key_id(), unsigned_before).
   bool verifies(const std::string& certificate_hash, int64_t unsigned_before, const std::string& signature_hex) const;
+  // Returns true iff signature_hex is this key's signature over message
+  // (Signer::sign_statement).
+  bool verifies_statement(const std::string& message, const std::string& signature_hex) const;
 
  private:
   std::vector<uint8_t> raw_;  // 32 bytes

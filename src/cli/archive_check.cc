@@ -1,0 +1,272 @@
+#include "cli/archive_check.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+
+#include "core/sha256.h"
+
+namespace effectfence::cli {
+namespace {
+
+bool is_hex_digest(const std::string& text) {
+  return text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// REQUIRES: is_hex_digest(hex).
+std::array<uint8_t, 32> digest_of(const std::string& hex) {
+  std::array<uint8_t, 32> d{};
+  auto nibble = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  for (size_t i = 0; i < 32; ++i) d[i] = static_cast<uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  return d;
+}
+
+std::string hex_of(const std::array<uint8_t, 32>& d) {
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : d) {
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  return hex;
+}
+
+std::string text_field(const Json& row, const char* name) {
+  const auto it = row.find(name);
+  return it != row.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool has_archives_table(LedgerReader& db) {
+  return db.is_sqlite() &&
+         db.integer("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'archives'") > 0;
+}
+
+}  // namespace
+
+void ArchiveCheck::check_records() {
+  if (!has_archives_table(db_)) return;
+  auto rows = db_.query(
+      "SELECT segment, ledger_id, file, root, previous, before_ms, certificates, signatures, events, clears, key_id "
+      "FROM archives ORDER BY segment");
+  while (rows->next()) {
+    archive::RecordedSegment r;
+    r.segment = rows->integer(0);
+    r.ledger_id = rows->text(1);
+    r.file = rows->text(2);
+    r.root = rows->text(3);
+    if (!rows->is_null(4)) r.previous = rows->text(4);
+    r.before_ms = rows->integer(5);
+    r.counts = {rows->integer(6), rows->integer(7), rows->integer(8), rows->integer(9)};
+    if (!rows->is_null(10)) r.key_id = rows->text(10);
+    records_.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < records_.size(); ++i) {
+    const archive::RecordedSegment& r = records_[i];
+    const std::optional<std::string> previous =
+        i == 0 ? std::nullopt : std::optional<std::string>(records_[i - 1].root);
+    if (r.segment != static_cast<int64_t>(i) + 1 || r.previous != previous || r.ledger_id != records_[0].ledger_id ||
+        r.file != archive::segment_file_name(r.segment)) {
+      add("", "archive_record_broken",
+          "the ledger's record of segment " + std::to_string(r.segment) + " (" + r.file +
+              ") is not the next link of its archives chain: the archives table was edited");
+    }
+  }
+  if (db_.integer("SELECT count(*) FROM archive_in_progress") > 0) {
+    add("", "archive_window_open",
+        "archive_in_progress holds a row: the deletion window effectfence archive opens only inside its own "
+        "transaction was left open by hand, and rows may have been deleted through it");
+  }
+}
+
+void ArchiveCheck::parent_outside(const std::string& certificate, const std::string& parent) {
+  outside_.emplace_back(certificate, parent);
+}
+
+bool ArchiveCheck::archived(const std::string& hash) const {
+  if (!is_hex_digest(hash)) return false;
+  return std::binary_search(certificates_.begin(), certificates_.end(), digest_of(hash));
+}
+
+void ArchiveCheck::check_directory(const std::string& dir) {
+  std::vector<std::string> names;
+  struct stat st {};
+  // A directory that does not exist holds no segment: fine for a ledger
+  // that never archived, and each recorded segment is reported missing.
+  if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) {
+    if (std::string error = archive::list_directory(dir, &names); !error.empty()) {
+      add("", "archive_unreadable", error);
+      return;
+    }
+  }
+  std::map<int64_t, std::string> files;
+  for (const std::string& name : names) {
+    if (auto n = archive::segment_number(name)) files[*n] = name;
+  }
+  const int64_t recorded = static_cast<int64_t>(records_.size());
+  const int64_t last_file = files.empty() ? 0 : files.rbegin()->first;
+  std::optional<std::string> previous_root;
+  for (int64_t n = 1; n <= std::max(recorded, last_file); ++n) {
+    const std::string file = archive::segment_file_name(n);
+    const auto found = files.find(n);
+    if (found == files.end()) {
+      const std::string what = n <= recorded ? "the ledger recorded it as segment " + std::to_string(n)
+                                             : "it lies between segments that are there";
+      add("", "segment_missing", file + " is missing from " + dir + ": " + what + "; its history is lost");
+      previous_root = n <= recorded ? std::optional<std::string>(records_[n - 1].root) : std::nullopt;
+      continue;
+    }
+    // Written by an archive that was interrupted before its transaction
+    // committed: the next one after the ledger's last record, and the last.
+    const bool may_be_pending = n == recorded + 1 && n == last_file;
+    if (n > recorded && !may_be_pending) {
+      add("", "segment_unrecorded",
+          file + " is not recorded by the ledger (it records " + std::to_string(recorded) +
+              " segment(s)), and it is not one an interrupted archive left: it was added by hand or belongs to "
+              "another ledger");
+      continue;
+    }
+    std::optional<std::string> root;
+    check_segment(dir, file, n, n == 1 ? std::nullopt : previous_root, may_be_pending, &root);
+    previous_root = n <= recorded ? std::optional<std::string>(records_[n - 1].root) : root;
+  }
+  std::sort(certificates_.begin(), certificates_.end());
+  // Parent links from the ledger into the segments.
+  for (const auto& [certificate, parent] : outside_) {
+    if (!archived(parent)) {
+      add(certificate, "missing_parent",
+          "parent " + parent + " is neither in the ledger nor in any segment in " + dir);
+    }
+  }
+  // And from the segments to an older segment or to the ledger.
+  for (const auto& [segment, parent] : segment_parents_) {
+    if (std::binary_search(certificates_.begin(), certificates_.end(), parent)) continue;
+    const std::string hex = hex_of(parent);
+    if (db_.integer("SELECT count(*) FROM certificates WHERE hash = ?1", {hex}) > 0) continue;
+    add("", "missing_parent",
+        archive::segment_file_name(segment) + ": a certificate's parent " + hex +
+            " is neither in the ledger nor in any segment");
+  }
+}
+
+void ArchiveCheck::check_segment(const std::string& dir, const std::string& file, int64_t number,
+                                 const std::optional<std::string>& previous_root, bool may_be_pending,
+                                 std::optional<std::string>* root) {
+  const archive::SegmentContents s = archive::read_segment(dir + "/" + file);
+  if (!s.ok()) {
+    add("", "segment_malformed", file + ": " + s.error);
+    return;
+  }
+  ++segments_read_;
+  *root = s.computed_root;
+  if (s.header.segment != number) {
+    add("", "segment_misplaced",
+        file + " holds segment " + std::to_string(s.header.segment) + ": segments were renamed or swapped");
+  }
+  const std::string ledger_id = records_.empty() ? s.header.ledger_id : records_.front().ledger_id;
+  if (s.header.ledger_id != ledger_id) {
+    add("", "segment_foreign", file + " is a segment of ledger " + s.header.ledger_id + ", not of this one (" +
+                                   ledger_id + ")");
+  }
+  if (s.computed_root != s.declared_root) {
+    add("", "segment_altered",
+        file + ": its lines hash to " + s.computed_root + " but its last line says " + s.declared_root +
+            ": a line was edited, added or removed");
+  }
+  if (!(s.counted == s.declared)) {
+    add("", "segment_altered", file + ": it holds other rows than its last line counts");
+  }
+  if (s.header.previous != previous_root) {
+    add("", "segment_chain_broken",
+        file + ": its header names " + s.header.previous.value_or("no") + " as the previous segment's root, but " +
+            (previous_root ? "that segment's root is " + *previous_root : std::string("it is the first")) +
+            ": segments were swapped, removed or replaced");
+  }
+  const archive::RecordedSegment* record = nullptr;
+  if (number <= static_cast<int64_t>(records_.size())) {
+    record = &records_[number - 1];
+    if (record->root != s.computed_root) {
+      add("", "segment_altered",
+          file + ": the ledger recorded root " + record->root + " for segment " + std::to_string(number) +
+              ", its lines hash to " + s.computed_root + ": it was edited or replaced");
+    } else if (!(record->counts == s.counted)) {
+      add("", "segment_altered", file + ": it holds other row counts than the ledger recorded for it");
+    }
+  }
+  check_signature(file, s, record);
+  if (!record && may_be_pending) {
+    // Not recorded: acceptable only as the copy an interrupted archive made
+    // of rows the ledger still holds.
+    if (still_in_ledger(s)) {
+      ++pending_;
+      return;  // its rows are counted in the ledger, not here
+    }
+    add("", "segment_unrecorded",
+        file + " is not recorded by the ledger, yet rows in it are no longer in the ledger: they were deleted "
+               "without the archive's record");
+    return;
+  }
+  check_rows(file, s);
+}
+
+void ArchiveCheck::check_signature(const std::string& file, const archive::SegmentContents& s,
+                                   const archive::RecordedSegment* record) {
+  if (record && record->key_id != s.key_id) {
+    add("", "segment_signature_bad",
+        file + ": the ledger recorded it as " + (record->key_id ? "signed by key " + *record->key_id : "unsigned") +
+            ", the file says " + (s.key_id ? "signed by key " + *s.key_id : "unsigned"));
+    return;
+  }
+  if (!s.key_id || keys_.empty()) return;
+  for (const PublicKey& key : keys_) {
+    if (key.key_id() != *s.key_id) continue;
+    if (s.signature && key.verifies_statement(archive::segment_signing_message(*s.key_id, s.computed_root),
+                                              *s.signature)) {
+      ++signatures_verified_;
+    } else {
+      add("", "segment_signature_bad", file + ": its root's signature by key " + *s.key_id + " does not verify");
+    }
+    return;
+  }
+  add("", "segment_signature_bad", file + ": signed by key " + *s.key_id + ", which is not among --public-key");
+}
+
+bool ArchiveCheck::still_in_ledger(const archive::SegmentContents& s) {
+  for (const Json& row : s.rows) {
+    const std::string type = text_field(row, "type");
+    int64_t found = 1;
+    if (type == "certificate") {
+      found = db_.integer("SELECT count(*) FROM certificates WHERE hash = ?1", {text_field(row, "hash")});
+    } else if (type == "event" || type == "clear") {
+      const auto id = row.find("id");
+      if (id == row.end() || !id->is_number_integer()) return false;
+      found = db_.integer(type == "event" ? "SELECT count(*) FROM events WHERE id = ?1"
+                                          : "SELECT count(*) FROM clears WHERE id = ?1",
+                          {id->get<int64_t>()});
+    }
+    if (found == 0) return false;
+  }
+  return true;
+}
+
+void ArchiveCheck::check_rows(const std::string& file, const archive::SegmentContents& s) {
+  rows_read_.certificates += s.counted.certificates;
+  rows_read_.signatures += s.counted.signatures;
+  rows_read_.events += s.counted.events;
+  rows_read_.clears += s.counted.clears;
+  for (const Json& row : s.rows) {
+    if (text_field(row, "type") != "certificate") continue;
+    const std::string hash = text_field(row, "hash");
+    const std::string body = text_field(row, "body");
+    if (!is_hex_digest(hash) || sha256_hex(body) != hash) {
+      add(hash, "segment_altered", file + ": certificate " + hash + " does not hash to its body");
+      continue;
+    }
+    certificates_.push_back(digest_of(hash));
+    const std::string parent = text_field(row, "parent");
+    if (is_hex_digest(parent)) segment_parents_.emplace_back(s.header.segment, digest_of(parent));
+  }
+}
+
+}  // namespace effectfence::cli
