@@ -76,6 +76,20 @@ async function unprivileged(dir) {
   return { prefix: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'], bin };
 }
 
+// Bytes sent to a local TCP port and not yet read by its process (the
+// receive queues of its established connections, from /proc/net/tcp).
+async function unreadBytesAt(port) {
+  const table = await readFile('/proc/net/tcp', 'utf8');
+  let unread = 0;
+  for (const line of table.split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields.length < 5 || fields[3] !== '01') continue;  // ESTABLISHED
+    if (parseInt(fields[1].split(':')[1], 16) !== port) continue;
+    unread += parseInt(fields[4].split(':')[1], 16);
+  }
+  return unread;
+}
+
 async function readLease(file) {
   return JSON.parse(await readFile(file, 'utf8'));
 }
@@ -611,11 +625,14 @@ test('kill -9 of the shared server: the call in flight gets a clear error, its a
   const dead = await readLease(lease);
 
   process.kill(dead.pid, 'SIGSTOP');  // the next call reaches a server that never answers it
+  const port = Number(new URL(dead.url).port);
+  const before = await unreadBytesAt(port);
   const inFlight = call(session, 'fence_prepare', prepareArgs('payout:10'));
-  // Time for the bridge to send it (a server stopped by SIGSTOP still
-  // accepts the connection). Under a full suite 1 s was seen to be too
-  // short: the bridge then rightly resent the call as never received.
-  await new Promise((resolve) => setTimeout(resolve, 3000));
+  // The kernel accepts the bridge's connection for the stopped server and
+  // holds the request unread: wait until it is there. Killed before that,
+  // the server never had it, and the bridge rightly sends it again (a fixed
+  // sleep was seen to be too short under a full suite).
+  await eventually(async () => (await unreadBytesAt(port)) > before, { what: 'the call to reach the stopped server' });
   process.kill(dead.pid, 'SIGKILL');
   await assert.rejects(inFlight, /stopped while this call was in flight.*Do not run the effect/);
 
