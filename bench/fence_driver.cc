@@ -1,3 +1,4 @@
+#include "effectfence/refusal_text.h"
 #include "fence_driver.h"
 
 #include <unistd.h>
@@ -61,7 +62,7 @@ void FenceDriver::on_prepared(size_t slot, PrepareOutcome outcome) {
     const auto* refusal = std::get_if<Refusal>(&outcome);
     std::lock_guard<std::mutex> lock(mu_);
     anomalies_.note(std::string("in-process prepare: ") + (refusal ? reason_name(refusal->reason) : "replayed"),
-                    refusal ? refusal->message : std::string());
+                    refusal ? explain(*refusal, Step::prepare) : std::string());
   }
   if (!admitted) {
     end_pair(slot, false);
@@ -79,7 +80,7 @@ void FenceDriver::on_committed(size_t slot, const CommitOutcome& outcome) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!cert) {
       anomalies_.note(std::string("in-process commit: ") + reason_name(std::get<Refusal>(outcome).reason),
-                      std::get<Refusal>(outcome).message);
+                      explain(std::get<Refusal>(outcome), Step::commit));
     } else if (cert->intent != intent_of(slots_[slot].pair)) {
       anomalies_.note("in-process commit: certificate for another intent", cert->intent);
     } else {

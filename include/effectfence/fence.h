@@ -5,7 +5,7 @@
 //   PrepareOutcome p = fence.prepare(request);
 //   if (auto* a = std::get_if<Admitted>(&p)) { run the effect; fence.commit(a->ticket, result); }
 //   else if (auto* r = std::get_if<Replayed>(&p)) { use r->cert.result; do NOT run it }
-//   else { refused: do NOT run it; std::get<Refusal>(p).message says why }
+//   else { refused: do NOT run it; explain(std::get<Refusal>(p), Step::prepare) says why }
 //
 // All methods are thread-safe and never throw: failures of the ledger come
 // back as Refusal{ledger_error|ledger_busy}, i.e. closed, never open.

@@ -31,21 +31,62 @@ enum class Reason {
 const char* reason_name(Reason reason);
 std::optional<Reason> reason_from_name(const std::string& name);
 
-// What lies under a refusal's reason where code must act on it; the
-// message is for people, and never read by code.
+// The situation a refusal reports, under its reason. With the facts in
+// detail it is all there is to say about it: the words a model or a person
+// reads are written once, at the edge that talks to them
+// (effectfence/refusal_text.h). Code acts on reason, cause and facts, never
+// on text.
 enum class Cause {
   none,
-  storage_failed,   // the ledger's disk, file or connection failed: an operator's business
-  closing,          // the ledger is closing (or the server stopping): nothing was decided
-  outcome_unknown,  // the connection was lost while committing: the decision may be on record
-  token_reissued,   // the ticket's generation was issued again with another token (or the ticket was edited)
+  // invalid_request
+  bad_argument,       // detail: field, problem
+  seq_never_reached,  // detail: domain, expected (the seq given), actual
+  unknown_parent,     // detail: parent
+  clear_refused,      // detail: intent, state, ledger_said; holder facts for one in flight
+  // in_flight
+  held,               // detail: intent, holder_agent, lease_expires_at_ms, lease_ends_in_ms
+  held_past_lease,    // detail: intent, holder_agent, holder (running on this host), lease_expires_at_ms
+  same_instant,       // detail: intent (an identical attempt in this process)
+  // domain_race
+  domain_in_flight,   // detail: domain, expected, actual
+  domain_moved,       // detail: domain
+  // stale_read_set
+  read_set_moved,     // detail: domain, expected, actual, own_domain; after_effect at commit
+  // prior_failure
+  fenced,             // detail: intent, state, recorded_reason
+  // payload_mismatch
+  other_action,       // detail: intent, recorded_tool, requested_tool
+  // lease_lost, ticket_invalid
+  not_issued,         // detail: intent, domain, seq, generation
+  no_attempt,         // detail: intent
+  token_reissued,     // detail: intent, current_generation: the generation was issued again with another token
+  taken_over,         // detail: intent, current_generation, holder_agent, state
+  ticket_edited,      // detail: intent
+  ticket_has_nul,
+  ticket_unreadable,
+  other_result,       // detail: intent, certificate
+  outcome_recorded,   // detail: intent, state
+  not_in_flight,      // detail: intent, state
+  // ledger_busy, ledger_error: what failed underneath, {ledger?, step, error}
+  locked,             // detail: engine
+  storage_failed,     // the ledger's disk, file or connection failed: detail: step, error, ledger?
+  disk_failed,        // a write or sync failed: this process decides nothing more
+  undo_failed,        // a failed decision could not be undone: this process decides nothing more
+  file_replaced,      // detail: path; the file was deleted or replaced under this process
+  rolled_back,        // detail: error?: SQLite rolled back the shared transaction
+  closing,            // the ledger is closing: nothing was decided; detail: ledger?
+  stopping,           // the server is stopping and admits nothing more
+  outcome_unknown,    // the connection was lost while committing: detail: ledger, error
+  no_decision,        // a placeholder no answer carries
 };
+
+// True iff cause says the ledger underneath failed: an operator's business.
+bool is_storage_failure(Cause cause);
 
 struct Refusal {
   Reason reason;
-  std::string message;  // what happened and what to do, readable by a model
-  Json detail = Json::object();  // e.g. {domain, expected, actual} for stale_read_set
   Cause cause = Cause::none;
+  Json detail = Json::object();  // the facts, e.g. {domain, expected, actual} for stale_read_set
 };
 
 // What an admitted attempt holds. The token is the capability: commit, abort

@@ -13,6 +13,7 @@
 #include <string>
 #include <variant>
 
+#include "effectfence/refusal_text.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/ledger_reader.h"
@@ -75,7 +76,7 @@ bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n\v\f
 std::optional<bool> exists(Fence& fence, const std::string& intent, std::string* error) {
   const auto status = fence.intent_status(intent);
   if (const auto* refused = std::get_if<Refusal>(&status)) {
-    *error = "could not read the ledger: " + refused->message;
+    *error = "could not read the ledger: " + explain(*refused, Step::read);
     return std::nullopt;
   }
   return std::get<IntentStatus>(status).state != IntentState::none;
@@ -121,10 +122,10 @@ void print_result(bool json, const std::string& intent, const std::string& opera
     const Json out = {{"cleared", false},
                       {"intent", intent},
                       {"refused", reason_name(refusal.reason)},
-                      {"message", refusal.message}};
+                      {"message", explain(refusal, Step::clear)}};
     print_json_line(out);
   }
-  print_error(kCommand, "clearing " + terminal_safe(intent), terminal_safe(refusal.message));
+  print_error(kCommand, "clearing " + terminal_safe(intent), terminal_safe(explain(refusal, Step::clear)));
 }
 
 int clear(const Args& args) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 
+#include "effectfence/refusal_text.h"
 #include "cli/commands.h"
 #include "cli/child_session.h"
 #include "effectfence/fence.h"
@@ -149,7 +150,7 @@ void scene_turf_war(Fence& fence, const Style& st) {
   const int64_t observed = state ? state->seq : 0;
   std::printf("  all three read %s at seq %lld\n", cluster.c_str(), static_cast<long long>(observed));
   const char* actions[] = {"scale_up", "rollback", "restart"};
-  std::vector<PrepareOutcome> outcomes(3, Refusal{Reason::ledger_error, "", {}});
+  std::vector<PrepareOutcome> outcomes(3, Refusal{Reason::ledger_error, Cause::no_decision});
   at_once(3, [&](int i) {
     PrepareRequest r;
     r.intent = std::string("sre:") + actions[i] + ":alert-7";
@@ -166,7 +167,7 @@ void scene_turf_war(Fence& fence, const Style& st) {
       std::printf("  %-9s %s\n", actions[i], st.green("acts (seq " + std::to_string(a->ticket.seq) + ")").c_str());
     } else if (auto* r = std::get_if<Refusal>(&outcomes[i])) {
       std::printf("  %-9s %s %s\n", actions[i], st.red(std::string("refused: ") + reason_name(r->reason)).c_str(),
-                  st.dim(r->message).c_str());
+                  st.dim(explain(*r, Step::prepare)).c_str());
     }
   }
 }

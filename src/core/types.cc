@@ -39,6 +39,20 @@ const char* reason_name(Reason reason) { return name_of(kReasonNames, reason, "i
 
 std::optional<Reason> reason_from_name(const std::string& name) { return value_of(kReasonNames, name); }
 
+bool is_storage_failure(Cause cause) {
+  switch (cause) {
+    case Cause::storage_failed:
+    case Cause::disk_failed:
+    case Cause::undo_failed:
+    case Cause::file_replaced:
+    case Cause::rolled_back:
+    case Cause::outcome_unknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
 const char* state_name(IntentState s) { return name_of(kStateNames, s, "invalid_state"); }
 
 std::optional<IntentState> state_from_name(const std::string& name) { return value_of(kStateNames, name); }

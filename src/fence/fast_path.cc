@@ -4,10 +4,7 @@ namespace effectfence {
 namespace {
 
 Refusal same_instant_duplicate(const std::string& intent) {
-  return Refusal{Reason::in_flight,
-                 "an identical attempt of intent '" + intent + "' is in flight in this process; do not run "
-                 "the tool. Retry fence_prepare in a few seconds to get its recorded result.",
-                 {{"intent", intent}}};
+  return Refusal{Reason::in_flight, Cause::same_instant, {{"intent", intent}}};
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The fast path's certificate cache stays bounded and keeps the newest
 // certificates: a long run's memory levels off, and a late duplicate of a
 // recent intent is still answered without the ledger.
+#include "effectfence/refusal_text.h"
 #include "fence/fast_path.h"
 
 #include <catch2/catch.hpp>
@@ -39,7 +40,7 @@ void admit_and_commit(FastPath& fast, const std::string& intent, int64_t now) {
 bool replayed_from_memory(FastPath& fast, const std::string& intent, int64_t now) {
   const FastPath::Entry entry = fast.enter(attempt(intent), now, 1);
   if (entry.decided) return std::holds_alternative<Replayed>(*entry.decided);
-  fast.leave(attempt(intent), entry, Refusal{Reason::in_flight, "", {}}, now);
+  fast.leave(attempt(intent), entry, Refusal{Reason::in_flight, Cause::none, {}}, now);
   return false;
 }
 

@@ -17,7 +17,16 @@
 namespace effectfence {
 namespace {
 
-Refusal invalid(std::string message) { return Refusal{Reason::invalid_request, std::move(message), Json::object()}; }
+// An argument that cannot describe an action: which, and what is wrong with it.
+Refusal invalid(const std::string& field, const char* problem, Json more = Json::object()) {
+  more["field"] = field;
+  more["problem"] = problem;
+  return Refusal{Reason::invalid_request, Cause::bad_argument, std::move(more)};
+}
+
+Refusal unencodable(const std::string& field, const std::string& error) {
+  return invalid(field, "unencodable", {{"error", error}});
+}
 
 bool has_nul(const std::string& text) { return text.find('\0') != std::string::npos; }
 
@@ -25,27 +34,24 @@ bool has_nul(const std::string& text) { return text.find('\0') != std::string::n
 // be asked about one.
 std::optional<Refusal> check_ticket(const Ticket& ticket) {
   if (!has_nul(ticket.intent) && !has_nul(ticket.domain) && !has_nul(ticket.token)) return std::nullopt;
-  return Refusal{Reason::ticket_invalid,
-                 "the ticket holds a NUL character (U+0000), which no admission issues; send the ticket exactly as "
-                 "fence_prepare returned it",
-                 Json::object()};
+  return Refusal{Reason::ticket_invalid, Cause::ticket_has_nul};
 }
 
 std::optional<Refusal> refuse_nul(const char* field, const std::string& value) {
   if (!has_nul(value)) return std::nullopt;
-  return invalid(std::string(field) + " contains a NUL character (U+0000); names are text without it");
+  return invalid(field, "nul");
 }
 
 std::optional<Refusal> check_name(const char* field, const std::string& value) {
-  if (value.empty()) return invalid(std::string(field) + " must be a non-empty string");
+  if (value.empty()) return invalid(field, "empty");
   // PostgreSQL text cannot hold it: names that differ only after it would be
   // one name there. Refused on every ledger, so a name means the same on each.
   if (auto refusal = refuse_nul(field, value)) return refusal;
   if (utf8_length(value) > kMaxNameCharacters) {
-    return invalid(std::string(field) + " is longer than " + std::to_string(kMaxNameCharacters) + " characters");
+    return invalid(field, "too_long", {{"limit", kMaxNameCharacters}});
   }
   JsonError error;
-  if (!validate_canonicalizable(Json(value), &error)) return invalid(std::string(field) + ": " + error.message);
+  if (!validate_canonicalizable(Json(value), &error)) return unencodable(field, error.message);
   return std::nullopt;
 }
 
@@ -59,13 +65,13 @@ std::variant<rules::Attempt, Refusal> make_attempt(PrepareRequest req) {
   }
   for (const ReadSetEntry& e : req.read_set) {
     if (auto refusal = check_name("read_set domain", e.domain)) return *refusal;
-    if (e.seq < 0) return invalid("read_set seq must be >= 0 (domain '" + e.domain + "')");
+    if (e.seq < 0) return invalid("read_set seq", "negative_seq", {{"domain", e.domain}});
   }
   rules::Attempt attempt;
   try {
     attempt.canonical_args = canonicalize(req.args);  // validates as it goes
   } catch (const std::invalid_argument& e) {
-    return invalid(std::string("args: ") + e.what());
+    return unencodable("args", e.what());
   }
   // canonicalize({"tool": tool, "args": args}), spelled out so the arguments
   // are not copied and canonicalized twice: RFC 8785 puts "args" first.
@@ -229,7 +235,7 @@ struct Fence::PendingPrepare {
   rules::Attempt attempt;
   FastPath::Entry entry;
   int64_t now = 0;
-  PrepareOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  PrepareOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
   IntentRow admitted;  // what an admission recorded
 };
 
@@ -238,7 +244,7 @@ struct Fence::PendingCommit {
   Json result;
   std::optional<rules::Sealed> sealed;
   uint64_t epoch_before = 0;  // the ledger epoch before the decision was asked for
-  CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  CommitOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
   bool recorded = false;  // false for a retried commit: counted once
 };
 
@@ -300,8 +306,8 @@ void Fence::prepare_async(PrepareRequest request, PrepareDone done) {
 CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
   if (auto refusal = check_ticket(ticket)) return *refusal;
   JsonError error;
-  if (!validate_canonicalizable(result, &error)) return invalid("result: " + error.message);
-  CommitOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  if (!validate_canonicalizable(result, &error)) return unencodable("result", error.message);
+  CommitOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
   bool recorded = false;
   const uint64_t epoch_before = ledger_->external_changes();
   const auto sealed = sealed_ahead_->seal(ticket, result);
@@ -322,7 +328,7 @@ void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
   }
   JsonError error;
   if (!validate_canonicalizable(result, &error)) {
-    done(invalid("result: " + error.message));
+    done(unencodable("result", error.message));
     return;
   }
   auto pending = std::make_shared<PendingCommit>();
@@ -372,7 +378,7 @@ AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason, const
 
 AbortOutcome Fence::abort_with(const Ticket& ticket, const std::string& reason, const Json* unrecorded_result) {
   if (auto refusal = check_ticket(ticket)) return *refusal;
-  AbortOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  AbortOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
   bool recorded = false;
   if (auto failure = write([&](LedgerTxn& txn) {
         outcome = rules::abort(txn, ticket, storable_text(reason), context(txn), &recorded, unrecorded_result);
@@ -406,7 +412,7 @@ void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::fu
 
 HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
   if (auto refusal = check_ticket(ticket)) return *refusal;
-  HeartbeatOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  HeartbeatOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
   if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context(txn)); })) {
     return *failure;
   }
@@ -417,8 +423,8 @@ HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
 ClearOutcome Fence::clear(const std::string& intent, const std::string& operator_name, const std::string& reason) {
   if (auto refusal = check_name("intent", intent)) return *refusal;
   if (auto refusal = check_name("operator", operator_name)) return *refusal;
-  if (reason.empty()) return invalid("a reason is required to clear a fenced intent (it goes in the audit log)");
-  ClearOutcome outcome = Refusal{Reason::ledger_error, "no decision", {}};
+  if (reason.empty()) return invalid("reason", "missing");
+  ClearOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
   if (auto failure = write(
           [&](LedgerTxn& txn) {
             outcome = rules::clear(txn, intent, operator_name, storable_text(reason), context(txn));

@@ -19,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effectfence/refusal_text.h"
 #include "support/fence_helpers.h"
 #include "support/temp_dir.h"
 
@@ -48,7 +49,7 @@ class StartLine {
 
 template <typename Fn>
 std::vector<PrepareOutcome> race(int threads, Fn attempt) {
-  std::vector<PrepareOutcome> outcomes(threads, Refusal{Reason::ledger_error, "not run", {}});
+  std::vector<PrepareOutcome> outcomes(threads, Refusal{Reason::ledger_error, Cause::none, {}});
   StartLine start(threads);
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) {
@@ -184,14 +185,14 @@ TEST_CASE("a commit issued from a prepare's answer completes: answers may start 
   for (size_t i = 0; i < kIntents; ++i) {
     fence->prepare_async(charge("chain-" + std::to_string(i)), [&, i](PrepareOutcome outcome) {
       auto* admitted = std::get_if<Admitted>(&outcome);
-      if (!admitted) return committed.slot(i)(Refusal{Reason::ledger_error, outcome_name(outcome), {}});
+      if (!admitted) return committed.slot(i)(Refusal{Reason::ledger_error, Cause::none, {{"outcome", outcome_name(outcome)}}});
       fence->commit_async(admitted->ticket, {{"n", i}}, committed.slot(i));
     });
   }
   const auto outcomes = committed.wait(kIntents);
   std::set<std::string> hashes;
   for (const auto& o : outcomes) {
-    if (auto* refusal = std::get_if<Refusal>(&o)) FAIL("refused: " << refusal->message);
+    if (auto* refusal = std::get_if<Refusal>(&o)) FAIL("refused: " << explain(*refusal, Step::commit) << " " << refusal->detail.dump());
     hashes.insert(std::get<Certificate>(o).hash);
   }
   CHECK(hashes.size() == kIntents);

@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effectfence/refusal_text.h"
 #include "ledger/holder.h"
 #include "support/fence_helpers.h"
 #include "support/temp_dir.h"
@@ -21,7 +22,7 @@ namespace {
 
 Certificate committed(Fence& fence, const Ticket& t, const Json& result) {
   auto out = fence.commit(t, result);
-  if (auto* r = refusal_of(out)) FAIL("commit refused: " << reason_name(r->reason) << ": " << r->message);
+  if (auto* r = refusal_of(out)) FAIL("commit refused: " << reason_name(r->reason) << ": " << explain(*r, Step::commit));
   return std::get<Certificate>(out);
 }
 
@@ -92,16 +93,16 @@ TEST_CASE("a payload mismatch says what differs: the tool, or only its arguments
   refund.tool = "refund";
   auto by_tool = other->prepare(refund);
   REQUIRE(refusal_reason(by_tool) == Reason::payload_mismatch);
-  CHECK_THAT(std::get<Refusal>(by_tool).message,
+  CHECK_THAT(explain(std::get<Refusal>(by_tool), Step::prepare),
              Catch::Contains("tool 'charge', not 'refund'") && !Catch::Contains("other arguments"));
   auto by_args = other->prepare(charge("o-4", 9900));
   REQUIRE(refusal_reason(by_args) == Reason::payload_mismatch);
-  CHECK_THAT(std::get<Refusal>(by_args).message, Catch::Contains("tool 'charge' with other arguments"));
+  CHECK_THAT(explain(std::get<Refusal>(by_args), Step::prepare), Catch::Contains("tool 'charge' with other arguments"));
   // The process that committed it answers from its cached certificate, and
   // says the same.
   auto cached = fence->prepare(refund);
   REQUIRE(refusal_reason(cached) == Reason::payload_mismatch);
-  CHECK_THAT(std::get<Refusal>(cached).message, Catch::Contains("tool 'charge', not 'refund'"));
+  CHECK_THAT(explain(std::get<Refusal>(cached), Step::prepare), Catch::Contains("tool 'charge', not 'refund'"));
   CHECK(std::get<Refusal>(cached).detail.value("recorded_tool", "") == "charge");
 }
 
@@ -116,7 +117,7 @@ TEST_CASE("names are 1 to 1024 characters, however many bytes they take", "[fenc
   named.intent += "e";
   auto too_long = fence->prepare(named);
   REQUIRE(refusal_reason(too_long) == Reason::invalid_request);
-  CHECK_THAT(std::get<Refusal>(too_long).message, Catch::Contains("longer than 1024 characters"));
+  CHECK_THAT(explain(std::get<Refusal>(too_long), Step::prepare), Catch::Contains("longer than 1024 characters"));
 }
 
 TEST_CASE("a concurrent duplicate is refused in_flight with a clear message", "[fence]") {
@@ -126,7 +127,7 @@ TEST_CASE("a concurrent duplicate is refused in_flight with a clear message", "[
   admitted_ticket(fence->prepare(charge("o-3")));
   auto dup = other->prepare(charge("o-3"));
   CHECK(refusal_reason(dup) == Reason::in_flight);
-  CHECK_THAT(std::get<Refusal>(dup).message, Catch::Contains("do not run the tool"));
+  CHECK_THAT(explain(std::get<Refusal>(dup), Step::prepare), Catch::Contains("do not run the tool"));
   CHECK(refusal_reason(fence->prepare(charge("o-3"))) == Reason::in_flight);
 }
 
@@ -161,7 +162,7 @@ TEST_CASE("a read-set seq its domain never reached is an invalid request, and no
   ahead.read_set = {{"cluster:new", 3}};
   auto out = fence->prepare(ahead);
   REQUIRE(refusal_reason(out) == Reason::invalid_request);
-  CHECK_THAT(std::get<Refusal>(out).message, Catch::Contains("only at seq 0") && Catch::Contains("fence_status"));
+  CHECK_THAT(explain(std::get<Refusal>(out), Step::prepare), Catch::Contains("only at seq 0") && Catch::Contains("fence_status"));
   CHECK(ledger.count("SELECT count(*) FROM intents") == 0);
   ahead.read_set = {{"cluster:new", 0}};
   CHECK(admitted_ticket(fence->prepare(ahead)).seq == 1);
@@ -183,7 +184,7 @@ TEST_CASE("a commit whose own domain moved after its admission says so, not that
   REQUIRE(std::holds_alternative<Refusal>(out));
   const Refusal& r = std::get<Refusal>(out);
   CHECK(r.reason == Reason::stale_read_set);
-  CHECK_THAT(r.message, Catch::Contains("this attempt's admission took seq 1, it is now at 2") &&
+  CHECK_THAT(explain(r, Step::commit), Catch::Contains("this attempt's admission took seq 1, it is now at 2") &&
                             !Catch::Contains("you decided at seq"));
 }
 
@@ -276,7 +277,7 @@ TEST_CASE("a lease that ran out while its holder still runs on this host admits 
   clock.advance(120'000);
   auto duplicate = other->prepare(charge("stalled", 4900, "agent-b"));
   REQUIRE(refusal_reason(duplicate) == Reason::in_flight);
-  CHECK_THAT(std::get<Refusal>(duplicate).message, Catch::Contains("still running on this host"));
+  CHECK_THAT(explain(std::get<Refusal>(duplicate), Step::prepare), Catch::Contains("still running on this host"));
   CHECK(std::get<Refusal>(duplicate).detail["holder"] == this_process().describe());
 
   // The holder finishes: its effect is recorded, and the duplicate then gets it.
@@ -435,7 +436,7 @@ TEST_CASE("an edited ticket is refused and changes nothing", "[fence][ticket]") 
     auto r3 = fence->commit(made_up, {{"x", 1}});
     REQUIRE(std::holds_alternative<Refusal>(r3));
     CHECK(std::get<Refusal>(r3).reason == Reason::ticket_invalid);
-    CHECK_THAT(std::get<Refusal>(r3).message, Catch::Contains("no admission of intent"));
+    CHECK_THAT(explain(std::get<Refusal>(r3), Step::commit), Catch::Contains("no admission of intent"));
   }
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'commit_refused'") == 0);
 
@@ -473,7 +474,7 @@ TEST_CASE("a fence that stops admitting refuses new admissions, records nothing,
   fence->stop_admitting();
   const PrepareOutcome refused = fence->prepare(charge("o-too-late"));
   REQUIRE(refusal_reason(refused) == Reason::ledger_error);
-  CHECK_THAT(std::get<Refusal>(refused).message, Catch::Contains("stopping"));
+  CHECK_THAT(explain(std::get<Refusal>(refused), Step::prepare), Catch::Contains("stopping"));
   CHECK(std::get<IntentStatus>(fence->intent_status("o-too-late")).state == IntentState::none);
   CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'o-too-late'") == 0);
   CHECK(std::get<Replayed>(fence->prepare(charge("o-was-done"))).cert.hash == cert.hash);
@@ -526,7 +527,7 @@ TEST_CASE("a refused commit keeps its result in the audit log: cleared and admit
   auto late = fence->commit(cleared, {{"charge_id", "ch_late"}});
   REQUIRE(std::holds_alternative<Refusal>(late));
   CHECK(std::get<Refusal>(late).reason == Reason::lease_lost);
-  CHECK_THAT(std::get<Refusal>(late).message, Catch::Contains("was not recorded as the outcome"));
+  CHECK_THAT(explain(std::get<Refusal>(late), Step::commit), Catch::Contains("was not recorded as the outcome"));
   CHECK(kept("o-cleared", "ch_late") == 1);
 
   // A zombie whose successor committed and whose row was swept since.
@@ -683,7 +684,7 @@ TEST_CASE("abort fences the intent until an audited clear, then it is fresh", "[
   REQUIRE(std::holds_alternative<Aborted>(fence->abort(t, "provider timed out")));
   auto fenced = fence->prepare(charge("o-7"));
   REQUIRE(refusal_reason(fenced) == Reason::prior_failure);
-  CHECK_THAT(std::get<Refusal>(fenced).message, Catch::Contains("provider timed out"));
+  CHECK_THAT(explain(std::get<Refusal>(fenced), Step::prepare), Catch::Contains("provider timed out"));
 
   auto cleared = fence->clear("o-7", "alice", "provider shows no charge");
   REQUIRE(std::holds_alternative<Cleared>(cleared));
@@ -710,10 +711,10 @@ TEST_CASE("clear refuses done, in-flight, cleared and nonexistent intents, and s
   for (const auto& [intent, explanation] : said) {
     auto out = fence->clear(intent, "alice", "why not");
     REQUIRE(std::holds_alternative<Refusal>(out));
-    CHECK_THAT(std::get<Refusal>(out).message, Catch::Contains("cannot clear") && Catch::Contains(explanation));
-    CHECK_THAT(std::get<Refusal>(out).message, !Catch::Contains(") It is"));  // the ledger's sentence ends first
+    CHECK_THAT(explain(std::get<Refusal>(out), Step::clear), Catch::Contains("cannot clear") && Catch::Contains(explanation));
+    CHECK_THAT(explain(std::get<Refusal>(out), Step::clear), !Catch::Contains(") It is"));  // the ledger's sentence ends first
   }
-  CHECK_THAT(std::get<Refusal>(fence->clear("running", "alice", "why not")).message,
+  CHECK_THAT(explain(std::get<Refusal>(fence->clear("running", "alice", "why not")), Step::clear),
              Catch::Contains("Wait for its outcome"));
   CHECK(std::get<IntentStatus>(fence->intent_status("running")).state == IntentState::in_flight);
   CHECK(std::holds_alternative<Replayed>(fence->prepare(charge("finished"))));
@@ -730,9 +731,9 @@ TEST_CASE("a refused clear of an attempt past its lease says whether its holder 
   admitted_ticket(fence->prepare(charge("elsewhere")));
   holder_on_another_host(ledger, "elsewhere");
   clock.advance(1500);
-  CHECK_THAT(std::get<Refusal>(fence->clear("here", "alice", "stuck?")).message,
+  CHECK_THAT(explain(std::get<Refusal>(fence->clear("here", "alice", "stuck?")), Step::clear),
              Catch::Contains("still runs on this host") && Catch::Contains("kill -TERM"));
-  CHECK_THAT(std::get<Refusal>(fence->clear("elsewhere", "alice", "stuck?")).message,
+  CHECK_THAT(explain(std::get<Refusal>(fence->clear("elsewhere", "alice", "stuck?")), Step::clear),
              Catch::Contains("cannot be seen from here") && Catch::Contains("stop it there first"));
 }
 
@@ -1052,7 +1053,7 @@ TEST_CASE("a name with a NUL character is refused on every ledger, and free text
     request.*field = nul_name;
     auto refused = fence->prepare(request);
     REQUIRE(refusal_reason(refused) == Reason::invalid_request);
-    CHECK_THAT(std::get<Refusal>(refused).message, Catch::Contains("NUL character"));
+    CHECK_THAT(explain(std::get<Refusal>(refused), Step::prepare), Catch::Contains("NUL character"));
   }
   PrepareRequest read_nul = charge("o-1");
   read_nul.read_set = {{nul_name, 0}};

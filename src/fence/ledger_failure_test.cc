@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effectfence/refusal_text.h"
 #include "support/fence_helpers.h"
 #include "support/power_loss_vfs.h"
 #include "support/sqlite_query.h"
@@ -22,22 +23,22 @@ TEST_CASE("a ledger whose disk fails answers every call with a refusal, never an
   const Ticket held = admitted_ticket(fence->prepare(charge("held")));
 
   vfs.fail_syncs_of("-wal");
-  PrepareOutcome prepared = Refusal{Reason::invalid_request, "not run", {}};
+  PrepareOutcome prepared = Refusal{Reason::invalid_request, Cause::none, {}};
   REQUIRE_NOTHROW(prepared = fence->prepare(charge("during")));
   CHECK(refusal_reason(prepared) == Reason::ledger_error);
 
-  CommitOutcome committed = Refusal{Reason::invalid_request, "not run", {}};
+  CommitOutcome committed = Refusal{Reason::invalid_request, Cause::none, {}};
   REQUIRE_NOTHROW(committed = fence->commit(held, {{"ok", true}}));
   REQUIRE(std::holds_alternative<Refusal>(committed));
   CHECK(std::get<Refusal>(committed).reason == Reason::ledger_error);
   // Facts only (the disk failed, restart): what to do about the tool depends on the step.
-  CHECK_THAT(std::get<Refusal>(committed).message,
+  CHECK_THAT(explain(std::get<Refusal>(committed), Step::commit),
              Catch::Contains("the disk failed") && Catch::Contains("restart") && !Catch::Contains("do not run"));
 
-  HeartbeatOutcome beat = Refusal{Reason::invalid_request, "not run", {}};
+  HeartbeatOutcome beat = Refusal{Reason::invalid_request, Cause::none, {}};
   REQUIRE_NOTHROW(beat = fence->heartbeat(held));
   CHECK(std::holds_alternative<Refusal>(beat));
-  AbortOutcome aborted = Refusal{Reason::invalid_request, "not run", {}};
+  AbortOutcome aborted = Refusal{Reason::invalid_request, Cause::none, {}};
   REQUIRE_NOTHROW(aborted = fence->abort(held, "gave up"));
   CHECK(std::holds_alternative<Refusal>(aborted));
 
@@ -68,7 +69,7 @@ TEST_CASE("a ledger deleted or replaced while the fence has it open refuses ever
   const PrepareOutcome fresh = fence->prepare(charge("new"));
   REQUIRE(std::holds_alternative<Refusal>(fresh));
   CHECK(std::get<Refusal>(fresh).reason == Reason::ledger_error);
-  CHECK_THAT(std::get<Refusal>(fresh).message,
+  CHECK_THAT(explain(std::get<Refusal>(fresh), Step::prepare),
              Catch::Contains("was deleted or replaced while this process had it open") && Catch::Contains("restart"));
   CHECK(refusal_reason(fence->prepare(charge("another"))) == Reason::ledger_error);
 }

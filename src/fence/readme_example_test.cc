@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "effectfence/fence.h"
+#include "effectfence/refusal_text.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 
@@ -45,14 +46,14 @@ TEST_CASE("the README's library example runs the effect once", "[fence][readme]"
     } else if (auto* replayed = std::get_if<Replayed>(&p)) {
       use(replayed->cert.result);
     } else {
-      log(std::get<Refusal>(p).message);
+      log(explain(std::get<Refusal>(p), Step::prepare));
     }
   }
   CHECK(charges == 1);
   // What the retry loop keys on.
-  CHECK(is_ledger_trouble(CommitOutcome{Refusal{Reason::ledger_busy, "locked", {}}}));
-  CHECK(is_ledger_trouble(PrepareOutcome{Refusal{Reason::ledger_error, "failed", {}}}));
-  CHECK_FALSE(is_ledger_trouble(PrepareOutcome{Refusal{Reason::in_flight, "held", {}}}));
+  CHECK(is_ledger_trouble(CommitOutcome{Refusal{Reason::ledger_busy, Cause::none, {}}}));
+  CHECK(is_ledger_trouble(PrepareOutcome{Refusal{Reason::ledger_error, Cause::none, {}}}));
+  CHECK_FALSE(is_ledger_trouble(PrepareOutcome{Refusal{Reason::in_flight, Cause::none, {}}}));
   CHECK(used == Json{{"charge_id", "ch_1"}});
   CHECK(logged.empty());
 }

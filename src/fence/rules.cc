@@ -3,14 +3,10 @@
 #include <stdexcept>
 
 #include "core/sha256.h"
+#include "effectfence/refusal_text.h"
 
 namespace effectfence::rules {
 namespace {
-
-std::string seconds_from_now(int64_t at_ms, int64_t now) {
-  const int64_t s = (at_ms - now + 999) / 1000;
-  return std::to_string(s > 0 ? s : 0) + " s";
-}
 
 // Counts a refused attempt in the ledger-wide counters.
 void count_refusal(LedgerTxn& txn, Reason reason) {
@@ -26,9 +22,9 @@ void count_refusal(LedgerTxn& txn, Reason reason) {
   txn.add_counters(delta);
 }
 
-Refusal refuse(LedgerTxn& txn, Reason reason, std::string message, Json detail = Json::object()) {
+Refusal refuse(LedgerTxn& txn, Reason reason, Cause cause, Json detail) {
   count_refusal(txn, reason);
-  return Refusal{reason, std::move(message), std::move(detail)};
+  return Refusal{reason, cause, std::move(detail)};
 }
 
 EventRecord event_for(EventKind kind, const IntentRow& row, const std::string& actor) {
@@ -43,10 +39,7 @@ EventRecord event_for(EventKind kind, const IntentRow& row, const std::string& a
 }
 
 Refusal prior_failure(LedgerTxn& txn, const IntentRow& row) {
-  return refuse(txn, Reason::prior_failure,
-                "intent '" + row.intent + "' is fenced as " + state_name(row.state) + ": " + row.reason +
-                    ". Its effect may or may not have happened; do not run the tool. An operator must "
-                    "check and clear it (effectfence clear) before it can run again.",
+  return refuse(txn, Reason::prior_failure, Cause::fenced,
                 {{"intent", row.intent}, {"state", state_name(row.state)}, {"recorded_reason", row.reason}});
 }
 
@@ -78,29 +71,15 @@ std::optional<Refusal> check_read_set(LedgerTxn& txn, const std::vector<ReadSetE
     const Json detail = {{"domain", entry.domain}, {"expected", expected}, {"actual", actual}};
     if (entry.domain != own_domain && entry.seq > actual) {
       // A seq the domain never reached was not read anywhere: a wrong argument, not a stale read.
-      return Refusal{Reason::invalid_request,
-                     "read_set names seq " + std::to_string(entry.seq) + " of domain '" + entry.domain +
-                         "', which is only at seq " + std::to_string(actual) +
-                         ", so nobody read it there. Do not run the tool: read the domain with fence_status "
-                         "and put the seq it reports in read_set.",
-                     detail};
+      return Refusal{Reason::invalid_request, Cause::seq_never_reached, detail};
     }
     if (actual != expected) {
-      const std::string decided = entry.domain == own_domain
-                                      ? "this attempt's admission took seq " + std::to_string(expected)
-                                      : "you decided at seq " + std::to_string(expected);
-      return Refusal{Reason::stale_read_set,
-                    "domain '" + entry.domain + "' has moved since you read it (" + decided + ", it is now at " +
-                        std::to_string(actual) + "). Do not run the tool: re-read the domain (fence_status) and "
-                        "decide again.",
-                     detail};
+      Refusal stale{Reason::stale_read_set, Cause::read_set_moved, detail};
+      if (entry.domain == own_domain) stale.detail["own_domain"] = true;
+      return stale;
     }
     if (check_in_flight && unsettled_actions(txn, entry.domain, ctx) > 0) {
-      return Refusal{Reason::domain_race,
-                    "domain '" + entry.domain + "' has an action in flight whose outcome is not known "
-                    "yet, so the state you read may be about to change. Do not run the tool: wait a few "
-                    "seconds, re-read the domain and decide again.",
-                     detail};
+      return Refusal{Reason::domain_race, Cause::domain_in_flight, detail};
     }
   }
   return std::nullopt;
@@ -126,25 +105,20 @@ bool issued(LedgerTxn& txn, const Ticket& ticket) {
 }
 
 // Returns the intent row iff ticket carries its current token and matches
-// what was issued under it; otherwise the refusal for `action`.
-std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticket, const std::string& action) {
+// what was issued under it; otherwise why not.
+std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticket) {
   auto row = txn.load_intent(ticket.intent);
   // A ticket whose token is not the current one is a lost lease only if an
   // admission issued it; otherwise it is made up, and nothing of it is kept.
   if (!(row && same_token(row->token, ticket.token)) && !issued(txn, ticket)) {
-    return Refusal{Reason::ticket_invalid,
-                   action + " refused: no admission of intent '" + ticket.intent + "' issued this ticket (generation " +
-                       std::to_string(ticket.generation) + ", seq " + std::to_string(ticket.seq) + " of domain '" +
-                       ticket.domain + "'): an edited or made-up ticket. Nothing was recorded. Send the ticket "
-                       "exactly as fence_prepare returned it.",
-                   {{"intent", ticket.intent}}};
+    return Refusal{Reason::ticket_invalid, Cause::not_issued,
+                   {{"intent", ticket.intent},
+                    {"domain", ticket.domain},
+                    {"seq", ticket.seq},
+                    {"generation", ticket.generation}}};
   }
   if (!row) {
-    return Refusal{Reason::lease_lost,
-                   action + " refused: intent '" + ticket.intent + "' has no attempt in the ledger (never "
-                   "admitted, or finished and swept after the result lifetime). This " + action +
-                       " was not recorded as an outcome; a certificate recorded before the sweep is kept.",
-                   {{"intent", ticket.intent}}};
+    return Refusal{Reason::lease_lost, Cause::no_attempt, {{"intent", ticket.intent}}};
   }
   // Each admission draws a new token and a new generation, so the generation
   // the ledger holds with another token is an edited ticket, not a lease
@@ -152,29 +126,18 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
   // since (generations start over), so its result is still kept.
   const bool token_mismatch = row->generation == ticket.generation && !same_token(row->token, ticket.token);
   if (token_mismatch) {
-    return Refusal{Reason::ticket_invalid,
-                   action + " refused: the ticket's token for intent '" + ticket.intent +
-                       "' is not the one the ledger issued for its generation " + std::to_string(row->generation) +
-                       " (an edited ticket, or an attempt whose intent was swept and admitted again since). Send "
-                       "the ticket exactly as fence_prepare returned it.",
-                   {{"intent", ticket.intent}},
-                   Cause::token_reissued};
+    return Refusal{Reason::ticket_invalid, Cause::token_reissued,
+                   {{"intent", ticket.intent}, {"current_generation", row->generation}}};
   }
   if (!same_token(row->token, ticket.token)) {
-    return Refusal{Reason::lease_lost,
-                   action + " refused: your lease on intent '" + ticket.intent + "' was lost; generation " +
-                       std::to_string(row->generation) + " (agent " + row->agent + ") now holds it, state " +
-                       state_name(row->state) + ". Your " + action + " was not recorded as the outcome.",
+    return Refusal{Reason::lease_lost, Cause::taken_over,
                    {{"intent", ticket.intent},
                     {"current_generation", row->generation},
+                    {"holder_agent", row->agent},
                     {"state", state_name(row->state)}}};
   }
   if (row->domain != ticket.domain || row->seq != ticket.seq || row->generation != ticket.generation) {
-    return Refusal{Reason::ticket_invalid,
-                   action + " refused: the ticket for intent '" + ticket.intent +
-                       "' does not match what the ledger issued (edited ticket?). Send the ticket exactly "
-                       "as fence_prepare returned it.",
-                   {{"intent", ticket.intent}}};
+    return Refusal{Reason::ticket_invalid, Cause::ticket_edited, {{"intent", ticket.intent}}};
   }
   return *row;
 }
@@ -183,13 +146,7 @@ std::variant<IntentRow, Refusal> row_held_by(LedgerTxn& txn, const Ticket& ticke
 
 Refusal payload_mismatch(const std::string& intent, const std::string& recorded_tool,
                          const std::string& requested_tool) {
-  const std::string recorded = recorded_tool != requested_tool
-                                   ? "tool '" + recorded_tool + "', not '" + requested_tool + "'"
-                                   : "tool '" + recorded_tool + "' with other arguments";
-  return Refusal{Reason::payload_mismatch,
-                 "intent '" + intent + "' was recorded for a different action (" + recorded +
-                     "). Do not run the tool: one intent id names one action; use a new intent id for a "
-                     "different action.",
+  return Refusal{Reason::payload_mismatch, Cause::other_action,
                  {{"intent", intent}, {"recorded_tool", recorded_tool}, {"requested_tool", requested_tool}}};
 }
 
@@ -232,25 +189,17 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, Int
           return prior_failure(txn, row);
         }
         if (row.lease_expires_at > ctx.now) {
-          return refuse(txn, Reason::in_flight,
-                        "another attempt of intent '" + req.intent + "' (agent " + row.agent +
-                            ") is in flight; do not run the tool. Retry fence_prepare in a few seconds: "
-                            "you will get its recorded result, or the lease expires in " +
-                            seconds_from_now(row.lease_expires_at, ctx.now) + ".",
+          return refuse(txn, Reason::in_flight, Cause::held,
                         {{"intent", req.intent},
                          {"holder_agent", row.agent},
-                         {"lease_expires_at_ms", row.lease_expires_at}});
+                         {"lease_expires_at_ms", row.lease_expires_at},
+                         {"lease_ends_in_ms", row.lease_expires_at - ctx.now}});
         }
         // A holder seen running here may be in the middle of the effect: a
         // stalled write, a ledger it could not reach, a clock stepped forward.
         // Only a holder that is gone, or that cannot be seen, loses the intent.
         if (ctx.is_alive && ctx.is_alive(row.holder)) {
-          return refuse(txn, Reason::in_flight,
-                        "another attempt of intent '" + req.intent + "' (agent " + row.agent +
-                            ") is in flight; do not run the tool. Its lease ran out, but its holder, process " +
-                            row.holder.describe() + ", is still running on this host, so the effect may be "
-                            "under way. Retry fence_prepare later: you will get its recorded result, and if "
-                            "that process ends without one the intent is fenced for an operator.",
+          return refuse(txn, Reason::in_flight, Cause::held_past_lease,
                         {{"intent", req.intent},
                          {"holder_agent", row.agent},
                          {"holder", row.holder.describe()},
@@ -270,11 +219,7 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, Int
   }
 
   if (!ctx.admitting) {
-    return Refusal{Reason::ledger_error,
-                   "this server is stopping and admits nothing more: nothing was decided. Do not run the tool; "
-                   "retry fence_prepare once your client is connected to a running server.",
-                   {{"intent", req.intent}},
-                   Cause::closing};
+    return Refusal{Reason::ledger_error, Cause::stopping, {{"intent", req.intent}}};
   }
   if (auto refusal = check_read_set(txn, req.read_set, ctx, /*check_in_flight=*/true)) {
     count_refusal(txn, refusal->reason);
@@ -282,17 +227,11 @@ PrepareOutcome prepare(LedgerTxn& txn, const Attempt& a, const Context& ctx, Int
   }
 
   if (req.parent && !txn.load_certificate(*req.parent)) {
-    return Refusal{Reason::invalid_request,
-                   "parent certificate " + *req.parent + " is not in this ledger; pass the hash of a "
-                   "certificate this ledger issued, or omit parent",
-                   {{"parent", *req.parent}}};
+    return Refusal{Reason::invalid_request, Cause::unknown_parent, {{"parent", *req.parent}}};
   }
   const auto reserved = txn.reserve_seq(req.domain, ctx.now);
   if (!reserved) {
-    return refuse(txn, Reason::domain_race,
-                  "domain '" + req.domain + "' moved while this attempt was being decided; do not run the "
-                  "tool; re-read the domain and decide again.",
-                  {{"domain", req.domain}});
+    return refuse(txn, Reason::domain_race, Cause::domain_moved, {{"domain", req.domain}});
   }
   const DomainRow& domain = *reserved;
   const std::string parent = req.parent ? *req.parent : domain.head;
@@ -386,7 +325,7 @@ bool same_admission(const IntentRow& a, const IntentRow& b) {
 CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, const Context& ctx,
                      bool* recorded, const Sealed* sealed) {
   if (recorded) *recorded = false;
-  auto held = row_held_by(txn, ticket, "fence_commit");
+  auto held = row_held_by(txn, ticket);
   if (auto* refusal = std::get_if<Refusal>(&held)) {
     // A zombie, or a holder whose intent was swept (and perhaps admitted again
     // under the same generation): only a ticket edited in its seq, domain or
@@ -404,9 +343,7 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
     auto cert = txn.load_certificate(row.cert_hash);
     if (cert && canonicalize(cert->result) == canonicalize(result)) return *cert;
     keep_refused_result(txn, ticket, result, "already_committed", ctx);
-    return Refusal{Reason::ticket_invalid,
-                   "intent '" + row.intent + "' was already committed with a different result; the first "
-                   "result stands (yours is kept in the audit log)",
+    return Refusal{Reason::ticket_invalid, Cause::other_result,
                    {{"intent", row.intent}, {"certificate", row.cert_hash}}};
   }
   // A holder's commit is the news that its effect ran. An unknown outcome
@@ -416,10 +353,7 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   if (row.state != IntentState::in_flight && row.state != IntentState::unknown &&
       row.state != IntentState::cleared) {
     keep_refused_result(txn, ticket, result, "lease_lost", ctx);
-    return Refusal{Reason::lease_lost,
-                   "fence_commit refused: intent '" + row.intent + "' is " + state_name(row.state) +
-                       "; an outcome is already recorded. Your result is kept in the audit log, not as the "
-                       "outcome.",
+    return Refusal{Reason::lease_lost, Cause::outcome_recorded,
                    {{"intent", row.intent}, {"state", state_name(row.state)}}};
   }
 
@@ -427,13 +361,14 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
   // effect ran on outdated state. Fence it for a person; keep the result.
   if (auto stale = check_read_set(txn, row.read_set, ctx, /*check_in_flight=*/false, row.domain, row.seq)) {
     row.state = apply(row.state, EventKind::commit_refused);
-    row.reason = "commit refused: " + stale->message;
+    row.reason = "commit refused: " + explain(*stale, Step::commit);
     EventRecord e = event_for(EventKind::commit_refused, row, row.agent);
-    e.detail = {{"reason", kFencingRefusal}, {"read_set", stale->detail}, {"result", result}};
+    Json moved = stale->detail;
+    moved.erase("own_domain");
+    e.detail = {{"reason", kFencingRefusal}, {"read_set", std::move(moved)}, {"result", result}};
     txn.append_event(e, ctx.now);  // first, as in mark_unknown
     txn.save_outcome(row, ctx.now);
-    stale->message = "the effect was run but not certified: " + stale->message +
-                     " The intent is now fenced as failed for an operator to reconcile.";
+    stale->detail["after_effect"] = true;
     return *stale;
   }
 
@@ -485,13 +420,12 @@ CommitOutcome commit(LedgerTxn& txn, const Ticket& ticket, const Json& result, c
 AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reason, const Context& ctx,
                    bool* recorded, const Json* unrecorded_result) {
   if (recorded) *recorded = false;
-  auto held = row_held_by(txn, ticket, "fence_abort");
+  auto held = row_held_by(txn, ticket);
   if (auto* refusal = std::get_if<Refusal>(&held)) return *refusal;
   IntentRow row = std::get<IntentRow>(held);
   if (row.state == IntentState::failed) return Aborted{row.intent};  // a retried abort
   if (row.state != IntentState::in_flight && row.state != IntentState::unknown) {
-    return Refusal{Reason::lease_lost,
-                   "fence_abort refused: intent '" + row.intent + "' is " + state_name(row.state),
+    return Refusal{Reason::lease_lost, Cause::not_in_flight,
                    {{"intent", row.intent}, {"state", state_name(row.state)}}};
   }
   row.state = apply(row.state, EventKind::aborted);
@@ -513,16 +447,11 @@ AbortOutcome abort(LedgerTxn& txn, const Ticket& ticket, const std::string& reas
 }
 
 HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& ctx) {
-  auto held = row_held_by(txn, ticket, "fence_heartbeat");
+  auto held = row_held_by(txn, ticket);
   if (auto* refusal = std::get_if<Refusal>(&held)) return *refusal;
   IntentRow row = std::get<IntentRow>(held);
   if (row.state != IntentState::in_flight) {
-    return Refusal{Reason::lease_lost,
-                   "fence_heartbeat refused: intent '" + row.intent + "' is " + state_name(row.state) +
-                       (row.state == IntentState::unknown
-                            ? " (its holder was thought gone); if your effect finished, fence_commit with "
-                              "this ticket still records it"
-                            : ""),
+    return Refusal{Reason::lease_lost, Cause::not_in_flight,
                    {{"intent", row.intent}, {"state", state_name(row.state)}}};
   }
   // Only ever longer: a clock stepped back, or a server with a shorter lease
@@ -534,36 +463,13 @@ HeartbeatOutcome heartbeat(LedgerTxn& txn, const Ticket& ticket, const Context& 
 
 namespace {
 
-// What the operator who tried to clear it can do about an intent in this
-// state, after the ledger's refusal.
-std::string clear_refused_because(const IntentRow& row, const Context& ctx) {
-  switch (row.state) {
-    case IntentState::cleared:
-      return " It is cleared already: its next prepare is fresh, so there is nothing to clear.";
-    case IntentState::done:
-      return " It is done: its effect ran, and late duplicates get its result replayed.";
-    case IntentState::in_flight: {
-      const std::string holder = row.holder.describe();
-      if (row.lease_expires_at > ctx.now) {
-        return " It is in flight: its holder (" + holder + ") may be running the effect now; its lease ends in " +
-               seconds_from_now(row.lease_expires_at, ctx.now) + ". Wait for its outcome.";
-      }
-      if (ctx.is_dead && ctx.is_dead(row.holder)) {
-        return " It is in flight past its lease, and its holder (" + holder + ") is gone: the next prepare of it, "
-               "or a server starting on this host, fences it as unknown, which you can then check and clear.";
-      }
-      if (ctx.is_alive && ctx.is_alive(row.holder)) {
-        return " It is in flight past its lease, held by " + holder + ", which still runs on this host and may be "
-               "in the middle of the effect. If it will never finish, stop it (kill -TERM its pid): it then fences "
-               "the intent as unknown, which you can check and clear.";
-      }
-      return " It is in flight past its lease, held by " + holder + ", which cannot be seen from here (another "
-             "host): the next prepare of it takes the attempt over and runs the effect again. If that process may "
-             "still be running it, stop it there first.";
-    }
-    default:
-      return "";
-  }
+// How the holder of an intent in flight is seen from here, for an operator
+// whose clear was refused: "leased", "gone", "running_here" or "unseen".
+const char* holder_seen(const IntentRow& row, const Context& ctx) {
+  if (row.lease_expires_at > ctx.now) return "leased";
+  if (ctx.is_dead && ctx.is_dead(row.holder)) return "gone";
+  if (ctx.is_alive && ctx.is_alive(row.holder)) return "running_here";
+  return "unseen";
 }
 
 }  // namespace
@@ -574,11 +480,13 @@ ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string&
   const std::string previous = row ? state_name(row->state) : "none";
   const std::string refused = txn.request_clear(intent, operator_name, reason);
   if (!refused.empty()) {
-    const std::string because = row ? clear_refused_because(*row, ctx) : "";
-    // The ledger's sentence ("... (done results ... cannot)") then ours.
-    const bool ended = refused.back() == '.' || because.empty();
-    return Refusal{Reason::invalid_request, refused + (ended ? "" : ".") + because,
-                   {{"intent", intent}, {"state", previous}}};
+    Json detail = {{"intent", intent}, {"state", previous}, {"ledger_said", refused}};
+    if (row && row->state == IntentState::in_flight) {
+      detail["holder"] = row->holder.describe();
+      detail["holder_seen"] = holder_seen(*row, ctx);
+      detail["lease_ends_in_ms"] = row->lease_expires_at - ctx.now;
+    }
+    return Refusal{Reason::invalid_request, Cause::clear_refused, std::move(detail)};
   }
   return Cleared{intent, previous};
 }
@@ -604,12 +512,12 @@ bool withdraw(LedgerTxn& txn, const std::string& intent, const std::string& toke
   if (!recorded) return false;
   const ClearOutcome cleared = clear(txn, intent, ctx.me.describe(), "withdrawn: " + why, ctx);
   // Both or neither: a withdrawal that cannot clear leaves the admission in flight.
-  if (const auto* refusal = std::get_if<Refusal>(&cleared)) throw std::runtime_error(refusal->message);
+  if (const auto* refusal = std::get_if<Refusal>(&cleared)) throw std::runtime_error(explain(*refusal, Step::clear));
   return true;
 }
 
 bool fence_held(LedgerTxn& txn, const Ticket& ticket, const std::string& why, const Context& ctx) {
-  auto held = row_held_by(txn, ticket, "fence");
+  auto held = row_held_by(txn, ticket);
   auto* row = std::get_if<IntentRow>(&held);
   if (!row || row->state != IntentState::in_flight) return false;
   mark_unknown(txn, *row, why, EventKind::fenced_on_exit, ctx);

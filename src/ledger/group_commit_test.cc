@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effectfence/refusal_text.h"
 #include "ledger/sqlite_ledger.h"
 #include "support/sqlite_query.h"
 #include "support/temp_dir.h"
@@ -93,7 +94,7 @@ TEST_CASE("a decision that fails rolls back alone inside a shared transaction", 
   auto ledger = open_ledger(path);
   std::atomic<int> refused{0};
   std::atomic<bool> writer_held{false};
-  std::vector<Refusal> failures(3, Refusal{Reason::in_flight, "", {}});
+  std::vector<Refusal> failures(3, Refusal{Reason::in_flight, Cause::none, {}});
   std::thread leader([&] {
     ledger->write([&](LedgerTxn&) {
       writer_held = true;
@@ -118,7 +119,7 @@ TEST_CASE("a decision that fails rolls back alone inside a shared transaction", 
   for (auto& t : jobs) t.join();
   CHECK(refused == 1);
   CHECK(failures[1].reason == Reason::ledger_error);
-  CHECK_THAT(failures[1].message, Catch::Contains("boom after writing"));
+  CHECK_THAT(explain(failures[1], Step::prepare), Catch::Contains("boom after writing"));
   CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent = 'job-1'") == 0);
   CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent IN ('job-0', 'job-2')") == 2);
 }
@@ -231,7 +232,7 @@ TEST_CASE("when SQLite rolls back the shared transaction, the decision it rolled
   for (auto& t : jobs) t.join();
   REQUIRE(answers[1]);
   CHECK(answers[1]->reason == Reason::ledger_error);
-  CHECK_THAT(answers[1]->message, Catch::Contains("rolled back"));
+  CHECK_THAT(explain(*answers[1], Step::prepare), Catch::Contains("rolled back"));
   CHECK_FALSE(answers[0]);
   CHECK_FALSE(answers[2]);
   CHECK(runs == std::vector<int>{2, 1, 1});  // job-0 ran in the rolled-back transaction and again; job-2 once

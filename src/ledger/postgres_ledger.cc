@@ -126,8 +126,7 @@ class PostgresLedger final : public Ledger {
     auto job = std::make_shared<std::pair<std::function<void(LedgerTxn&)>, WriteDone>>(std::move(fn),
                                                                                        std::move(done));
     if (!writers_.post([this, job] { job->second(write(job->first)); })) {
-      job->second(Refusal{Reason::ledger_error, "ledger " + description_ + ": closing; nothing was decided", {},
-                          Cause::closing});
+      job->second(Refusal{Reason::ledger_error, Cause::closing, {{"ledger", description_}}});
     }
   }
   void close() override { writers_.stop(); }
@@ -274,26 +273,14 @@ class PostgresLedger final : public Ledger {
     const std::string step = read_only ? "read failed" : "decision failed";
     // 55P03: lock_timeout; 40001/40P01: still losing races after retries.
     if (e.sqlstate() == "55P03" || e.is_retryable()) {
-      return Refusal{Reason::ledger_busy,
-                     "the PostgreSQL ledger stayed locked by another decision beyond the busy timeout; "
-                     "nothing was decided; retry in a few seconds"};
+      return Refusal{Reason::ledger_busy, Cause::locked, {{"engine", "postgresql"}}};
     }
     if (e.sqlstate() == kResolutionUnknown) {
-      return Refusal{Reason::ledger_error,
-                     "ledger " + description_ + ": the connection was lost while committing (" +
-                         pg::scrub_message(e.what()) +
-                         "), so this decision may or may not have been recorded. Do not run the tool on this "
-                         "answer. Retry the same call: a recorded commit is returned again; a recorded admission, "
-                         "whose ticket nobody received, is taken back once the ledger answers, and a retry is "
-                         "refused in_flight until then",
-                     {},
-                     Cause::outcome_unknown};
+      return Refusal{Reason::ledger_error, Cause::outcome_unknown,
+                     {{"ledger", description_}, {"error", pg::scrub_message(e.what())}}};
     }
-    return Refusal{Reason::ledger_error,
-                   "ledger " + description_ + ": " + step + ": " + pg::scrub_message(e.what()) +
-                       "; nothing was decided",
-                   {},
-                   Cause::storage_failed};
+    return Refusal{Reason::ledger_error, Cause::storage_failed,
+                   {{"ledger", description_}, {"step", step}, {"error", pg::scrub_message(e.what())}}};
   }
 
   std::string url_;

@@ -19,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effectfence/refusal_text.h"
 #include "effectfence/fence.h"
 #include "ledger/sqlite_ledger.h"
 #include "support/fence_helpers.h"
@@ -228,14 +229,14 @@ TEST_CASE("a log that cannot be synced: nothing is answered as decided, and the 
     const auto failed = record_event(*ledger, "unsynced");
     REQUIRE(failed);
     CHECK(failed->reason == Reason::ledger_error);
-    CHECK(failed->message.find("the disk failed") != std::string::npos);
-    CHECK(failed->message.find("recorded is unknown") != std::string::npos);
+    CHECK(explain(*failed, Step::prepare).find("the disk failed") != std::string::npos);
+    CHECK(explain(*failed, Step::prepare).find("recorded is unknown") != std::string::npos);
 
     // The disk recovers; this process still trusts nothing it would write.
     vfs.fail_syncs_of("");
     const auto later = record_event(*ledger, "later");
     REQUIRE(later);
-    CHECK(later->message.find("refuses every decision") != std::string::npos);
+    CHECK(explain(*later, Step::prepare).find("refuses every decision") != std::string::npos);
   }
   auto reopened = open_file_ledger(path);  // a restart, once the disk is healthy
   CHECK_FALSE(record_event(*reopened, "after restart"));
@@ -265,11 +266,11 @@ TEST_CASE("a decision that fails for its own reason as the log's disk fails: res
     });
     REQUIRE(failed);
     CHECK(failed->reason == Reason::ledger_error);
-    CHECK_THAT(failed->message, Catch::Contains("restart") && !Catch::Contains("retry"));
+    CHECK_THAT(explain(*failed, Step::prepare), Catch::Contains("restart") && !Catch::Contains("retry"));
     vfs.fail_writes_of("", 0);
     const auto later = record_event(*ledger, "later");
     REQUIRE(later);
-    CHECK_THAT(later->message, Catch::Contains("refuses every decision") && !Catch::Contains("retry"));
+    CHECK_THAT(explain(*later, Step::prepare), Catch::Contains("refuses every decision") && !Catch::Contains("retry"));
   }
   auto reopened = open_file_ledger(path);
   CHECK(query_int64(path, "SELECT count(*) FROM events WHERE intent LIKE 'spill-%' OR intent = 'later'") == 0);
@@ -301,14 +302,14 @@ TEST_CASE("a log write that fails inside a batch, or a full disk: the ledger say
     });
     REQUIRE(failed);
     CHECK(failed->reason == Reason::ledger_error);
-    CHECK_THAT(failed->message, Catch::Contains("the disk failed") && Catch::Contains("recorded is unknown") &&
+    CHECK_THAT(explain(*failed, Step::prepare), Catch::Contains("the disk failed") && Catch::Contains("recorded is unknown") &&
                                     Catch::Contains("restart") && !Catch::Contains("retry"));
 
     // The disk recovers; this process still refuses, and says why.
     vfs.fail_writes_of("", 0);
     const auto later = record_event(*ledger, "later");
     REQUIRE(later);
-    CHECK_THAT(later->message, Catch::Contains("refuses every decision") && !Catch::Contains("retry"));
+    CHECK_THAT(explain(*later, Step::prepare), Catch::Contains("refuses every decision") && !Catch::Contains("retry"));
   }
   auto reopened = open_file_ledger(path);  // a restart, once the disk is healthy
   CHECK_FALSE(record_event(*reopened, "after restart"));

@@ -277,7 +277,7 @@ class SqliteLedger final : public Ledger {
       return storage_refusal(e, "read failed");
     } catch (const std::exception& e) {
       end_read_quietly();
-      return Refusal{Reason::ledger_error, std::string("ledger: read failed: ") + e.what(), {}, Cause::storage_failed};
+      return failure(Cause::storage_failed, "read failed", e.what());
     }
   }
   uint64_t external_changes() const override { return external_changes_.load(); }
@@ -325,7 +325,7 @@ class SqliteLedger final : public Ledger {
   }
 
   static Refusal closing_refusal() {
-    return Refusal{Reason::ledger_error, "ledger: closing; nothing was decided", {}, Cause::closing};
+    return Refusal{Reason::ledger_error, Cause::closing};
   }
 
   // Answers a job. Asynchronous answers are collected and posted as one batch.
@@ -452,20 +452,19 @@ class SqliteLedger final : public Ledger {
       if (disk_failed(e)) return stop_if_disk_failed(e, "decision failed");  // the caller ends the batch
       return undone(storage_refusal(e, "decision failed"));
     } catch (const std::exception& e) {
-      return undone(
-          Refusal{Reason::ledger_error, std::string("ledger: decision failed: ") + e.what(), {}, Cause::storage_failed});
+      return undone(failure(Cause::storage_failed, "decision failed", e.what()));
     }
   }
 
   bool transaction_lost() const { return sqlite3_get_autocommit(db_->getHandle()) != 0; }
 
   static Refusal rolled_back(const std::optional<Refusal>& cause) {
-    return Refusal{Reason::ledger_error,
-                   "ledger: SQLite rolled back the shared transaction" +
-                       (cause ? " (" + cause->message + ")" : std::string()) +
-                       "; nothing was decided; retry in a few seconds",
-                   {},
-                   Cause::storage_failed};
+    Refusal refusal{Reason::ledger_error, Cause::rolled_back};
+    if (cause && cause->detail.contains("error")) {
+      refusal.detail["step"] = cause->detail.value("step", "");
+      refusal.detail["error"] = cause->detail["error"];
+    }
+    return refusal;
   }
 
   // Undoes a failed decision's writes and returns why it failed. Writes that
@@ -481,16 +480,11 @@ class SqliteLedger final : public Ledger {
       return why;
     } catch (const SQLite::Exception& e) {
       if (disk_failed(e)) return stop_if_disk_failed(e, "could not undo a failed decision");
-      why.message += " (and undoing it failed: " + std::string(e.what()) + ")";
+      why.detail["undo_error"] = e.what();
     }
     rollback_quietly();
     if (!transaction_lost()) {
-      failed_ = Refusal{Reason::ledger_error,
-                        "ledger: a failed decision could be neither undone nor rolled back with its "
-                        "transaction, so whether what this process writes next is sound is unknown. This process "
-                        "refuses every decision from now on: restart it",
-                        {},
-                        Cause::storage_failed};
+      failed_ = Refusal{Reason::ledger_error, Cause::undo_failed};
       return *failed_;
     }
     return why;
@@ -532,15 +526,18 @@ class SqliteLedger final : public Ledger {
     statement.exec();
   }
 
+  // What failed underneath: a decision or read refused, with the step and
+  // SQLite's own words.
+  static Refusal failure(Cause cause, const std::string& step, const std::string& error) {
+    return Refusal{Reason::ledger_error, cause, {{"step", step}, {"error", error}}};
+  }
+
   static Refusal storage_refusal(const SQLite::Exception& e, const std::string& step) {
     const int code = e.getErrorCode();
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
-      return Refusal{Reason::ledger_busy,
-                     "the ledger stayed locked by another process beyond the busy timeout; nothing was "
-                     "decided; retry in a few seconds"};
+      return Refusal{Reason::ledger_busy, Cause::locked, {{"engine", "sqlite"}}};
     }
-    return Refusal{Reason::ledger_error, "ledger: " + step + ": " + e.what() + "; nothing was decided", {},
-                   Cause::storage_failed};
+    return failure(Cause::storage_failed, step, e.what());
   }
 
   // A full disk is one of these too: the log's writes go through
@@ -555,14 +552,7 @@ class SqliteLedger final : public Ledger {
   // process deciding until it is restarted, with a message that says so.
   Refusal stop_if_disk_failed(const SQLite::Exception& e, const std::string& step) {
     if (!disk_failed(e)) return storage_refusal(e, step);
-    failed_ = Refusal{Reason::ledger_error,
-                      "ledger: " + step + ": the disk failed (" + e.what() +
-                          "); whether the decisions in flight were recorded is unknown. "
-                          "This process refuses every decision from now on, since what it writes after a failed "
-                          "write or sync cannot be trusted to survive: free space or repair the disk, then restart "
-                          "it",
-                      {},
-                      Cause::storage_failed};
+    failed_ = failure(Cause::disk_failed, step, e.what());
     return *failed_;
   }
 
@@ -573,13 +563,8 @@ class SqliteLedger final : public Ledger {
   void stop_if_file_moved() {
     int moved = 0;
     if (sqlite3_file_control(db_->getHandle(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK || !moved) return;
-    failed_ = Refusal{Reason::ledger_error,
-                      "ledger: the file " + std::string(sqlite3_db_filename(db_->getHandle(), "main")) +
-                          " was deleted or replaced while this process had it open, so what it decides now would "
-                          "fence nothing against the other processes. This process refuses every decision from "
-                          "now on: put the ledger back (or restore it from a backup), then restart it",
-                      {},
-                      Cause::storage_failed};
+    failed_ = Refusal{Reason::ledger_error, Cause::file_replaced,
+                      {{"path", std::string(sqlite3_db_filename(db_->getHandle(), "main"))}}};
   }
 
   void answer_all(std::vector<Job*>& batch, const Refusal& refusal) {

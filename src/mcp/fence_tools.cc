@@ -173,12 +173,8 @@ Ticket ticket_argument(const Json& arguments, bool* well_formed) {
   return ticket.value_or(Ticket{});
 }
 
-ToolResult malformed_ticket(FenceStep step) {
-  return ToolResult{refusal_json(Refusal{Reason::ticket_invalid,
-                                         "the prepared ticket lacks a field or has one of the wrong type",
-                                         Json::object()},
-                                 step),
-                    true};
+ToolResult malformed_ticket(Step step) {
+  return ToolResult{refusal_json(Refusal{Reason::ticket_invalid, Cause::ticket_unreadable}, step), true};
 }
 
 // Moves the fields out of a (checked against the inputSchema already)
@@ -205,7 +201,7 @@ PrepareRequest prepare_request(Json& a) {
   return request;
 }
 
-ToolResult refused(const Refusal& refusal, FenceStep step) { return ToolResult{refusal_json(refusal, step), true}; }
+ToolResult refused(const Refusal& refusal, Step step) { return ToolResult{refusal_json(refusal, step), true}; }
 
 bool is_routine(Reason reason) {
   return reason == Reason::in_flight || reason == Reason::domain_race || reason == Reason::ledger_busy;
@@ -215,15 +211,15 @@ bool is_routine(Reason reason) {
 // connection lost): an operator's business. A server that is stopping, or
 // a ledger closing, refuses as ledger_error too, as it should.
 bool is_ledger_failure(const Refusal& refusal) {
-  return refusal.cause == Cause::storage_failed || refusal.cause == Cause::outcome_unknown;
+  return is_storage_failure(refusal.cause);
 }
 
-void log_refusal(Logger& log, const std::string& what, const Refusal& refusal) {
+void log_refusal(Logger& log, const std::string& what, const Refusal& refusal, Step step) {
   LogLevel level = LogLevel::info;
   if (is_routine(refusal.reason)) level = LogLevel::debug;
   else if (is_ledger_failure(refusal)) level = LogLevel::warn;
   if (!log.enabled(level)) return;  // routine refusals at the default level: no line to build
-  const std::string line = what + ": refused " + reason_name(refusal.reason) + ": " + refusal.message;
+  const std::string line = what + ": refused " + reason_name(refusal.reason) + ": " + explain(refusal, step);
   log.log(level, line);
 }
 
@@ -353,8 +349,8 @@ ToolResult prepare_result(const PrepareOutcome& outcome, const std::string& tool
     return ToolResult::of_text(out.take(), false);
   }
   const Refusal& refusal = std::get<Refusal>(outcome);
-  log_refusal(log, what, refusal);
-  return refused(refusal, FenceStep::prepare);
+  log_refusal(log, what, refusal, Step::prepare);
+  return refused(refusal, Step::prepare);
 }
 
 Tool commit_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metrics) {
@@ -377,7 +373,7 @@ Tool commit_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metri
   tool.async_handler = [&fence, &log, admissions, metrics](Json&& arguments, Tool::Respond respond) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
-    if (!well_formed) return respond(malformed_ticket(FenceStep::commit));
+    if (!well_formed) return respond(malformed_ticket(Step::commit));
     const Clock::time_point began = Clock::now();
     fence.commit_async(ticket, std::move(arguments.at("result")),
                        [&log, admissions, metrics, began, ticket, respond = std::move(respond),
@@ -401,8 +397,8 @@ ToolResult commit_result(const CommitOutcome& outcome, const std::string& what, 
         .end_object();
     return ToolResult::of_text(out.take(), false);
   }
-  log_refusal(log, what, std::get<Refusal>(outcome));
-  return refused(std::get<Refusal>(outcome), FenceStep::commit);
+  log_refusal(log, what, std::get<Refusal>(outcome), Step::commit);
+  return refused(std::get<Refusal>(outcome), Step::commit);
 }
 
 Tool abort_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metrics) {
@@ -423,7 +419,7 @@ Tool abort_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metric
   tool.handler = [&fence, &log, admissions, metrics](const Json& arguments) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
-    if (!well_formed) return malformed_ticket(FenceStep::abort);
+    if (!well_formed) return malformed_ticket(Step::abort);
     const std::string why = arguments.at("reason").get<std::string>();
     const Clock::time_point began = Clock::now();
     AbortOutcome outcome = fence.abort(ticket, why);
@@ -437,8 +433,8 @@ Tool abort_tool(Fence& fence, Logger& log, Admissions admissions, Metrics metric
                                          "do not retry it yourself"}},
                         false};
     }
-    log_refusal(log, "fence_abort " + ticket.intent, std::get<Refusal>(outcome));
-    return refused(std::get<Refusal>(outcome), FenceStep::abort);
+    log_refusal(log, "fence_abort " + ticket.intent, std::get<Refusal>(outcome), Step::abort);
+    return refused(std::get<Refusal>(outcome), Step::abort);
   };
   return tool;
 }
@@ -459,7 +455,7 @@ Tool heartbeat_tool(Fence& fence, Logger& log, Admissions admissions, Metrics me
   tool.handler = [&fence, &log, admissions, metrics](const Json& arguments) {
     bool well_formed = false;
     const Ticket ticket = ticket_argument(arguments, &well_formed);
-    if (!well_formed) return malformed_ticket(FenceStep::heartbeat);
+    if (!well_formed) return malformed_ticket(Step::heartbeat);
     const Clock::time_point began = Clock::now();
     HeartbeatOutcome outcome = fence.heartbeat(ticket);
     if (metrics) metrics->extended(outcome, Clock::now() - began);
@@ -472,8 +468,8 @@ Tool heartbeat_tool(Fence& fence, Logger& log, Admissions admissions, Metrics me
                                          "lease_expires_at"}},
                         false};
     }
-    log_refusal(log, "fence_heartbeat " + ticket.intent, std::get<Refusal>(outcome));
-    return refused(std::get<Refusal>(outcome), FenceStep::heartbeat);
+    log_refusal(log, "fence_heartbeat " + ticket.intent, std::get<Refusal>(outcome), Step::heartbeat);
+    return refused(std::get<Refusal>(outcome), Step::heartbeat);
   };
   return tool;
 }
@@ -533,14 +529,14 @@ Tool status_tool(Fence& fence) {
     Json out = {{"status", "ok"}};
     if (!intent.empty()) {
       auto status = fence.intent_status(intent);
-      if (auto* refusal = std::get_if<Refusal>(&status)) return refused(*refusal, FenceStep::read);
+      if (auto* refusal = std::get_if<Refusal>(&status)) return refused(*refusal, Step::read);
       const IntentStatus& found = std::get<IntentStatus>(status);
       out["intent"] = found.to_json();
       if (domain.empty()) domain = found.domain;
     }
     if (!domain.empty()) {
       auto status = fence.domain_status(domain);
-      if (auto* refusal = std::get_if<Refusal>(&status)) return refused(*refusal, FenceStep::read);
+      if (auto* refusal = std::get_if<Refusal>(&status)) return refused(*refusal, Step::read);
       out["domain"] = std::get<DomainStatus>(status).to_json();
     }
     return ToolResult{std::move(out), false};
@@ -566,7 +562,7 @@ Tool stats_tool(Fence& fence) {
   tool.annotations = annotations(true, true, false);
   tool.handler = [&fence](const Json&) {
     auto stats = fence.stats();
-    if (auto* refusal = std::get_if<Refusal>(&stats)) return refused(*refusal, FenceStep::read);
+    if (auto* refusal = std::get_if<Refusal>(&stats)) return refused(*refusal, Step::read);
     const Stats& s = std::get<Stats>(stats);
     const LedgerMetrics m = fence.ledger_metrics();
     return ToolResult{Json{{"status", "ok"},
@@ -612,82 +608,11 @@ void write_certificate(JsonText& out, const Certificate& cert) {
       .end_object();
 }
 
-std::string refusal_advice(Reason reason, FenceStep step) {
-  const bool before_effect = step == FenceStep::prepare;
-  switch (reason) {
-    case Reason::in_flight:
-      return "another attempt of this intent is in flight; do not run the tool; retry fence_prepare in a few seconds";
-    case Reason::domain_race:
-      return "another action on this domain is in flight or won the same instant; do not run the tool; check "
-             "fence_status for the domain, confirm your decision still holds, then retry fence_prepare with an "
-             "up-to-date read_set";
-    case Reason::stale_read_set:
-      if (before_effect) {
-        return "something your decision read has changed since (see detail); do not run the "
-               "tool; read the current state again (fence_status gives each domain's seq), decide again, and call "
-               "fence_prepare with the new read_set";
-      }
-      return "a domain your decision read moved before the commit, so the effect ran on outdated state; the intent "
-             "is now fenced as failed; tell an operator, who must reconcile and clear it";
-    case Reason::prior_failure:
-      return "an earlier attempt of this intent failed or its outcome is unknown, so it may have taken effect; do "
-             "not run the tool; an operator must reconcile and clear the intent (effectfence clear) before it can "
-             "be tried again";
-    case Reason::payload_mismatch:
-      return "this intent id was already used for a different tool or args; do not run the tool; a different "
-             "action needs its own intent id";
-    case Reason::lease_lost:
-      if (step == FenceStep::commit) {
-        return "this ticket no longer holds the intent (its lease lapsed and another attempt took over, or it was "
-               "fenced), so the result was not recorded; do not retry the commit; tell an operator the tool ran, "
-               "with its result";
-      }
-      return "this ticket no longer holds the intent (it was already committed, its lease lapsed and another "
-             "attempt took over, or it was fenced; see explanation); nothing was recorded; check fence_status before "
-             "doing anything else";
-    case Reason::ticket_invalid:
-      if (step == FenceStep::commit) {
-        return "the ledger did not take this commit (see explanation): the ticket differs from what fence_prepare "
-               "issued (pass the \"prepared\" object back unchanged), or the intent was already committed with "
-               "another result, which stands; do not run the tool again";
-      }
-      return "the prepared ticket does not match what the ledger issued; pass the \"prepared\" object from "
-             "fence_prepare unchanged";
-    case Reason::invalid_request:
-      return "these arguments cannot describe an action; do not run the tool; fix them and try again";
-    case Reason::ledger_busy:
-      if (step == FenceStep::commit) {
-        return "the ledger stayed locked and the result is not recorded yet; retry fence_commit with the same "
-               "ticket and result in a few seconds";
-      }
-      if (step == FenceStep::abort || step == FenceStep::heartbeat) {
-        return "the ledger stayed locked, so nothing was decided; your ticket still holds the intent; retry with the "
-               "same ticket in a few seconds";
-      }
-      return "the ledger stayed locked, so nothing was decided; do not run the tool yet; retry in a few seconds";
-    case Reason::ledger_error:
-      if (step == FenceStep::commit) {
-        return "the result could not be recorded; retry fence_commit with the same ticket and result, and if it "
-               "keeps failing tell an operator the tool ran";
-      }
-      if (step == FenceStep::abort || step == FenceStep::heartbeat) {
-        return "the fence could not record this (see explanation: the ledger failed, or this server is stopping); "
-               "your ticket may still hold the intent: keep it, retry with the same ticket in a few seconds, and "
-               "if it keeps failing tell an operator which intent you hold";
-      }
-      // Not "nothing was decided": a connection lost while committing leaves that open.
-      return "the fence could not decide (see explanation: the ledger failed, or this server is stopping), so you "
-             "hold nothing: do not run the tool; retry fence_prepare later, and tell an operator if it keeps "
-             "failing";
-  }
-  return "refused; do not run the tool";
-}
-
-Json refusal_json(const Refusal& refusal, FenceStep step) {
+Json refusal_json(const Refusal& refusal, Step step) {
   Json out = {{"status", "refused"},
               {"reason", reason_name(refusal.reason)},
-              {"message", refusal_advice(refusal.reason, step)}};
-  if (!refusal.message.empty()) out["explanation"] = refusal.message;
+              {"message", advise(refusal.reason, step)},
+              {"explanation", explain(refusal, step)}};
   if (refusal.detail.is_object() && !refusal.detail.empty()) out["detail"] = refusal.detail;
   return out;
 }
@@ -696,9 +621,10 @@ namespace {
 
 // Arguments the tool refuses are a refusal the model reads and can correct
 // (MCP 2025-11-25), in the shape every fence tool's outputSchema allows.
-Tool refusing_bad_arguments(Tool tool, FenceStep step) {
+Tool refusing_bad_arguments(Tool tool, Step step) {
   tool.invalid_arguments = [step](const std::string& message) {
-    return refused(Refusal{Reason::invalid_request, message, {}}, step);
+    return refused(Refusal{Reason::invalid_request, Cause::bad_argument, {{"problem", "schema"}, {"error", message}}},
+                   step);
   };
   return tool;
 }
@@ -708,12 +634,12 @@ Tool refusing_bad_arguments(Tool tool, FenceStep step) {
 std::vector<Tool> fence_tools(Fence& fence, Logger& log, std::shared_ptr<SessionAdmissions> admissions,
                               std::shared_ptr<DecisionMetrics> metrics) {
   std::vector<Tool> tools;
-  tools.push_back(refusing_bad_arguments(prepare_tool(fence, log, admissions, metrics), FenceStep::prepare));
-  tools.push_back(refusing_bad_arguments(commit_tool(fence, log, admissions, metrics), FenceStep::commit));
-  tools.push_back(refusing_bad_arguments(abort_tool(fence, log, admissions, metrics), FenceStep::abort));
-  tools.push_back(refusing_bad_arguments(heartbeat_tool(fence, log, admissions, metrics), FenceStep::heartbeat));
-  tools.push_back(refusing_bad_arguments(status_tool(fence), FenceStep::read));
-  tools.push_back(refusing_bad_arguments(stats_tool(fence), FenceStep::read));
+  tools.push_back(refusing_bad_arguments(prepare_tool(fence, log, admissions, metrics), Step::prepare));
+  tools.push_back(refusing_bad_arguments(commit_tool(fence, log, admissions, metrics), Step::commit));
+  tools.push_back(refusing_bad_arguments(abort_tool(fence, log, admissions, metrics), Step::abort));
+  tools.push_back(refusing_bad_arguments(heartbeat_tool(fence, log, admissions, metrics), Step::heartbeat));
+  tools.push_back(refusing_bad_arguments(status_tool(fence), Step::read));
+  tools.push_back(refusing_bad_arguments(stats_tool(fence), Step::read));
   return tools;
 }
 

@@ -288,8 +288,8 @@ TEST_CASE("a heartbeat or abort the ledger could not take says the ticket may st
   CHECK(f.structured("fence_heartbeat", {{"prepared", ticket}})["status"] == "extended");
   CHECK(f.structured("fence_abort", {{"prepared", ticket}, {"reason", "provider declined"}})["status"] == "aborted");
   // A failed ledger (not only a locked one) says the same for them.
-  for (FenceStep step : {FenceStep::heartbeat, FenceStep::abort}) {
-    CHECK_THAT(refusal_advice(Reason::ledger_error, step),
+  for (Step step : {Step::heartbeat, Step::abort}) {
+    CHECK_THAT(advise(Reason::ledger_error, step),
                Catch::Contains("may still hold the intent") && !Catch::Contains("hold nothing"));
   }
 }

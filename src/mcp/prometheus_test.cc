@@ -1,3 +1,4 @@
+#include "effectfence/refusal_text.h"
 #include "mcp/prometheus.h"
 
 #include <catch2/catch.hpp>
@@ -104,10 +105,10 @@ TEST_CASE("decision metrics count each outcome once and time it in the bucket th
   DecisionMetrics m;
   m.prepared(Admitted{}, microseconds(50));                                   // le 0.0001
   m.prepared(Replayed{}, microseconds(100));                                  // le 0.0001: a bound holds its own value
-  m.prepared(Refusal{Reason::in_flight, "", {}}, milliseconds(3));            // le 0.005
-  m.prepared(Refusal{Reason::ledger_busy, "", {}}, std::chrono::seconds(11)); // above every bound
+  m.prepared(Refusal{Reason::in_flight, Cause::none, {}}, milliseconds(3));            // le 0.005
+  m.prepared(Refusal{Reason::ledger_busy, Cause::none, {}}, std::chrono::seconds(11)); // above every bound
   m.committed(Certificate{}, milliseconds(1));
-  m.committed(Refusal{Reason::lease_lost, "", {}}, milliseconds(1));
+  m.committed(Refusal{Reason::lease_lost, Cause::none, {}}, milliseconds(1));
   m.aborted(Aborted{"i"}, milliseconds(2));
   m.extended(Extended{}, milliseconds(2));
   PrometheusText out;

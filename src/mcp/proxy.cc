@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "core/sha256.h"
+#include "effectfence/refusal_text.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/protocol_era.h"
 #include "mcp/raw_json.h"
@@ -196,7 +197,7 @@ Json refusal_result(const std::string& tool, const CallIdentity& identity, const
       break;
     case Reason::prior_failure:
       text = call + " failed earlier or its outcome is unknown (" +
-             refusal.detail.value("recorded_reason", refusal.message) +
+             refusal.detail.value("recorded_reason", explain(refusal, Step::prepare)) +
              "). It was not run again, because its effect may have happened. A person must check what happened "
              "and clear it before it can run again: " + clear_command(ledger_option, identity.intent);
       break;
@@ -208,16 +209,17 @@ Json refusal_result(const std::string& tool, const CallIdentity& identity, const
     case Reason::ledger_busy:
     case Reason::ledger_error:
       text = "effectfence could not record this call (" + std::string(reason_name(refusal.reason)) + ": " +
-             refusal.message + "), so it was not run. Retry in a few seconds.";
+             explain(refusal, Step::prepare) + "), so it was not run. Retry in a few seconds.";
       break;
     default:
-      text = "effectfence refused this call (" + std::string(reason_name(refusal.reason)) + "): " + refusal.message +
+      text = "effectfence refused this call (" + std::string(reason_name(refusal.reason)) + "): " +
+             explain(refusal, Step::prepare) +
              " It was not run.";
       break;
   }
   return with_fence_note(text_result(text, true), Json{{"refused", reason_name(refusal.reason)},
                                                        {"intent", identity.intent},
-                                                       {"explanation", refusal.message},
+                                                       {"explanation", explain(refusal, Step::prepare)},
                                                        {"detail", refusal.detail}});
 }
 
@@ -485,7 +487,7 @@ std::optional<ClientReply> Proxy::await_reply(McpClient::Request& request, const
     if (ticket) {
       if (const auto beat = fence_.heartbeat(*ticket); const Refusal* lost = refusal_of(beat)) {
         log_.error("could not extend the lease of " + ticket->intent + " (" + reason_name(lost->reason) +
-                   "): " + lost->message);
+                   "): " + explain(*lost, Step::heartbeat));
       }
     }
   }
@@ -730,7 +732,7 @@ Reply Proxy::settle_admitted(const std::string& tool, const CallIdentity& identi
       if (refused_before_running(e.code) || options_.on_tool_error == OnToolError::release) {
         release(ticket, why);
       } else if (const auto aborted = fence_.abort(ticket, why); const Refusal* r = refusal_of(aborted)) {
-        log_.error("could not fence " + ticket.intent + ": " + r->message);
+        log_.error("could not fence " + ticket.intent + ": " + explain(*r, Step::abort));
       }
       return Reply::failure(e.code, e.message, e.data);
     }
@@ -766,7 +768,7 @@ Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity
   for (int retry = 0; retry < 3; ++retry) {
     const Refusal* r = refusal_of(committed);
     if (!r || (r->reason != Reason::ledger_busy && r->reason != Reason::ledger_error)) break;
-    log_.warn("recording the result of " + ticket.intent + " failed (" + r->message + "); retrying");
+    log_.warn("recording the result of " + ticket.intent + " failed (" + explain(*r, Step::commit) + "); retrying");
     committed = fence_.commit(ticket, result);
   }
   if (auto* cert = std::get_if<Certificate>(&committed)) {
@@ -776,22 +778,22 @@ Reply Proxy::record_result(const std::string& tool, const CallIdentity& identity
   }
   const Refusal& refusal = std::get<Refusal>(committed);
   log_.error("the result of " + tool + " (" + identity.intent + ") could not be recorded: " +
-             reason_name(refusal.reason) + ": " + refusal.message);
+             reason_name(refusal.reason) + ": " + explain(refusal, Step::commit));
   if (refusal.reason != Reason::lease_lost) {
     // Unrecorded, the intent must not lapse and run again: fence it. If even
     // that fails, it stays held by this live process (identical calls are
     // refused in_flight) and is fenced unknown when wrap exits.
     // The result goes with it into the audit log, as the text it came as.
     const auto aborted =
-        fence_.abort(ticket, "the tool ran but its result could not be recorded: " + refusal.message, result);
+        fence_.abort(ticket, "the tool ran but its result could not be recorded: " + explain(refusal, Step::commit), result);
     if (const Refusal* r = refusal_of(aborted)) {
-      log_.error("could not fence " + ticket.intent + " either (" + r->message + "); identical calls are refused "
+      log_.error("could not fence " + ticket.intent + " either (" + explain(*r, Step::abort) + "); identical calls are refused "
                  "while this wrap runs, and it is fenced as unknown when wrap exits");
     }
   }
   const std::string explanation =
       refusal.reason == Reason::lease_lost
-          ? refusal.message
+          ? explain(refusal, Step::commit)
           : "The tool ran and this is its result, but the ledger could not record it (" +
                 std::string(reason_name(refusal.reason)) + "). Identical calls are refused, never run again, until "
                 "a person checks it and clears the intent (" +
@@ -811,7 +813,7 @@ Reply Proxy::record_tool_error(const std::string& tool, const CallIdentity& iden
     return Reply::of(with_fence_note(result, sent, {{"released", true}, {"intent", identity.intent}}));
   }
   if (const auto aborted = fence_.abort(ticket, why); const Refusal* r = refusal_of(aborted)) {
-    log_.error("could not fence " + ticket.intent + " after a tool error: " + r->message);
+    log_.error("could not fence " + ticket.intent + " after a tool error: " + explain(*r, Step::abort));
   }
   log_.info(tool + " (" + identity.intent + ") reported an error; fenced as failed");
   return Reply::of(with_fence_note(result, sent, {{"fenced", "failed"}, {"intent", identity.intent}}));
@@ -821,12 +823,12 @@ void Proxy::release(const Ticket& ticket, const std::string& why) {
   // Abort, then an audited clear: the ledger keeps the attempt, and the
   // next identical call is admitted as a fresh attempt.
   if (const auto aborted = fence_.abort(ticket, why); const Refusal* r = refusal_of(aborted)) {
-    log_.error("could not release " + ticket.intent + ": " + r->message);
+    log_.error("could not release " + ticket.intent + ": " + explain(*r, Step::abort));
     return;
   }
   if (const auto cleared = fence_.clear(ticket.intent, kReleaseOperator, "released by wrap: " + why);
       const Refusal* r = refusal_of(cleared)) {
-    log_.error("could not release " + ticket.intent + " (it stays fenced as failed): " + r->message);
+    log_.error("could not release " + ticket.intent + " (it stays fenced as failed): " + explain(*r, Step::clear));
   }
 }
 
@@ -1009,7 +1011,7 @@ Reply Proxy::ask_agent_now(const std::string& method, const Json& params, CallCo
     if (ticket) {
       if (const auto beat_outcome = fence_.heartbeat(*ticket); const Refusal* lost = refusal_of(beat_outcome)) {
         log_.error("could not extend the lease of " + ticket->intent + " (" + reason_name(lost->reason) +
-                   "): " + lost->message);
+                   "): " + explain(*lost, Step::heartbeat));
       }
     }
   }
@@ -1071,7 +1073,7 @@ void Proxy::keep_parked_calls() {
   auto heartbeat = [this](const Ticket& ticket) {
     if (const auto beat = fence_.heartbeat(ticket); const Refusal* lost = refusal_of(beat)) {
       log_.error("could not extend the lease of " + ticket.intent + " (" + reason_name(lost->reason) +
-                 "): " + lost->message);
+                 "): " + explain(*lost, Step::heartbeat));
     }
   };
   auto give_up = [](ChildAsk& ask, const std::string& why) { ask.respond(Reply::failure(jsonrpc::kInternalError, why)); };

@@ -256,15 +256,18 @@ TEST_CASE("identify_call: the canonical arguments decide, or the agent's key", "
 TEST_CASE("refusal_result: isError, what happened and what to do, and the fence's account", "[proxy]") {
   const CallIdentity identity{"wrap:pay:abc", "tool:pay", false};
   Json busy = refusal_result("pay", identity,
-                             Refusal{Reason::in_flight, "fence text", {{"holder_agent", "claude"}}}, "--db '/l.sqlite'");
+                             Refusal{Reason::in_flight, Cause::held,
+                                     {{"intent", "wrap:pay:abc"}, {"holder_agent", "claude"}, {"lease_ends_in_ms", 4200}}}, "--db '/l.sqlite'");
   CHECK(busy["isError"] == true);
   const std::string busy_text = busy["content"][0]["text"];
   CHECK_THAT(busy_text, Catch::Contains("An identical call to pay is running") && Catch::Contains("claude"));
   CHECK(busy["_meta"]["effectfence"]["refused"] == "in_flight");
-  CHECK(busy["_meta"]["effectfence"]["explanation"] == "fence text");
+  CHECK(busy["_meta"]["effectfence"]["explanation"] ==
+        "another attempt of intent 'wrap:pay:abc' (agent claude) is in flight; do not run the tool. Retry "
+        "fence_prepare in a few seconds: you will get its recorded result, or the lease expires in 5 s.");
 
   Json fenced = refusal_result("pay", identity,
-                               Refusal{Reason::prior_failure, "x", {{"state", "unknown"}, {"recorded_reason", "child died"}}},
+                               Refusal{Reason::prior_failure, Cause::fenced, {{"state", "unknown"}, {"recorded_reason", "child died"}}},
                                "--db '/l.sqlite'");
   const std::string fenced_text = fenced["content"][0]["text"];
   CHECK_THAT(fenced_text, Catch::Contains("child died") &&

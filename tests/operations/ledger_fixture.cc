@@ -30,6 +30,7 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include "effectfence/refusal_text.h"
 #include "effectfence/fence.h"
 
 namespace ef = effectfence;
@@ -117,7 +118,7 @@ void expect(ef::Fence& fence, const ef::PrepareRequest& request, const std::stri
 std::string run_effect(ef::Fence& fence, const std::string& intent, const ef::Json& result) {
   const ef::Ticket ticket = admit(fence, request_for(intent));
   auto committed = fence.commit(ticket, result);
-  if (auto* refusal = std::get_if<ef::Refusal>(&committed)) die("commit of " + intent + ": " + refusal->message);
+  if (auto* refusal = std::get_if<ef::Refusal>(&committed)) die("commit of " + intent + ": " + ef::explain(*refusal, ef::Step::commit));
   return std::get<ef::Certificate>(committed).hash;
 }
 
@@ -196,7 +197,7 @@ int commit_after_clear(const std::string& path, const std::string& intent) {
     die("could not clear " + intent);
   }
   auto committed = fence->commit(ticket, charge_result(intent));
-  if (auto* refusal = std::get_if<ef::Refusal>(&committed)) die("commit of " + intent + ": " + refusal->message);
+  if (auto* refusal = std::get_if<ef::Refusal>(&committed)) die("commit of " + intent + ": " + ef::explain(*refusal, ef::Step::commit));
   std::cout << std::get<ef::Certificate>(committed).hash << std::endl;
   return 0;
 }
@@ -210,7 +211,7 @@ int swept_and_run_again(const std::string& path, const std::string& intent, cons
   auto ahead = std::make_shared<std::atomic<int64_t>>(0);
   auto fence = open_fence(path, [ahead] { return wall_ms() + ahead->load(); });
   auto first = fence->commit(admit(*fence, request_for(intent)), charge_result(intent));
-  if (auto* refusal = std::get_if<ef::Refusal>(&first)) die("commit of " + intent + ": " + refusal->message);
+  if (auto* refusal = std::get_if<ef::Refusal>(&first)) die("commit of " + intent + ": " + ef::explain(*refusal, ef::Step::commit));
   ahead->store(2 * 86'400'000);
   if (fence->sweep() < 1) die("the sweep did not drop " + intent);
   const ef::Ticket again = admit(*fence, request_for(intent));
@@ -221,7 +222,7 @@ int swept_and_run_again(const std::string& path, const std::string& intent, cons
     die("could not clear " + intent);
   }
   auto rerun = fence->commit(admit(*fence, request_for(intent)), charge_result(intent));
-  if (auto* refusal = std::get_if<ef::Refusal>(&rerun)) die("second commit of " + intent + ": " + refusal->message);
+  if (auto* refusal = std::get_if<ef::Refusal>(&rerun)) die("second commit of " + intent + ": " + ef::explain(*refusal, ef::Step::commit));
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effectfence/refusal_text.h"
 #include "integration/serve_process.h"
 #include "postgres/frozen_server.h"
 #include "support/fence_helpers.h"
@@ -123,7 +124,7 @@ TEST_CASE("while a PostgreSQL server is frozen, a decision that needs a new conn
     CHECK(frozen.all_stopped());  // refused while the server was still frozen
     const PrepareOutcome refused = needs_connection.get();
     REQUIRE(refusal_reason(refused) == Reason::ledger_error);
-    CHECK_THAT(std::get<Refusal>(refused).message, Catch::Contains("nothing was decided"));
+    CHECK_THAT(explain(std::get<Refusal>(refused), Step::prepare), Catch::Contains("nothing was decided"));
     CHECK(held.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);  // still held
   }
   REQUIRE(held.wait_for(kAnswerAfterThaw) == std::future_status::ready);

@@ -16,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effectfence/refusal_text.h"
 #include "core/random_token.h"
 #include "ledger/migrations.h"
 #include "ledger/open_ledger.h"
@@ -603,8 +604,8 @@ TEST_CASE("a connection lost while committing is never retried, and the refusal 
   REQUIRE(std::holds_alternative<Refusal>(outcome));
   const Refusal& refusal = std::get<Refusal>(outcome);
   CHECK(refusal.reason == Reason::ledger_error);
-  CHECK_THAT(refusal.message, Catch::Contains("may or may not have been recorded"));
-  CHECK_THAT(refusal.message, Catch::Contains("Do not run the tool"));
+  CHECK_THAT(explain(refusal, Step::prepare), Catch::Contains("may or may not have been recorded"));
+  CHECK_THAT(explain(refusal, Step::prepare), Catch::Contains("Do not run the tool"));
   // Not retried: the one attempt is all the log shows (the cut one was undone here, so none).
   CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'cut'") == 0);
 }
@@ -626,7 +627,7 @@ TEST_CASE("an admission recorded while its answer was lost with the connection i
   const PrepareOutcome lost = fence->prepare(charge("cut"));
   REQUIRE(cutter.cut());
   REQUIRE(refusal_reason(lost) == Reason::ledger_error);
-  CHECK_THAT(std::get<Refusal>(lost).message, Catch::Contains("may or may not have been recorded"));
+  CHECK_THAT(explain(std::get<Refusal>(lost), Step::prepare), Catch::Contains("may or may not have been recorded"));
   // It was recorded, and this process holds it: a retry is refused until it is taken back.
   CHECK(ledger.count("SELECT count(*) FROM intents WHERE intent = 'cut' AND state = 'in_flight'") == 1);
   CHECK(refusal_reason(fence->prepare(charge("cut"))) == Reason::in_flight);
