@@ -6,9 +6,12 @@
 #include <string>
 #include <variant>
 
-#include "cli/cli_common.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/subcommand.h"
+#include "cli/time_text.h"
 #include "cli/commands.h"
-#include "cli/ledger_reader.h"
+#include "ledger/ledger_reader.h"
 #include "core/signing.h"
 #include "effectfence/fence.h"
 #include "ledger/archive.h"
@@ -127,7 +130,7 @@ int archive(const Args& args) {
   {
     auto opened = open_sqlite_ledger(path, options.busy_timeout_ms);
     if (const auto* why = std::get_if<OpenError>(&opened)) {
-      print_error(kCommand, "opening the ledger", why->message);
+      print_error(kCommand, "opening the ledger", open_error_text(*why));
       return kExitFailure;
     }
   }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/ledger_reader.h"
+#include "ledger/ledger_reader.h"
 #include "core/signing.h"
 #include "ledger/archive.h"
 

@@ -14,9 +14,11 @@
 #include <variant>
 
 #include "effectfence/refusal_text.h"
-#include "cli/cli_common.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/subcommand.h"
 #include "cli/commands.h"
-#include "cli/ledger_reader.h"
+#include "ledger/ledger_reader.h"
 #include "core/terminal_safe.h"
 #include "effectfence/fence.h"
 #include "ledger/ledger_files.h"
@@ -128,28 +130,14 @@ void print_result(bool json, const std::string& intent, const std::string& opera
   print_error(kCommand, "clearing " + terminal_safe(intent), terminal_safe(explain(refusal, Step::clear)));
 }
 
-int clear(const Args& args) {
+int clear(const ParsedArgs& parsed) {
   std::string error;
-  auto parsed = parse_args(
-      args, {{"db", true}, {"reason", true}, {"operator", true}, {"exact", false}, {"json", false}}, &error);
-  if (!parsed) {
-    print_error(kCommand, "reading options", error);
-    return kExitFailure;
-  }
-  if (parsed->has("help")) {
-    print_usage(stdout);
-    return kExitOk;
-  }
-  if (parsed->positionals.size() != 1) {
-    print_error(kCommand, "reading options", "expected exactly one INTENT (see effectfence clear --help)");
-    return kExitFailure;
-  }
-  const auto reason = parsed->value("reason");
+  const auto reason = parsed.value("reason");
   if (!reason || blank(*reason)) {
     print_error(kCommand, "reading options", "--reason is required, and not blank: it goes in the audit log");
     return kExitFailure;
   }
-  const std::string operator_name = parsed->value("operator").value_or(default_operator());
+  const std::string operator_name = parsed.value("operator").value_or(default_operator());
   if (blank(operator_name)) {
     print_error(kCommand, "reading options", "--operator may not be blank: it goes in the audit log");
     return kExitFailure;
@@ -160,7 +148,7 @@ int clear(const Args& args) {
     print_error(kCommand, "writing to standard output", std::string(kStdoutClosed) + "; nothing was cleared");
     return kExitFailure;
   }
-  const std::string path = resolve_ledger_path(*parsed, kCommand);
+  const std::string path = resolve_ledger_path(parsed, kCommand);
   // Clearing writes: a user who may only read gets the owner's way out, not
   // the reader's (a cleared copy would change nothing).
   if (auto why = cannot_write_ledger(path)) {
@@ -179,24 +167,28 @@ int clear(const Args& args) {
   settings.promises_result_ttl = false;  // it serves no replays: the servers' TTL stands
   auto opened = Fence::open(settings);
   if (const auto* open_error = std::get_if<OpenError>(&opened)) {
-    print_error(kCommand, "opening the ledger", open_error->message);
+    print_error(kCommand, "opening the ledger", open_error_text(*open_error));
     return kExitFailure;
   }
   Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
-  const auto intent = intent_meant(fence, parsed->positionals[0], parsed->has("exact"), &error);
+  const auto intent = intent_meant(fence, parsed.positionals[0], parsed.has("exact"), &error);
   if (!intent) {
     print_error(kCommand, "finding the intent", error);
     return kExitFailure;
   }
   const ClearOutcome outcome = fence.clear(*intent, operator_name, *reason);
-  print_result(parsed->has("json"), *intent, operator_name, *reason, outcome);
+  print_result(parsed.has("json"), *intent, operator_name, *reason, outcome);
   return std::holds_alternative<Cleared>(outcome) ? kExitOk : kExitFailure;
 }
 
 }  // namespace
 
 int run_clear(const Args& args) {
-  return run_guarded(kCommand, [&] { return clear(args); });
+  return run_command({kCommand,
+                      {{"db", true}, {"reason", true}, {"operator", true}, {"exact", false}, {"json", false}},
+                      print_usage,
+                      1,
+                      "one INTENT"}, args, clear);
 }
 
 }  // namespace effectfence::cli

@@ -19,9 +19,13 @@
 #include <optional>
 #include <string>
 
-#include "cli/cli_common.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/subcommand.h"
+#include "cli/time_text.h"
+#include "ledger/read_only.h"
 #include "cli/commands.h"
-#include "cli/ledger_reader.h"
+#include "ledger/ledger_reader.h"
 #include "ledger/ledger_files.h"
 #include "ledger/open_ledger.h"
 #include "effectfence/fence.h"

@@ -5,9 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_common.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/subcommand.h"
+#include "cli/time_text.h"
 #include "cli/commands.h"
-#include "cli/ledger_reader.h"
+#include "ledger/audit_reads.h"
 #include "effectfence/fence.h"
 #include "effectfence/json.h"
 #include "ledger/holder.h"
@@ -42,88 +45,6 @@ void print_usage(std::FILE* out) {
                "             lease_expired_ms}]}\n"
                "  --help     this text\n",
                Settings::default_ledger_path("server").c_str());
-}
-
-struct FencedIntent {
-  std::string intent, state, tool, args, domain, agent, reason, holder;
-  int64_t since_ms = 0;
-  int64_t generation = 0;
-};
-
-std::vector<FencedIntent> read_fenced(LedgerReader& db) {
-  // The same rows as the fenced view, with the raw time for --json.
-  auto q = db.query(
-      "SELECT intent, state, tool, args, domain, agent, coalesce(reason, ''), updated_at, "
-      "generation, holder_host || ':' || holder_pid "
-      "FROM intents WHERE state IN ('failed', 'unknown') ORDER BY updated_at, intent");
-  std::vector<FencedIntent> out;
-  while (q->next()) {
-    FencedIntent f;
-    f.intent = q->text(0);
-    f.state = q->text(1);
-    f.tool = q->text(2);
-    f.args = q->text(3);
-    f.domain = q->text(4);
-    f.agent = q->text(5);
-    f.reason = q->text(6);
-    f.since_ms = q->integer(7);
-    f.generation = q->integer(8);
-    f.holder = q->text(9);
-    out.push_back(std::move(f));
-  }
-  return out;
-}
-
-// An intent in flight that is listed with its holder: past its lease while
-// its holder runs on this host (kept, not taken over: the others settle at
-// the next call), or held by a process on this host that is gone (its
-// effect may or may not have happened; the next server to open the ledger,
-// or `effectfence clear`, fences it unknown, and until then, with no server
-// running, this is the only place it shows up as needing a person).
-struct HeldIntent {
-  std::string intent, tool, args, domain, agent, holder;
-  int64_t at_ms = 0;  // when its lease ran out, or when it was admitted
-};
-
-// Rows of sql (intent, tool, args, domain, agent, a time, then the holder's
-// host, boot, pid and start time) whose holder passes keep.
-std::vector<HeldIntent> read_held(LedgerReader& db, const std::string& sql, const std::vector<SqlValue>& params,
-                                  bool (*keep)(const Holder&)) {
-  auto q = db.query(sql, params);
-  std::vector<HeldIntent> out;
-  while (q->next()) {
-    Holder holder;
-    holder.host = q->text(6);
-    holder.boot = q->text(7);
-    holder.pid = q->integer(8);
-    holder.started = q->integer(9);
-    if (!keep(holder)) continue;
-    out.push_back(
-        HeldIntent{q->text(0), q->text(1), q->text(2), q->text(3), q->text(4), holder.describe(), q->integer(5)});
-  }
-  return out;
-}
-
-constexpr const char* kHolderColumns = "holder_host, holder_boot, holder_pid, holder_started";
-
-std::vector<HeldIntent> read_past_lease(LedgerReader& db, int64_t now) {
-  return read_held(db,
-                   std::string("SELECT intent, tool, args, domain, agent, lease_expires_at, ") + kHolderColumns +
-                       " FROM intents WHERE state = 'in_flight' AND lease_expires_at <= ?1 "
-                       "ORDER BY lease_expires_at, intent",
-                   {now}, holder_is_alive_here);
-}
-
-std::vector<HeldIntent> read_holder_gone(LedgerReader& db) {
-  return read_held(db,
-                   std::string("SELECT intent, tool, args, domain, agent, admitted_at, ") + kHolderColumns +
-                       " FROM intents WHERE state = 'in_flight' ORDER BY admitted_at, intent",
-                   {}, holder_is_dead);
-}
-
-// The clock leases are decided by: the database server's for PostgreSQL.
-int64_t ledger_now_ms(LedgerReader& db, const std::string& path) {
-  return is_postgres_ledger(path) ? db.integer("SELECT effectfence_now_ms()") : now_ms();
 }
 
 // args is canonical JSON in the ledger; shown as a string if someone broke it.
@@ -230,22 +151,9 @@ void print_text(const std::string& path, const Report& report) {
   print_past_lease(past_lease);
 }
 
-int fenced(const Args& args) {
+int fenced(const ParsedArgs& parsed) {
   std::string error;
-  auto parsed = parse_args(args, {{"db", true}, {"json", false}}, &error);
-  if (!parsed) {
-    print_error(kCommand, "reading options", error);
-    return kExitFailure;
-  }
-  if (parsed->has("help")) {
-    print_usage(stdout);
-    return kExitOk;
-  }
-  if (!parsed->positionals.empty()) {
-    print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
-    return kExitFailure;
-  }
-  const std::string path = resolve_ledger_path(*parsed, kCommand);
+  const std::string path = resolve_ledger_path(parsed, kCommand);
   auto db = open_ledger_reader(path, &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);
@@ -255,12 +163,12 @@ int fenced(const Args& args) {
   try {
     report.fenced = read_fenced(*db);
     report.holder_gone = read_holder_gone(*db);
-    report.past_lease = read_past_lease(*db, ledger_now_ms(*db, path));
+    report.past_lease = read_past_lease(*db, ledger_now_ms(*db));
   } catch (const std::exception& e) {
     print_error(kCommand, "reading fenced intents", e.what());
     return kExitFailure;
   }
-  if (parsed->has("json")) {
+  if (parsed.has("json")) {
     print_json(db->name(), report);
   } else {
     print_text(db->name(), report);
@@ -271,7 +179,7 @@ int fenced(const Args& args) {
 }  // namespace
 
 int run_fenced(const Args& args) {
-  return run_guarded(kCommand, [&] { return fenced(args); });
+  return run_command({kCommand, {{"db", true}, {"json", false}}, print_usage}, args, fenced);
 }
 
 }  // namespace effectfence::cli

@@ -14,7 +14,9 @@
 #include <memory>
 #include <string>
 
-#include "cli/cli_common.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/subcommand.h"
 #include "cli/commands.h"
 #include "core/signing.h"
 
@@ -76,22 +78,9 @@ void sync_directory_of(const std::string& path) {
   ::close(fd);
 }
 
-int keygen(const Args& args) {
+int keygen(const ParsedArgs& parsed) {
   std::string error;
-  auto parsed = parse_args(args, {{"out", true}, {"json", false}}, &error);
-  if (!parsed) {
-    print_error(kCommand, "reading options", error);
-    return kExitFailure;
-  }
-  if (parsed->has("help")) {
-    print_usage(stdout);
-    return kExitOk;
-  }
-  if (!parsed->positionals.empty()) {
-    print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
-    return kExitFailure;
-  }
-  const auto out = parsed->value("out");
+  const auto out = parsed.value("out");
   if (!out) {
     print_error(kCommand, "reading options", "--out FILE is required: where to write the private key");
     return kExitFailure;
@@ -131,7 +120,7 @@ int keygen(const Args& args) {
     return kExitFailure;
   }
   sync_directory_of(private_file);
-  if (parsed->has("json")) {
+  if (parsed.has("json")) {
     print_json_line({{"key_id", key->key_id()},
                      {"private_key_file", private_file},
                      {"public_key_file", public_file},
@@ -146,7 +135,7 @@ int keygen(const Args& args) {
 }  // namespace
 
 int run_keygen(const Args& args) {
-  return run_guarded(kCommand, [&] { return keygen(args); });
+  return run_command({kCommand, {{"out", true}, {"json", false}}, print_usage}, args, keygen);
 }
 
 }  // namespace effectfence::cli

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/ledger_reader.h"
+#include "ledger/ledger_reader.h"
 
 namespace effectfence::cli {
 

@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_common.h"
+#include "cli/output.h"
+#include "cli/subcommand.h"
 #include "cli/commands.h"
 #include "cli/version.h"
 #include "ledger/sqlite_ledger.h"

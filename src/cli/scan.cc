@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cli/child_session.h"
-#include "cli/cli_common.h"
+#include "cli/subcommand.h"
 #include "cli/commands.h"
 #include "scan/render.h"
 

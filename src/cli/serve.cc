@@ -16,7 +16,8 @@
 #include <thread>
 #include <variant>
 
-#include "cli/cli_common.h"
+#include "cli/subcommand.h"
+#include "cli/output.h"
 #include "cli/commands.h"
 #include "cli/serve_shared.h"
 #include "cli/server_process.h"
@@ -219,7 +220,7 @@ int run_serve(const Args& args) {
 
   auto opened = Fence::open(settings);
   if (auto* error = std::get_if<OpenError>(&opened)) {
-    log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+    log.error("cannot open ledger: " + open_error_text(*error));
     return 2;  // could not run, as for every subcommand
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));

@@ -1,3 +1,4 @@
+#include "cli/subcommand.h"
 #include "cli/serve_shared.h"
 
 #include <fcntl.h>
@@ -195,7 +196,7 @@ class AloneFallback {
   std::unique_ptr<mcp::Server> server(mcp::Server::Sink sink) {
     auto opened = Fence::open(settings_);
     if (auto* error = std::get_if<OpenError>(&opened)) {
-      log_.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+      log_.error("cannot open ledger: " + open_error_text(*error));
       return nullptr;
     }
     fence_ = std::move(std::get<std::unique_ptr<Fence>>(opened));
@@ -330,7 +331,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
 
   auto opened = Fence::open(settings);
   if (auto* error = std::get_if<OpenError>(&opened)) {
-    return give_up(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+    return give_up("cannot open ledger: " + open_error_text(*error));
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
 

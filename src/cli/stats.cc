@@ -6,9 +6,11 @@
 #include <utility>
 #include <vector>
 
-#include "cli/cli_common.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/subcommand.h"
 #include "cli/commands.h"
-#include "cli/ledger_reader.h"
+#include "ledger/audit_reads.h"
 #include "effectfence/fence.h"
 #include "effectfence/types.h"
 #include "mcp/prometheus.h"
@@ -36,43 +38,7 @@ void print_usage(std::FILE* out) {
                Settings::default_ledger_path("server").c_str());
 }
 
-struct LedgerStats {
-  Counters counters;
-  std::map<std::string, int64_t> intents;  // state -> how many
-  int64_t certificates = 0;
-  int64_t events = 0;
-};
-
-// Unknown counter names (from a newer writer) are ignored, not fatal.
-void set_counter(Counters* c, const std::string& name, int64_t value) {
-  std::map<std::string, int64_t*> slots = {
-      {"admitted", &c->admitted},
-      {"replayed", &c->replayed},
-      {"refused_stale_read_set", &c->refused_stale_read_set},
-      {"refused_domain_race", &c->refused_domain_race},
-      {"refused_in_flight", &c->refused_in_flight},
-      {"refused_prior_failure", &c->refused_prior_failure},
-      {"refused_payload_mismatch", &c->refused_payload_mismatch},
-      {"committed", &c->committed},
-      {"aborted", &c->aborted},
-  };
-  auto slot = slots.find(name);
-  if (slot != slots.end()) *slot->second = value;
-}
-
-LedgerStats read_stats(LedgerReader& db) {
-  LedgerStats stats;
-  auto counters = db.query("SELECT name, value FROM counters");
-  while (counters->next()) set_counter(&stats.counters, counters->text(0), counters->integer(1));
-  for (const char* state : kStates) stats.intents[state] = 0;
-  auto states = db.query("SELECT state, count(*) FROM intents GROUP BY state");
-  while (states->next()) stats.intents[states->text(0)] = states->integer(1);
-  stats.certificates = db.integer("SELECT count(*) FROM certificates");
-  stats.events = db.integer("SELECT count(*) FROM events");
-  return stats;
-}
-
-void print_json(const std::string& path, const LedgerStats& s) {
+void print_json(const std::string& path, const LedgerCounts& s) {
   Json intents = Json::object();
   for (const auto& [state, n] : s.intents) intents[state] = n;
   const Json out = {{"path", path},
@@ -94,7 +60,7 @@ std::vector<std::pair<const char*, int64_t>> refusals_by_reason(const Counters& 
 
 // The ledger-wide numbers, named effectfence_ledger_* so they never add up
 // with a server's own effectfence_* counts of the same decisions.
-std::string prometheus_text(const std::string& path, const LedgerStats& s) {
+std::string prometheus_text(const std::string& path, const LedgerCounts& s) {
   using Type = mcp::PrometheusText::Type;
   const Counters& c = s.counters;
   const mcp::PrometheusLabels ledger = {{"ledger", path}};
@@ -127,7 +93,7 @@ std::string prometheus_text(const std::string& path, const LedgerStats& s) {
   return out.take();
 }
 
-void print_text(const std::string& path, const LedgerStats& s) {
+void print_text(const std::string& path, const LedgerCounts& s) {
   const Counters& c = s.counters;
   std::printf("ledger        %s\n", path.c_str());
   std::printf("attempts      %lld (admitted %lld, replayed %lld, refused %lld)\n",
@@ -151,40 +117,27 @@ void print_text(const std::string& path, const LedgerStats& s) {
   std::printf("events        %lld\n", static_cast<long long>(s.events));
 }
 
-int stats(const Args& args) {
-  std::string error;
-  auto parsed = parse_args(args, {{"db", true}, {"json", false}, {"prometheus", false}}, &error);
-  if (!parsed) {
-    print_error(kCommand, "reading options", error);
-    return kExitFailure;
-  }
-  if (parsed->has("help")) {
-    print_usage(stdout);
-    return kExitOk;
-  }
-  if (parsed->has("json") && parsed->has("prometheus")) {
+int stats(const ParsedArgs& parsed) {
+  if (parsed.has("json") && parsed.has("prometheus")) {
     print_error(kCommand, "reading options", "--json and --prometheus are two formats of one report: give one");
     return kExitFailure;
   }
-  if (!parsed->positionals.empty()) {
-    print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
-    return kExitFailure;
-  }
-  auto db = open_ledger_reader(resolve_ledger_path(*parsed, kCommand), &error);
+  std::string error;
+  auto db = open_ledger_reader(resolve_ledger_path(parsed, kCommand), &error);
   if (!db) {
     print_error(kCommand, "opening the ledger", error);
     return kExitFailure;
   }
-  LedgerStats s;
+  LedgerCounts s;
   try {
-    s = read_stats(*db);
+    s = read_counts(*db);
   } catch (const std::exception& e) {
     print_error(kCommand, "reading the counters", e.what());
     return kExitFailure;
   }
-  if (parsed->has("prometheus")) {
+  if (parsed.has("prometheus")) {
     std::fputs(prometheus_text(db->name(), s).c_str(), stdout);
-  } else if (parsed->has("json")) {
+  } else if (parsed.has("json")) {
     print_json(db->name(), s);
   } else {
     print_text(db->name(), s);
@@ -195,7 +148,7 @@ int stats(const Args& args) {
 }  // namespace
 
 int run_stats(const Args& args) {
-  return run_guarded(kCommand, [&] { return stats(args); });
+  return run_command({kCommand, {{"db", true}, {"json", false}, {"prometheus", false}}, print_usage}, args, stats);
 }
 
 }  // namespace effectfence::cli

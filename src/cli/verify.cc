@@ -35,10 +35,13 @@
 #include <vector>
 
 #include "cli/archive_check.h"
-#include "cli/cli_common.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/subcommand.h"
+#include "cli/time_text.h"
 #include "cli/commands.h"
 #include "cli/ledger_protections.h"
-#include "cli/ledger_reader.h"
+#include "ledger/ledger_reader.h"
 #include "cli/signature_check.h"
 #include "ledger/open_ledger.h"
 #include "core/sha256.h"

@@ -24,7 +24,8 @@
 #include <thread>
 #include <variant>
 
-#include "cli/cli_common.h"
+#include "cli/subcommand.h"
+#include "cli/output.h"
 #include "cli/commands.h"
 #include "cli/server_process.h"
 #include "cli/signing_key.h"
@@ -263,7 +264,7 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   }
   auto opened = Fence::open(settings);
   if (auto* error = std::get_if<OpenError>(&opened)) {
-    log.error(std::string("cannot open ledger: ") + open_error_name(error->code) + ": " + error->message);
+    log.error("cannot open ledger: " + open_error_text(*error));
     return 2;  // could not run, as for every subcommand
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));

@@ -252,8 +252,7 @@ std::string damaged_log(const std::string& ledger_path) {
            " committed after the damage, and the outcomes recorded in them. Nothing was changed. Stop every "
            "process using the ledger and restore it, with its -wal, from a backup (docs/OPERATIONS.md, "
            "\"A damaged log\"). To keep only what comes before the damage, copy " + name + " and " + log +
-           " aside, run sqlite3 " + name + " \"PRAGMA wal_checkpoint(TRUNCATE)\", then effectfence verify --db " +
-           name;
+           " aside, run sqlite3 " + name + " \"PRAGMA wal_checkpoint(TRUNCATE)\", then verify the ledger";
   }
   return "";
 }

@@ -16,7 +16,21 @@ std::string misidentified_ledger(SQLite::Database& db, const std::string& path) 
   return "holds an effectfence ledger's tables, but its header's application_id is " + std::to_string(app_id) +
          ", not " + id + ": the header is damaged or was changed by hand. Nothing was changed. Restore the ledger "
          "from a backup; or, if nothing else is wrong with it, set it back with sqlite3 " + path +
-         " \"PRAGMA application_id = " + id + "\" and check it with effectfence verify --db " + path;
+         " \"PRAGMA application_id = " + id + "\" and verify it before it is used again";
+}
+
+std::string schema_version_problem(SQLite::Database& db) {
+  const int version = db.execAndGet("PRAGMA user_version").getInt();
+  if (version <= 0 && db.execAndGet("SELECT count(*) FROM sqlite_master").getInt() > 0) {
+    return "holds a ledger's tables but its schema version was set to " + std::to_string(version) +
+           " (PRAGMA user_version); set it back to the version its tables are at (see migrations/) or restore it "
+           "from a backup";
+  }
+  if (version > latest_schema_version()) {
+    return "has schema version " + std::to_string(version) + " but this effectfence knows " +
+           std::to_string(latest_schema_version()) + "; upgrade effectfence";
+  }
+  return "";
 }
 
 int latest_schema_version() {

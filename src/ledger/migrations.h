@@ -24,6 +24,11 @@ constexpr int32_t kApplicationId = 0x45464E43;
 // and restoring is the way out, not another --db. "" otherwise.
 std::string misidentified_ledger(SQLite::Database& db, const std::string& path);
 
+// What is wrong with db's schema version for this binary, as a phrase after
+// the file's name: a ledger's tables at version 0 or below (set by hand), or
+// a version newer than this binary knows. "" when neither.
+std::string schema_version_problem(SQLite::Database& db);
+
 // Every migration shipped in this binary, ordered by version (generated).
 const std::vector<Migration>& embedded_migrations();
 int latest_schema_version();

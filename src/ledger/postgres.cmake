@@ -20,5 +20,7 @@ target_sources(effectfence_ledger PRIVATE
   ${CMAKE_SOURCE_DIR}/src/ledger/postgres_txn.cc
   ${CMAKE_SOURCE_DIR}/src/ledger/postgres_ledger.cc
   ${CMAKE_SOURCE_DIR}/src/ledger/open_ledger.cc
+  ${CMAKE_SOURCE_DIR}/src/ledger/ledger_reader.cc
+  ${CMAKE_SOURCE_DIR}/src/ledger/audit_reads.cc
   ${EMBEDDED_PG})
 target_link_libraries(effectfence_ledger PUBLIC PkgConfig::LIBPQ)

@@ -41,14 +41,14 @@ OpenError open_error(OpenErrorCode code, const std::string& path, const std::str
 std::optional<OpenError> check_existing_file(const std::string& path) {
   if (path == ":memory:") {
     return open_error(OpenErrorCode::invalid_settings, path,
-                      "is SQLite's name for a private in-memory database; effectfence's is `memory` (--db memory), "
+                      "is SQLite's name for a private in-memory database; effectfence's is `memory`, "
                       "which fences only within one process. For a file of that name, write ./:memory:");
   }
   if (const std::string database = database_beside(path); !database.empty()) {
     return open_error(OpenErrorCode::not_a_ledger, path,
                       "is where SQLite keeps the log or lock of the database " + database +
-                          "; a ledger there would take the place of that database's transactions. Point --db "
-                          "at " + database + " itself, or at a new path");
+                          "; a ledger there would take the place of that database's transactions. Use " + database +
+                          " itself as the ledger, or a new path");
   }
   if (const std::string log = orphaned_log(path); !log.empty()) {
     return open_error(OpenErrorCode::corrupt, path, log);
@@ -68,14 +68,14 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
     if (::stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       return open_error(OpenErrorCode::unwritable, path,
                         "its directory " + directory + " does not exist; create it (mkdir -p " + directory +
-                            ") or point --db at a ledger in a directory that does");
+                            ") or use a ledger in a directory that does");
     }
     return std::nullopt;  // created below
   }
   if (S_ISDIR(st.st_mode)) return open_error(OpenErrorCode::io, path, "is a directory, not a ledger file");
   if (!S_ISREG(st.st_mode)) {
     return open_error(OpenErrorCode::not_a_ledger, path,
-                      "is not a regular file (a pipe, socket or device); point --db at a ledger file");
+                      "is not a regular file (a pipe, socket or device); use a ledger file");
   }
   // SQLite keeps the write lock and the log beside the name it was given, so
   // processes opening one file under two names would not fence each other.
@@ -91,7 +91,7 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
   }
   if (st.st_size < 100 || std::memcmp(header, "SQLite format 3", 16) != 0) {
     return open_error(OpenErrorCode::not_a_ledger, path,
-                      "is not an SQLite database; refusing to touch it. Point --db at a new path, "
+                      "is not an SQLite database; refusing to touch it. Use a new path for the ledger, "
                       "or move the file away if it is garbage");
   }
   return std::nullopt;
@@ -111,7 +111,7 @@ OpenError classify_open_failure(const std::string& path, const SQLite::Exception
     if (on_read_only_filesystem(path)) {
       return open_error(OpenErrorCode::unwritable, path,
                         std::string("is on a read-only filesystem (") + e.what() +
-                            "); a server writes its ledger: point --db at a writable place (the read-only commands "
+                            "); a server writes its ledger: put it in a writable place (the read-only commands "
                             "stats, fenced, export and verify can read it where it is)");
     }
     return open_error(OpenErrorCode::unwritable, path,
@@ -137,16 +137,10 @@ std::optional<OpenError> check_identity(SQLite::Database& db, const std::string&
                       "is an SQLite database of another application (application_id " +
                           std::to_string(app_id) + "); refusing to add tables to it");
   }
-  if (app_id == kApplicationId && version <= 0 && tables > 0) {
-    return open_error(OpenErrorCode::corrupt, path,
-                      "holds a ledger's tables but its schema version was set to " + std::to_string(version) +
-                          " (PRAGMA user_version); set it back to the version its tables are at (see "
-                          "migrations/) or restore it from a backup");
-  }
-  if (version > latest_schema_version()) {
-    return open_error(OpenErrorCode::newer_schema, path,
-                      "has schema version " + std::to_string(version) + " but this effectfence knows " +
-                          std::to_string(latest_schema_version()) + "; upgrade effectfence");
+  if (app_id == kApplicationId || version > 0) {
+    if (const std::string wrong = schema_version_problem(db); !wrong.empty()) {
+      return open_error(version > 0 ? OpenErrorCode::newer_schema : OpenErrorCode::corrupt, path, wrong);
+    }
   }
   return std::nullopt;
 }

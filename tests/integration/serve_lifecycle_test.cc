@@ -298,7 +298,10 @@ TEST_CASE("files that are not a usable ledger are refused with a named error", "
   SECTION("garbage") {
     const std::string db = dir.file("garbage.sqlite");
     write_file(db, std::string(4096, 'G'));
-    CHECK_THAT(expect_refused_ledger({"serve", "--db", db}), Catch::Contains("cannot open ledger: not_a_ledger"));
+    // The ledger says what is wrong; the CLI adds how to choose another.
+    CHECK_THAT(expect_refused_ledger({"serve", "--db", db}),
+               Catch::Contains("cannot open ledger: not_a_ledger") && Catch::Contains("Use a new path for the ledger") &&
+                   Catch::Contains("(the ledger is --db PATH, else $EFFECTFENCE_LEDGER)"));
     std::ifstream in(db, std::ios::binary);
     CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == std::string(4096, 'G'));  // untouched
   }

@@ -1,4 +1,7 @@
-#include "cli/cli_common.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/time_text.h"
+#include "ledger/read_only.h"
 
 #include <unistd.h>
 
@@ -105,20 +108,22 @@ TEST_CASE("csv_field quotes per RFC 4180 only when needed") {
   CHECK(csv_field("cr\r") == "\"cr\r\"");
 }
 
-TEST_CASE("open_ledger_read_only never creates a file, and names the ledgers beside a missing one") {
+TEST_CASE("open_ledger_read_only never creates a file, and the ledgers beside a missing one are named") {
   effectfence::testing::TempDir dir;
   std::string error;
   const std::string path = dir.file("server.sqlite");
-  CHECK_FALSE(open_ledger_read_only(path, &error));
+  bool absent = false;
+  CHECK_FALSE(open_ledger_read_only(path, &error, &absent));
   CHECK(error == "no ledger at " + path);
+  CHECK(absent);
+  CHECK(ledgers_beside(path).empty());
   CHECK_FALSE(ledger_file_exists(path));
 
   // wrap names its ledger after the command it wraps.
   std::ofstream(dir.file("wrap-0123456789abcdef.sqlite")) << "";
   std::ofstream(dir.file("notes.txt")) << "";
   CHECK_FALSE(open_ledger_read_only(path, &error));
-  CHECK(error == "no ledger at " + path + "; other .sqlite files in that directory: " +
-                     dir.file("wrap-0123456789abcdef.sqlite"));
+  CHECK(ledgers_beside(path) == "; other .sqlite files in that directory: " + dir.file("wrap-0123456789abcdef.sqlite"));
   CHECK_FALSE(ledger_file_exists(path));
 }
 
@@ -131,8 +136,8 @@ TEST_CASE("beside the default ledger, the files named are wrap's ledgers, and th
   std::ofstream(wrap_ledger) << "";
   std::string error;
   CHECK_FALSE(open_ledger_read_only(path, &error));
-  CHECK(error == "no ledger at " + path + "; other ledgers in that directory: " + wrap_ledger +
-                     " (wrap keeps one per wrapped command; pass one with --db)");
+  CHECK(ledgers_beside(path) == "; other ledgers in that directory: " + wrap_ledger +
+                                    " (wrap keeps one per wrapped command; pass one with --db)");
   CHECK_FALSE(ledger_file_exists(path));
 }
 

@@ -1,6 +1,5 @@
-// A read-only view of a ledger for the operator commands (stats, fenced,
-// clear, export, verify), whichever engine holds it, so each command is
-// written once. Everything one reader returns comes from one snapshot.
+// A read-only view of a ledger for auditing (stats, fenced, clear, export,
+// verify), whichever engine holds it, so each reader is written once. Everything one reader returns comes from one snapshot.
 // SQL is shared by both engines: parameters are ?1, ?2, ...
 #pragma once
 
@@ -10,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-namespace effectfence::cli {
+namespace effectfence {
 
 using SqlValue = std::variant<int64_t, std::string>;
 
@@ -47,7 +46,9 @@ bool has_signatures_table(LedgerReader& db);
 // Opens the ledger --db / EFFECTFENCE_LEDGER names, read-only: an SQLite
 // file that must exist and be ours, or a PostgreSQL database that must
 // already hold a ledger. Returns nullptr and fills *error (naming the
-// ledger, never its password) otherwise.
-std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error);
+// ledger, never its password) otherwise, and *absent (if given) iff there
+// is no file at where at all.
+std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error,
+                                                 bool* absent = nullptr);
 
-}  // namespace effectfence::cli
+}  // namespace effectfence

@@ -1,13 +1,13 @@
-#include "cli/ledger_reader.h"
+#include "ledger/ledger_reader.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
-#include "cli/cli_common.h"
+#include "ledger/read_only.h"
 #include "ledger/open_ledger.h"
 #include "ledger/pg_connection.h"
 #include "ledger/postgres_ledger.h"
 
-namespace effectfence::cli {
+namespace effectfence {
 namespace {
 
 class SqliteRows final : public ReaderRows {
@@ -157,15 +157,16 @@ bool has_signatures_table(LedgerReader& db) {
                                      "AND table_schema = current_schema()") > 0;
 }
 
-std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error) {
+std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error, bool* absent) {
+  if (absent) *absent = false;
   if (std::string refused = conninfo_refused(where); !refused.empty()) {
     *error = refused;
     return nullptr;
   }
   if (is_postgres_ledger(where)) return open_postgres_reader(where, error);
-  auto db = open_ledger_read_only(where, error);
+  auto db = open_ledger_read_only(where, error, absent);
   if (!db) return nullptr;
   return std::make_unique<SqliteReader>(std::move(db), where);
 }
 
-}  // namespace effectfence::cli
+}  // namespace effectfence
