@@ -6,7 +6,7 @@
 # segment edited, removed or reordered; psql shows every other deletion
 # still refused; SIGKILLs of the archive at random points lose no row; a
 # server keeps answering while it runs. Each run works in a schema of its
-# own. Sized for CI: a few hundred pairs, a few kills.
+# own. Sized for CI: about two hundred pairs, a few kills.
 #   archive_postgres_test.sh EFFECTFENCE POSTGRES_URL PSQL [KILLS]
 set -uo pipefail
 EF=$(realpath "$1")
@@ -80,19 +80,19 @@ old_history() {  # old_history LEDGER N PREFIX: N swept pairs older than CUTOFF,
 L=$(new_ledger one)
 A=$WORK/one.archive
 "$EF" keygen --out "$WORK/archive.key" >/dev/null
-EFFECTFENCE_SIGNING_KEY=$WORK/archive.key old_history "$L" 120 a
+EFFECTFENCE_SIGNING_KEY=$WORK/archive.key old_history "$L" 60 a
 BEFORE=$(keys "$L")
-OUT=$("$EF" archive --db "$L" --before "$CUTOFF" --out "$A" --rows 120 --signing-key "$WORK/archive.key" --json 2>&1)
-expect_eq "$(jq -r '.certificates' <<<"$OUT")" 120 "archive moved the 120 old certificates ($OUT)"
-expect_eq "$(jq -r '[.signatures, .events] | @text' <<<"$OUT")" "[120,240]" "... their 120 signatures and 240 events"
-expect_eq "$(jq -r '.segments' <<<"$OUT")" 4 "in segments of at most 120 rows"
+OUT=$("$EF" archive --db "$L" --before "$CUTOFF" --out "$A" --rows 60 --signing-key "$WORK/archive.key" --json 2>&1)
+expect_eq "$(jq -r '.certificates' <<<"$OUT")" 60 "archive moved the 60 old certificates ($OUT)"
+expect_eq "$(jq -r '[.signatures, .events] | @text' <<<"$OUT")" "[60,120]" "... their 60 signatures and 120 events"
+expect_eq "$(jq -r '.segments' <<<"$OUT")" 4 "in segments of at most 60 rows"
 expect_eq "$(sql "$L" "SELECT count(*) FROM certificates WHERE intent LIKE 'a-%' AND intent NOT LIKE 'a-new-%'")" 0 \
   "the ledger no longer holds them"
 expect_eq "$(keys "$L" "$A")" "$BEFORE" "the ledger and the segments hold every row the ledger held, once"
 expect_eq "$(sql "$L" "SELECT count(*) FROM archive_in_progress")" 0 "no deletion window is left open"
 verify_archive "$L" "$A" --public-key "$WORK/archive.key.pub"
 expect_eq "$RC" 0 "verify --archive passes on the archived PostgreSQL ledger ($OUT)"
-expect_match "$OUT" "archived: 4 segment\(s\) holding 120 certificate\(s\), 120 signature\(s\), 240 event\(s\).*read 4 segment\(s\) in [^ ]* \(4 signed root\(s\) verified\)" \
+expect_match "$OUT" "archived: 4 segment\(s\) holding 60 certificate\(s\), 60 signature\(s\), 120 event\(s\).*read 4 segment\(s\) in [^ ]* \(4 signed root\(s\) verified\)" \
   "verify --archive counts what was archived, read every segment and checked every root's signature"
 ROOT4=$(sql "$L" "SELECT root FROM archives WHERE segment = 4")
 expect_eq "$(tail -n 1 "$A/segment-000004.jsonl" | jq -r .root)" "$ROOT4" "the ledger records each segment's root hash"
@@ -164,14 +164,14 @@ expect_eq "$(keys "$L" "$A")" "$BEFORE" "none of those attempts changed a row"
 
 # --- 4. a server keeps answering while an archive runs ------------------------
 S=$(new_ledger serve)
-old_history "$S" 100 s
+old_history "$S" 60 s
 pairs "$S" --seconds 120 --stop-file "$WORK/stop" --prefix live >"$WORK/live.json" &
 LIVE=$!
 sleep 1
 START=$(date +%s%N)
-OUT=$("$EF" archive --db "$S" --before "$CUTOFF" --out "$WORK/serve.archive" --rows 20 --json 2>&1)
+OUT=$("$EF" archive --db "$S" --before "$CUTOFF" --out "$WORK/serve.archive" --rows 12 --json 2>&1)
 SPAN_MS=$(( ($(date +%s%N) - START) / 1000000 ))
-expect_eq "$(jq -r '.certificates' <<<"$OUT")" 100 "archive ran beside a busy server ($(jq -r .segments <<<"$OUT") segments)"
+expect_eq "$(jq -r '.certificates' <<<"$OUT")" 60 "archive ran beside a busy server ($(jq -r .segments <<<"$OUT") segments)"
 kill -0 "$LIVE" 2>/dev/null
 expect_eq "$?" 0 "the server was still being driven when the archive finished"
 touch "$WORK/stop"
@@ -189,12 +189,12 @@ KA=$WORK/kill.archive
 # archive of a ledger of the same size took, if shorter: each killed run
 # resumes where the one before stopped, so later kills reach further in.
 (( SPAN_MS > 2500 )) && SPAN_MS=2500
-old_history "$K" 100 x
+old_history "$K" 60 x
 EVERYTHING=$(keys "$K")
 lost=0
 unverified=0
 for i in $(seq 1 "$KILLS"); do
-  "$EF" archive --db "$K" --before "$CUTOFF" --out "$KA" --rows 15 >/dev/null 2>&1 &
+  "$EF" archive --db "$K" --before "$CUTOFF" --out "$KA" --rows 10 >/dev/null 2>&1 &
   victim=$!
   delay=$(( (RANDOM * 32768 + RANDOM) % (SPAN_MS + 1) ))
   sleep "$((delay / 1000)).$(printf '%03d' $((delay % 1000)))"
