@@ -5,6 +5,7 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include "effectfence/json.h"
 #include "ledger/pg_connection.h"
 
 namespace effectfence::archive {
@@ -106,12 +107,14 @@ class PostgresArchiveDb final : public ArchiveDb {
     open_ = true;
     // One archive of a ledger records at a time (the next segment number).
     db_->exec("SELECT pg_advisory_xact_lock(hashtextextended('effectfence archive', 0))");
-    // The intents' own locks, the ones load_intent takes, in one order.
+    // The intents' own locks, the ones load_intent takes, in one round
+    // trip. Their order cannot deadlock: a decision holds one intent's
+    // lock, and archives take theirs one archive at a time (above).
     std::sort(intents.begin(), intents.end());
     intents.erase(std::unique(intents.begin(), intents.end()), intents.end());
-    for (const std::string& intent : intents) {
-      db_->exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {pg::param("intent:" + intent)});
-    }
+    db_->exec("SELECT count(pg_advisory_xact_lock(hashtextextended('intent:' || i, 0))) "
+              "FROM json_array_elements_text($1::json) AS i",
+              {pg::param(Json(intents).dump())});
   }
 
   void commit() override {
