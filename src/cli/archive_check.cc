@@ -70,7 +70,7 @@ std::vector<archive::RecordedSegment> read_archive_records(LedgerReader& db) {
 }
 
 void ArchiveCheck::check_records() {
-  if (!db_ || !has_archives_table(*db_)) return;
+  if (!db_ || !has_archives_table(*db_)) return;  // an export's, or a ledger from before archives
   records_ = read_archive_records(*db_);
   for (size_t i = 0; i < records_.size(); ++i) {
     const archive::RecordedSegment& r = records_[i];
@@ -277,8 +277,8 @@ bool ArchiveCheck::still_in_ledger(const archive::SegmentContents& s) {
       const auto id = row.find("id");
       if (id == row.end() || !id->is_number_integer()) return false;
       found = db.integer(type == "event" ? "SELECT count(*) FROM events WHERE id = ?1"
-                                          : "SELECT count(*) FROM clears WHERE id = ?1",
-                          {id->get<int64_t>()});
+                                         : "SELECT count(*) FROM clears WHERE id = ?1",
+                         {id->get<int64_t>()});
     }
     if (found == 0) return false;
   }

@@ -166,6 +166,17 @@ expect_no_match "$OUT" "missing_parent" "... instead of reporting the parent lin
 OUT=$("$EF" verify --export "$WORK/one.jsonl" --archive "$A" 2>&1)
 expect_eq "$?" 0 "verify --export --archive checks the dump and its segments as one history ($OUT)"
 expect_match "$OUT" "read 5 segment\(s\)" "... reading every segment"
+# Segments archived after the dump are not its history: counted, not read.
+"$SQLITE3" "$L" ".backup $WORK/later.sqlite"
+cp -r "$A" "$WORK/later.archive"
+# (the a-new pairs the sweeping server swept go; the last few it did not stay)
+"$EF" archive --db "$WORK/later.sqlite" --before "$(now_iso)" --out "$WORK/later.archive" >/dev/null 2>&1
+LATER=$(( $(ls "$WORK/later.archive" | grep -c '^segment-') - 5 ))
+expect_match "$LATER" '^[1-9]' "a later archive of the same ledger added segments after the dump"
+OUT=$("$EF" verify --export "$WORK/one.jsonl" --archive "$WORK/later.archive" 2>&1)
+expect_eq "$?" 0 "segments archived after the dump do not fail it ($OUT)"
+expect_match "$OUT" "read 5 segment\(s\) in [^ ]*, $LATER later one\(s\) archived after the dump \(not its history, not read\)" \
+  "... they are counted ($LATER) and not read"
 # Negative controls: segments that are not the ones the dump continues from.
 D=$(damaged export-forged)
 # The last segment edited, its root recomputed: it agrees with itself, not with the dump.
