@@ -1,5 +1,5 @@
-// effectfence archive: moves old history out of an SQLite ledger into
-// segment files, each written and synced before its rows are deleted
+// effectfence archive: moves old history out of a ledger (SQLite or
+// PostgreSQL) into segment files, each written and synced before its rows are deleted
 // (src/ledger/archive.h says what is kept and why).
 #include <cstdio>
 #include <memory>
@@ -28,14 +28,15 @@ void print_usage(std::FILE* out) {
                "usage: effectfence archive --db PATH --before AGE|TIME --out DIR [--signing-key FILE]\n"
                "                           [--rows N] [--segments N] [--json]\n\n"
                "Moves the certificates, signatures, events and clears older than the cutoff out of\n"
-               "an SQLite ledger into segment files in DIR (segment-000001.jsonl, ...), a few\n"
-               "thousand rows each. Only whole intents go, and only those whose result no longer\n"
-               "replays (no row in intents: swept after the result TTL), none of whose rows is newer\n"
-               "than the cutoff, and none of whose certificates is a domain's head or the parent of an\n"
-               "attempt in flight or unknown. Each segment is written, synced and renamed before its\n"
-               "rows are deleted, in one short transaction that records it in the ledger's archives\n"
-               "table; servers keep running meanwhile. Run it again after an interruption: it removes\n"
-               "what the interrupted run left and carries on. Check the whole history with\n"
+               "a ledger (an SQLite file or a PostgreSQL URL) into segment files in DIR\n"
+               "(segment-000001.jsonl, ...), a few thousand rows each. Only whole intents go, and only\n"
+               "those whose result no longer replays (no row in intents: swept after the result TTL),\n"
+               "none of whose rows is newer than the cutoff, and none of whose certificates is a\n"
+               "domain's head or the parent of an attempt in flight or unknown. Each segment is\n"
+               "written, synced and renamed before its rows are deleted, in one short transaction that\n"
+               "records it in the ledger's archives table; servers keep running meanwhile. Run it\n"
+               "again after an interruption: it removes what the interrupted run left and carries on.\n"
+               "Check the whole history with\n"
                "effectfence verify --db PATH --archive DIR.\n\n"
                "options:\n"
                "  --db PATH        the ledger (default: $EFFECTFENCE_LEDGER, else %s)\n"
@@ -116,11 +117,6 @@ int archive(const Args& args) {
     options.signer = std::get<std::shared_ptr<const Signer>>(signer);
   }
   const std::string path = resolve_ledger_path(*parsed, kCommand);
-  if (is_postgres_ledger(path)) {
-    print_error(kCommand, "opening the ledger",
-                "archiving a PostgreSQL ledger is not supported yet; only SQLite ledgers can be archived");
-    return kExitFailure;
-  }
   // An existing ledger only (never create one), at the schema that has the
   // archives table: opening it as a server would migrates it.
   if (!open_ledger_reader(path, &error)) {
@@ -128,7 +124,8 @@ int archive(const Args& args) {
     return kExitFailure;
   }
   {
-    auto opened = open_sqlite_ledger(path, options.busy_timeout_ms);
+    auto opened = is_postgres_ledger(path) ? open_ledger(path, options.busy_timeout_ms)
+                                           : open_sqlite_ledger(path, options.busy_timeout_ms);
     if (const auto* why = std::get_if<OpenError>(&opened)) {
       print_error(kCommand, "opening the ledger", open_error_text(*why));
       return kExitFailure;

@@ -38,16 +38,20 @@ std::string text_field(const Json& row, const char* name) {
   return it != row.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// Schema 13 on SQLite, 11 on PostgreSQL: a ledger read in place without
+// being migrated may not have it.
 bool has_archives_table(LedgerReader& db) {
-  return db.is_sqlite() &&
-         db.integer("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'archives'") > 0;
+  return db.integer(db.is_sqlite() ? "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'archives'"
+                                   : "SELECT count(*) FROM information_schema.tables WHERE table_name = 'archives' "
+                                     "AND table_schema = current_schema()") > 0;
 }
 
 }  // namespace
 
-void ArchiveCheck::check_records() {
-  if (!has_archives_table(db_)) return;
-  auto rows = db_.query(
+std::vector<archive::RecordedSegment> read_archive_records(LedgerReader& db) {
+  std::vector<archive::RecordedSegment> records;
+  if (!has_archives_table(db)) return records;
+  auto rows = db.query(
       "SELECT segment, ledger_id, file, root, previous, before_ms, certificates, signatures, events, clears, key_id "
       "FROM archives ORDER BY segment");
   while (rows->next()) {
@@ -60,8 +64,14 @@ void ArchiveCheck::check_records() {
     r.before_ms = rows->integer(5);
     r.counts = {rows->integer(6), rows->integer(7), rows->integer(8), rows->integer(9)};
     if (!rows->is_null(10)) r.key_id = rows->text(10);
-    records_.push_back(std::move(r));
+    records.push_back(std::move(r));
   }
+  return records;
+}
+
+void ArchiveCheck::check_records() {
+  if (!db_ || !has_archives_table(*db_)) return;  // an export's, or a ledger from before archives
+  records_ = read_archive_records(*db_);
   for (size_t i = 0; i < records_.size(); ++i) {
     const archive::RecordedSegment& r = records_[i];
     const std::optional<std::string> previous =
@@ -73,7 +83,7 @@ void ArchiveCheck::check_records() {
               ") is not the next link of its archives chain: the archives table was edited");
     }
   }
-  if (db_.integer("SELECT count(*) FROM archive_in_progress") > 0) {
+  if (db_->integer("SELECT count(*) FROM archive_in_progress") > 0) {
     add("", "archive_window_open",
         "archive_in_progress holds a row: the deletion window effectfence archive opens only inside its own "
         "transaction was left open by hand, and rows may have been deleted through it");
@@ -104,22 +114,29 @@ void ArchiveCheck::check_directory(const std::string& dir) {
   for (const std::string& name : names) {
     if (auto n = archive::segment_number(name)) files[*n] = name;
   }
-  const int64_t recorded = static_cast<int64_t>(records_.size());
+  // The segments the history holds: those the ledger records, or those an
+  // export continues from (the ones archived after it are not its history).
+  const int64_t recorded = before_ ? before_->segments : static_cast<int64_t>(records_.size());
   const int64_t last_file = files.empty() ? 0 : files.rbegin()->first;
+  const int64_t last = before_ ? recorded : std::max(recorded, last_file);
+  if (before_) later_ = static_cast<int64_t>(std::distance(files.upper_bound(recorded), files.end()));
   std::optional<std::string> previous_root;
-  for (int64_t n = 1; n <= std::max(recorded, last_file); ++n) {
+  bool previous_known = true;  // false after a missing file: its root is unknown
+  for (int64_t n = 1; n <= last; ++n) {
     const std::string file = archive::segment_file_name(n);
     const auto found = files.find(n);
     if (found == files.end()) {
-      const std::string what = n <= recorded ? "the ledger recorded it as segment " + std::to_string(n)
-                                             : "it lies between segments that are there";
+      const std::string what = before_ ? "the export continues from " + std::to_string(recorded) + " segment(s)"
+                               : n <= recorded ? "the ledger recorded it as segment " + std::to_string(n)
+                                               : "it lies between segments that are there";
       add("", "segment_missing", file + " is missing from " + dir + ": " + what + "; its history is lost");
-      previous_root = n <= recorded ? std::optional<std::string>(records_[n - 1].root) : std::nullopt;
+      previous_root = !before_ && n <= recorded ? std::optional<std::string>(records_[n - 1].root) : std::nullopt;
+      previous_known = !before_ && n <= recorded;
       continue;
     }
     // Written by an archive that was interrupted before its transaction
     // committed: the next one after the ledger's last record, and the last.
-    const bool may_be_pending = n == recorded + 1 && n == last_file;
+    const bool may_be_pending = !before_ && n == recorded + 1 && n == last_file;
     if (n > recorded && !may_be_pending) {
       add("", "segment_unrecorded",
           file + " is not recorded by the ledger (it records " + std::to_string(recorded) +
@@ -128,31 +145,39 @@ void ArchiveCheck::check_directory(const std::string& dir) {
       continue;
     }
     std::optional<std::string> root;
-    check_segment(dir, file, n, n == 1 ? std::nullopt : previous_root, may_be_pending, &root);
-    previous_root = n <= recorded ? std::optional<std::string>(records_[n - 1].root) : root;
+    const std::optional<std::string> expected_previous = n == 1 ? std::nullopt : previous_root;
+    check_segment(dir, file, n, expected_previous, previous_known || n == 1, may_be_pending, &root);
+    previous_root = !before_ && n <= recorded ? std::optional<std::string>(records_[n - 1].root) : root;
+    previous_known = !before_ || root.has_value();
   }
   std::sort(certificates_.begin(), certificates_.end());
-  // Parent links from the ledger into the segments.
+  // Parent links from the ledger (or the dump) into the segments.
   for (const auto& [certificate, parent] : outside_) {
     if (!archived(parent)) {
       add(certificate, "missing_parent",
-          "parent " + parent + " is neither in the ledger nor in any segment in " + dir);
+          "parent " + parent + " is neither in the " + (before_ ? "dump" : "ledger") + " nor in any segment in " + dir);
     }
   }
-  // And from the segments to an older segment or to the ledger.
+  // And from the segments to an older segment or to the ledger (the dump).
   for (const auto& [segment, parent] : segment_parents_) {
     if (std::binary_search(certificates_.begin(), certificates_.end(), parent)) continue;
     const std::string hex = hex_of(parent);
-    if (db_.integer("SELECT count(*) FROM certificates WHERE hash = ?1", {hex}) > 0) continue;
-    add("", "missing_parent",
-        archive::segment_file_name(segment) + ": a certificate's parent " + hex +
-            " is neither in the ledger nor in any segment");
+    if (!certificate_outside_segments(hex)) {
+      add("", "missing_parent",
+          archive::segment_file_name(segment) + ": a certificate's parent " + hex + " is neither in the " +
+              (before_ ? "dump" : "ledger") + " nor in any segment");
+    }
   }
 }
 
+bool ArchiveCheck::certificate_outside_segments(const std::string& hex) {
+  if (!db_) return in_dump_ && in_dump_(hex);
+  return db_->integer("SELECT count(*) FROM certificates WHERE hash = ?1", {hex}) > 0;
+}
+
 void ArchiveCheck::check_segment(const std::string& dir, const std::string& file, int64_t number,
-                                 const std::optional<std::string>& previous_root, bool may_be_pending,
-                                 std::optional<std::string>* root) {
+                                 const std::optional<std::string>& previous_root, bool previous_known,
+                                 bool may_be_pending, std::optional<std::string>* root) {
   const archive::SegmentContents s = archive::read_segment(dir + "/" + file);
   if (!s.ok()) {
     add("", "segment_malformed", file + ": " + s.error);
@@ -164,7 +189,9 @@ void ArchiveCheck::check_segment(const std::string& dir, const std::string& file
     add("", "segment_misplaced",
         file + " holds segment " + std::to_string(s.header.segment) + ": segments were renamed or swapped");
   }
-  const std::string ledger_id = records_.empty() ? s.header.ledger_id : records_.front().ledger_id;
+  const std::string ledger_id = before_            ? before_->ledger_id
+                                : records_.empty() ? s.header.ledger_id
+                                                   : records_.front().ledger_id;
   if (s.header.ledger_id != ledger_id) {
     add("", "segment_foreign", file + " is a segment of ledger " + s.header.ledger_id + ", not of this one (" +
                                    ledger_id + ")");
@@ -177,7 +204,7 @@ void ArchiveCheck::check_segment(const std::string& dir, const std::string& file
   if (!(s.counted == s.declared)) {
     add("", "segment_altered", file + ": it holds other rows than its last line counts");
   }
-  if (s.header.previous != previous_root) {
+  if (previous_known && s.header.previous != previous_root) {
     add("", "segment_chain_broken",
         file + ": its header names " + s.header.previous.value_or("no") + " as the previous segment's root, but " +
             (previous_root ? "that segment's root is " + *previous_root : std::string("it is the first")) +
@@ -193,6 +220,12 @@ void ArchiveCheck::check_segment(const std::string& dir, const std::string& file
     } else if (!(record->counts == s.counted)) {
       add("", "segment_altered", file + ": it holds other row counts than the ledger recorded for it");
     }
+  }
+  if (before_ && number == before_->segments && s.computed_root != before_->root) {
+    add("", "segment_altered",
+        file + ": its lines hash to " + s.computed_root + ", but the export continues from segment root " +
+            before_->root + ": it is not the segment this dump's ledger recorded (edited, replaced, or another "
+            "ledger's)");
   }
   check_signature(file, s, record);
   if (!record && may_be_pending) {
@@ -233,17 +266,19 @@ void ArchiveCheck::check_signature(const std::string& file, const archive::Segme
 }
 
 bool ArchiveCheck::still_in_ledger(const archive::SegmentContents& s) {
+  if (!db_) return false;
+  LedgerReader& db = *db_;
   for (const Json& row : s.rows) {
     const std::string type = text_field(row, "type");
     int64_t found = 1;
     if (type == "certificate") {
-      found = db_.integer("SELECT count(*) FROM certificates WHERE hash = ?1", {text_field(row, "hash")});
+      found = db.integer("SELECT count(*) FROM certificates WHERE hash = ?1", {text_field(row, "hash")});
     } else if (type == "event" || type == "clear") {
       const auto id = row.find("id");
       if (id == row.end() || !id->is_number_integer()) return false;
-      found = db_.integer(type == "event" ? "SELECT count(*) FROM events WHERE id = ?1"
-                                          : "SELECT count(*) FROM clears WHERE id = ?1",
-                          {id->get<int64_t>()});
+      found = db.integer(type == "event" ? "SELECT count(*) FROM events WHERE id = ?1"
+                                         : "SELECT count(*) FROM clears WHERE id = ?1",
+                         {id->get<int64_t>()});
     }
     if (found == 0) return false;
   }

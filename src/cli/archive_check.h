@@ -1,6 +1,7 @@
 // What `verify` checks of a ledger's archive: the ledger's own records of
 // its segments (always), and with --archive DIR every segment file, as one
-// history with the ledger: each segment's root hash over its lines, its
+// history with the ledger (or with an export of it, whose header names the
+// last segment's root): each segment's root hash over its lines, its
 // place (its number, the previous segment's root in its header, the root
 // the ledger recorded for it), its signature, its certificates' hashes,
 // and every parent link that crosses from the ledger into a segment or
@@ -9,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +21,21 @@
 
 namespace effectfence::cli {
 
+// The segments a ledger records, in order (empty before its first archive,
+// or on a ledger whose schema predates archives).
+std::vector<archive::RecordedSegment> read_archive_records(LedgerReader& db);
+
+// What an export of an archived ledger says of the history before it: the
+// segments it continues from, the last one's root (which the chain of
+// previous roots in the segments' headers ties to every earlier one), and
+// what they hold.
+struct ArchivedBefore {
+  std::string ledger_id;
+  int64_t segments = 0;
+  std::string root;
+  archive::SegmentCounts counts;
+};
+
 struct ArchiveFinding {
   std::string certificate;  // "" when it concerns a file
   std::string kind;         // segment_missing, segment_altered, ...
@@ -27,7 +44,12 @@ struct ArchiveFinding {
 
 class ArchiveCheck {
  public:
-  ArchiveCheck(LedgerReader& db, const std::vector<PublicKey>& keys) : db_(db), keys_(keys) {}
+  ArchiveCheck(LedgerReader& db, const std::vector<PublicKey>& keys) : db_(&db), keys_(keys) {}
+  // For an export: the segments before the dump, as its header names them;
+  // in_dump says whether a certificate is in the dump.
+  ArchiveCheck(const ArchivedBefore& before, const std::vector<PublicKey>& keys,
+               std::function<bool(const std::string&)> in_dump)
+      : db_(nullptr), keys_(keys), before_(before), in_dump_(std::move(in_dump)) {}
 
   // Reads the ledger's archives table and checks it is one chain, with no
   // deletion window left open. Call first.
@@ -45,6 +67,7 @@ class ArchiveCheck {
   void check_directory(const std::string& dir);
   int64_t segments_read() const { return segments_read_; }
   int64_t pending() const { return pending_; }  // written by an interrupted run, not recorded
+  int64_t later() const { return later_; }      // an export's: archived after the dump, not read
   int64_t signatures_verified() const { return signatures_verified_; }
   const archive::SegmentCounts& rows_read() const { return rows_read_; }
 
@@ -53,7 +76,7 @@ class ArchiveCheck {
  private:
   using Digest = std::array<uint8_t, 32>;
   void check_segment(const std::string& dir, const std::string& file, int64_t number,
-                     const std::optional<std::string>& previous_root, bool may_be_pending,
+                     const std::optional<std::string>& previous_root, bool previous_known, bool may_be_pending,
                      std::optional<std::string>* root);
   void check_rows(const std::string& file, const archive::SegmentContents& s);
   bool still_in_ledger(const archive::SegmentContents& s);
@@ -64,8 +87,12 @@ class ArchiveCheck {
     findings_.push_back({std::move(certificate), std::move(kind), std::move(message)});
   }
 
-  LedgerReader& db_;
+  bool certificate_outside_segments(const std::string& hex);
+
+  LedgerReader* db_;  // null when checking an export
   const std::vector<PublicKey>& keys_;
+  std::optional<ArchivedBefore> before_;  // an export's
+  std::function<bool(const std::string&)> in_dump_;
   std::vector<archive::RecordedSegment> records_;
   std::vector<std::pair<std::string, std::string>> outside_;  // certificate, parent
   std::vector<Digest> certificates_;   // every certificate in a segment (sorted once all are read)
@@ -73,6 +100,7 @@ class ArchiveCheck {
   std::vector<ArchiveFinding> findings_;
   int64_t segments_read_ = 0;
   int64_t pending_ = 0;
+  int64_t later_ = 0;
   int64_t signatures_verified_ = 0;
   archive::SegmentCounts rows_read_;
 };

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/archive_check.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/subcommand.h"
@@ -60,6 +61,9 @@ void print_usage(std::FILE* out) {
                "\"body\" is the exact canonical JSON its \"hash\" is the SHA-256 of:\n"
                "  jq -j 'select(.type==\"certificate\") | .body' | sha256sum   (one line at a time)\n"
                "Check a whole dump with: effectfence verify --export FILE\n"
+               "A ledger that archived its old history (effectfence archive) adds \"archived\" to the\n"
+               "first line: the segments before the dump and the root it continues from. Check the\n"
+               "dump and its segments as one history with: verify --export FILE --archive DIR\n"
                "csv: RFC 4180 with a header row (no end record); columns %s\n",
                Settings::default_ledger_path("server").c_str(), kExportCsvHeader);
 }
@@ -163,7 +167,9 @@ class RecordWriter {
  public:
   RecordWriter(std::FILE* out, Format format) : out_(out), format_(format) {}
 
-  void header(const ExportOptions& options) {
+  // archived: the segments the ledger's older history was moved into, if
+  // any; the dump continues from the last one's root.
+  void header(const ExportOptions& options, const std::vector<archive::RecordedSegment>& archived) {
     if (format_ == Format::csv) {
       put(std::string(kExportCsvHeader) + "\r\n");
       return;
@@ -175,6 +181,22 @@ class RecordWriter {
     j["since"] = options.since_ms ? OrderedJson(format_utc(*options.since_ms)) : OrderedJson(nullptr);
     j["since_ms"] = or_null(options.since_ms);
     j["exported_at"] = format_utc(now_ms());
+    if (!archived.empty()) {
+      archive::SegmentCounts held;
+      for (const archive::RecordedSegment& r : archived) {
+        held.certificates += r.counts.certificates;
+        held.signatures += r.counts.signatures;
+        held.events += r.counts.events;
+        held.clears += r.counts.clears;
+      }
+      j["archived"] = {{"ledger", archived.back().ledger_id},
+                       {"segments", archived.back().segment},
+                       {"root", archived.back().root},
+                       {"certificates", held.certificates},
+                       {"signatures", held.signatures},
+                       {"events", held.events},
+                       {"clears", held.clears}};
+    }
     put(dump_line(j));
   }
 
@@ -312,7 +334,7 @@ ExportCounts write_records(LedgerReader& db, const ExportOptions& options, Recor
       "FROM events WHERE at >= ?1 ORDER BY at, id",
       {since});
   ExportCounts counts;
-  writer.header(options);
+  writer.header(options, read_archive_records(db));
   bool has_certificate = certificates->next();
   bool has_event = events->next();
   while ((has_certificate || has_event) && writer.ok()) {

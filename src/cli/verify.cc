@@ -89,8 +89,9 @@ void print_usage(std::FILE* out) {
                "  --archive DIR  check the segments effectfence archive moved old history into, with the\n"
                "                 ledger, as one history: each segment's root hash, their order and chain to\n"
                "                 the ledger's records of them, their signatures (with --public-key) and the\n"
-               "                 parent links into them. Without it, parents that were archived are counted\n"
-               "                 and not checked\n"
+               "                 parent links into them. With --export: the segments the dump's header says\n"
+               "                 it continues from, chained to the root it names. Without it, parents that\n"
+               "                 were archived are counted and not checked\n"
                "  --limit N      report the first N problems (default %zu); all are counted\n"
                "  --json         one JSON object: {ok, source, path, certificates, events,\n"
                "                 signatures: {keys, verified, unchecked, bad, unsigned_history,\n"
@@ -138,6 +139,8 @@ struct Report {
     int64_t segments_read = 0;
     int64_t pending = 0;
     int64_t signatures_verified = 0;
+    std::string continues_from;  // an export's: the root of the last segment before it
+    int64_t later = 0;           // an export's: segments in --archive DIR archived after it
   };
   std::optional<Archived> archived;
   std::string source;  // "ledger" or "export"
@@ -840,6 +843,10 @@ class ExportVerifier {
     }
   }
 
+  const std::optional<ArchivedBefore>& archived() const { return archived_; }
+  const std::vector<std::pair<std::string, std::string>>& parents_archived() const { return parents_archived_; }
+  bool holds(const std::string& hash) const { return by_hash_.count(hash) > 0; }
+
  private:
   // The header comes first, the end record last, each once.
   void check_position(int64_t number, const std::string& type) {
@@ -876,6 +883,7 @@ class ExportVerifier {
                        number});
       }
     }
+    archived_header(number, record);
     const auto format = record.find("format");
     if (format == record.end()) return;  // the oldest dumps name none
     if (!format->is_number_integer() || format->get<int64_t>() < 1) {
@@ -889,6 +897,43 @@ class ExportVerifier {
                          std::to_string(kNewestFormat) + ") reads: verify it with the effectfence that wrote it",
                      number});
     }
+  }
+
+  // An archived ledger's dump names the segments its older history was
+  // moved into: parents there are not missing, but checked against the
+  // segments with --archive DIR.
+  void archived_header(int64_t number, const Json& record) {
+    const auto a = record.find("archived");
+    if (a == record.end() || a->is_null()) return;
+    auto integer = [&](const char* name) -> std::optional<int64_t> {
+      const auto v = a->find(name);
+      if (v == a->end() || !v->is_number_integer() || v->get<int64_t>() < 0) return std::nullopt;
+      return v->get<int64_t>();
+    };
+    auto hex = [&](const char* name, size_t size) -> std::optional<std::string> {
+      const auto v = a->find(name);
+      if (v == a->end() || !v->is_string() || v->get<std::string>().size() != size ||
+          v->get<std::string>().find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return std::nullopt;
+      }
+      return v->get<std::string>();
+    };
+    const bool object = a->is_object();
+    const auto ledger = object ? hex("ledger", 32) : std::nullopt;
+    const auto root = object ? hex("root", 64) : std::nullopt;
+    const auto segments = object ? integer("segments") : std::nullopt;
+    const auto certificates = object ? integer("certificates") : std::nullopt;
+    const auto signatures = object ? integer("signatures") : std::nullopt;
+    const auto events = object ? integer("events") : std::nullopt;
+    const auto clears = object ? integer("clears") : std::nullopt;
+    if (!ledger || !root || !segments || *segments < 1 || !certificates || !signatures || !events || !clears) {
+      problems_.add({"", "bad_record",
+                     "the export header's \"archived\" is not {ledger, segments, root, certificates, signatures, "
+                     "events, clears} as export writes it: " + a->dump(),
+                     number});
+      return;
+    }
+    archived_ = ArchivedBefore{*ledger, *segments, *root, {*certificates, *signatures, *events, *clears}};
   }
 
   void end(int64_t number, const Json& record) {
@@ -968,6 +1013,8 @@ class ExportVerifier {
     if (parent == by_hash_.end()) {
       if (partial_) {
         ++report_.parents_outside;
+      } else if (archived_) {
+        parents_archived_.emplace_back(c.hash, c.parent);
       } else {
         problems_.add({c.hash, "missing_parent", "parent " + c.parent + " is not a certificate in the export", c.line});
       }
@@ -1152,6 +1199,8 @@ class ExportVerifier {
   Problems& problems_;
   Report& report_;
   bool partial_ = false;
+  std::optional<ArchivedBefore> archived_;  // the header's
+  std::vector<std::pair<std::string, std::string>> parents_archived_;  // certificate, parent (in a segment)
   struct HistoryEvent {
     std::string intent;
     int64_t id;
@@ -1173,6 +1222,42 @@ class ExportVerifier {
   std::map<std::pair<std::string, int64_t>, int64_t> admissions_per_seq_;
   std::set<std::string> signed_;  // certificates whose record carries a signature
 };
+
+// The history an archived ledger's dump continues from: its parents into
+// the segments, and with --archive DIR the segments themselves, chained to
+// the root the header names. A dump of a ledger that never archived has no
+// segments: any in DIR are another history.
+void check_export_archive(const ExportVerifier& verifier, Problems& problems, Report& report) {
+  if (!verifier.archived()) {
+    if (!report.archive_dir) return;
+    std::vector<std::string> names;
+    archive::list_directory(*report.archive_dir, &names);
+    const auto segments = std::count_if(names.begin(), names.end(),
+                                        [](const std::string& n) { return archive::segment_number(n).has_value(); });
+    if (segments > 0) {
+      problems.add({"", "segment_unrecorded",
+                    *report.archive_dir + " holds " + std::to_string(segments) +
+                        " segment(s), but the dump's ledger had archived nothing when it was exported: they are "
+                        "not this dump's history",
+                    0});
+    }
+    return;
+  }
+  const ArchivedBefore& before = *verifier.archived();
+  ArchiveCheck archive(before, *report.keys, [&](const std::string& hash) { return verifier.holds(hash); });
+  for (const auto& [certificate, parent] : verifier.parents_archived()) archive.parent_outside(certificate, parent);
+  if (report.archive_dir) archive.check_directory(*report.archive_dir);
+  Report::Archived a;
+  a.segments = before.segments;
+  a.recorded = before.counts;
+  a.parents_outside = archive.parents_outside();
+  a.segments_read = archive.segments_read();
+  a.signatures_verified = archive.signatures_verified();
+  a.continues_from = before.root;
+  a.later = archive.later();
+  report.archived = a;
+  for (const ArchiveFinding& f : archive.findings()) problems.add({f.certificate, f.kind, f.message, 0});
+}
 
 std::optional<int> verify_export(const std::string& path, Problems& problems, Report& report) {
   std::ifstream in(path, std::ios::binary);
@@ -1204,6 +1289,7 @@ std::optional<int> verify_export(const std::string& path, Problems& problems, Re
     return kExitFailure;
   }
   verifier.finish();
+  check_export_archive(verifier, problems, report);
   return std::nullopt;
 }
 
@@ -1236,6 +1322,10 @@ void print_json(const Report& report, const Problems& problems) {
                        {"segments_read", a.segments_read},
                        {"pending", a.pending},
                        {"segment_signatures_verified", a.signatures_verified}};
+    if (!a.continues_from.empty()) {
+      out["archived"]["continues_from"] = a.continues_from;
+      out["archived"]["later_segments"] = a.later;
+    }
   }
   const SignatureCheck& check = *report.signatures;
   Json keys = Json::array();
@@ -1272,10 +1362,11 @@ void print_signature_counts(const SignatureCheck& check) {
 void print_archived(const Report& report) {
   if (!report.archived) return;
   const Report::Archived& a = *report.archived;
-  std::printf("archived: %lld segment(s) holding %lld certificate(s), %lld signature(s), %lld event(s), %lld clear(s)",
-              static_cast<long long>(a.segments), static_cast<long long>(a.recorded.certificates),
-              static_cast<long long>(a.recorded.signatures), static_cast<long long>(a.recorded.events),
-              static_cast<long long>(a.recorded.clears));
+  std::printf("archived%s: %lld segment(s) holding %lld certificate(s), %lld signature(s), %lld event(s), %lld clear(s)",
+              a.continues_from.empty() ? "" : " before this dump", static_cast<long long>(a.segments),
+              static_cast<long long>(a.recorded.certificates), static_cast<long long>(a.recorded.signatures),
+              static_cast<long long>(a.recorded.events), static_cast<long long>(a.recorded.clears));
+  if (!a.continues_from.empty()) std::printf("; the dump continues from segment root %s", a.continues_from.c_str());
   if (report.archive_dir) {
     std::printf("; read %lld segment(s) in %s", static_cast<long long>(a.segments_read),
                 terminal_safe(*report.archive_dir).c_str());
@@ -1286,6 +1377,10 @@ void print_archived(const Report& report) {
       std::printf(", %lld left by an interrupted archive (its rows are still in the ledger; the next archive "
                   "removes it)",
                   static_cast<long long>(a.pending));
+    }
+    if (a.later > 0) {
+      std::printf(", %lld later one(s) archived after the dump (not its history, not read)",
+                  static_cast<long long>(a.later));
     }
   } else {
     std::printf("; not read (give --archive DIR)");
@@ -1381,10 +1476,6 @@ int verify(const Args& args) {
       return kExitFailure;
     }
     keys.push_back(std::get<PublicKey>(std::move(key)));
-  }
-  if (parsed->has("archive") && dump_file) {
-    print_error(kCommand, "reading options", "--archive checks a ledger's segments: give it with --db, not --export");
-    return kExitFailure;
   }
   const std::vector<PublicKey> segment_keys = keys;
   SignatureCheck signatures(std::move(keys), parsed->has("require-signed"));

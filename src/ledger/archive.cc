@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include "core/random_token.h"
 #include "core/signing.h"
+#include "ledger/archive_db.h"
+#include "ledger/open_ledger.h"
 
 namespace effectfence::archive {
 namespace {
@@ -29,25 +29,28 @@ int64_t wall_ms() {
       .count();
 }
 
-Json text_or_null(const SQLite::Column& c) { return c.isNull() ? Json(nullptr) : Json(c.getString()); }
-Json integer_or_null(const SQLite::Column& c) { return c.isNull() ? Json(nullptr) : Json(c.getInt64()); }
+// Values as both engines print them: NULL is nullopt.
+const std::string& text(const DbValue& v) {
+  static const std::string empty;
+  return v ? *v : empty;
+}
+int64_t integer(const DbValue& v) { return v ? std::stoll(*v) : 0; }
+Json text_or_null(const DbValue& v) { return v ? Json(*v) : Json(nullptr); }
+Json integer_or_null(const DbValue& v) { return v ? Json(std::stoll(*v)) : Json(nullptr); }
 
-std::vector<RecordedSegment> load_recorded(SQLite::Database& db) {
+std::vector<RecordedSegment> load_recorded(ArchiveDb& db) {
   std::vector<RecordedSegment> all;
-  SQLite::Statement q(db,
-                      "SELECT segment, ledger_id, file, root, previous, before_ms, certificates, signatures, events, "
-                      "clears, key_id FROM archives ORDER BY segment");
-  while (q.executeStep()) {
+  for (const DbRow& q : db.query("SELECT segment, ledger_id, file, root, previous, before_ms, certificates, "
+                                 "signatures, events, clears, key_id FROM archives ORDER BY segment")) {
     RecordedSegment r;
-    r.segment = q.getColumn(0).getInt64();
-    r.ledger_id = q.getColumn(1).getString();
-    r.file = q.getColumn(2).getString();
-    r.root = q.getColumn(3).getString();
-    if (!q.getColumn(4).isNull()) r.previous = q.getColumn(4).getString();
-    r.before_ms = q.getColumn(5).getInt64();
-    r.counts = {q.getColumn(6).getInt64(), q.getColumn(7).getInt64(), q.getColumn(8).getInt64(),
-                q.getColumn(9).getInt64()};
-    if (!q.getColumn(10).isNull()) r.key_id = q.getColumn(10).getString();
+    r.segment = integer(q[0]);
+    r.ledger_id = text(q[1]);
+    r.file = text(q[2]);
+    r.root = text(q[3]);
+    if (q[4]) r.previous = *q[4];
+    r.before_ms = integer(q[5]);
+    r.counts = {integer(q[6]), integer(q[7]), integer(q[8]), integer(q[9])};
+    if (q[10]) r.key_id = *q[10];
     all.push_back(std::move(r));
   }
   return all;
@@ -75,35 +78,43 @@ struct Batch {
   }
 };
 
+// Ends the transaction unless it was committed.
+class TxnGuard {
+ public:
+  explicit TxnGuard(ArchiveDb& db) : db_(db) {}
+  ~TxnGuard() { db_.rollback(); }
+  TxnGuard(const TxnGuard&) = delete;
+  TxnGuard& operator=(const TxnGuard&) = delete;
+
+ private:
+  ArchiveDb& db_;
+};
+
 // Reads batches of archivable intents. One read transaction per batch, so
 // each batch is a consistent snapshot; no write lock is taken.
 class Selector {
  public:
-  Selector(SQLite::Database& db, int64_t before_ms, int64_t max_rows)
+  Selector(ArchiveDb& db, int64_t before_ms, int64_t max_rows)
       : db_(db), before_ms_(before_ms), max_rows_(max_rows) {}
 
   // The next batch after event id cursor; empty when nothing is left.
   Batch next(int64_t cursor) {
-    SQLite::Transaction read(db_);  // deferred: a snapshot, no lock
+    TxnGuard guard(db_);
+    db_.begin_read();
     load_protected();
     Batch batch;
     batch.next_cursor = cursor;
-    const int64_t last_id = db_.execAndGet("SELECT coalesce(max(id), 0) FROM events WHERE at < " +
-                                           std::to_string(before_ms_))
-                                .getInt64();
-    SQLite::Statement scan(db_,
-                           "SELECT id, intent FROM events WHERE id > ?1 AND id <= ?2 AND intent IS NOT NULL "
-                           "AND at < ?3 ORDER BY id LIMIT 1000");
+    const int64_t last_id =
+        integer(db_.query("SELECT coalesce(max(id), 0) FROM events WHERE at < ?1", {before_ms_}).at(0).at(0));
     while (batch.rows < max_rows_ && batch.next_cursor < last_id) {
-      scan.reset();
-      scan.bind(1, batch.next_cursor);
-      scan.bind(2, last_id);
-      scan.bind(3, before_ms_);
-      bool any = false;
-      while (batch.rows < max_rows_ && scan.executeStep()) {
-        any = true;
-        const int64_t id = scan.getColumn(0).getInt64();
-        const std::string intent = scan.getColumn(1).getString();
+      const std::vector<DbRow> scan = db_.query(
+          "SELECT id, intent FROM events WHERE id > ?1 AND id <= ?2 AND intent IS NOT NULL "
+          "AND at < ?3 ORDER BY id LIMIT 1000",
+          {batch.next_cursor, last_id, before_ms_});
+      for (const DbRow& event : scan) {
+        if (batch.rows >= max_rows_) break;
+        const int64_t id = integer(event[0]);
+        const std::string intent = text(event[1]);
         batch.next_cursor = id;
         // Each intent once: at its first event.
         if (!first_event_of(intent, id)) continue;
@@ -113,26 +124,23 @@ class Selector {
           batch.intents.push_back(std::move(*rows));
         }
       }
-      if (!any) batch.next_cursor = last_id;
+      if (scan.empty()) batch.next_cursor = last_id;
     }
-    read.commit();
+    db_.commit();
     return batch;
   }
 
  private:
   void load_protected() {
     protected_.clear();
-    SQLite::Statement q(db_,
-                        "SELECT head FROM domains WHERE head IS NOT NULL UNION SELECT parent FROM intents "
-                        "WHERE (state = 'in_flight' OR state = 'unknown') AND parent IS NOT NULL");
-    while (q.executeStep()) protected_.insert(q.getColumn(0).getString());
+    for (const DbRow& r : db_.query("SELECT head FROM domains WHERE head IS NOT NULL UNION SELECT parent FROM intents "
+                                    "WHERE (state = 'in_flight' OR state = 'unknown') AND parent IS NOT NULL")) {
+      protected_.insert(text(r[0]));
+    }
   }
 
   bool first_event_of(const std::string& intent, int64_t id) {
-    SQLite::Statement q(db_, "SELECT 1 FROM events WHERE intent = ?1 AND id < ?2 LIMIT 1");
-    q.bind(1, intent);
-    q.bind(2, id);
-    return !q.executeStep();
+    return db_.query("SELECT 1 FROM events WHERE intent = ?1 AND id < ?2 LIMIT 1", {intent, id}).empty();
   }
 
   static void note_row_time(const Json& r, Batch& batch) {
@@ -144,81 +152,72 @@ class Selector {
 
   // The intent's rows iff all of them may go (archive.h says which).
   std::optional<IntentRows> archivable(const std::string& intent) {
-    {
-      SQLite::Statement live(db_, "SELECT 1 FROM intents WHERE intent = ?1");
-      live.bind(1, intent);
-      if (live.executeStep()) return std::nullopt;
-    }
+    if (!db_.query("SELECT 1 FROM intents WHERE intent = ?1", {intent}).empty()) return std::nullopt;
     IntentRows out;
     out.intent = intent;
-    SQLite::Statement certs(db_,
-                            "SELECT c.hash, c.intent, c.domain, c.seq, c.generation, c.parent, c.agent, c.tool, "
-                            "c.body, c.committed_at, s.key_id, s.signature, s.unsigned_before, s.signed_at "
-                            "FROM certificates c LEFT JOIN signatures s ON s.certificate = c.hash "
-                            "WHERE c.intent = ?1 ORDER BY c.committed_at, c.hash");
-    certs.bind(1, intent);
-    while (certs.executeStep()) {
-      const std::string hash = certs.getColumn(0).getString();
-      if (certs.getColumn(9).getInt64() >= before_ms_ || protected_.count(hash)) return std::nullopt;
+    // committed_at, then hash: one order on both engines.
+    for (const DbRow& c : db_.query("SELECT c.hash, c.intent, c.domain, c.seq, c.generation, c.parent, c.agent, "
+                                    "c.tool, c.body, c.committed_at, s.key_id, s.signature, s.unsigned_before, "
+                                    "s.signed_at FROM certificates c LEFT JOIN signatures s ON s.certificate = c.hash "
+                                    "WHERE c.intent = ?1 ORDER BY c.committed_at, c.hash",
+                                    {intent})) {
+      const std::string hash = text(c[0]);
+      if (integer(c[9]) >= before_ms_ || protected_.count(hash)) return std::nullopt;
       out.rows.push_back({{"type", "certificate"},
                           {"hash", hash},
-                          {"intent", certs.getColumn(1).getString()},
-                          {"domain", certs.getColumn(2).getString()},
-                          {"seq", certs.getColumn(3).getInt64()},
-                          {"generation", certs.getColumn(4).getInt64()},
-                          {"parent", text_or_null(certs.getColumn(5))},
-                          {"agent", certs.getColumn(6).getString()},
-                          {"tool", certs.getColumn(7).getString()},
-                          {"body", certs.getColumn(8).getString()},
-                          {"committed_at", certs.getColumn(9).getInt64()}});
+                          {"intent", text(c[1])},
+                          {"domain", text(c[2])},
+                          {"seq", integer(c[3])},
+                          {"generation", integer(c[4])},
+                          {"parent", text_or_null(c[5])},
+                          {"agent", text(c[6])},
+                          {"tool", text(c[7])},
+                          {"body", text(c[8])},
+                          {"committed_at", integer(c[9])}});
       out.certificates.push_back(hash);
-      if (!certs.getColumn(10).isNull()) {
+      if (c[10]) {
         out.rows.push_back({{"type", "signature"},
                             {"certificate", hash},
-                            {"key_id", certs.getColumn(10).getString()},
-                            {"signature", certs.getColumn(11).getString()},
-                            {"unsigned_before", certs.getColumn(12).getInt64()},
-                            {"signed_at", certs.getColumn(13).getInt64()}});
+                            {"key_id", text(c[10])},
+                            {"signature", text(c[11])},
+                            {"unsigned_before", integer(c[12])},
+                            {"signed_at", integer(c[13])}});
         out.signatures.push_back(hash);
       }
     }
-    SQLite::Statement events(db_,
-                             "SELECT id, at, kind, intent, domain, seq, generation, actor, detail FROM events "
-                             "WHERE intent = ?1 ORDER BY id");
-    events.bind(1, intent);
-    while (events.executeStep()) {
-      if (events.getColumn(1).getInt64() >= before_ms_) return std::nullopt;
+    for (const DbRow& e : db_.query("SELECT id, at, kind, intent, domain, seq, generation, actor, detail FROM events "
+                                    "WHERE intent = ?1 ORDER BY id",
+                                    {intent})) {
+      if (integer(e[1]) >= before_ms_) return std::nullopt;
       out.rows.push_back({{"type", "event"},
-                          {"id", events.getColumn(0).getInt64()},
-                          {"at", events.getColumn(1).getInt64()},
-                          {"kind", events.getColumn(2).getString()},
-                          {"intent", text_or_null(events.getColumn(3))},
-                          {"domain", text_or_null(events.getColumn(4))},
-                          {"seq", integer_or_null(events.getColumn(5))},
-                          {"generation", integer_or_null(events.getColumn(6))},
-                          {"actor", events.getColumn(7).getString()},
-                          {"detail", events.getColumn(8).getString()}});
-      out.events.push_back(events.getColumn(0).getInt64());
+                          {"id", integer(e[0])},
+                          {"at", integer(e[1])},
+                          {"kind", text(e[2])},
+                          {"intent", text_or_null(e[3])},
+                          {"domain", text_or_null(e[4])},
+                          {"seq", integer_or_null(e[5])},
+                          {"generation", integer_or_null(e[6])},
+                          {"actor", text(e[7])},
+                          {"detail", text(e[8])}});
+      out.events.push_back(integer(e[0]));
     }
-    SQLite::Statement clears(db_,
-                             "SELECT id, intent, operator, reason, requested_at, previous_state FROM clears "
-                             "WHERE intent = ?1 ORDER BY id");
-    clears.bind(1, intent);
-    while (clears.executeStep()) {
-      if (clears.getColumn(4).getInt64() >= before_ms_) return std::nullopt;
+    for (const DbRow& k : db_.query("SELECT id, intent, operator, reason, requested_at, previous_state FROM clears "
+                                    "WHERE intent = ?1 ORDER BY id",
+                                    {intent})) {
+      if (integer(k[4]) >= before_ms_) return std::nullopt;
       out.rows.push_back({{"type", "clear"},
-                          {"id", clears.getColumn(0).getInt64()},
-                          {"intent", clears.getColumn(1).getString()},
-                          {"operator", clears.getColumn(2).getString()},
-                          {"reason", clears.getColumn(3).getString()},
-                          {"requested_at", clears.getColumn(4).getInt64()},
-                          {"previous_state", text_or_null(clears.getColumn(5))}});
-      out.clears.push_back(clears.getColumn(0).getInt64());
+                          {"id", integer(k[0])},
+                          {"intent", text(k[1])},
+                          {"operator", text(k[2])},
+                          {"reason", text(k[3])},
+                          {"requested_at", integer(k[4])},
+                          {"previous_state", text_or_null(k[5])}});
+      out.clears.push_back(integer(k[0]));
     }
     return out;
   }
 
-  SQLite::Database& db_;
+  ArchiveDb& db_;
   const int64_t before_ms_;
   const int64_t max_rows_;
   std::unordered_set<std::string> protected_;  // domain heads, parents of unfinished attempts
@@ -226,83 +225,69 @@ class Selector {
 
 // Whether intent's rows in the ledger are still exactly those read: no
 // intent row came back (a fresh prepare after its sweep), no row was added.
-bool unchanged(SQLite::Database& db, const IntentRows& rows) {
-  SQLite::Statement q(db,
-                      "SELECT (SELECT count(*) FROM intents WHERE intent = ?1), "
-                      "(SELECT count(*) FROM certificates WHERE intent = ?1), "
-                      "(SELECT count(*) FROM events WHERE intent = ?1), "
-                      "(SELECT count(*) FROM clears WHERE intent = ?1)");
-  q.bind(1, rows.intent);
-  q.executeStep();
-  return q.getColumn(0).getInt64() == 0 &&
-         q.getColumn(1).getInt64() == static_cast<int64_t>(rows.certificates.size()) &&
-         q.getColumn(2).getInt64() == static_cast<int64_t>(rows.events.size()) &&
-         q.getColumn(3).getInt64() == static_cast<int64_t>(rows.clears.size());
+bool unchanged(ArchiveDb& db, const IntentRows& rows) {
+  const DbRow q = db.query("SELECT (SELECT count(*) FROM intents WHERE intent = ?1), "
+                           "(SELECT count(*) FROM certificates WHERE intent = ?1), "
+                           "(SELECT count(*) FROM events WHERE intent = ?1), "
+                           "(SELECT count(*) FROM clears WHERE intent = ?1)",
+                           {rows.intent})
+                       .at(0);
+  return integer(q[0]) == 0 && integer(q[1]) == static_cast<int64_t>(rows.certificates.size()) &&
+         integer(q[2]) == static_cast<int64_t>(rows.events.size()) &&
+         integer(q[3]) == static_cast<int64_t>(rows.clears.size());
 }
 
-void delete_one(SQLite::Statement& q, const std::string& what) {
-  q.exec();
-  if (q.getChanges() != 1) throw std::runtime_error("the ledger no longer holds " + what + " (changed meanwhile)");
-  q.reset();
+void delete_one(ArchiveDb& db, const char* sql, const DbParam& key, const std::string& what) {
+  if (db.exec(sql, {key}) != 1) throw std::runtime_error("the ledger no longer holds " + what + " (changed meanwhile)");
 }
 
 // Deletes the batch's rows and records the segment, in one transaction.
-// Returns false (nothing changed) iff one of its intents changed meanwhile.
-bool delete_and_record(SQLite::Database& db, const Batch& batch, const RecordedSegment& segment,
-                       int64_t first_at, int64_t last_at) {
-  SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
-  for (const IntentRows& rows : batch.intents) {
-    if (!unchanged(db, rows)) return false;  // rolled back by tx's destructor
+// Returns false (nothing changed) iff one of its intents changed meanwhile,
+// or (PostgreSQL) the transaction lost a deadlock to a server's decision.
+bool delete_and_record(ArchiveDb& db, const Batch& batch, const RecordedSegment& segment, int64_t first_at,
+                       int64_t last_at) {
+  TxnGuard guard(db);
+  try {
+    std::vector<std::string> intents;
+    for (const IntentRows& rows : batch.intents) intents.push_back(rows.intent);
+    db.begin_write(std::move(intents));
+    for (const IntentRows& rows : batch.intents) {
+      if (!unchanged(db, rows)) return false;  // rolled back by guard
+    }
+    db.exec("INSERT INTO archive_in_progress (one, root, before_ms) VALUES (1, ?1, ?2)",
+            {segment.root, segment.before_ms});
+    for (const IntentRows& rows : batch.intents) {
+      auto signatures = [&] {
+        for (const std::string& hash : rows.signatures) {
+          delete_one(db, "DELETE FROM signatures WHERE certificate = ?1", hash, "the signature of " + hash);
+        }
+      };
+      if (db.signatures_first()) signatures();
+      for (const std::string& hash : rows.certificates) {
+        delete_one(db, "DELETE FROM certificates WHERE hash = ?1", hash, "certificate " + hash);
+      }
+      if (!db.signatures_first()) signatures();
+      for (int64_t id : rows.events) {
+        delete_one(db, "DELETE FROM events WHERE id = ?1", id, "event " + std::to_string(id));
+      }
+      for (int64_t id : rows.clears) {
+        delete_one(db, "DELETE FROM clears WHERE id = ?1", id, "clear " + std::to_string(id));
+      }
+    }
+    auto or_null = [](const std::optional<std::string>& v) { return v ? DbParam(*v) : DbParam(); };
+    db.exec("INSERT INTO archives (segment, ledger_id, file, root, previous, before_ms, first_at, last_at, "
+            "certificates, signatures, events, clears, key_id, archived_at) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            {segment.segment, segment.ledger_id, segment.file, segment.root, or_null(segment.previous),
+             segment.before_ms, first_at, last_at, segment.counts.certificates, segment.counts.signatures,
+             segment.counts.events, segment.counts.clears, or_null(segment.key_id), wall_ms()});
+    db.exec("DELETE FROM archive_in_progress");
+    db.commit();
+    return true;
+  } catch (const std::exception& e) {
+    if (db.is_retryable(e)) return false;
+    throw;
   }
-  SQLite::Statement open_window(db, "INSERT INTO archive_in_progress (one, root, before_ms) VALUES (1, ?1, ?2)");
-  open_window.bind(1, segment.root);
-  open_window.bind(2, segment.before_ms);
-  open_window.exec();
-  SQLite::Statement certificate(db, "DELETE FROM certificates WHERE hash = ?1");
-  SQLite::Statement signature(db, "DELETE FROM signatures WHERE certificate = ?1");
-  SQLite::Statement event(db, "DELETE FROM events WHERE id = ?1");
-  SQLite::Statement clear(db, "DELETE FROM clears WHERE id = ?1");
-  for (const IntentRows& rows : batch.intents) {
-    for (const std::string& hash : rows.certificates) {
-      certificate.bind(1, hash);
-      delete_one(certificate, "certificate " + hash);
-    }
-    for (const std::string& hash : rows.signatures) {
-      signature.bind(1, hash);
-      delete_one(signature, "the signature of certificate " + hash);
-    }
-    for (int64_t id : rows.events) {
-      event.bind(1, id);
-      delete_one(event, "event " + std::to_string(id));
-    }
-    for (int64_t id : rows.clears) {
-      clear.bind(1, id);
-      delete_one(clear, "clear " + std::to_string(id));
-    }
-  }
-  SQLite::Statement record(
-      db,
-      "INSERT INTO archives (segment, ledger_id, file, root, previous, before_ms, first_at, last_at, certificates, "
-      "signatures, events, clears, key_id, archived_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-      "?13, ?14)");
-  record.bind(1, segment.segment);
-  record.bind(2, segment.ledger_id);
-  record.bind(3, segment.file);
-  record.bind(4, segment.root);
-  if (segment.previous) record.bind(5, *segment.previous);
-  record.bind(6, segment.before_ms);
-  record.bind(7, first_at);
-  record.bind(8, last_at);
-  record.bind(9, segment.counts.certificates);
-  record.bind(10, segment.counts.signatures);
-  record.bind(11, segment.counts.events);
-  record.bind(12, segment.counts.clears);
-  if (segment.key_id) record.bind(13, *segment.key_id);
-  record.bind(14, wall_ms());
-  record.exec();
-  db.exec("DELETE FROM archive_in_progress");
-  tx.commit();
-  return true;
 }
 
 // Only one archive at a time writes into a directory: two would both take
@@ -366,7 +351,10 @@ ArchiveResult run_archive(const ArchiveOptions& options,
     throw std::runtime_error("cannot create " + options.directory + ": " + std::strerror(errno));
   }
   DirectoryLock lock(options.directory);
-  SQLite::Database db(options.ledger_path, SQLite::OPEN_READWRITE, static_cast<int>(options.busy_timeout_ms));
+  std::unique_ptr<ArchiveDb> opened = is_postgres_ledger(options.ledger_path)
+                                         ? open_postgres_archive_db(options.ledger_path)
+                                         : open_sqlite_archive_db(options.ledger_path, options.busy_timeout_ms);
+  ArchiveDb& db = *opened;
   std::vector<RecordedSegment> recorded = load_recorded(db);
   tidy_directory(options.directory, recorded, &result);
   const std::string ledger_id = recorded.empty() ? random_token_hex(16) : recorded.front().ledger_id;

@@ -1,4 +1,4 @@
-// Moving old history out of an SQLite ledger into archive segments
+// Moving old history out of a ledger (SQLite or PostgreSQL) into archive segments
 // (ledger/archive_segment.h), in small batches, each written and synced
 // before its rows are deleted.
 //
@@ -12,7 +12,9 @@
 // the ledger's triggers and the fence read them. Each batch runs:
 //   1. read the batch (no lock held);
 //   2. write segment-NNNNNN.jsonl: temporary name, fsync, rename, fsync dir;
-//   3. one BEGIN IMMEDIATE transaction: check the batch's intents gained no
+//   3. one write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: the
+//      advisory locks of the batch's intents, which every decision about
+//      one of them takes first): check the batch's intents gained no
 //      row meanwhile, open the deletion window (archive_in_progress), delete
 //      exactly the rows written, record the segment in `archives`, close the
 //      window, commit.
@@ -27,8 +29,6 @@
 
 #include "ledger/archive_segment.h"
 
-namespace SQLite { class Database; }
-
 namespace effectfence {
 
 class Signer;
@@ -36,7 +36,7 @@ class Signer;
 namespace archive {
 
 struct ArchiveOptions {
-  std::string ledger_path;  // an SQLite ledger file
+  std::string ledger_path;  // an SQLite ledger file or a PostgreSQL URL (ledger/open_ledger.h)
   std::string directory;    // where the segments live (created if missing)
   int64_t before_ms = 0;    // archive rows older than this
   int64_t max_rows = 4000;  // rows per segment (one delete transaction each)

@@ -223,6 +223,7 @@ std::string printed_keywords(const std::vector<ConninfoOption>& options) {
 
 void Result::Free::operator()(pg_result* r) const { PQclear(r); }
 int Result::rows() const { return PQntuples(r_.get()); }
+int Result::columns() const { return PQnfields(r_.get()); }
 int64_t Result::affected() const {
   const char* n = PQcmdTuples(r_.get());
   return n && *n ? std::stoll(n) : 0;

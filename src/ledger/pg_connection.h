@@ -33,6 +33,7 @@ class Result {
  public:
   explicit Result(pg_result* r) : r_(r) {}
   int rows() const;
+  int columns() const;
   int64_t affected() const;  // rows an INSERT/UPDATE/DELETE touched
   bool is_null(int row, int col) const;
   std::string text(int row, int col) const;

@@ -104,8 +104,8 @@ D=$(damaged forged)
 sed -i '4s/"kind":"committed"/"kind":"aborted"/' "$D/segment-000002.jsonl"
 head -n -1 "$D/segment-000002.jsonl" >"$WORK/body"
 ROOT=$(sha256sum "$WORK/body" | cut -d' ' -f1)
-{ cat "$WORK/body"; tail -n 1 "$D/segment-000002.jsonl" | jq -c --arg r "$ROOT" '.root = $r'; } >"$WORK/forged"
-mv "$WORK/forged" "$D/segment-000002.jsonl"
+{ cat "$WORK/body"; tail -n 1 "$D/segment-000002.jsonl" | jq -c --arg r "$ROOT" '.root = $r'; } >"$WORK/forged.jsonl"
+mv "$WORK/forged.jsonl" "$D/segment-000002.jsonl"
 verify_archive "$L" "$D"
 expect_eq "$RC" 1 "an edited segment with its root recomputed fails"
 expect_match "$OUT" "segment-000002.jsonl: the ledger recorded root" "... naming the file, against the ledger's record"
@@ -153,6 +153,52 @@ if [[ "$LINKS" -gt 0 ]]; then
 else
   fail "no kept certificate has an archived parent: the cross-boundary check went untested"
 fi
+
+# --- an export of the archived ledger, checked offline with its segments ------
+"$EF" export --db "$L" --out "$WORK/one.jsonl" >/dev/null 2>&1
+expect_eq "$(head -n 1 "$WORK/one.jsonl" | jq -c '.archived | [.segments, .root, .certificates, .events]')" \
+  "[5,\"$ROOT5\",300,600]" "the dump's header names the segments before it and the root it continues from"
+OUT=$("$EF" verify --export "$WORK/one.jsonl" 2>&1)
+expect_eq "$?" 0 "a plain verify --export of the archived ledger's dump passes ($OUT)"
+expect_match "$OUT" "archived before this dump: 5 segment\(s\) holding 300 certificate\(s\).*continues from segment root $ROOT5.*not read \(give --archive DIR\)" \
+  "... saying its history before was archived, and which segment root it continues from"
+expect_no_match "$OUT" "missing_parent" "... instead of reporting the parent links into the segments as broken"
+OUT=$("$EF" verify --export "$WORK/one.jsonl" --archive "$A" 2>&1)
+expect_eq "$?" 0 "verify --export --archive checks the dump and its segments as one history ($OUT)"
+expect_match "$OUT" "read 5 segment\(s\)" "... reading every segment"
+# Segments archived after the dump are not its history: counted, not read.
+"$SQLITE3" "$L" ".backup $WORK/later.sqlite"
+cp -r "$A" "$WORK/later.archive"
+# (the a-new pairs the sweeping server swept go; the last few it did not stay)
+"$EF" archive --db "$WORK/later.sqlite" --before "$(now_iso)" --out "$WORK/later.archive" >/dev/null 2>&1
+LATER=$(( $(ls "$WORK/later.archive" | grep -c '^segment-') - 5 ))
+expect_match "$LATER" '^[1-9]' "a later archive of the same ledger added segments after the dump"
+OUT=$("$EF" verify --export "$WORK/one.jsonl" --archive "$WORK/later.archive" 2>&1)
+expect_eq "$?" 0 "segments archived after the dump do not fail it ($OUT)"
+expect_match "$OUT" "read 5 segment\(s\) in [^ ]*, $LATER later one\(s\) archived after the dump \(not its history, not read\)" \
+  "... they are counted ($LATER) and not read"
+# Negative controls: segments that are not the ones the dump continues from.
+D=$(damaged export-forged)
+# The last segment edited, its root recomputed: it agrees with itself, not with the dump.
+sed -i '2s/r-/r-9/' "$D/segment-000005.jsonl"
+head -n -1 "$D/segment-000005.jsonl" >"$WORK/body"
+ROOT=$(sha256sum "$WORK/body" | cut -d' ' -f1)
+{ cat "$WORK/body"; tail -n 1 "$D/segment-000005.jsonl" | jq -c --arg r "$ROOT" '.root = $r'; } >"$WORK/forged.jsonl"
+mv "$WORK/forged.jsonl" "$D/segment-000005.jsonl"
+OUT=$("$EF" verify --export "$WORK/one.jsonl" --archive "$D" 2>&1)
+expect_eq "$?" 1 "a segment that does not match the dump fails verify --export --archive"
+expect_match "$OUT" "segment-000005.jsonl: its lines hash to $ROOT, but the export continues from segment root $ROOT5" \
+  "... naming the file and the root the dump continues from"
+D=$(damaged export-removed)
+rm "$D/segment-000003.jsonl"
+OUT=$("$EF" verify --export "$WORK/one.jsonl" --archive "$D" 2>&1)
+expect_match "$OUT" "segment_missing.*segment-000003.jsonl is missing" "a segment missing under a dump fails, naming it"
+OUT=$("$EF" verify --export "$WORK/one.jsonl" --archive "$WORK/edited" 2>&1)
+expect_match "$OUT" "segment_altered.*segment-000003.jsonl" "an edited segment under a dump fails, naming it"
+# The header's claim removed: the parents into the segments are missing again.
+{ head -n 1 "$WORK/one.jsonl" | jq -c 'del(.archived)'; tail -n +2 "$WORK/one.jsonl"; } >"$WORK/claimless.jsonl"
+OUT=$("$EF" verify --export "$WORK/claimless.jsonl" 2>&1)
+expect_match "$OUT" "missing_parent" "without the header's \"archived\", the same dump's parent links are broken"
 
 # --- signed segments ------------------------------------------------------------
 G=$WORK/signed.sqlite
@@ -208,6 +254,10 @@ expect_eq "$(jq -r '.certificates' <<<"$OUT")" 0 "intents whose results replay w
 OUT=$(EFFECTFENCE_RESULT_TTL_SECS=3600 pairs "$R" --prepare k-7)
 expect_match "$OUT" '"status":"(replay|replayed|already_done|done)"' "a late duplicate still gets the replay ($OUT)"
 expect_eq "$(q "$R" "SELECT count(*) FROM certificates WHERE intent LIKE 'k-%'")" 20 "... their certificates stay"
+"$EF" export --db "$R" --out "$WORK/replay.jsonl" >/dev/null 2>&1
+OUT=$("$EF" verify --export "$WORK/replay.jsonl" --archive "$A" 2>&1)
+expect_match "$OUT" "segment_unrecorded.*holds 5 segment\(s\), but the dump's ledger had archived nothing" \
+  "another ledger's segments under the dump of a ledger that never archived fail"
 # Negative control: on a ledger whose TTL is short they are swept, archived,
 # and the next prepare of one is fresh.
 R2=$WORK/replay-short.sqlite
@@ -313,7 +363,8 @@ expect_match "$OUT" "effectfence archive: reading options: --before" "a bad --be
 OUT=$("$EF" archive --db "$L" --before 1d --out "$WORK/elsewhere" 2>&1)
 expect_match "$OUT" "does not hold segment-000005.jsonl, the last segment this ledger recorded" \
   "an archive directory that is not the ledger's is refused"
-OUT=$("$EF" archive --db postgres://nobody@localhost/none --before 1d --out "$WORK/x" 2>&1)
-expect_match "$OUT" "PostgreSQL ledger is not supported" "PostgreSQL is refused with a named error"
+OUT=$("$EF" archive --db "postgresql://nobody@/none?host=$WORK/no-server" --before 1d --out "$WORK/x" 2>&1)
+expect_match "$OUT" "effectfence archive: opening the ledger: .*Is the server running" \
+  "a PostgreSQL server that is not there is named (archive_postgres_test.sh archives a real one)"
 
 finish
