@@ -60,27 +60,11 @@ std::optional<int64_t> positive(const std::string& text) {
   return n > 0 ? std::optional<int64_t>(n) : std::nullopt;
 }
 
-int archive(const Args& args) {
+int archive(const ParsedArgs& parsed) {
   std::string error;
-  auto parsed = parse_args(args,
-                           {{"db", true}, {"before", true}, {"out", true}, {"signing-key", true}, {"rows", true},
-                            {"segments", true}, {"json", false}},
-                           &error);
-  if (!parsed) {
-    print_error(kCommand, "reading options", error);
-    return kExitFailure;
-  }
-  if (parsed->has("help")) {
-    print_usage(stdout);
-    return kExitOk;
-  }
-  if (!parsed->positionals.empty()) {
-    print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
-    return kExitFailure;
-  }
   archive::ArchiveOptions options;
-  const auto before = parsed->value("before");
-  const auto out = parsed->value("out");
+  const auto before = parsed.value("before");
+  const auto out = parsed.value("out");
   if (!before || !out) {
     print_error(kCommand, "reading options", "--before and --out are required (effectfence archive --help)");
     return kExitFailure;
@@ -99,7 +83,7 @@ int archive(const Args& args) {
   options.directory = *out;
   for (const auto& [name, field] : {std::pair<const char*, int64_t*>{"rows", &options.max_rows},
                                     std::pair<const char*, int64_t*>{"segments", &options.max_segments}}) {
-    if (auto text = parsed->value(name)) {
+    if (auto text = parsed.value(name)) {
       auto n = positive(*text);
       if (!n) {
         print_error(kCommand, "reading options", std::string("--") + name + " takes a positive whole number");
@@ -108,7 +92,7 @@ int archive(const Args& args) {
       *field = *n;
     }
   }
-  if (auto key = parsed->value("signing-key")) {
+  if (auto key = parsed.value("signing-key")) {
     auto signer = Signer::from_file(*key);
     if (auto* why = std::get_if<std::string>(&signer)) {
       print_error(kCommand, "reading the signing key", *why);
@@ -116,7 +100,7 @@ int archive(const Args& args) {
     }
     options.signer = std::get<std::shared_ptr<const Signer>>(signer);
   }
-  const std::string path = resolve_ledger_path(*parsed, kCommand);
+  const std::string path = resolve_ledger_path(parsed, kCommand);
   // An existing ledger only (never create one), at the schema that has the
   // archives table: opening it as a server would migrates it.
   if (!open_ledger_reader(path, &error)) {
@@ -132,7 +116,7 @@ int archive(const Args& args) {
     }
   }
   options.ledger_path = path;
-  const bool json = parsed->has("json");
+  const bool json = parsed.has("json");
   archive::ArchiveResult result;
   try {
     result = archive::run_archive(options, [&](const archive::RecordedSegment& s) {
@@ -177,7 +161,15 @@ int archive(const Args& args) {
 }  // namespace
 
 int run_archive(const Args& args) {
-  return run_guarded(kCommand, [&] { return archive(args); });
+  return run_command({kCommand,
+                      {{"db", true},
+                       {"before", true},
+                       {"out", true},
+                       {"signing-key", true},
+                       {"rows", true},
+                       {"segments", true},
+                       {"json", false}},
+                      print_usage}, args, archive);
 }
 
 }  // namespace effectfence::cli

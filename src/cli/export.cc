@@ -358,10 +358,6 @@ ExportCounts write_records(LedgerReader& db, const ExportOptions& options, Recor
 std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string* error) {
   ExportOptions options;
   options.ledger = resolve_ledger_path(parsed, kCommand);
-  if (!parsed.positionals.empty()) {
-    *error = "unexpected argument '" + parsed.positionals[0] + "'";
-    return std::nullopt;
-  }
   if (auto since = parsed.value("since")) {
     options.since_ms = parse_since(*since, now_ms(), error);
     if (!options.since_ms) return std::nullopt;
@@ -545,18 +541,9 @@ class OutputFile {
   bool committed_ = false;
 };
 
-int export_ledger(const Args& args) {
+int export_ledger(const ParsedArgs& parsed) {
   std::string error;
-  auto parsed = parse_args(args, {{"db", true}, {"since", true}, {"format", true}, {"out", true}}, &error);
-  if (!parsed) {
-    print_error(kCommand, "reading options", error);
-    return kExitFailure;
-  }
-  if (parsed->has("help")) {
-    print_usage(stdout);
-    return kExitOk;
-  }
-  auto options = read_options(*parsed, &error);
+  auto options = read_options(parsed, &error);
   if (!options) {
     print_error(kCommand, "reading options", error);
     return kExitFailure;
@@ -623,7 +610,7 @@ int export_ledger(const Args& args) {
 }  // namespace
 
 int run_export(const Args& args) {
-  return run_guarded(kCommand, [&] { return export_ledger(args); });
+  return run_command({kCommand, {{"db", true}, {"since", true}, {"format", true}, {"out", true}}, print_usage}, args, export_ledger);
 }
 
 }  // namespace effectfence::cli

@@ -1425,42 +1425,20 @@ std::optional<size_t> parse_limit(const std::string& text) {
   return n > 0 ? std::optional<size_t>(n) : std::nullopt;
 }
 
-int verify(const Args& args) {
+int verify(const ParsedArgs& parsed) {
   std::string error;
-  auto parsed = parse_args(args,
-                           {{"db", true},
-                            {"export", true},
-                            {"dump", true},
-                            {"limit", true},
-                            {"json", false},
-                            {"public-key", true, true},
-                            {"require-signed", false},
-                            {"archive", true}},
-                           &error);
-  if (!parsed) {
-    print_error(kCommand, "reading options", error);
-    return kExitFailure;
-  }
-  if (parsed->has("help")) {
-    print_usage(stdout);
-    return kExitOk;
-  }
-  if (!parsed->positionals.empty()) {
-    print_error(kCommand, "reading options", "unexpected argument '" + parsed->positionals[0] + "'");
-    return kExitFailure;
-  }
   // --dump is another name for --export FILE.
-  const auto dump_file = parsed->has("export") ? parsed->value("export") : parsed->value("dump");
-  if (parsed->has("export") && parsed->has("dump")) {
+  const auto dump_file = parsed.has("export") ? parsed.value("export") : parsed.value("dump");
+  if (parsed.has("export") && parsed.has("dump")) {
     print_error(kCommand, "reading options", "give --export or --dump, not both");
     return kExitFailure;
   }
-  if (parsed->has("db") && dump_file) {
+  if (parsed.has("db") && dump_file) {
     print_error(kCommand, "reading options", "give --db or --export, not both");
     return kExitFailure;
   }
   size_t limit = kDefaultLimit;
-  if (auto text = parsed->value("limit")) {
+  if (auto text = parsed.value("limit")) {
     auto n = parse_limit(*text);
     if (!n) {
       print_error(kCommand, "reading options", "--limit must be a positive number, not '" + *text + "'");
@@ -1469,7 +1447,7 @@ int verify(const Args& args) {
     limit = *n;
   }
   std::vector<PublicKey> keys;
-  for (const std::string& file : parsed->all("public-key")) {
+  for (const std::string& file : parsed.all("public-key")) {
     auto key = PublicKey::from_file(file);
     if (auto* refused = std::get_if<std::string>(&key)) {
       print_error(kCommand, "reading the public keys", *refused);
@@ -1478,12 +1456,12 @@ int verify(const Args& args) {
     keys.push_back(std::get<PublicKey>(std::move(key)));
   }
   const std::vector<PublicKey> segment_keys = keys;
-  SignatureCheck signatures(std::move(keys), parsed->has("require-signed"));
+  SignatureCheck signatures(std::move(keys), parsed.has("require-signed"));
   Problems problems(limit);
   Report report;
   report.signatures = &signatures;
   report.keys = &segment_keys;
-  report.archive_dir = parsed->value("archive");
+  report.archive_dir = parsed.value("archive");
   std::optional<int> failed;
   if (auto file = dump_file) {
     report.source = "export";
@@ -1491,13 +1469,13 @@ int verify(const Args& args) {
     failed = verify_export(*file, problems, report);
   } else {
     report.source = "ledger";
-    const std::string where = resolve_ledger_path(*parsed, kCommand);
+    const std::string where = resolve_ledger_path(parsed, kCommand);
     report.path = printable_ledger(where);
     failed = verify_ledger(where, problems, report);
   }
   if (failed) return *failed;
   for (const SignatureCheck::Finding& f : signatures.findings()) problems.add({f.certificate, f.kind, f.message, f.line});
-  if (parsed->has("json")) {
+  if (parsed.has("json")) {
     print_json(report, problems);
   } else {
     print_text(report, problems);
@@ -1508,7 +1486,16 @@ int verify(const Args& args) {
 }  // namespace
 
 int run_verify(const Args& args) {
-  return run_guarded(kCommand, [&] { return verify(args); });
+  return run_command({kCommand,
+                      {{"db", true},
+                       {"export", true},
+                       {"dump", true},
+                       {"limit", true},
+                       {"json", false},
+                       {"public-key", true, true},
+                       {"require-signed", false},
+                       {"archive", true}},
+                      print_usage}, args, verify);
 }
 
 }  // namespace effectfence::cli
