@@ -8,6 +8,7 @@
 
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/signing_key.h"
 #include "cli/subcommand.h"
 #include "cli/time_text.h"
 #include "cli/commands.h"
@@ -95,7 +96,7 @@ int archive(const ParsedArgs& parsed) {
   if (auto key = parsed.value("signing-key")) {
     auto signer = Signer::from_file(*key);
     if (auto* why = std::get_if<std::string>(&signer)) {
-      print_error(kCommand, "reading the signing key", *why);
+      print_error(kCommand, "reading the signing key", *why + kKeygenHint);
       return kExitFailure;
     }
     options.signer = std::get<std::shared_ptr<const Signer>>(signer);

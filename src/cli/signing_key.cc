@@ -16,7 +16,7 @@ std::string signing_key_path(const std::optional<std::string>& option_value) {
 std::string load_signing_key(const std::string& path, Settings* settings) {
   if (path.empty()) return "";
   auto loaded = Signer::from_file(path);
-  if (auto* error = std::get_if<std::string>(&loaded)) return *error;
+  if (auto* error = std::get_if<std::string>(&loaded)) return *error + kKeygenHint;
   settings->signer = std::get<std::shared_ptr<const Signer>>(loaded);
   return "";
 }

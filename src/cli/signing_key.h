@@ -11,6 +11,9 @@
 namespace effectfence::cli {
 
 constexpr const char* kSigningKeyEnv = "EFFECTFENCE_SIGNING_KEY";
+// Added to an error about a key file: the way to make a good one, which
+// only the CLI can name.
+constexpr const char* kKeygenHint = " (effectfence keygen writes an Ed25519 key pair)";
 
 // The key file to sign with: option_value if given, else the environment's
 // ("" for none).

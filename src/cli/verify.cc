@@ -37,6 +37,7 @@
 #include "cli/archive_check.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/signing_key.h"
 #include "cli/subcommand.h"
 #include "cli/time_text.h"
 #include "cli/commands.h"
@@ -1450,7 +1451,7 @@ int verify(const ParsedArgs& parsed) {
   for (const std::string& file : parsed.all("public-key")) {
     auto key = PublicKey::from_file(file);
     if (auto* refused = std::get_if<std::string>(&key)) {
-      print_error(kCommand, "reading the public keys", *refused);
+      print_error(kCommand, "reading the public keys", *refused + kKeygenHint);
       return kExitFailure;
     }
     keys.push_back(std::get<PublicKey>(std::move(key)));

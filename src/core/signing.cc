@@ -48,7 +48,7 @@ std::string read_small_file(const std::string& path, const char* what, bool owne
     // As ssh does: a key others can read is a key others may have.
     error = std::string("the ") + what + " " + path + " has mode " + mode_text(st.st_mode & 0777) +
             ": it must be readable by its owner only. Run chmod 600 " + path +
-            ", and if others could read it, make a new key (effectfence keygen) and retire this one";
+            ", and if others could read it, make a new key and retire this one";
   } else if (st.st_size > kMaxKeyFileBytes) {
     error = std::string("the ") + what + " " + path + " is " + std::to_string(st.st_size) +
             " bytes, too large to be a PEM key";
@@ -105,11 +105,11 @@ std::variant<std::shared_ptr<const Signer>, std::string> Signer::from_pem(const 
   } catch (const std::exception&) {
     // Botan's message is not passed on: nothing about the key's bytes may
     // reach a log.
-    return std::string("it is not an unencrypted PKCS#8 PEM private key (effectfence keygen writes one)");
+    return std::string("it is not an unencrypted PKCS#8 PEM private key");
   }
   auto* ed25519 = dynamic_cast<Botan::Ed25519_PrivateKey*>(key.get());
   if (!ed25519) {
-    return "it holds a key of type " + key->algo_name() + ", not Ed25519 (effectfence keygen writes an Ed25519 key)";
+    return "it holds a key of type " + key->algo_name() + ", not Ed25519";
   }
   key.release();
   return std::shared_ptr<const Signer>(new Signer(std::unique_ptr<Botan::Ed25519_PrivateKey>(ed25519)));
@@ -155,7 +155,7 @@ std::variant<PublicKey, std::string> PublicKey::from_pem(const std::string& pem)
     Botan::DataSource_Memory source(pem);
     key.reset(Botan::X509::load_key(source));
   } catch (const std::exception& e) {
-    return std::string("it is not a PEM public key (") + e.what() + "); effectfence keygen writes one beside the key";
+    return std::string("it is not a PEM public key (") + e.what() + ")";
   }
   const auto* ed25519 = dynamic_cast<const Botan::Ed25519_PublicKey*>(key.get());
   if (!ed25519) return "it holds a key of type " + key->algo_name() + ", not Ed25519";

@@ -338,7 +338,7 @@ void tidy_directory(const std::string& dir, const std::vector<RecordedSegment>& 
   if (!last_found) {
     throw std::runtime_error(dir + " does not hold " + recorded.back().file +
                              ", the last segment this ledger recorded: give --out the directory its earlier "
-                             "archives were written to (effectfence verify --archive DIR checks one)");
+                             "archives were written to");
   }
 }
 

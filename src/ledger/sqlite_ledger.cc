@@ -643,8 +643,8 @@ std::optional<OpenError> migrate(SQLite::Database& db, const std::string& path) 
                         "is at schema version " + std::to_string(version) +
                             " (PRAGMA user_version), but lacks what the migration to version " +
                             std::to_string(failed_version) + " changes (" + e.what() +
-                            "): its schema was edited by hand. Nothing was changed. `effectfence verify` names "
-                            "what is missing or changed; recreate it as migrations/ built it at version " +
+                            "): its schema was edited by hand. Nothing was changed. A verify of it names what "
+                            "is missing or changed; recreate it as migrations/ built it at version " +
                             std::to_string(version) + ", or restore the ledger from a backup");
     }
     return open_error(OpenErrorCode::corrupt, path,

@@ -351,6 +351,8 @@ chmod 600 "$WORK/pub-as.key"
 "$EF" serve --db "$R" --signing-key "$WORK/pub-as.key" </dev/null >/dev/null 2>"$WORK/err5"
 expect_eq "$?" 2 "a public key given as the signing key is refused"
 expect_match "$(cat "$WORK/err5")" "is refused: it is not an unencrypted PKCS#8 PEM private key" "as not a private key"
+expect_match "$(cat "$WORK/err5")" "PEM private key \(effectfence keygen writes an Ed25519 key pair\)" \
+  "and the command adds how to make one"
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/ec.key" 2>/dev/null && chmod 600 "$WORK/ec.key" &&
   { "$EF" serve --db "$R" --signing-key "$WORK/ec.key" </dev/null >/dev/null 2>"$WORK/err6"
     expect_eq "$?" 2 "an ECDSA key is refused"
