@@ -24,6 +24,7 @@
 #include "cli/signing_key.h"
 #include "cli/version.h"
 #include "effectfence/fence.h"
+#include "fence/fence_internal.h"
 #include "ledger/open_ledger.h"
 #include "mcp/fence_tools.h"
 #include "mcp/line_io.h"
@@ -244,7 +245,7 @@ int run_serve(const Args& args) {
         log);
     mcp::FdLineReader reader(0, stop.fd());
     server->pump(reader, [&out] { return !out.broken(); });
-    fence->stop_admitting();  // nobody could commit what it admitted now: it would be fenced at once
+    FenceInternal::stop_admitting(*fence);  // nobody could commit what it admitted now: it would be fenced at once
     unfinished = server->calls_in_flight();
     // A signal is named first: one that came while the client was not
     // reading also gives up on stdout (after a grace), and was the cause.

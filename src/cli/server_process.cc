@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/version.h"
+#include "fence/fence_internal.h"
 #include "mcp/fence_tools.h"
 
 namespace effectfence::cli {
@@ -86,18 +87,18 @@ void Maintenance::run() {
 }
 
 void Maintenance::reap() {
-  if (const int64_t taken_back = fence_.take_back_unanswered(); taken_back > 0) {
+  if (const int64_t taken_back = FenceInternal::take_back_unanswered(fence_); taken_back > 0) {
     log_.info("took back " + std::to_string(taken_back) +
               " admission(s) whose answer was lost with the ledger connection: their next prepare is fresh");
   }
-  if (const int64_t reaped = fence_.reap_dead_holders(); reaped > 0) {
+  if (const int64_t reaped = FenceInternal::reap_dead_holders(fence_); reaped > 0) {
     log_.warn("fenced " + std::to_string(reaped) +
               " in-flight intent(s) as unknown: their holder process is gone; an operator must reconcile them");
   }
 }
 
 void Maintenance::sweep() {
-  const int64_t swept = fence_.sweep();
+  const int64_t swept = FenceInternal::sweep(fence_);
   if (swept < 0) log_.warn("sweeping finished intents failed; will retry");
   else if (swept > 0) log_.debug("swept " + std::to_string(swept) + " finished intent(s) past their TTL");
 }
@@ -115,13 +116,13 @@ bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) 
                           ") exited before the admission was committed or aborted; the agent that holds its ticket "
                           "may still be running the tool, and can still commit it through another server";
   std::vector<std::string> left;
-  int64_t fenced = fence.fence_own_in_flight(why, &left);
+  int64_t fenced = FenceInternal::fence_own_in_flight(fence, why, &left);
   if (!left.empty()) {
     log.warn("could not fence " + std::to_string(left.size()) + " admission(s) as unknown (the ledger refused the "
              "write); trying once more");
     std::this_thread::sleep_for(std::chrono::seconds(1));
     left.clear();
-    fenced += fence.fence_own_in_flight(why, &left);
+    fenced += FenceInternal::fence_own_in_flight(fence, why, &left);
   }
   if (fenced > 0) {
     log.warn("fenced " + std::to_string(fenced) +

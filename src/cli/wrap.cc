@@ -32,6 +32,7 @@
 #include "cli/version.h"
 #include "core/sha256.h"
 #include "effectfence/fence.h"
+#include "fence/fence_internal.h"
 #include "ledger/open_ledger.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/line_io.h"
@@ -352,8 +353,8 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   }
   if (child_failed) return 1;
 
-  const int64_t fenced = fence->fence_own_in_flight("effectfence wrap (pid " + std::to_string(::getpid()) +
-                                                    ") exited before the call's outcome was recorded");
+  const int64_t fenced = FenceInternal::fence_own_in_flight(
+      *fence, "effectfence wrap (pid " + std::to_string(::getpid()) + ") exited before the call's outcome was recorded");
   if (fenced > 0) log.warn("fenced " + std::to_string(fenced) + " call(s) whose outcome was not recorded as unknown");
   log_group_commit(*fence, log);
   fence.reset();
