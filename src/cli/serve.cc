@@ -227,9 +227,9 @@ int run_serve(const Args& args) {
   log.info("serving " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
            std::to_string(settings.lease_ttl_ms / 1000) + "s" + signing_note(settings) + ")");
 
+  Maintenance maintenance(*fence, maintenance_options(server_exit_reason("effectfence serve"), log));
   size_t unfinished = 0;
   {
-    Maintenance maintenance(*fence, std::chrono::milliseconds(settings.sweep_interval_ms), log);
     mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
     // A client that closed our stdout can be told nothing: what would have
     // been admitted for it is withdrawn (OutputClosed), and intake stops.
@@ -244,7 +244,7 @@ int run_serve(const Args& args) {
         log);
     mcp::FdLineReader reader(0, stop.fd());
     server->pump(reader, [&out] { return !out.broken(); });
-    fence->stop_admitting();  // nobody could commit what it admitted now: it would be fenced at once
+    maintenance.stop_admitting();  // nobody could commit what it admitted now: it would be fenced at once
     unfinished = server->calls_in_flight();
     // A signal is named first: one that came while the client was not
     // reading also gives up on stdout (after a grace), and was the cause.
@@ -261,7 +261,7 @@ int run_serve(const Args& args) {
     server->drain();
   }
 
-  const bool all_fenced = fence_what_is_left(*fence, "effectfence serve", log);
+  const bool all_fenced = report_what_was_left(maintenance.stop(), log);
   log_group_commit(*fence, log);
   fence.reset();
   log.info("ledger closed; bye");

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -184,9 +185,9 @@ class AloneFallback {
  public:
   AloneFallback(const Settings& settings, mcp::Logger& log) : settings_(settings), log_(log) {}
   ~AloneFallback() {
-    maintenance_.reset();
     if (fence_) {
-      fence_what_is_left(*fence_, "effectfence serve --shared", log_);
+      report_what_was_left(maintenance_->stop(), log_);
+      maintenance_.reset();
       log_group_commit(*fence_, log_);
     }
   }
@@ -200,7 +201,8 @@ class AloneFallback {
       return nullptr;
     }
     fence_ = std::move(std::get<std::unique_ptr<Fence>>(opened));
-    maintenance_ = std::make_unique<Maintenance>(*fence_, std::chrono::milliseconds(settings_.sweep_interval_ms), log_);
+    maintenance_ = std::make_unique<Maintenance>(
+        *fence_, maintenance_options(server_exit_reason("effectfence serve --shared"), log_));
     return fence_server(*fence_, std::move(sink), log_);
   }
 
@@ -334,6 +336,8 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     return give_up("cannot open ledger: " + open_error_text(*error));
   }
   std::unique_ptr<Fence> fence = std::move(std::get<std::unique_ptr<Fence>>(opened));
+  // Started once the server serves; stopped once every session has ended.
+  std::optional<Maintenance> maintenance;
 
   {
     shared::HttpOptions http_options{options.bind, options.port, lease.token, options.session_ttl_ms};
@@ -367,7 +371,7 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
       return give_up("cannot publish the lease: " + why);
     }
     http.start();
-    Maintenance maintenance(*fence, std::chrono::milliseconds(settings.sweep_interval_ms), log);
+    maintenance.emplace(*fence, maintenance_options(server_exit_reason("the shared effectfence server"), log));
     log.info("serving " + fence->describe_ledger() + " at " + lease.url + " (pid " + std::to_string(::getpid()) +
              ", lease " + lease_path + ", exits " + std::to_string(options.idle_ms) + " ms after its last session" +
              signing_note(settings) + ")");
@@ -396,7 +400,8 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     http.stop();
   }  // every session's calls finish here
 
-  const bool all_fenced = fence_what_is_left(*fence, "the shared effectfence server", log);
+  const bool all_fenced = report_what_was_left(maintenance->stop(), log);
+  maintenance.reset();
   log_group_commit(*fence, log);
   fence.reset();
   log.info("ledger closed; bye");

@@ -17,12 +17,6 @@
 namespace effectfence::cli {
 namespace {
 
-constexpr auto kReapInterval = std::chrono::seconds(2);
-
-}  // namespace
-
-namespace {
-
 // A pipe to the client, reopened as a description of our own that does not
 // block: a write to a client that stopped reading can then give up when a
 // stop signal comes (LineWriter's stop_fd), instead of holding the process.
@@ -48,60 +42,6 @@ int claim_stdout() {
   return nonblocking_if_pipe(protocol_fd);
 }
 
-Maintenance::Maintenance(Fence& fence, std::chrono::milliseconds sweep_interval, mcp::Logger& log)
-    : fence_(fence), sweep_interval_(sweep_interval), log_(log), thread_([this] { run(); }) {}
-
-Maintenance::~Maintenance() {
-  {
-    MutexLock lock(&mutex_);
-    stopping_ = true;
-  }
-  wake_.NotifyAll();
-  thread_.join();
-}
-
-// Each job on its own schedule, both due at start: a sweep interval shorter
-// than the reap interval is kept, not rounded up to it.
-void Maintenance::run() {
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point next_reap = Clock::now();
-  Clock::time_point next_sweep = next_reap;
-  MutexLock lock(&mutex_);
-  while (!stopping_) {
-    lock.Unlock();
-    if (Clock::now() >= next_reap) {
-      reap();
-      next_reap = Clock::now() + kReapInterval;
-    }
-    if (Clock::now() >= next_sweep) {
-      sweep();
-      next_sweep = Clock::now() + sweep_interval_;
-    }
-    lock.Lock();
-    const Clock::time_point due = std::min(next_reap, next_sweep);
-    while (!stopping_) {
-      if (!wake_.WaitUntil(&mutex_, due)) break;
-    }
-  }
-}
-
-void Maintenance::reap() {
-  if (const int64_t taken_back = fence_.take_back_unanswered(); taken_back > 0) {
-    log_.info("took back " + std::to_string(taken_back) +
-              " admission(s) whose answer was lost with the ledger connection: their next prepare is fresh");
-  }
-  if (const int64_t reaped = fence_.reap_dead_holders(); reaped > 0) {
-    log_.warn("fenced " + std::to_string(reaped) +
-              " in-flight intent(s) as unknown: their holder process is gone; an operator must reconcile them");
-  }
-}
-
-void Maintenance::sweep() {
-  const int64_t swept = fence_.sweep();
-  if (swept < 0) log_.warn("sweeping finished intents failed; will retry");
-  else if (swept > 0) log_.debug("swept " + std::to_string(swept) + " finished intent(s) past their TTL");
-}
-
 std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, mcp::Logger& log,
                                           std::shared_ptr<mcp::SessionAdmissions> admissions,
                                           std::shared_ptr<mcp::DecisionMetrics> metrics) {
@@ -110,23 +50,32 @@ std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, 
       mcp::fence_tools(fence, log, std::move(admissions), std::move(metrics)), std::move(sink), log);
 }
 
-bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log) {
-  const std::string why = who + " (pid " + std::to_string(::getpid()) +
-                          ") exited before the admission was committed or aborted; the agent that holds its ticket "
-                          "may still be running the tool, and can still commit it through another server";
-  std::vector<std::string> left;
-  int64_t fenced = fence.fence_own_in_flight(why, &left);
-  if (!left.empty()) {
-    log.warn("could not fence " + std::to_string(left.size()) + " admission(s) as unknown (the ledger refused the "
-             "write); trying once more");
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    left.clear();
-    fenced += fence.fence_own_in_flight(why, &left);
-  }
-  if (fenced > 0) {
-    log.warn("fenced " + std::to_string(fenced) +
+std::string server_exit_reason(const std::string& who) {
+  return who + " (pid " + std::to_string(::getpid()) +
+         ") exited before the admission was committed or aborted; the agent that holds its ticket "
+         "may still be running the tool, and can still commit it through another server";
+}
+
+Maintenance::Options maintenance_options(const std::string& exit_reason, mcp::Logger& log) {
+  Maintenance::Options options;
+  options.exit_reason = exit_reason;
+  options.log = [&log](Maintenance::Level level, const std::string& message) {
+    switch (level) {
+      case Maintenance::Level::error: log.error(message); break;
+      case Maintenance::Level::warn: log.warn(message); break;
+      case Maintenance::Level::info: log.info(message); break;
+      case Maintenance::Level::debug: log.debug(message); break;
+    }
+  };
+  return options;
+}
+
+bool report_what_was_left(const Maintenance::Stopped& stopped, mcp::Logger& log) {
+  if (stopped.fenced > 0) {
+    log.warn("fenced " + std::to_string(stopped.fenced) +
              " admission(s) of this process as unknown: their clients can no longer commit through it");
   }
+  const std::vector<std::string>& left = stopped.left_in_flight;
   if (left.empty()) return true;
   std::string names;
   for (size_t i = 0; i < left.size() && i < 10; ++i) names += (i ? ", " : "") + left[i];

@@ -5,10 +5,9 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 
-#include "core/mutex.h"
 #include "effectfence/fence.h"
+#include "effectfence/maintenance.h"
 #include "mcp/decision_metrics.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -35,39 +34,23 @@ std::unique_ptr<mcp::Server> fence_server(Fence& fence, mcp::Server::Sink sink, 
                                           std::shared_ptr<mcp::SessionAdmissions> admissions = nullptr,
                                           std::shared_ptr<mcp::DecisionMetrics> metrics = nullptr);
 
-// On the way out of serve: admissions nobody can commit through this
-// process any more become unknown (fenced), and the log says how many.
-// who names the process in the recorded reason, e.g. "effectfence serve".
-// Returns false, after an error naming them, iff some stayed in flight
-// because the ledger refused the write even when tried again.
-bool fence_what_is_left(Fence& fence, const std::string& who, mcp::Logger& log);
+// The reason serve and the shared server record for each admission their
+// Maintenance fences on the way out: who names the process, e.g.
+// "effectfence serve".
+std::string server_exit_reason(const std::string& who);
+
+// After Maintenance::stop: the log says how many admissions nobody can commit
+// through this process any more became unknown (fenced). Returns false, after
+// an error naming them, iff some stayed in flight because the ledger refused
+// the write even when tried again.
+bool report_what_was_left(const Maintenance::Stopped& stopped, mcp::Logger& log);
 
 // Logs how many decisions each of this process's ledger transactions
 // carried: how well group commit worked, for whoever tunes the load.
 void log_group_commit(const Fence& fence, mcp::Logger& log);
 
-// On a background thread: notices dead holders promptly (their in-flight
-// intents become unknown, fenced) and drops finished intents past their TTL,
-// once at start and then every sweep_interval (Settings::sweep_interval_ms).
-class Maintenance {
- public:
-  Maintenance(Fence& fence, std::chrono::milliseconds sweep_interval, mcp::Logger& log);
-  ~Maintenance();
-  Maintenance(const Maintenance&) = delete;
-  Maintenance& operator=(const Maintenance&) = delete;
-
- private:
-  void run();
-  void reap();
-  void sweep();
-
-  Fence& fence_;
-  const std::chrono::milliseconds sweep_interval_;
-  mcp::Logger& log_;
-  Mutex mutex_;
-  CondVar wake_;
-  bool stopping_ GUARDED_BY(mutex_) = false;
-  std::thread thread_;  // last: starts once the members above exist
-};
+// Maintenance for a server: it sweeps on the fence's sweep interval,
+// records exit_reason for what it fences at stop, and tells log.
+Maintenance::Options maintenance_options(const std::string& exit_reason, mcp::Logger& log);
 
 }  // namespace effectfence::cli

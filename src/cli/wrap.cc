@@ -274,10 +274,12 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
   log.info("fencing with " + fence->describe_ledger() + " (pid " + std::to_string(::getpid()) + ", lease " +
            std::to_string(settings.lease_ttl_ms / 1000) + "s" + signing_note(settings) + ")");
 
+  Maintenance maintenance(*fence, maintenance_options("effectfence wrap (pid " + std::to_string(::getpid()) +
+                                                         ") exited before the call's outcome was recorded",
+                                                     log));
   bool child_failed = false;
   {
     mcp::Proxy proxy(*fence, mcp::process_launcher(options.command, log), log, proxy_options);
-    Maintenance maintenance(*fence, std::chrono::milliseconds(settings.sweep_interval_ms), log);
     mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
     mcp::Server* server_of_proxy = nullptr;  // set before any input is read
     mcp::ServerExtensions extensions;
@@ -350,11 +352,12 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     proxy.attach(nullptr);
     proxy.stop();
   }
+  const Maintenance::Stopped stopped = maintenance.stop();
   if (child_failed) return 1;
 
-  const int64_t fenced = fence->fence_own_in_flight("effectfence wrap (pid " + std::to_string(::getpid()) +
-                                                    ") exited before the call's outcome was recorded");
-  if (fenced > 0) log.warn("fenced " + std::to_string(fenced) + " call(s) whose outcome was not recorded as unknown");
+  if (stopped.fenced > 0) {
+    log.warn("fenced " + std::to_string(stopped.fenced) + " call(s) whose outcome was not recorded as unknown");
+  }
   log_group_commit(*fence, log);
   fence.reset();
   log.info("ledger closed; bye");

@@ -2,13 +2,16 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
 #include <stdexcept>
 
 #include "core/random_token.h"
 #include "core/sha256.h"
 #include "core/utf8_length.h"
+#include "core/mutex.h"
 #include "fence/fast_path.h"
+#include "fence/fence_internal.h"
 #include "fence/rules.h"
 #include "fence/sealed_ahead.h"
 #include "ledger/holder.h"
@@ -94,7 +97,96 @@ void create_parent_directories(const std::string& path) {
   }
 }
 
+// A synchronous call: its asynchronous form told to wait on the caller's
+// thread (Wait::caller), then the outcome done received.
+template <typename Outcome, typename Start>
+Outcome wait_for(Start&& start) {
+  std::optional<Outcome> outcome;
+  start([&outcome](Outcome answer) { outcome = std::move(answer); });
+  return std::move(*outcome);
+}
+
 }  // namespace
+
+// Everything the public Fence hides: the ledger, the in-process fast path,
+// the certificates sealed ahead, the counters and the admissions nobody
+// received. Thread-safe as Fence is.
+struct Fence::Impl {
+  Impl(Settings settings, std::unique_ptr<Ledger> ledger);
+  ~Impl();
+
+  struct PendingPrepare;
+  struct PendingCommit;
+
+  // Records this process's result TTL in the ledger if it is longer than
+  // what is there, so a sweep by anyone (an operator's by hand too) keeps
+  // the results this process promises, before its first sweep of its own.
+  void promise_result_ttl();
+  // The rules' context for one transaction; its time is lease_now(txn).
+  rules::Context context(LedgerTxn& txn) const;
+  int64_t lease_now(LedgerTxn& txn) const;
+  void tally(const PrepareOutcome& outcome, bool decided_here);
+
+  // Where a verb waits for the ledger's decision. caller: on the calling
+  // thread, done called before the verb returns (the synchronous calls,
+  // whose answers so never queue behind other calls' dones on the ledger's
+  // answer thread); ledger: not at all, done called on a ledger thread.
+  enum class Wait { caller, ledger };
+
+  // The verbs, one path each; each answers through done exactly once.
+  void prepare(PrepareRequest request, Wait wait, PrepareDone done);
+  void commit(const Ticket& ticket, Json result, Wait wait, CommitDone done);
+  void abort(const Ticket& ticket, std::string reason, std::optional<Json> unrecorded_result, Wait wait,
+             AbortDone done);
+  void heartbeat(const Ticket& ticket, Wait wait, HeartbeatDone done);
+  void clear(std::string intent, std::string operator_name, std::string reason, Wait wait, ClearDone done);
+  void withdraw_async(const Ticket& ticket, const std::string& why, std::function<void(bool)> done);
+  bool fence_unknown(const Ticket& ticket, const std::string& why);
+
+  std::variant<IntentStatus, Refusal> intent_status(const std::string& intent);
+  std::variant<DomainStatus, Refusal> domain_status(const std::string& domain);
+  std::variant<Stats, Refusal> stats();
+
+  // Maintenance's (see fence_internal.h).
+  int64_t sweep();
+  bool evict_domain(const std::string& domain);
+  int64_t reap_dead_holders();
+  int64_t take_back_unanswered();
+  int64_t fence_own_in_flight(const std::string& why, std::vector<std::string>* left_in_flight);
+
+  // The halves of prepare around the ledger: begin_prepare returns the
+  // outcome when it needs no ledger, else what the ledger must decide.
+  std::variant<PrepareOutcome, std::shared_ptr<PendingPrepare>> begin_prepare(PrepareRequest request);
+  PrepareOutcome finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure);
+  // recorded: this call recorded the outcome (a retry is not counted again).
+  // epoch_before: the ledger's external_changes() before the commit was asked for.
+  CommitOutcome finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded, uint64_t epoch_before);
+  // The ticket no longer holds its intent here (aborted, refused, lost).
+  void released(const Ticket& ticket);
+  // ledger_->write, adding the fast path's pending counters to the same transaction.
+  std::optional<Refusal> write(const std::function<void(LedgerTxn&)>& fn);
+  // The same, done called as wait says.
+  void write(Wait wait, std::function<void(LedgerTxn&)> fn, Ledger::WriteDone done);
+  Counters take_pending();
+  void restore_pending(const Counters& pending);
+
+  Settings settings_;
+  std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<FastPath> fast_;
+  std::unique_ptr<SealedAhead> sealed_ahead_;  // certificates sealed off the ledger's writer
+  mutable Mutex counters_mu_;
+  Counters process_ GUARDED_BY(counters_mu_);  // every outcome of this Fence
+  Counters pending_ GUARDED_BY(counters_mu_);  // fast-path outcomes not yet added to the ledger's counters
+  std::atomic<bool> admitting_{true};
+  // An attempt whose admission may be on record with nobody holding its
+  // ticket (see take_back_unanswered).
+  struct UnansweredAdmission {
+    std::string intent;
+    std::string token;
+  };
+  Mutex unanswered_mu_;
+  std::vector<UnansweredAdmission> unanswered_ GUARDED_BY(unanswered_mu_);
+};
 
 std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
   // A lease of 0 is expired the moment it is granted: every duplicate would be admitted.
@@ -117,23 +209,27 @@ std::variant<std::unique_ptr<Fence>, OpenError> Fence::open(Settings settings) {
   random_token_hex();
   auto opened = open_ledger(settings.ledger_path, settings.busy_timeout_ms);
   if (auto* error = std::get_if<OpenError>(&opened)) return *error;
-  std::unique_ptr<Fence> fence(new Fence(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened))));
+  auto impl = std::make_unique<Impl>(std::move(settings), std::move(std::get<std::unique_ptr<Ledger>>(opened)));
   // A ledger another connection holds locked gets these from maintenance,
   // once the lock is let go: waiting for it here would delay the server's
   // start by a busy timeout for each.
-  if (!fence->ledger_->locked_at_open()) {
-    fence->reap_dead_holders();
-    if (fence->settings_.promises_result_ttl) fence->promise_result_ttl();
+  if (!impl->ledger_->locked_at_open()) {
+    impl->reap_dead_holders();
+    if (impl->settings_.promises_result_ttl) impl->promise_result_ttl();
   }
-  return fence;
+  return std::unique_ptr<Fence>(new Fence(std::move(impl)));
 }
 
-void Fence::promise_result_ttl() {
+Fence::Fence(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Fence::~Fence() = default;
+
+void Fence::Impl::promise_result_ttl() {
   // Best effort: a ledger that cannot take it now gets it with the first sweep.
   ledger_->write([&](LedgerTxn& txn) { txn.raise_result_ttl(settings_.result_ttl_ms); });
 }
 
-Fence::Fence(Settings settings, std::unique_ptr<Ledger> ledger)
+Fence::Impl::Impl(Settings settings, std::unique_ptr<Ledger> ledger)
     : settings_(std::move(settings)),
       ledger_(std::move(ledger)),
       fast_(std::make_unique<FastPath>()),
@@ -143,7 +239,7 @@ Fence::Fence(Settings settings, std::unique_ptr<Ledger> ledger)
   fast_->set_answers_from_memory(ledger_->sees_external_changes());
 }
 
-Fence::~Fence() {
+Fence::Impl::~Impl() {
   const Counters pending = take_pending();
   if (pending.total_attempts() > 0) {
     ledger_->write([&](LedgerTxn& txn) { txn.add_counters(pending); });
@@ -154,7 +250,7 @@ Fence::~Fence() {
   ledger_.reset();
 }
 
-int64_t Fence::lease_now(LedgerTxn& txn) const {
+int64_t Fence::Impl::lease_now(LedgerTxn& txn) const {
   if (settings_.ledger_clock_ms) return settings_.ledger_clock_ms();
   if (auto ledger_time = txn.clock_ms()) return *ledger_time;
   // The system clock of the host the file lives on, shared by every process
@@ -163,7 +259,7 @@ int64_t Fence::lease_now(LedgerTxn& txn) const {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-rules::Context Fence::context(LedgerTxn& txn) const {
+rules::Context Fence::Impl::context(LedgerTxn& txn) const {
   rules::Context ctx;
   ctx.now = lease_now(txn);
   ctx.lease_ttl_ms = settings_.lease_ttl_ms;
@@ -176,7 +272,7 @@ rules::Context Fence::context(LedgerTxn& txn) const {
   return ctx;
 }
 
-void Fence::tally(const PrepareOutcome& outcome, bool decided_here) {
+void Fence::Impl::tally(const PrepareOutcome& outcome, bool decided_here) {
   Counters delta;
   if (std::holds_alternative<Admitted>(outcome)) delta.admitted = 1;
   if (std::holds_alternative<Replayed>(outcome)) delta.replayed = 1;
@@ -195,7 +291,7 @@ void Fence::tally(const PrepareOutcome& outcome, bool decided_here) {
   if (decided_here) pending_ += delta;
 }
 
-std::optional<Refusal> Fence::write(const std::function<void(LedgerTxn&)>& fn) {
+std::optional<Refusal> Fence::Impl::write(const std::function<void(LedgerTxn&)>& fn) {
   const Counters pending = take_pending();
   auto failure = ledger_->write([&](LedgerTxn& txn) {
     txn.add_counters(pending);
@@ -205,19 +301,23 @@ std::optional<Refusal> Fence::write(const std::function<void(LedgerTxn&)>& fn) {
   return failure;
 }
 
-Counters Fence::take_pending() {
+Counters Fence::Impl::take_pending() {
   MutexLock lock(&counters_mu_);
   Counters pending = pending_;
   pending_ = Counters{};
   return pending;
 }
 
-void Fence::restore_pending(const Counters& pending) {
+void Fence::Impl::restore_pending(const Counters& pending) {
   MutexLock lock(&counters_mu_);
   pending_ += pending;
 }
 
-void Fence::write_async(std::function<void(LedgerTxn&)> fn, Ledger::WriteDone done) {
+void Fence::Impl::write(Wait wait, std::function<void(LedgerTxn&)> fn, Ledger::WriteDone done) {
+  if (wait == Wait::caller) {
+    done(write(fn));
+    return;
+  }
   const Counters pending = take_pending();
   ledger_->write_async(
       [pending, fn = std::move(fn)](LedgerTxn& txn) {
@@ -231,7 +331,7 @@ void Fence::write_async(std::function<void(LedgerTxn&)> fn, Ledger::WriteDone do
 }
 
 // What a prepare carries from before the ledger to after it.
-struct Fence::PendingPrepare {
+struct Fence::Impl::PendingPrepare {
   rules::Attempt attempt;
   FastPath::Entry entry;
   int64_t now = 0;
@@ -239,7 +339,7 @@ struct Fence::PendingPrepare {
   IntentRow admitted;  // what an admission recorded
 };
 
-struct Fence::PendingCommit {
+struct Fence::Impl::PendingCommit {
   Ticket ticket;
   Json result;
   std::optional<rules::Sealed> sealed;
@@ -248,7 +348,8 @@ struct Fence::PendingCommit {
   bool recorded = false;  // false for a retried commit: counted once
 };
 
-std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begin_prepare(PrepareRequest request) {
+std::variant<PrepareOutcome, std::shared_ptr<Fence::Impl::PendingPrepare>> Fence::Impl::begin_prepare(
+    PrepareRequest request) {
   auto made = make_attempt(std::move(request));
   if (auto* refusal = std::get_if<Refusal>(&made)) return PrepareOutcome{std::move(*refusal)};
   auto pending = std::make_shared<PendingPrepare>();
@@ -264,7 +365,7 @@ std::variant<PrepareOutcome, std::shared_ptr<Fence::PendingPrepare>> Fence::begi
   return pending;
 }
 
-PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure) {
+PrepareOutcome Fence::Impl::finish_prepare(PendingPrepare& pending, const std::optional<Refusal>& failure) {
   if (failure) pending.outcome = *failure;
   if (failure && failure->cause == Cause::outcome_unknown) {
     // Its admission may be on record, and nobody has its ticket.
@@ -278,24 +379,15 @@ PrepareOutcome Fence::finish_prepare(PendingPrepare& pending, const std::optiona
   return std::move(pending.outcome);
 }
 
-PrepareOutcome Fence::prepare(const PrepareRequest& request) {
-  auto begun = begin_prepare(request);
-  if (auto* decided = std::get_if<PrepareOutcome>(&begun)) return std::move(*decided);
-  PendingPrepare& pending = *std::get<std::shared_ptr<PendingPrepare>>(begun);
-  auto failure = write([&](LedgerTxn& txn) {
-    pending.outcome = rules::prepare(txn, pending.attempt, context(txn), &pending.admitted);
-  });
-  return finish_prepare(pending, failure);
-}
-
-void Fence::prepare_async(PrepareRequest request, PrepareDone done) {
+void Fence::Impl::prepare(PrepareRequest request, Wait wait, PrepareDone done) {
   auto begun = begin_prepare(std::move(request));
   if (auto* decided = std::get_if<PrepareOutcome>(&begun)) {
     done(std::move(*decided));
     return;
   }
   auto pending = std::get<std::shared_ptr<PendingPrepare>>(std::move(begun));
-  write_async([this, pending](LedgerTxn& txn) {
+  write(wait,
+        [this, pending](LedgerTxn& txn) {
                 pending->outcome = rules::prepare(txn, pending->attempt, context(txn), &pending->admitted);
               },
               [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
@@ -303,25 +395,7 @@ void Fence::prepare_async(PrepareRequest request, PrepareDone done) {
               });
 }
 
-CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
-  if (auto refusal = check_ticket(ticket)) return *refusal;
-  JsonError error;
-  if (!validate_canonicalizable(result, &error)) return unencodable("result", error.message);
-  CommitOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
-  bool recorded = false;
-  const uint64_t epoch_before = ledger_->external_changes();
-  const auto sealed = sealed_ahead_->seal(ticket, result);
-  // On a ledger failure nothing changed: the ticket still holds the intent
-  // (and this process keeps refusing duplicates) until the commit is retried.
-  if (auto failure = write([&](LedgerTxn& txn) {
-        outcome = rules::commit(txn, ticket, result, context(txn), &recorded, sealed ? &*sealed : nullptr);
-      })) {
-    return *failure;
-  }
-  return finish_commit(ticket, std::move(outcome), recorded, epoch_before);
-}
-
-void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
+void Fence::Impl::commit(const Ticket& ticket, Json result, Wait wait, CommitDone done) {
   if (auto refusal = check_ticket(ticket)) {
     done(*refusal);
     return;
@@ -336,22 +410,26 @@ void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
   pending->result = std::move(result);
   pending->epoch_before = ledger_->external_changes();
   pending->sealed = sealed_ahead_->seal(pending->ticket, pending->result);
-  write_async(
+  write(
+      wait,
       [this, pending](LedgerTxn& txn) {
         pending->outcome = rules::commit(txn, pending->ticket, pending->result, context(txn), &pending->recorded,
                                          pending->sealed ? &*pending->sealed : nullptr);
       },
       [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
+        // On a ledger failure nothing changed: the ticket still holds the
+        // intent (and this process keeps refusing duplicates) until the
+        // commit is retried.
         if (failure) {
-          done(std::move(*failure));  // as in commit(): the ticket still holds the intent
+          done(std::move(*failure));
           return;
         }
         done(finish_commit(pending->ticket, std::move(pending->outcome), pending->recorded, pending->epoch_before));
       });
 }
 
-CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded,
-                                   uint64_t epoch_before) {
+CommitOutcome Fence::Impl::finish_commit(const Ticket& ticket, CommitOutcome outcome, bool recorded,
+                                         uint64_t epoch_before) {
   if (auto* cert = std::get_if<Certificate>(&outcome)) {
     fast_->committed(ticket, *cert, settings_.now_ms(), epoch_before);
     sealed_ahead_->certified(*cert);
@@ -363,39 +441,52 @@ CommitOutcome Fence::finish_commit(const Ticket& ticket, CommitOutcome outcome, 
   return outcome;
 }
 
-void Fence::released(const Ticket& ticket) {
+void Fence::Impl::released(const Ticket& ticket) {
   fast_->released(ticket);
   sealed_ahead_->forget(ticket);
 }
 
-AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
-  return abort_with(ticket, reason, nullptr);
-}
-
-AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason, const Json& unrecorded_result) {
-  return abort_with(ticket, reason, &unrecorded_result);
-}
-
-AbortOutcome Fence::abort_with(const Ticket& ticket, const std::string& reason, const Json* unrecorded_result) {
-  if (auto refusal = check_ticket(ticket)) return *refusal;
-  AbortOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
-  bool recorded = false;
-  if (auto failure = write([&](LedgerTxn& txn) {
-        outcome = rules::abort(txn, ticket, storable_text(reason), context(txn), &recorded, unrecorded_result);
-      })) {
-    return *failure;
+void Fence::Impl::abort(const Ticket& ticket, std::string reason, std::optional<Json> unrecorded_result, Wait wait,
+                        AbortDone done) {
+  if (auto refusal = check_ticket(ticket)) {
+    done(*refusal);
+    return;
   }
-  released(ticket);
-  if (recorded) {
-    MutexLock lock(&counters_mu_);
-    process_.aborted += 1;
-  }
-  return outcome;
+  struct PendingAbort {
+    Ticket ticket;
+    std::string reason;
+    std::optional<Json> unrecorded_result;
+    AbortOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
+    bool recorded = false;
+  };
+  auto pending = std::make_shared<PendingAbort>();
+  pending->ticket = ticket;
+  pending->reason = storable_text(std::move(reason));
+  pending->unrecorded_result = std::move(unrecorded_result);
+  write(
+      wait,
+      [this, pending](LedgerTxn& txn) {
+        pending->outcome = rules::abort(txn, pending->ticket, pending->reason, context(txn), &pending->recorded,
+                                        pending->unrecorded_result ? &*pending->unrecorded_result : nullptr);
+      },
+      [this, pending, done = std::move(done)](std::optional<Refusal> failure) {
+        if (failure) {
+          done(std::move(*failure));
+          return;
+        }
+        released(pending->ticket);
+        if (pending->recorded) {
+          MutexLock lock(&counters_mu_);
+          process_.aborted += 1;
+        }
+        done(std::move(pending->outcome));
+      });
 }
 
-void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::function<void(bool)> done) {
+void Fence::Impl::withdraw_async(const Ticket& ticket, const std::string& why, std::function<void(bool)> done) {
   auto withdrawn = std::make_shared<bool>(false);
-  write_async(
+  write(
+      Wait::ledger,
       [this, ticket, why, withdrawn](LedgerTxn& txn) {
         *withdrawn = rules::withdraw(txn, ticket.intent, ticket.token, why, context(txn));
       },
@@ -410,31 +501,45 @@ void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::fu
       });
 }
 
-HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
-  if (auto refusal = check_ticket(ticket)) return *refusal;
-  HeartbeatOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
-  if (auto failure = write([&](LedgerTxn& txn) { outcome = rules::heartbeat(txn, ticket, context(txn)); })) {
-    return *failure;
+void Fence::Impl::heartbeat(const Ticket& ticket, Wait wait, HeartbeatDone done) {
+  if (auto refusal = check_ticket(ticket)) {
+    done(*refusal);
+    return;
   }
-  if (!std::holds_alternative<Extended>(outcome)) released(ticket);
-  return outcome;
+  auto outcome = std::make_shared<HeartbeatOutcome>(Refusal{Reason::ledger_error, Cause::no_decision});
+  write(wait, [this, ticket, outcome](LedgerTxn& txn) { *outcome = rules::heartbeat(txn, ticket, context(txn)); },
+              [this, ticket, outcome, done = std::move(done)](std::optional<Refusal> failure) {
+                if (failure) {
+                  done(std::move(*failure));
+                  return;
+                }
+                if (!std::holds_alternative<Extended>(*outcome)) released(ticket);
+                done(std::move(*outcome));
+              });
 }
 
-ClearOutcome Fence::clear(const std::string& intent, const std::string& operator_name, const std::string& reason) {
-  if (auto refusal = check_name("intent", intent)) return *refusal;
-  if (auto refusal = check_name("operator", operator_name)) return *refusal;
-  if (reason.empty()) return invalid("reason", "missing");
-  ClearOutcome outcome = Refusal{Reason::ledger_error, Cause::no_decision};
-  if (auto failure = write(
-          [&](LedgerTxn& txn) {
-            outcome = rules::clear(txn, intent, operator_name, storable_text(reason), context(txn));
-          })) {
-    return *failure;
-  }
-  return outcome;
+void Fence::Impl::clear(std::string intent, std::string operator_name, std::string reason, Wait wait,
+                        ClearDone done) {
+  if (auto refusal = check_name("intent", intent)) return done(*refusal);
+  if (auto refusal = check_name("operator", operator_name)) return done(*refusal);
+  if (reason.empty()) return done(invalid("reason", "missing"));
+  auto outcome = std::make_shared<ClearOutcome>(Refusal{Reason::ledger_error, Cause::no_decision});
+  write(
+      wait,
+      [this, intent = std::move(intent), operator_name = std::move(operator_name),
+       reason = storable_text(std::move(reason)), outcome](LedgerTxn& txn) {
+        *outcome = rules::clear(txn, intent, operator_name, reason, context(txn));
+      },
+      [outcome, done = std::move(done)](std::optional<Refusal> failure) {
+        if (failure) {
+          done(std::move(*failure));
+          return;
+        }
+        done(std::move(*outcome));
+      });
 }
 
-std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& intent) {
+std::variant<IntentStatus, Refusal> Fence::Impl::intent_status(const std::string& intent) {
   if (auto refusal = refuse_nul("intent", intent)) return *refusal;
   IntentStatus status;
   status.intent = intent;
@@ -458,7 +563,7 @@ std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& inte
   return status;
 }
 
-std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& domain) {
+std::variant<DomainStatus, Refusal> Fence::Impl::domain_status(const std::string& domain) {
   if (auto refusal = refuse_nul("domain", domain)) return *refusal;
   DomainStatus status;
   status.domain = domain;
@@ -475,7 +580,7 @@ std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& doma
   return status;
 }
 
-std::variant<Stats, Refusal> Fence::stats() {
+std::variant<Stats, Refusal> Fence::Impl::stats() {
   Stats stats;
   auto failure = ledger_->read([&](LedgerTxn& txn) { stats.ledger = txn.load_counters(); });
   if (failure) return *failure;
@@ -485,7 +590,7 @@ std::variant<Stats, Refusal> Fence::stats() {
   return stats;
 }
 
-int64_t Fence::sweep() {
+int64_t Fence::Impl::sweep() {
   int64_t swept = -1;
   auto failure = ledger_->write([&](LedgerTxn& txn) {
     const int64_t now = lease_now(txn);
@@ -508,19 +613,19 @@ int64_t Fence::sweep() {
   return failure ? -1 : swept;
 }
 
-bool Fence::evict_domain(const std::string& domain) {
+bool Fence::Impl::evict_domain(const std::string& domain) {
   bool evicted = false;
   auto failure = ledger_->write([&](LedgerTxn& txn) { evicted = txn.evict_domain(domain, lease_now(txn)); });
   return !failure && evicted;
 }
 
-int64_t Fence::reap_dead_holders() {
+int64_t Fence::Impl::reap_dead_holders() {
   int64_t reaped = 0;
   auto failure = ledger_->write([&](LedgerTxn& txn) { reaped = rules::reap_dead_holders(txn, context(txn)); });
   return failure ? 0 : reaped;
 }
 
-int64_t Fence::take_back_unanswered() {
+int64_t Fence::Impl::take_back_unanswered() {
   std::vector<UnansweredAdmission> pending;
   {
     MutexLock lock(&unanswered_mu_);
@@ -549,7 +654,7 @@ int64_t Fence::take_back_unanswered() {
   return taken_back;
 }
 
-int64_t Fence::fence_own_in_flight(const std::string& why, std::vector<std::string>* left_in_flight) {
+int64_t Fence::Impl::fence_own_in_flight(const std::string& why, std::vector<std::string>* left_in_flight) {
   take_back_unanswered();  // nobody holds their tickets: taken back, not fenced for an operator
   int64_t fenced = 0;
   bool refused = false;
@@ -569,15 +674,108 @@ int64_t Fence::fence_own_in_flight(const std::string& why, std::vector<std::stri
   return fenced;
 }
 
-bool Fence::fence_unknown(const Ticket& ticket, const std::string& why) {
+bool Fence::Impl::fence_unknown(const Ticket& ticket, const std::string& why) {
   bool fenced = false;
   auto failure = write([&](LedgerTxn& txn) { fenced = rules::fence_held(txn, ticket, why, context(txn)); });
   if (!failure) released(ticket);
   return !failure && fenced;
 }
 
-std::string Fence::describe_ledger() const { return ledger_->describe(); }
+// The public face: each synchronous verb is its asynchronous one waiting on
+// the caller's thread.
 
-LedgerMetrics Fence::ledger_metrics() const { return ledger_->metrics(); }
+PrepareOutcome Fence::prepare(const PrepareRequest& request) {
+  return wait_for<PrepareOutcome>(
+      [&](PrepareDone done) { impl_->prepare(request, Impl::Wait::caller, std::move(done)); });
+}
+
+void Fence::prepare_async(PrepareRequest request, PrepareDone done) {
+  impl_->prepare(std::move(request), Impl::Wait::ledger, std::move(done));
+}
+
+CommitOutcome Fence::commit(const Ticket& ticket, const Json& result) {
+  return wait_for<CommitOutcome>(
+      [&](CommitDone done) { impl_->commit(ticket, result, Impl::Wait::caller, std::move(done)); });
+}
+
+void Fence::commit_async(const Ticket& ticket, Json result, CommitDone done) {
+  impl_->commit(ticket, std::move(result), Impl::Wait::ledger, std::move(done));
+}
+
+AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason) {
+  return wait_for<AbortOutcome>(
+      [&](AbortDone done) { impl_->abort(ticket, reason, std::nullopt, Impl::Wait::caller, std::move(done)); });
+}
+
+AbortOutcome Fence::abort(const Ticket& ticket, const std::string& reason, const Json& unrecorded_result) {
+  return wait_for<AbortOutcome>([&](AbortDone done) {
+    impl_->abort(ticket, reason, unrecorded_result, Impl::Wait::caller, std::move(done));
+  });
+}
+
+void Fence::abort_async(const Ticket& ticket, std::string reason, std::optional<Json> unrecorded_result,
+                        AbortDone done) {
+  impl_->abort(ticket, std::move(reason), std::move(unrecorded_result), Impl::Wait::ledger, std::move(done));
+}
+
+HeartbeatOutcome Fence::heartbeat(const Ticket& ticket) {
+  return wait_for<HeartbeatOutcome>(
+      [&](HeartbeatDone done) { impl_->heartbeat(ticket, Impl::Wait::caller, std::move(done)); });
+}
+
+void Fence::heartbeat_async(const Ticket& ticket, HeartbeatDone done) {
+  impl_->heartbeat(ticket, Impl::Wait::ledger, std::move(done));
+}
+
+ClearOutcome Fence::clear(const std::string& intent, const std::string& operator_name, const std::string& reason) {
+  return wait_for<ClearOutcome>([&](ClearDone done) {
+    impl_->clear(intent, operator_name, reason, Impl::Wait::caller, std::move(done));
+  });
+}
+
+void Fence::clear_async(std::string intent, std::string operator_name, std::string reason, ClearDone done) {
+  impl_->clear(std::move(intent), std::move(operator_name), std::move(reason), Impl::Wait::ledger, std::move(done));
+}
+
+void Fence::withdraw_async(const Ticket& ticket, const std::string& why, std::function<void(bool)> done) {
+  impl_->withdraw_async(ticket, why, std::move(done));
+}
+
+bool Fence::fence_unknown(const Ticket& ticket, const std::string& why) { return impl_->fence_unknown(ticket, why); }
+
+std::variant<IntentStatus, Refusal> Fence::intent_status(const std::string& intent) {
+  return impl_->intent_status(intent);
+}
+
+std::variant<DomainStatus, Refusal> Fence::domain_status(const std::string& domain) {
+  return impl_->domain_status(domain);
+}
+
+std::variant<Stats, Refusal> Fence::stats() { return impl_->stats(); }
+
+const Settings& Fence::settings() const { return impl_->settings_; }
+
+std::string Fence::describe_ledger() const { return impl_->ledger_->describe(); }
+
+LedgerMetrics Fence::ledger_metrics() const { return impl_->ledger_->metrics(); }
+
+// What Maintenance and the servers reach beyond the public face.
+
+void FenceInternal::stop_admitting(Fence& fence) { fence.impl_->admitting_.store(false); }
+
+int64_t FenceInternal::sweep(Fence& fence) { return fence.impl_->sweep(); }
+
+bool FenceInternal::evict_domain(Fence& fence, const std::string& domain) {
+  return fence.impl_->evict_domain(domain);
+}
+
+int64_t FenceInternal::reap_dead_holders(Fence& fence) { return fence.impl_->reap_dead_holders(); }
+
+int64_t FenceInternal::take_back_unanswered(Fence& fence) { return fence.impl_->take_back_unanswered(); }
+
+int64_t FenceInternal::fence_own_in_flight(Fence& fence, const std::string& why,
+                                           std::vector<std::string>* left_in_flight) {
+  return fence.impl_->fence_own_in_flight(why, left_in_flight);
+}
 
 }  // namespace effectfence

@@ -20,6 +20,7 @@
 #include <catch2/catch.hpp>
 
 #include "effectfence/refusal_text.h"
+#include "fence/fence_internal.h"
 #include "support/fence_helpers.h"
 #include "support/temp_dir.h"
 
@@ -417,7 +418,7 @@ TEST_CASE("a live holder in another PID namespace on this host is not judged by 
   // holder would look gone, its payout fenced, cleared by an operator, and
   // run again while the first still runs.
   auto fence = open_fence(file_settings(path));
-  CHECK(fence->reap_dead_holders() == 0);
+  CHECK(FenceInternal::reap_dead_holders(*fence) == 0);
   CHECK(std::get<IntentStatus>(fence->intent_status("payout:500")).state == IntentState::in_flight);
   CHECK(refusal_reason(fence->prepare(charge("payout:500"))) == Reason::in_flight);
 
@@ -474,12 +475,12 @@ TEST_CASE("admissions the ledger would not let a stopping process fence stay hel
   admitted_ticket(fence->prepare(charge("left")));
   ledger.lock_for("left");
   std::vector<std::string> left;
-  CHECK(fence->fence_own_in_flight("stopping", &left) == 0);
+  CHECK(FenceInternal::fence_own_in_flight(*fence, "stopping", &left) == 0);
   CHECK(left == std::vector<std::string>{"left"});
   ledger.unlock();
   CHECK(std::get<IntentStatus>(fence->intent_status("left")).state == IntentState::in_flight);
   left.clear();
-  CHECK(fence->fence_own_in_flight("stopping", &left) == 1);
+  CHECK(FenceInternal::fence_own_in_flight(*fence, "stopping", &left) == 1);
   CHECK(left.empty());
   CHECK(std::get<IntentStatus>(fence->intent_status("left")).state == IntentState::unknown);
 }

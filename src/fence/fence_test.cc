@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "effectfence/refusal_text.h"
+#include "fence/fence_internal.h"
 #include "ledger/holder.h"
 #include "support/fence_helpers.h"
 #include "support/temp_dir.h"
@@ -312,7 +313,7 @@ TEST_CASE("a fenced action does not hold its domain, and the domain's status cou
   PrepareRequest scale = charge("scale-up");
   scale.domain = "cluster:prod";
   admitted_ticket(fence->prepare(scale));
-  REQUIRE(fence->fence_own_in_flight("the server stopped mid-effect") == 1);
+  REQUIRE(FenceInternal::fence_own_in_flight(*fence, "the server stopped mid-effect") == 1);
   const DomainStatus domain = std::get<DomainStatus>(fence->domain_status("cluster:prod"));
   CHECK(domain.in_flight == 0);
   CHECK(domain.fenced == 1);  // what an agent checks before deciding on a state that may have moved
@@ -462,7 +463,7 @@ TEST_CASE("an edited ticket's refusal does not make the process forget the admis
   REQUIRE(std::holds_alternative<Refusal>(abort));
   CHECK(std::get<Refusal>(abort).reason == Reason::ticket_invalid);
   // Stopping still fences what the real ticket holds: nobody is left to commit it.
-  CHECK(fence->fence_own_in_flight("stopping") == 1);
+  CHECK(FenceInternal::fence_own_in_flight(*fence, "stopping") == 1);
   CHECK(std::get<IntentStatus>(fence->intent_status("o-held")).state == IntentState::unknown);
 }
 
@@ -471,7 +472,7 @@ TEST_CASE("a fence that stops admitting refuses new admissions, records nothing,
   auto fence = open_fence(ledger.settings());
   const Certificate cert = committed(*fence, admitted_ticket(fence->prepare(charge("o-was-done"))), {{"ok", true}});
   const Ticket held = admitted_ticket(fence->prepare(charge("o-still-held")));
-  fence->stop_admitting();
+  FenceInternal::stop_admitting(*fence);
   const PrepareOutcome refused = fence->prepare(charge("o-too-late"));
   REQUIRE(refusal_reason(refused) == Reason::ledger_error);
   CHECK_THAT(explain(std::get<Refusal>(refused), Step::prepare), Catch::Contains("stopping"));
@@ -521,7 +522,7 @@ TEST_CASE("a refused commit keeps its result in the audit log: cleared and admit
   // Fenced as unknown (its server stopped), cleared by an operator, and
   // admitted again: the first holder's late result arrives after that.
   const Ticket cleared = admitted_ticket(fence->prepare(charge("o-cleared")));
-  REQUIRE(fence->fence_own_in_flight("serve exited") == 1);
+  REQUIRE(FenceInternal::fence_own_in_flight(*fence, "serve exited") == 1);
   REQUIRE(std::holds_alternative<Cleared>(fence->clear("o-cleared", "alice", "provider shows no charge yet")));
   admitted_ticket(fence->prepare(charge("o-cleared", 4900, "agent-b")));
   auto late = fence->commit(cleared, {{"charge_id", "ch_late"}});
@@ -537,7 +538,7 @@ TEST_CASE("a refused commit keeps its result in the audit log: cleared and admit
   const Ticket successor = admitted_ticket(fence->prepare(charge("o-swept", 4900, "agent-b")));
   committed(*fence, successor, {{"charge_id", "ch_successor"}});
   clock.advance(5000);
-  REQUIRE(fence->sweep() >= 1);
+  REQUIRE(FenceInternal::sweep(*fence) >= 1);
   auto swept = fence->commit(zombie, {{"charge_id", "ch_zombie"}});
   REQUIRE(std::holds_alternative<Refusal>(swept));
   CHECK(std::get<Refusal>(swept).reason == Reason::lease_lost);
@@ -548,7 +549,7 @@ TEST_CASE("a refused commit keeps its result in the audit log: cleared and admit
   const Ticket first = admitted_ticket(fence->prepare(charge("o-again")));
   committed(*fence, first, {{"charge_id", "ch_first"}});
   clock.advance(5000);
-  REQUIRE(fence->sweep() >= 1);
+  REQUIRE(FenceInternal::sweep(*fence) >= 1);
   const Ticket again = admitted_ticket(fence->prepare(charge("o-again")));
   REQUIRE(again.generation == first.generation);
   auto old_holder = fence->commit(first, {{"charge_id", "ch_first_retried"}});
@@ -633,7 +634,7 @@ TEST_CASE("a replay answered late is not cached past a change this process notic
   // (a promised its default TTL as it opened: the operator lowered it.)
   ledger.exec("UPDATE retention SET value = 1000 WHERE name = 'result_ttl_ms'");
   host.advance(5000);
-  REQUIRE(b->sweep() >= 1);
+  REQUIRE(FenceInternal::sweep(*b) >= 1);
   const Certificate c2 = committed(*b, admitted_ticket(b->prepare(charge("late-1"))), {{"n", 2}});
   admitted_ticket(a->prepare(charge("unrelated")));
   {
@@ -668,7 +669,7 @@ TEST_CASE("stale_replay_after_sweep_elsewhere: a swept and recommitted intent re
   // (a promised its default TTL as it opened: the operator lowered it.)
   ledger.exec("UPDATE retention SET value = 1000 WHERE name = 'result_ttl_ms'");
   host.advance(5000);
-  REQUIRE(b->sweep() >= 1);
+  REQUIRE(FenceInternal::sweep(*b) >= 1);
   const Certificate c2 = committed(*b, admitted_ticket(b->prepare(charge("again-1"))), {{"n", 2}});
   REQUIRE(c2.hash != c1.hash);
 
@@ -750,7 +751,7 @@ TEST_CASE("the holder's late commit resolves an unknown outcome", "[fence][unkno
   TestLedger ledger;
   auto fence = open_fence(ledger.settings());
   const Ticket t = admitted_ticket(fence->prepare(charge("o-9")));
-  CHECK(fence->fence_own_in_flight("shutting down") == 1);
+  CHECK(FenceInternal::fence_own_in_flight(*fence, "shutting down") == 1);
   auto status = std::get<IntentStatus>(fence->intent_status("o-9"));
   CHECK(status.state == IntentState::unknown);
   CHECK(refusal_reason(fence->prepare(charge("o-9"))) == Reason::prior_failure);
@@ -767,7 +768,7 @@ TEST_CASE("a holder's commit after its intent was cleared records the effect, so
   // Fenced unknown when its server stopped; an operator who found no charge
   // yet cleared it while the agent's call was still under way.
   const Ticket t = admitted_ticket(fence->prepare(charge("o-slow")));
-  REQUIRE(fence->fence_own_in_flight("serve exited") == 1);
+  REQUIRE(FenceInternal::fence_own_in_flight(*fence, "serve exited") == 1);
   REQUIRE(std::holds_alternative<Cleared>(fence->clear("o-slow", "alice", "provider shows no charge yet")));
   const Certificate cert = committed(*fence, t, {{"charge_id", "ch_slow"}});
   CHECK(cert.generation == t.generation);
@@ -897,9 +898,9 @@ TEST_CASE("sweep drops finished intents after the result TTL but keeps certifica
   auto fence = open_fence(s);
   committed(*fence, admitted_ticket(fence->prepare(charge("old"))), {{"ok", 1}});
   fence->abort(admitted_ticket(fence->prepare(charge("fenced"))), "unclear");
-  CHECK(fence->sweep() == 0);
+  CHECK(FenceInternal::sweep(*fence) == 0);
   clock.advance(2000);
-  CHECK(fence->sweep() == 1);
+  CHECK(FenceInternal::sweep(*fence) == 1);
   CHECK(ledger.count("SELECT count(*) FROM certificates WHERE intent = 'old'") == 1);
   CHECK(std::get<IntentStatus>(fence->intent_status("fenced")).state == IntentState::failed);
   auto again = open_fence(s);  // a fresh process has no cache
@@ -914,20 +915,20 @@ TEST_CASE("a process with a shorter result TTL does not sweep results a longer-l
   week.result_ttl_ms = 7 * 86'400'000LL;
   clock.drive(week);
   auto server = open_fence(week);
-  CHECK(server->sweep() == 0);  // a server sweeps when it starts: that records its TTL
+  CHECK(FenceInternal::sweep(*server) == 0);  // a server sweeps when it starts: that records its TTL
   const Certificate charged = committed(*server, admitted_ticket(server->prepare(charge("o-1"))), {{"ok", 1}});
   clock.advance(2 * 86'400'000LL);
 
   Settings day = week;
   day.result_ttl_ms = 86'400'000;
   auto one_off = open_fence(day);  // e.g. a `serve` started from a shell with the default TTL
-  CHECK(one_off->sweep() == 0);
+  CHECK(FenceInternal::sweep(*one_off) == 0);
   CHECK(std::get<Replayed>(one_off->prepare(charge("o-1"))).cert.hash == charged.hash);
   CHECK(ledger.count("SELECT value FROM retention WHERE name = 'result_ttl_ms'") == week.result_ttl_ms);
 
   // Lowering it is the operator's decision, made in the ledger.
   ledger.exec("UPDATE retention SET value = 86400000 WHERE name = 'result_ttl_ms'");
-  CHECK(one_off->sweep() == 1);
+  CHECK(FenceInternal::sweep(*one_off) == 1);
   CHECK(ledger.count("SELECT count(*) FROM events WHERE kind = 'swept' AND CAST(" +
                      ledger.json_member("detail", "result_ttl_ms") + " AS BIGINT) = 86400000") == 1);
 }
@@ -991,10 +992,10 @@ TEST_CASE("an evicted domain never hands out an old sequence number again", "[fe
   PrepareRequest r = charge("e-1");
   r.domain = "scratch";
   committed(*fence, admitted_ticket(fence->prepare(r)), {{"ok", 1}});
-  CHECK_FALSE(fence->evict_domain("scratch"));  // an intent still refers to it
+  CHECK_FALSE(FenceInternal::evict_domain(*fence, "scratch"));  // an intent still refers to it
   auto sweeper = open_fence(s);
-  CHECK(sweeper->sweep() == 1);
-  CHECK(sweeper->evict_domain("scratch"));
+  CHECK(FenceInternal::sweep(*sweeper) == 1);
+  CHECK(FenceInternal::evict_domain(*sweeper, "scratch"));
   CHECK_FALSE(std::get<DomainStatus>(sweeper->domain_status("scratch")).exists);
   PrepareRequest next = charge("e-2");
   next.domain = "scratch";

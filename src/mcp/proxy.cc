@@ -7,6 +7,7 @@
 
 #include "core/sha256.h"
 #include "effectfence/refusal_text.h"
+#include "fence/fence_internal.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/protocol_era.h"
 #include "mcp/raw_json.h"
@@ -1169,8 +1170,8 @@ void Proxy::on_child_death(uint64_t generation, const std::string& why) {
   // Only this child's calls can be in flight: a new child starts only after
   // this returns. So every admission this process holds was sent to it, or
   // is about to fail on its closed connection and be released.
-  const int64_t fenced = fence_.fence_own_in_flight("the child server (start " + std::to_string(generation) +
-                                                    ") died while running the call: " + why);
+  const int64_t fenced = FenceInternal::fence_own_in_flight(
+      fence_, "the child server (start " + std::to_string(generation) + ") died while running the call: " + why);
   if (fenced > 0) {
     log_.warn("fenced " + std::to_string(fenced) + " call(s) in flight as unknown: the child server died while "
               "running them; a person must check and clear them");

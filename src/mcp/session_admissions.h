@@ -1,6 +1,6 @@
 // The admissions that each client session of one server still holds. A
 // plain serve process serves one client, and fences every admission it has
-// not seen resolved when that client goes (Fence::fence_own_in_flight on
+// not seen resolved when that client goes (Maintenance::stop on its
 // exit). A shared server outlives its clients, so it keeps this per session
 // and fences a session's admissions when the session ends: an agent that
 // went away after being admitted may have run the effect, and must not have

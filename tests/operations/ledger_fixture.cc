@@ -32,6 +32,7 @@
 
 #include "effectfence/refusal_text.h"
 #include "effectfence/fence.h"
+#include "fence/fence_internal.h"
 
 namespace ef = effectfence;
 
@@ -170,7 +171,7 @@ int populate(const std::string& path) {
   expect(*fence, request_for("charge:order-124"), "prior_failure");
 
   admit(*fence, request_for("charge:order-125"));
-  if (fence->fence_own_in_flight("server shut down while the charge was running") != 1) {
+  if (ef::FenceInternal::fence_own_in_flight(*fence, "server shut down while the charge was running") != 1) {
     die("expected charge:order-125 to be fenced on exit");
   }
 
@@ -190,7 +191,7 @@ int populate(const std::string& path) {
 int commit_after_clear(const std::string& path, const std::string& intent) {
   auto fence = open_fence(path);
   const ef::Ticket ticket = admit(*fence, request_for(intent));
-  if (fence->fence_own_in_flight("server shut down while the charge was running") != 1) {
+  if (ef::FenceInternal::fence_own_in_flight(*fence, "server shut down while the charge was running") != 1) {
     die("expected " + intent + " to be fenced on exit");
   }
   if (!std::holds_alternative<ef::Cleared>(fence->clear(intent, "alice", "provider shows no charge yet"))) {
@@ -213,7 +214,7 @@ int swept_and_run_again(const std::string& path, const std::string& intent, cons
   auto first = fence->commit(admit(*fence, request_for(intent)), charge_result(intent));
   if (auto* refusal = std::get_if<ef::Refusal>(&first)) die("commit of " + intent + ": " + ef::explain(*refusal, ef::Step::commit));
   ahead->store(2 * 86'400'000);
-  if (fence->sweep() < 1) die("the sweep did not drop " + intent);
+  if (ef::FenceInternal::sweep(*fence) < 1) die("the sweep did not drop " + intent);
   const ef::Ticket again = admit(*fence, request_for(intent));
   if (again.generation != 1) die("expected the attempt after the sweep at generation 1");
   if (until == "admitted") return 0;

@@ -22,6 +22,7 @@
 #include "ledger/open_ledger.h"
 #include "ledger/pg_connection.h"
 #include "ledger/postgres_ledger.h"
+#include "fence/fence_internal.h"
 #include "support/fence_helpers.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
@@ -632,9 +633,9 @@ TEST_CASE("an admission recorded while its answer was lost with the connection i
   CHECK(ledger.count("SELECT count(*) FROM intents WHERE intent = 'cut' AND state = 'in_flight'") == 1);
   CHECK(refusal_reason(fence->prepare(charge("cut"))) == Reason::in_flight);
 
-  CHECK(fence->take_back_unanswered() == 1);
+  CHECK(FenceInternal::take_back_unanswered(*fence) == 1);
   CHECK(ledger.count("SELECT count(*) FROM events WHERE intent = 'cut' AND kind = 'cleared' AND "
                      "detail::json ->> 'reason' LIKE 'withdrawn: %answer was lost%'") == 1);
   CHECK(std::holds_alternative<Admitted>(fence->prepare(charge("cut"))));
-  CHECK(fence->take_back_unanswered() == 0);  // each is taken back once
+  CHECK(FenceInternal::take_back_unanswered(*fence) == 0);  // each is taken back once
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "effectfence/fence.h"
+#include "fence/fence_internal.h"
 #include "sim/checker.h"
 #include "sim/random.h"
 #include "support/power_loss_vfs.h"
@@ -330,7 +331,7 @@ class World {
     Process& p = processes_[static_cast<size_t>(slot)];
     if (!p.fence) return;
     if (gracefully) {
-      const int64_t fenced = p.fence->fence_own_in_flight("the simulated process is stopping");
+      const int64_t fenced = FenceInternal::fence_own_in_flight(*p.fence, "the simulated process is stopping");
       ++result_.operations;
       log("process " + std::to_string(slot) + " (pid " + std::to_string(p.pid) + ") stops, fencing " +
           std::to_string(fenced) + " of its intents");
@@ -589,7 +590,7 @@ class World {
     if (!fence || crashed_) return;
     std::map<std::string, RowView> before;
     for (int k = 0; k < intents_; ++k) before[intent_name(k)] = sql_->row(intent_name(k));
-    const int64_t swept = fence->sweep();
+    const int64_t swept = FenceInternal::sweep(*fence);
     ++result_.operations;
     if (crashed_) {
       pending_sweep_ = before;
@@ -602,7 +603,7 @@ class World {
   void reap(int slot) {
     Fence* fence = running(slot);
     if (!fence || crashed_) return;
-    const int64_t reaped = fence->reap_dead_holders();
+    const int64_t reaped = FenceInternal::reap_dead_holders(*fence);
     ++result_.operations;
     log("process " + std::to_string(slot) + " reaps dead holders -> " + std::to_string(reaped));
   }
