@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "effectfence/fence.h"
+#include "effectfence/maintenance.h"
 #include "effectfence/refusal_text.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
@@ -76,11 +77,12 @@ std::string bare(std::string line) {
   return line.substr(first, last - first + 1);
 }
 
-// The code lines of the page's ```cpp block, from "PrepareRequest charge;" on
-// (the lines before it only open the ledger, which the test above does with a
-// FAIL instead of a return), that `source` does not contain.
-// REQUIRES: `page` holds one ```cpp block.
-std::vector<std::string> lines_not_in(const std::string& page, const std::string& source) {
+// The code lines of the page's first ```cpp block, from first_line on (the
+// README's lines before "PrepareRequest charge;" only open the ledger, which
+// the test above does with a FAIL instead of a return), that `source` does
+// not contain.
+std::vector<std::string> lines_not_in(const std::string& page, const std::string& source,
+                                      const std::string& first_line = "PrepareRequest charge;") {
   std::vector<std::string> missing;
   auto start = page.find("```cpp\n");
   if (start == std::string::npos) return {"(no ```cpp block)"};
@@ -92,11 +94,11 @@ std::vector<std::string> lines_not_in(const std::string& page, const std::string
   bool started = false;
   for (std::string line; std::getline(block, line);) {
     std::string code = bare(line);
-    if (code == "PrepareRequest charge;") started = true;
+    if (code == first_line) started = true;
     if (!started || code.empty()) continue;
     if (source_lines.find("\n" + code + "\n") == std::string::npos) missing.push_back(code);
   }
-  if (!started) missing.push_back("(no \"PrepareRequest charge;\" line)");
+  if (!started) missing.push_back("(no \"" + first_line + "\" line)");
   return missing;
 }
 
@@ -121,4 +123,46 @@ TEST_CASE("the README shows the library example this file runs", "[fence][readme
           std::vector<std::string>{"CommitOutcome c = fence.commit(admitted->ticket, Json{});"});
     CHECK_FALSE(lines_not_in("no example here\n", source).empty());
   }
+}
+
+TEST_CASE("the library page's Maintenance example fences what its process still holds", "[fence][readme]") {
+  effectfence::testing::TempDir dir;
+  Settings settings;
+  settings.ledger_path = dir.file("ledger.sqlite");
+  auto opened = Fence::open(settings);
+  if (auto* error = std::get_if<OpenError>(&opened)) FAIL(error->message);
+  Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
+  PrepareRequest charge;
+  charge.intent = "charge:order-9";
+  charge.domain = "order:9";
+  charge.tool = "charge";
+  charge.agent = "billing-agent";
+  REQUIRE(std::holds_alternative<Admitted>(fence.prepare(charge)));  // held when the worker stops
+
+  Maintenance::Options options;
+  options.exit_reason = "billing-worker stopped before the charge's outcome was recorded";
+  Maintenance maintenance(fence, options);
+  maintenance.stop_admitting();   // before finishing the calls in flight
+  PrepareRequest late = charge;
+  late.intent = "charge:order-10";
+  const PrepareOutcome refused = fence.prepare(late);  // nothing new is admitted
+  REQUIRE(std::holds_alternative<Refusal>(refused));
+  CHECK(std::get<Refusal>(refused).cause == Cause::stopping);
+  Maintenance::Stopped stopped = maintenance.stop();
+
+  CHECK(stopped.fenced == 1);
+  CHECK(stopped.left_in_flight.empty());
+  const auto status = fence.intent_status("charge:order-9");
+  REQUIRE(std::holds_alternative<IntentStatus>(status));
+  CHECK(std::get<IntentStatus>(status).state == IntentState::unknown);
+  CHECK_THAT(std::get<IntentStatus>(status).reason, Catch::Contains("billing-worker stopped"));
+
+  const std::string page = read_whole(std::string(EFFECTFENCE_SOURCE_DIR) + "/docs/LIBRARY.md");
+  const std::string source = read_whole(std::string(EFFECTFENCE_SOURCE_DIR) + "/src/fence/readme_example_test.cc");
+  const auto missing = lines_not_in(page, source, "Maintenance::Options options;");
+  for (const auto& line : missing) UNSCOPED_INFO("LIBRARY.md line not run here: " << line);
+  CHECK(missing.empty());
+  // Negative control: a line the page does not have is caught.
+  CHECK(lines_not_in("```cpp\nMaintenance::Options options;\nmaintenance.stop_now();\n```\n", source,
+                     "Maintenance::Options options;") == std::vector<std::string>{"maintenance.stop_now();"});
 }
