@@ -13,8 +13,6 @@
 #include "ledger/audit_reads.h"
 #include "effectfence/fence.h"
 #include "effectfence/json.h"
-#include "ledger/holder.h"
-#include "ledger/open_ledger.h"
 
 namespace effectfence::cli {
 namespace {

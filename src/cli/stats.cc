@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "ledger/audit_reads.h"
 #include "effectfence/fence.h"
+#include "effectfence/state_machine.h"
 #include "effectfence/types.h"
 #include "mcp/prometheus.h"
 
@@ -19,7 +20,6 @@ namespace effectfence::cli {
 namespace {
 
 constexpr const char* kCommand = "stats";
-constexpr const char* kStates[] = {"in_flight", "done", "failed", "unknown", "cleared"};
 
 void print_usage(std::FILE* out) {
   std::fprintf(out,
@@ -85,7 +85,8 @@ std::string prometheus_text(const std::string& path, const LedgerCounts& s) {
   one("effectfence_ledger_aborts_total", Type::counter, "Attempts aborted: their intent fenced as failed", c.aborted);
   out.family("effectfence_ledger_intents", Type::gauge,
              "Intents in the ledger now, by state; failed and unknown are fenced until an operator clears them");
-  for (const char* state : kStates) {
+  for (IntentState stored : kStoredStates) {
+    const char* state = state_name(stored);
     out.sample("effectfence_ledger_intents", {{"ledger", path}, {"state", state}}, s.intents.at(state));
   }
   one("effectfence_ledger_certificates", Type::gauge, "Certificates in the ledger (kept for audit)", s.certificates);
@@ -109,7 +110,8 @@ void print_text(const std::string& path, const LedgerCounts& s) {
   std::printf("committed     %lld\n", static_cast<long long>(c.committed));
   std::printf("aborted       %lld\n", static_cast<long long>(c.aborted));
   std::printf("intents      ");
-  for (const char* state : kStates) {
+  for (IntentState stored : kStoredStates) {
+    const char* state = state_name(stored);
     std::printf(" %s %lld", state, static_cast<long long>(s.intents.at(state)));
   }
   std::printf("\n");

@@ -3,12 +3,11 @@
 #include <chrono>
 #include <utility>
 
+#include "effectfence/state_machine.h"
 #include "ledger/holder.h"
 
 namespace effectfence {
 namespace {
-
-constexpr const char* kStates[] = {"in_flight", "done", "failed", "unknown", "cleared"};
 
 // Unknown counter names (from a newer writer) are ignored, not fatal.
 void set_counter(Counters* c, const std::string& name, int64_t value) {
@@ -54,7 +53,7 @@ LedgerCounts read_counts(LedgerReader& db) {
   LedgerCounts counts;
   auto counters = db.query("SELECT name, value FROM counters");
   while (counters->next()) set_counter(&counts.counters, counters->text(0), counters->integer(1));
-  for (const char* state : kStates) counts.intents[state] = 0;
+  for (IntentState state : kStoredStates) counts.intents[state_name(state)] = 0;
   auto states = db.query("SELECT state, count(*) FROM intents GROUP BY state");
   while (states->next()) counts.intents[states->text(0)] = states->integer(1);
   counts.certificates = db.integer("SELECT count(*) FROM certificates");
