@@ -38,39 +38,10 @@ std::string text_field(const Json& row, const char* name) {
   return it != row.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// Schema 13 on SQLite, 11 on PostgreSQL: a ledger read in place without
-// being migrated may not have it.
-bool has_archives_table(LedgerReader& db) {
-  return db.integer(db.is_sqlite() ? "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'archives'"
-                                   : "SELECT count(*) FROM information_schema.tables WHERE table_name = 'archives' "
-                                     "AND table_schema = current_schema()") > 0;
-}
-
 }  // namespace
 
-std::vector<archive::RecordedSegment> read_archive_records(LedgerReader& db) {
-  std::vector<archive::RecordedSegment> records;
-  if (!has_archives_table(db)) return records;
-  auto rows = db.query(
-      "SELECT segment, ledger_id, file, root, previous, before_ms, certificates, signatures, events, clears, key_id "
-      "FROM archives ORDER BY segment");
-  while (rows->next()) {
-    archive::RecordedSegment r;
-    r.segment = rows->integer(0);
-    r.ledger_id = rows->text(1);
-    r.file = rows->text(2);
-    r.root = rows->text(3);
-    if (!rows->is_null(4)) r.previous = rows->text(4);
-    r.before_ms = rows->integer(5);
-    r.counts = {rows->integer(6), rows->integer(7), rows->integer(8), rows->integer(9)};
-    if (!rows->is_null(10)) r.key_id = rows->text(10);
-    records.push_back(std::move(r));
-  }
-  return records;
-}
-
 void ArchiveCheck::check_records() {
-  if (!db_ || !has_archives_table(*db_)) return;  // an export's, or a ledger from before archives
+  if (!db_) return;  // an export's
   records_ = read_archive_records(*db_);
   for (size_t i = 0; i < records_.size(); ++i) {
     const archive::RecordedSegment& r = records_[i];
@@ -83,7 +54,7 @@ void ArchiveCheck::check_records() {
               ") is not the next link of its archives chain: the archives table was edited");
     }
   }
-  if (db_->integer("SELECT count(*) FROM archive_in_progress") > 0) {
+  if (archive_window_open(*db_)) {
     add("", "archive_window_open",
         "archive_in_progress holds a row: the deletion window effectfence archive opens only inside its own "
         "transaction was left open by hand, and rows may have been deleted through it");
@@ -172,7 +143,7 @@ void ArchiveCheck::check_directory(const std::string& dir) {
 
 bool ArchiveCheck::certificate_outside_segments(const std::string& hex) {
   if (!db_) return in_dump_ && in_dump_(hex);
-  return db_->integer("SELECT count(*) FROM certificates WHERE hash = ?1", {hex}) > 0;
+  return holds_certificate(*db_, hex);
 }
 
 void ArchiveCheck::check_segment(const std::string& dir, const std::string& file, int64_t number,
@@ -270,17 +241,15 @@ bool ArchiveCheck::still_in_ledger(const archive::SegmentContents& s) {
   LedgerReader& db = *db_;
   for (const Json& row : s.rows) {
     const std::string type = text_field(row, "type");
-    int64_t found = 1;
+    bool found = true;
     if (type == "certificate") {
-      found = db.integer("SELECT count(*) FROM certificates WHERE hash = ?1", {text_field(row, "hash")});
+      found = holds_certificate(db, text_field(row, "hash"));
     } else if (type == "event" || type == "clear") {
       const auto id = row.find("id");
       if (id == row.end() || !id->is_number_integer()) return false;
-      found = db.integer(type == "event" ? "SELECT count(*) FROM events WHERE id = ?1"
-                                         : "SELECT count(*) FROM clears WHERE id = ?1",
-                         {id->get<int64_t>()});
+      found = type == "event" ? holds_event(db, id->get<int64_t>()) : holds_clear(db, id->get<int64_t>());
     }
-    if (found == 0) return false;
+    if (!found) return false;
   }
   return true;
 }

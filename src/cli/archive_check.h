@@ -15,15 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "ledger/ledger_reader.h"
 #include "core/signing.h"
 #include "ledger/archive.h"
+#include "ledger/history_reads.h"
+#include "ledger/ledger_reader.h"
 
 namespace effectfence::cli {
-
-// The segments a ledger records, in order (empty before its first archive,
-// or on a ledger whose schema predates archives).
-std::vector<archive::RecordedSegment> read_archive_records(LedgerReader& db);
 
 // What an export of an archived ledger says of the history before it: the
 // segments it continues from, the last one's root (which the chain of

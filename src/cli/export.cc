@@ -26,6 +26,7 @@
 #include "cli/time_text.h"
 #include "ledger/read_only.h"
 #include "cli/commands.h"
+#include "ledger/history_reads.h"
 #include "ledger/ledger_reader.h"
 #include "ledger/ledger_files.h"
 #include "ledger/open_ledger.h"
@@ -76,62 +77,6 @@ struct ExportOptions {
   Format format = Format::jsonl;
   std::optional<std::string> out;
 };
-
-struct CertificateRow {
-  std::string hash, body, intent, domain, parent, agent, tool;
-  int64_t committed_at = 0, seq = 0, generation = 0;
-  std::string key_id, signature;  // "" when unsigned
-  int64_t unsigned_before = 0;
-};
-
-struct EventRow {
-  int64_t id = 0, at = 0;
-  std::string kind, actor, detail;
-  std::optional<std::string> intent, domain;
-  std::optional<int64_t> seq, generation;
-};
-
-std::optional<std::string> optional_text(const ReaderRows& q, int col) {
-  if (q.is_null(col)) return std::nullopt;
-  return q.text(col);
-}
-
-std::optional<int64_t> optional_int(const ReaderRows& q, int col) {
-  if (q.is_null(col)) return std::nullopt;
-  return q.integer(col);
-}
-
-CertificateRow certificate_from(const ReaderRows& q) {
-  CertificateRow r;
-  r.hash = q.text(0);
-  r.committed_at = q.integer(1);
-  r.body = q.text(2);
-  r.intent = q.text(3);
-  r.domain = q.text(4);
-  r.seq = q.integer(5);
-  r.generation = q.integer(6);
-  r.parent = q.text(7);
-  r.agent = q.text(8);
-  r.tool = q.text(9);
-  r.key_id = q.text(10);
-  r.signature = q.text(11);
-  r.unsigned_before = q.integer(12);
-  return r;
-}
-
-EventRow event_from(const ReaderRows& q) {
-  EventRow r;
-  r.id = q.integer(0);
-  r.at = q.integer(1);
-  r.kind = q.text(2);
-  r.intent = optional_text(q, 3);
-  r.domain = optional_text(q, 4);
-  r.seq = optional_int(q, 5);
-  r.generation = optional_int(q, 6);
-  r.actor = q.text(7);
-  r.detail = q.text(8);
-  return r;
-}
 
 template <typename T>
 OrderedJson or_null(const std::optional<T>& value) {
@@ -200,7 +145,7 @@ class RecordWriter {
     put(dump_line(j));
   }
 
-  void certificate(const CertificateRow& c) {
+  void certificate(const StoredCertificate& c) {
     if (format_ == Format::csv) {
       put_csv_row({"certificate", format_utc(c.committed_at), std::to_string(c.committed_at), "", "", "", "",
                    c.hash, c.parent, c.intent, c.domain, std::to_string(c.seq), std::to_string(c.generation), c.tool,
@@ -214,13 +159,15 @@ class RecordWriter {
     j["hash"] = c.hash;
     j["body"] = c.body;
     // Signed certificates carry their signature, so verify --export checks it offline.
-    if (!c.signature.empty()) {
-      j["signature"] = {{"key_id", c.key_id}, {"signature", c.signature}, {"unsigned_before", c.unsigned_before}};
+    if (c.signature) {
+      j["signature"] = {{"key_id", c.signature->key_id},
+                        {"signature", c.signature->signature},
+                        {"unsigned_before", c.signature->unsigned_before}};
     }
     put(dump_line(j));
   }
 
-  void event(const EventRow& e) {
+  void event(const StoredEvent& e) {
     if (format_ == Format::csv) {
       auto number = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string(); };
       put_csv_row({"event", format_utc(e.at), std::to_string(e.at), std::to_string(e.id), e.kind, e.actor, e.detail,
@@ -277,80 +224,53 @@ class RecordWriter {
   bool ok_ = true;
 };
 
-struct ExportCounts {
-  int64_t certificates = 0;
-  int64_t events = 0;
-};
-
 // The rows were read through the time indexes: a damaged index would
 // leave some out of a dump that looks whole. Counted again from the tables
-// themselves (SQLite; a PostgreSQL index is not a page of the same file),
-// before the end record that vouches for the dump. Throws on a mismatch.
-void check_against_tables(LedgerReader& db, int64_t since, const ExportCounts& counts) {
-  if (!db.is_sqlite()) return;
+// themselves, before the end record that vouches for the dump. Throws on a
+// mismatch.
+void check_against_tables(LedgerReader& db, int64_t since, const HistoryCounts& read) {
+  const auto held = count_without_time_index(db, since);
+  if (!held) return;
   struct Table {
     const char* name;
-    const char* time_column;
-    int64_t read;
+    int64_t held, read;
   };
-  for (const Table& t : {Table{"certificates", "committed_at", counts.certificates},
-                         Table{"events", "at", counts.events}}) {
-    auto rows = db.query(std::string("SELECT count(*) FROM ") + t.name + " NOT INDEXED WHERE " + t.time_column +
-                             " >= ?1",
-                         {since});
-    const int64_t held = rows->next() ? rows->integer(0) : -1;
-    if (held == t.read) continue;
+  for (const Table& t : {Table{"certificates", held->certificates, read.certificates},
+                         Table{"events", held->events, read.events}}) {
+    if (t.held == t.read) continue;
     const std::string table = t.name;
     throw std::runtime_error(
-        "the " + table + " table holds " + std::to_string(held) + " row(s) for this dump, but its time index gave " +
+        "the " + table + " table holds " + std::to_string(t.held) + " row(s) for this dump, but its time index gave " +
         std::to_string(t.read) + ": the index is damaged, and a dump read through it would miss records. No dump was "
         "written as complete. Stop the servers, run sqlite3 " + db.name() + " \"PRAGMA integrity_check\", "
         "then restore the ledger from a backup, or rebuild the index with REINDEX " + table + " and export again");
   }
 }
 
-// Steps both tables in time order and merges them. In SQLite ORDER BY
-// (time, rowid) is exactly the order of the time index, so it walks the
-// index and never sorts: no temp B-tree, constant memory on any number of
-// rows. PostgreSQL streams through cursors, a batch at a time.
-ExportCounts write_records(LedgerReader& db, const ExportOptions& options, RecordWriter& writer) {
-  const int64_t since = options.since_ms.value_or(INT64_MIN);
-  // A signature is looked up by its primary key, row by row: the walk
-  // stays on the time index, in constant memory.
-  const std::string signature_columns =
-      has_signatures_table(db)
-          ? "(SELECT s.key_id FROM signatures s WHERE s.certificate = certificates.hash), "
-            "(SELECT s.signature FROM signatures s WHERE s.certificate = certificates.hash), "
-            "(SELECT s.unsigned_before FROM signatures s WHERE s.certificate = certificates.hash) "
-          : "'', '', 0 ";
-  auto certificates = db.query(std::string("SELECT hash, committed_at, body, intent, domain, seq, generation, "
-                                           "coalesce(parent, ''), agent, tool, ") +
-                                   signature_columns +
-                                   "FROM certificates WHERE committed_at >= ?1 ORDER BY committed_at, " +
-                                   db.certificate_tiebreak(),
-                               {since});
-  auto events = db.query(
-      "SELECT id, at, kind, intent, domain, seq, generation, actor, detail "
-      "FROM events WHERE at >= ?1 ORDER BY at, id",
-      {since});
-  ExportCounts counts;
+// Steps both walks in time order and merges them (a tie: the certificate
+// first); each walks its time index, so memory stays constant.
+HistoryCounts write_records(LedgerReader& db, const ExportOptions& options, RecordWriter& writer) {
+  CertificateWalk walk;
+  walk.since_ms = options.since_ms.value_or(INT64_MIN);
+  walk.signatures = true;
+  auto certificates = certificates_in_commit_order(db, walk);
+  auto events = events_in_time_order(db, walk.since_ms);
+  HistoryCounts counts;
   writer.header(options, read_archive_records(db));
-  bool has_certificate = certificates->next();
-  bool has_event = events->next();
-  while ((has_certificate || has_event) && writer.ok()) {
-    const bool certificate_first =
-        has_certificate && (!has_event || certificates->integer(1) <= events->integer(1));
-    if (certificate_first) {
-      writer.certificate(certificate_from(*certificates));
+  auto certificate = certificates.next();
+  auto event = events.next();
+  while ((certificate || event) && writer.ok()) {
+    if (certificate && (!event || certificate->committed_at <= event->at)) {
+      writer.certificate(*certificate);
       ++counts.certificates;
-      has_certificate = certificates->next();
+      certificate = certificates.next();
     } else {
-      writer.event(event_from(*events));
+      writer.event(*event);
       ++counts.events;
-      has_event = events->next();
+      event = events.next();
     }
   }
-  if (writer.ok()) check_against_tables(db, since, counts);
+  if (writer.ok()) check_against_tables(db, walk.since_ms, counts);
   writer.end(counts.certificates, counts.events);
   return counts;
 }
@@ -576,7 +496,7 @@ int export_ledger(const ParsedArgs& parsed) {
   static char buffer[1 << 16];
   std::setvbuf(out, buffer, _IOFBF, sizeof buffer);
   RecordWriter writer(out, options->format);
-  ExportCounts counts;
+  HistoryCounts counts;
   try {
     counts = write_records(*db, *options, writer);
   } catch (const std::exception& e) {

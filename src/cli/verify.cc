@@ -41,10 +41,12 @@
 #include "cli/subcommand.h"
 #include "cli/time_text.h"
 #include "cli/commands.h"
-#include "cli/ledger_protections.h"
-#include "ledger/ledger_reader.h"
 #include "cli/signature_check.h"
+#include "ledger/history_reads.h"
+#include "ledger/ledger_protections.h"
+#include "ledger/ledger_reader.h"
 #include "ledger/open_ledger.h"
+#include "ledger/verify_reads.h"
 #include "core/sha256.h"
 #include "core/signing.h"
 #include "effectfence/certificate.h"
@@ -231,6 +233,21 @@ std::string certificate_named_by(const std::string& detail_text) {
   return detail ? certificate_named_by(*detail) : "";
 }
 
+// A commit_refused event's reason, from its detail as an export holds it
+// (an object, or the text of one).
+std::string refusal_of(const Json& detail) {
+  std::optional<Json> parsed;
+  if (detail.is_string()) {
+    JsonError error;
+    parsed = parse_strict(detail.get<std::string>(), &error, WideIntegers::as_doubles);
+  } else {
+    parsed = detail;
+  }
+  if (!parsed || !parsed->is_object()) return "";
+  const auto reason = parsed->find("reason");
+  return reason != parsed->end() && reason->is_string() ? reason->get<std::string>() : "";
+}
+
 // A certificate must be named by exactly one committed event: none means it
 // was never issued by a commit, more means the log claims a second commit.
 void check_committed_count(const std::string& hash, int64_t naming, int64_t line, Problems& problems) {
@@ -273,14 +290,8 @@ void check_dominates(const Certificate& cert, const VectorClock& parent_clock, i
 
 // --- a ledger -------------------------------------------------------------
 
-struct CertificateColumns {
-  std::string hash, intent, domain, parent, agent, tool, body;
-  int64_t seq = 0, generation = 0;
-  std::optional<int64_t> domain_seq;  // the domain's current seq, if its row exists
-};
-
 // The columns the views show are not hashed; they must say what the body says.
-void check_columns(const CertificateColumns& row, const Certificate& cert, Problems& problems) {
+void check_columns(const StoredCertificate& row, const Certificate& cert, Problems& problems) {
   auto compare = [&](const char* column, const std::string& stored, const std::string& hashed) {
     if (stored == hashed) return;
     problems.add({row.hash, "column_mismatch",
@@ -298,17 +309,8 @@ void check_columns(const CertificateColumns& row, const Certificate& cert, Probl
 
 // One event into the history check; a kind it does not know is reported
 // elsewhere (the CHECK on events.kind, or bad_record in an export).
-void feed_history(HistoryCheck& history, int64_t id, const std::string& kind, const std::string& intent,
-                  int64_t generation, const std::string& detail) {
-  const auto k = event_kind_from_name(kind);
-  if (!k) return;
-  std::string refusal;
-  if (*k == EventKind::commit_refused) {
-    JsonError error;
-    const auto parsed = parse_strict(detail, &error, WideIntegers::as_doubles);
-    if (parsed && parsed->is_object()) refusal = parsed->value("reason", "");
-  }
-  history.event(id, *k, intent, generation, refusal);
+void feed_history(HistoryCheck& history, const IntentEvent& e) {
+  if (const auto k = event_kind_from_name(e.kind)) history.event(e.id, *k, e.intent, e.generation, e.refusal);
 }
 
 // line_of: the export line of an event id (0 for a ledger).
@@ -322,6 +324,9 @@ void report_history(const HistoryCheck& history, Problems& problems,
   }
 }
 
+// Checks a ledger through the typed reads of src/ledger (history_reads,
+// verify_reads): the database finds the rows that break a rule, and this
+// class words what each means.
 class LedgerVerifier {
  public:
   LedgerVerifier(LedgerReader& db, Problems& problems, ArchiveCheck& archive)
@@ -341,7 +346,7 @@ class LedgerVerifier {
     check_domain_heads();
     check_domains_kept();
     check_history();
-    report.events = db_.integer("SELECT count(*) FROM events");
+    report.events = count_events(db_);
   }
 
  private:
@@ -366,15 +371,11 @@ class LedgerVerifier {
 
   // The file itself, on SQLite: a damaged index that no longer matches its
   // table passes quick_check, and a lookup through it misses the row it
-  // indexes (an intent found fresh again). integrity_check reads every index
-  // entry back; each line it reports is a problem. (Servers check a large
-  // ledger's append-only tables only as decisions reach them.)
+  // indexes (an intent found fresh again). Each line integrity_check
+  // reports is a problem. (Servers check a large ledger's append-only
+  // tables only as decisions reach them.)
   void check_file_integrity() {
-    if (!db_.is_sqlite()) return;
-    auto lines = db_.query("PRAGMA integrity_check(100)");
-    while (lines->next()) {
-      const std::string line = lines->text(0);
-      if (line == "ok") continue;
+    for (const std::string& line : integrity_problems(db_)) {
       problems_.add({"", "damaged_file",
                      "SQLite's integrity_check: " + line +
                          ". The file is damaged: decisions read through a damaged index can miss rows; restore it "
@@ -383,72 +384,41 @@ class LedgerVerifier {
     }
   }
 
-  // An evicted domain has no row (its numbers live on in its domain_evicted
-  // event), so the domain's seq is only compared when the row exists.
   void check_certificates(Report& report) {
-    auto rows = db_.query(std::string("SELECT hash, intent, domain, seq, generation, coalesce(parent, ''), agent, "
-                                      "tool, body, (SELECT d.seq FROM domains d WHERE d.domain = certificates.domain) "
-                                      "FROM certificates ORDER BY committed_at, ") +
-                          db_.certificate_tiebreak());
-    while (rows->next()) {
-      CertificateColumns row;
-      row.hash = rows->text(0);
-      row.intent = rows->text(1);
-      row.domain = rows->text(2);
-      row.seq = rows->integer(3);
-      row.generation = rows->integer(4);
-      row.parent = rows->text(5);
-      row.agent = rows->text(6);
-      row.tool = rows->text(7);
-      row.body = rows->text(8);
-      if (!rows->is_null(9)) row.domain_seq = rows->integer(9);
+    CertificateWalk walk;
+    walk.domain_seq = true;
+    auto rows = certificates_in_commit_order(db_, walk);
+    while (const auto row = rows.next()) {
       ++report.certificates;
-      check_domain_seq(row);
-      auto cert = check_body(row.hash, row.body, 0, problems_);
+      check_domain_seq(*row);
+      auto cert = check_body(row->hash, row->body, 0, problems_);
       if (!cert) continue;
-      check_columns(row, *cert, problems_);
+      check_columns(*row, *cert, problems_);
       check_parent(*cert);
     }
   }
 
-  // In commit order, each certificate with its signature if it has one
-  // (looked up by primary key). Ledgers without a signature, checked
-  // without keys, are not walked again.
+  // In commit order, each certificate with its signature if it has one.
+  // Ledgers without a signature, checked without keys, are not walked again.
   void check_signatures(SignatureCheck& check, int64_t certificates) {
-    const bool table = has_signatures_table(db_);
-    const bool any = table && db_.integer("SELECT count(*) FROM (SELECT 1 FROM signatures LIMIT 1) AS one") > 0;
-    if (!any && !check.checks_keys() && !check.requires_signed()) {
+    if (!holds_signatures(db_) && !check.checks_keys() && !check.requires_signed()) {
       check.unsigned_history_not_walked(certificates);
       return;
     }
-    const std::string signature_columns =
-        table ? "(SELECT s.key_id FROM signatures s WHERE s.certificate = certificates.hash), "
-                "(SELECT s.signature FROM signatures s WHERE s.certificate = certificates.hash), "
-                "(SELECT s.unsigned_before FROM signatures s WHERE s.certificate = certificates.hash) "
-              : "NULL, NULL, NULL ";
-    auto rows = db_.query("SELECT hash, intent, coalesce(parent, ''), domain, seq, " + signature_columns +
-                          "FROM certificates ORDER BY committed_at, " + db_.certificate_tiebreak());
-    while (rows->next()) {
-      SignatureCheck::Certificate c{rows->text(0), rows->text(1), rows->text(2), rows->text(3), rows->integer(4), 0,
-                                    std::nullopt};
-      if (!rows->is_null(5)) c.signature = CertificateSignature{rows->text(5), rows->text(6), rows->integer(7)};
-      check.certificate(c);
+    CertificateWalk walk;
+    walk.signatures = true;
+    auto rows = certificates_in_commit_order(db_, walk);
+    while (const auto row = rows.next()) {
+      check.certificate({row->hash, row->intent, row->parent, row->domain, row->seq, 0, row->signature});
     }
-    if (table) {
-      auto orphans = db_.query(
-          "SELECT s.certificate, s.key_id FROM signatures s WHERE NOT EXISTS "
-          "(SELECT 1 FROM certificates c WHERE c.hash = s.certificate) ORDER BY s.certificate");
-      while (orphans->next()) check.orphan(orphans->text(0), orphans->text(1));
-    }
-    check.finish([&](const std::string& hash) {
-      return table && db_.integer("SELECT count(*) FROM signatures WHERE certificate = ?1", {hash}) > 0;
-    });
+    for (const OrphanSignature& orphan : orphan_signatures(db_)) check.orphan(orphan.certificate, orphan.key_id);
+    check.finish([&](const std::string& hash) { return is_signed(db_, hash); });
   }
 
   void check_parent(const Certificate& cert) {
     if (cert.parent.empty()) return;
-    auto parent = db_.query("SELECT body FROM certificates WHERE hash = ?1", {cert.parent});
-    if (!parent->next()) {
+    const auto parent = certificate_body(db_, cert.parent);
+    if (!parent) {
       // Archived with its intent: checked against the segments (--archive).
       if (archive_.has_records()) {
         archive_.parent_outside(cert.hash, cert.parent);
@@ -458,25 +428,19 @@ class LedgerVerifier {
       return;
     }
     // A parent whose body is broken is reported as itself.
-    if (auto clock = clock_of_body(parent->text(0))) {
-      check_dominates(cert, *clock, 0, problems_);
-    }
+    if (auto clock = clock_of_body(*parent)) check_dominates(cert, *clock, 0, problems_);
   }
 
-  // Certificates and committed events are matched inside the database, one
-  // query each way with index lookups per row (a query per certificate costs
-  // a round trip each on PostgreSQL). Only the exact details a commit writes
-  // match there; anything else, however close, is judged by parsing its JSON.
-  static constexpr const char* kNames =
-      "e.detail IN ('{\"certificate\":\"' || c.hash || '\"}', "
-      "'{\"certificate\":\"' || c.hash || '\",\"resolved_unknown\":true}', "
-      "'{\"after_clear\":true,\"certificate\":\"' || c.hash || '\"}')";
-
+  // Only the exact details a commit writes match inside the database;
+  // anything else, however close, is judged here by parsing its JSON.
   void check_certificates_issued() {
-    auto rows = db_.query(std::string("SELECT hash, intent FROM (SELECT c.hash, c.intent, (SELECT count(*) FROM events e "
-                                      "WHERE e.intent = c.intent AND e.kind = 'committed' AND ") +
-                          kNames + ") AS naming FROM certificates c) AS counted WHERE naming <> 1 ORDER BY hash");
-    while (rows->next()) check_issued(rows->text(0), rows->text(1));
+    certificates_not_named_once(db_, [&](const CertificateOfIntent& c) {
+      int64_t naming = 0;
+      for (const std::string& detail : committed_event_details(db_, c.intent)) {
+        if (certificate_named_by(detail) == c.hash) ++naming;
+      }
+      check_committed_count(c.hash, naming, 0, problems_);
+    });
   }
 
   // Every certificate records an attempt the ledger admitted: an admitted or
@@ -485,52 +449,29 @@ class LedgerVerifier {
   // and each seq is handed out once, so an admission event inserted too
   // shows as a seq handed out twice.
   void check_certificates_admitted() {
-    auto rows = db_.query(
-        "SELECT c.hash, c.intent, c.generation, c.domain, c.seq FROM certificates c WHERE NOT EXISTS "
-        "(SELECT 1 FROM events a WHERE a.intent = c.intent AND a.generation = c.generation AND a.domain = c.domain "
-        "AND a.seq = c.seq AND (a.kind = 'admitted' OR a.kind = 'takeover')) ORDER BY c.hash");
-    while (rows->next()) {
-      problems_.add({rows->text(0), "not_admitted",
-                     not_admitted_message(rows->text(1), rows->integer(2), rows->text(3), rows->integer(4), ""), 0});
-    }
+    certificates_not_admitted(db_, [&](const CertificatePlace& c) {
+      problems_.add({c.hash, "not_admitted", not_admitted_message(c.intent, c.generation, c.domain, c.seq, ""), 0});
+    });
     // The ledger's UNIQUE (domain, seq) says the same, unless it was dropped.
-    auto twice = db_.query(
-        "SELECT domain, seq, count(*) FROM certificates GROUP BY domain, seq HAVING count(*) > 1 ORDER BY domain, seq");
-    while (twice->next()) {
-      auto forked = db_.query("SELECT hash FROM certificates WHERE domain = ?1 AND seq = ?2 ORDER BY hash",
-                              {twice->text(0), twice->integer(1)});
-      while (forked->next()) {
-        problems_.add({forked->text(0), "duplicate_seq",
-                       std::to_string(twice->integer(2)) + " certificates of domain '" + twice->text(0) +
-                           "' are at seq " + std::to_string(twice->integer(1)) + ": the domain's chain forked",
+    certificate_seqs_held_twice(db_, [&](const SeqCount& twice) {
+      for (const std::string& hash : certificates_at(db_, twice.domain, twice.seq)) {
+        problems_.add({hash, "duplicate_seq",
+                       std::to_string(twice.count) + " certificates of domain '" + twice.domain + "' are at seq " +
+                           std::to_string(twice.seq) + ": the domain's chain forked",
                        0});
       }
-    }
-    auto reused = db_.query(
-        "SELECT domain, seq, count(*) FROM events WHERE kind = 'admitted' OR kind = 'takeover' "
-        "GROUP BY domain, seq HAVING count(*) > 1 ORDER BY domain, seq");
-    while (reused->next()) {
-      auto certs = db_.query("SELECT hash FROM certificates WHERE domain = ?1 AND seq = ?2",
-                             {reused->text(0), reused->integer(1)});
-      const std::string hash = certs->next() ? certs->text(0) : "";
-      problems_.add(
-          {hash, "seq_reused", seq_reused_message(reused->text(0), reused->integer(1), reused->integer(2)), 0});
-    }
-  }
-
-  // Through the events index: an intent has few committed events (one per run).
-  void check_issued(const std::string& hash, const std::string& intent) {
-    auto events = db_.query("SELECT detail FROM events WHERE intent = ?1 AND kind = 'committed'", {intent});
-    int64_t naming = 0;
-    while (events->next()) {
-      if (certificate_named_by(events->text(0)) == hash) ++naming;
-    }
-    check_committed_count(hash, naming, 0, problems_);
+    });
+    admission_seqs_handed_out_twice(db_, [&](const SeqCount& reused) {
+      const auto certs = certificates_at(db_, reused.domain, reused.seq);
+      problems_.add({certs.empty() ? "" : certs.front(), "seq_reused",
+                     seq_reused_message(reused.domain, reused.seq, reused.count), 0});
+    });
   }
 
   // A domain hands out its numbers in order; a certificate beyond the
-  // current one was not admitted through it.
-  void check_domain_seq(const CertificateColumns& row) {
+  // current one was not admitted through it. An evicted domain has no row
+  // (its numbers live on in its domain_evicted event): not compared.
+  void check_domain_seq(const StoredCertificate& row) {
     if (!row.domain_seq || row.seq <= *row.domain_seq) return;
     problems_.add({row.hash, "seq_beyond_domain",
                    "seq " + std::to_string(row.seq) + " is beyond the current seq " + std::to_string(*row.domain_seq) +
@@ -538,62 +479,41 @@ class LedgerVerifier {
                    0});
   }
 
-  // The other direction: every committed event names a certificate of its
-  // intent (a certificate rewritten or deleted leaves its event behind).
   // Every intent's events, in the order the ledger numbered them, are a
   // path through the state machine (include/effectfence/state_machine.h).
   void check_history() {
-    std::vector<int64_t> sweeps;
-    auto swept = db_.query("SELECT id FROM events WHERE kind = 'swept'");
-    while (swept->next()) sweeps.push_back(swept->integer(0));
-    HistoryCheck history(std::move(sweeps));
-    auto events = db_.query(
-        "SELECT id, kind, coalesce(intent, ''), coalesce(generation, 0), "
-        "CASE WHEN kind = 'commit_refused' THEN detail ELSE '' END FROM events "
-        "WHERE intent IS NOT NULL ORDER BY intent, id");
-    while (events->next()) {
-      feed_history(history, events->integer(0), events->text(1), events->text(2), events->integer(3),
-                   events->text(4));
-    }
+    std::vector<int64_t> sweep_ids;
+    for (const SweepEvent& s : sweeps()) sweep_ids.push_back(s.id);
+    HistoryCheck history(std::move(sweep_ids));
+    intent_events(db_, [&](const IntentEvent& e) { feed_history(history, e); });
     report_history(history, problems_, [](int64_t) { return int64_t{0}; });
   }
 
+  // The other direction: every committed event names a certificate of its
+  // intent (a certificate rewritten or deleted leaves its event behind).
   void check_committed_events() {
-    auto events = db_.query(std::string("SELECT id, coalesce(intent, ''), detail FROM events e WHERE kind = 'committed' "
-                                        "AND NOT EXISTS (SELECT 1 FROM certificates c WHERE c.intent = e.intent AND ") +
-                            kNames + ") ORDER BY id");
-    while (events->next()) {
-      const std::string event = "'committed' event " + std::to_string(events->integer(0)) + " of intent '" +
-                                events->text(1) + "'";
-      const std::string named = certificate_named_by(events->text(2));
-      std::optional<std::string> certificate_intent;
-      if (!named.empty()) {
-        auto cert = db_.query("SELECT intent FROM certificates WHERE hash = ?1", {named});
-        if (cert->next()) certificate_intent = cert->text(0);
-      }
-      check_committed_event(event, events->text(1), named, certificate_intent, "ledger", 0, problems_);
-    }
+    committed_events_naming_none(db_, [&](const CommittedEvent& e) {
+      const std::string event = "'committed' event " + std::to_string(e.id) + " of intent '" + e.intent + "'";
+      const std::string named = certificate_named_by(e.detail);
+      const auto certificate_of = named.empty() ? std::nullopt : certificate_intent(db_, named);
+      check_committed_event(event, e.intent, named, certificate_of, "ledger", 0, problems_);
+    });
   }
 
   // A done intent replays its certificate to late duplicates: it must be
   // one of its own. (Swept intents have no row and are not checked.)
   void check_done_intents() {
-    auto done = db_.query(
-        "SELECT i.intent, coalesce(i.cert_hash, ''), c.hash, c.intent FROM intents i "
-        "LEFT JOIN certificates c ON c.hash = i.cert_hash "
-        "WHERE i.state = 'done' AND (c.hash IS NULL OR c.intent <> i.intent) ORDER BY i.intent");
-    while (done->next()) {
-      const std::string intent = done->text(0);
-      if (done->is_null(2)) {
-        problems_.add({done->text(1), "missing_certificate",
-                       "intent '" + intent + "' is done but its certificate is not in the ledger", 0});
+    done_intents_naming_foreign(db_, [&](const DoneIntent& d) {
+      if (!d.certificate_intent) {
+        problems_.add({d.certificate, "missing_certificate",
+                       "intent '" + d.intent + "' is done but its certificate is not in the ledger", 0});
       } else {
-        problems_.add({done->text(1), "wrong_certificate",
-                       "intent '" + intent + "' is done with it, but it is a certificate of intent '" +
-                           done->text(3) + "'",
+        problems_.add({d.certificate, "wrong_certificate",
+                       "intent '" + d.intent + "' is done with it, but it is a certificate of intent '" +
+                           *d.certificate_intent + "'",
                        0});
       }
-    }
+    });
   }
 
   // An attempt whose effect ran (its certificate) stays done until swept: not
@@ -602,35 +522,23 @@ class LedgerVerifier {
   // a second time. (A holder may commit after a clear: that records the
   // effect, and its committed event follows the clear.)
   void check_effects_stay_done() {
-    auto undone = db_.query(
-        "SELECT c.hash, c.intent, c.generation, i.state, c.committed_at FROM certificates c "
-        "JOIN intents i ON i.intent = c.intent AND i.generation = c.generation "
-        "WHERE i.state <> 'done' ORDER BY c.intent");
-    while (undone->next()) {
-      const int64_t generation = undone->integer(2);
-      if (admitted_again_after_sweep(undone->text(1), generation, undone->integer(4), kNoEventYet)) continue;
-      problems_.add({undone->text(0), "effect_undone",
-                     "intent '" + undone->text(1) + "' is " + undone->text(3) + " at generation " +
-                         std::to_string(generation) +
+    attempts_moved_out_of_done(db_, [&](const UndoneAttempt& u) {
+      if (admitted_again_after_sweep(u.intent, u.generation, u.committed_at, kNoEventYet)) return;
+      problems_.add({u.hash, "effect_undone",
+                     "intent '" + u.intent + "' is " + u.state + " at generation " + std::to_string(u.generation) +
                          ", whose effect this certificate records: it was moved out of done, so it could be "
                          "cleared and run again",
                      0});
-    }
-    auto cleared = db_.query(
-        "SELECT c.hash, c.intent, c.generation, e.actor, c.committed_at, e.id FROM events e "
-        "JOIN certificates c ON c.intent = e.intent AND c.generation = e.generation "
-        "WHERE e.kind = 'cleared' AND NOT EXISTS (SELECT 1 FROM events k WHERE k.kind = 'committed' AND "
-        "k.intent = e.intent AND k.generation = e.generation AND k.id > e.id) ORDER BY e.id");
-    while (cleared->next()) {
-      const int64_t generation = cleared->integer(2);
-      if (admitted_again_after_sweep(cleared->text(1), generation, cleared->integer(4), cleared->integer(5))) continue;
-      problems_.add({cleared->text(0), "effect_cleared",
-                     "intent '" + cleared->text(1) + "' was cleared (by " + cleared->text(3) + ") at generation " +
-                         std::to_string(generation) +
+    });
+    attempts_cleared_after_commit(db_, [&](const ClearedAttempt& c) {
+      if (admitted_again_after_sweep(c.intent, c.generation, c.committed_at, c.clear_event)) return;
+      problems_.add({c.hash, "effect_cleared",
+                     "intent '" + c.intent + "' was cleared (by " + c.actor + ") at generation " +
+                         std::to_string(c.generation) +
                          ", whose effect this certificate records: its next prepare was fresh, and the effect "
                          "may have run twice",
                      0});
-    }
+    });
   }
 
   static constexpr int64_t kNoEventYet = std::numeric_limits<int64_t>::max();
@@ -642,96 +550,61 @@ class LedgerVerifier {
   // out of done. A hand edit writes no admission after a sweep.
   bool admitted_again_after_sweep(const std::string& intent, int64_t generation, int64_t committed_at,
                                   int64_t before) {
-    auto admissions = db_.query(
-        "SELECT a.id FROM events a WHERE a.intent = ?1 AND a.generation = ?2 AND a.id < ?3 "
-        "AND (a.kind = 'admitted' OR a.kind = 'takeover') ORDER BY a.id DESC LIMIT 1",
-        {intent, generation, before});
-    if (!admissions->next()) return false;
-    const int64_t admitted = admissions->integer(0);
-    for (const auto& [sweep_id, cutoff] : sweeps()) {
-      if (sweep_id < admitted && cutoff > committed_at) return true;
+    const auto admitted = last_admission_before(db_, intent, generation, before);
+    if (!admitted) return false;
+    for (const SweepEvent& sweep : sweeps()) {
+      if (sweep.id < *admitted && sweep.cutoff_ms && *sweep.cutoff_ms > committed_at) return true;
     }
     return false;
   }
 
-  // Every swept event's id and cutoff (older_than_ms), read once.
-  const std::vector<std::pair<int64_t, int64_t>>& sweeps() {
-    if (!sweeps_) {
-      sweeps_.emplace();
-      auto rows = db_.query("SELECT id, detail FROM events WHERE kind = 'swept' ORDER BY id");
-      while (rows->next()) {
-        JsonError ignored;
-        const auto detail = parse_strict(rows->text(1), &ignored);
-        if (!detail || !detail->is_object()) continue;
-        const auto cutoff = detail->find("older_than_ms");
-        if (cutoff != detail->end() && cutoff->is_number_integer()) {
-          sweeps_->emplace_back(rows->integer(0), cutoff->get<int64_t>());
-        }
-      }
-    }
+  // Every swept event, read once.
+  const std::vector<SweepEvent>& sweeps() {
+    if (!sweeps_) sweeps_ = sweep_events(db_);
     return *sweeps_;
   }
 
   // The next certificate on a domain is chained to its head: the head must
   // be that domain's certificate at head_seq. (Evicted domains have no row.)
   void check_domain_heads() {
-    auto heads = db_.query(
-        "SELECT d.domain, d.head, d.head_seq, c.hash, c.domain, c.seq FROM domains d "
-        "LEFT JOIN certificates c ON c.hash = d.head "
-        "WHERE d.head IS NOT NULL AND (c.hash IS NULL OR c.domain <> d.domain OR c.seq <> d.head_seq) "
-        "ORDER BY d.domain");
-    while (heads->next()) {
-      const std::string domain = heads->text(0);
-      if (heads->is_null(3)) {
-        problems_.add({heads->text(1), "missing_certificate",
-                       "domain '" + domain + "' names it as its latest certificate but it is not in the ledger", 0});
+    misplaced_domain_heads(db_, [&](const MisplacedHead& m) {
+      if (!m.found) {
+        problems_.add({m.head, "missing_certificate",
+                       "domain '" + m.domain + "' names it as its latest certificate but it is not in the ledger", 0});
       } else {
-        problems_.add({heads->text(1), "wrong_certificate",
-                       "domain '" + domain + "' names it as its latest certificate (seq " +
-                           std::to_string(heads->integer(2)) + "), but it is the certificate of domain '" +
-                           heads->text(4) + "' at seq " + std::to_string(heads->integer(5)),
+        problems_.add({m.head, "wrong_certificate",
+                       "domain '" + m.domain + "' names it as its latest certificate (seq " +
+                           std::to_string(m.head_seq) + "), but it is the certificate of domain '" + m.found->domain +
+                           "' at seq " + std::to_string(m.found->seq),
                        0});
       }
-    }
+    });
   }
 
-  // A domain's head is its newest certificate since it was last evicted
-  // (an evicted domain starts again with no head, past its old numbers),
+  // A domain's head is its newest certificate since it was last evicted,
   // and a domain whose certificates have no row was evicted. Set back or
   // deleted by hand, its next effect would fork the chain or reuse a number.
   void check_domains_kept() {
-    const std::string floor =
-        "coalesce((SELECT max(e.seq) FROM events e WHERE e.kind = 'domain_evicted' AND e.domain = d.domain), 0)";
-    auto behind = db_.query(
-        "SELECT d.domain, d.head_seq, c.hash, c.seq FROM domains d JOIN certificates c ON c.domain = d.domain "
-        "WHERE c.seq = (SELECT max(seq) FROM certificates WHERE domain = d.domain) AND c.seq > d.head_seq AND "
-        "c.seq <= d.seq AND c.seq > " +
-        floor + " ORDER BY d.domain");
-    while (behind->next()) {
-      problems_.add({behind->text(2), "head_behind",
-                     "domain '" + behind->text(0) + "' names seq " + std::to_string(behind->integer(1)) +
-                         " as its latest certificate, but this one is at seq " + std::to_string(behind->integer(3)) +
+    domain_heads_behind(db_, [&](const HeadBehind& b) {
+      problems_.add({b.newest, "head_behind",
+                     "domain '" + b.domain + "' names seq " + std::to_string(b.head_seq) +
+                         " as its latest certificate, but this one is at seq " + std::to_string(b.newest_seq) +
                          ": its head was set back, and its next effect would not chain to this one",
                      0});
-    }
-    auto missing = db_.query(
-        "SELECT c.domain, max(c.seq) FROM certificates c GROUP BY c.domain "
-        "HAVING NOT EXISTS (SELECT 1 FROM domains d WHERE d.domain = c.domain) AND NOT EXISTS "
-        "(SELECT 1 FROM events e WHERE e.kind = 'domain_evicted' AND e.domain = c.domain) ORDER BY c.domain");
-    while (missing->next()) {
+    });
+    domains_deleted(db_, [&](const DeletedDomain& d) {
       problems_.add({"", "domain_missing",
-                     "domain '" + missing->text(0) + "' has certificates up to seq " +
-                         std::to_string(missing->integer(1)) +
+                     "domain '" + d.domain + "' has certificates up to seq " + std::to_string(d.highest_seq) +
                          " but no row and no domain_evicted event: it was deleted by hand, and its next effect "
                          "would be given a sequence number one of them holds",
                      0});
-    }
+    });
   }
 
   LedgerReader& db_;
   Problems& problems_;
   ArchiveCheck& archive_;
-  std::optional<std::vector<std::pair<int64_t, int64_t>>> sweeps_;
+  std::optional<std::vector<SweepEvent>> sweeps_;
 };
 
 // Returns an exit code iff the ledger could not be checked.
@@ -1079,26 +952,25 @@ class ExportVerifier {
     const auto intent = record.find("intent");
     const auto generation = record.find("generation");
     const auto detail = record.find("detail");
-    HistoryEvent e{intent != record.end() && intent->is_string() ? intent->get<std::string>() : "",
-                   id->get<int64_t>(), kind.get<std::string>(),
-                   generation != record.end() && generation->is_number_integer() ? generation->get<int64_t>() : 0,
-                   ""};
-    if (e.kind == "commit_refused" && detail != record.end()) {
-      e.detail = detail->is_string() ? detail->get<std::string>() : detail->dump();
-    }
+    IntentEvent e;
+    e.id = id->get<int64_t>();
+    e.kind = kind.get<std::string>();
+    e.intent = intent != record.end() && intent->is_string() ? intent->get<std::string>() : "";
+    e.generation = generation != record.end() && generation->is_number_integer() ? generation->get<int64_t>() : 0;
+    if (e.kind == event_kind_name(EventKind::commit_refused) && detail != record.end()) e.refusal = refusal_of(*detail);
     history_.push_back(std::move(e));
   }
 
   void check_history() {
     if (partial_) return;
     std::vector<int64_t> sweeps;
-    for (const HistoryEvent& e : history_) {
-      if (e.kind == "swept") sweeps.push_back(e.id);
+    for (const IntentEvent& e : history_) {
+      if (e.kind == event_kind_name(EventKind::swept)) sweeps.push_back(e.id);
     }
     std::sort(history_.begin(), history_.end(),
-              [](const HistoryEvent& a, const HistoryEvent& b) { return std::tie(a.intent, a.id) < std::tie(b.intent, b.id); });
+              [](const IntentEvent& a, const IntentEvent& b) { return std::tie(a.intent, a.id) < std::tie(b.intent, b.id); });
     HistoryCheck history(std::move(sweeps));
-    for (const HistoryEvent& e : history_) feed_history(history, e.id, e.kind, e.intent, e.generation, e.detail);
+    for (const IntentEvent& e : history_) feed_history(history, e);
     report_history(history, problems_, [this](int64_t id) {
       const auto line = event_lines_.find(id);
       return line == event_lines_.end() ? int64_t{0} : line->second;
@@ -1202,14 +1074,7 @@ class ExportVerifier {
   bool partial_ = false;
   std::optional<ArchivedBefore> archived_;  // the header's
   std::vector<std::pair<std::string, std::string>> parents_archived_;  // certificate, parent (in a segment)
-  struct HistoryEvent {
-    std::string intent;
-    int64_t id;
-    std::string kind;
-    int64_t generation;
-    std::string detail;  // commit_refused only
-  };
-  std::vector<HistoryEvent> history_;
+  std::vector<IntentEvent> history_;
   std::optional<int64_t> since_ms_;  // the header's, when it names one time both ways
   int64_t records_ = 0;
   std::optional<int64_t> format_;  // the header's

@@ -22,5 +22,8 @@ target_sources(effectfence_ledger PRIVATE
   ${CMAKE_SOURCE_DIR}/src/ledger/open_ledger.cc
   ${CMAKE_SOURCE_DIR}/src/ledger/ledger_reader.cc
   ${CMAKE_SOURCE_DIR}/src/ledger/audit_reads.cc
+  ${CMAKE_SOURCE_DIR}/src/ledger/history_reads.cc
+  ${CMAKE_SOURCE_DIR}/src/ledger/verify_reads.cc
+  ${CMAKE_SOURCE_DIR}/src/ledger/ledger_protections.cc
   ${EMBEDDED_PG})
 target_link_libraries(effectfence_ledger PUBLIC PkgConfig::LIBPQ)

@@ -1,4 +1,4 @@
-#include "cli/ledger_protections.h"
+#include "ledger/ledger_protections.h"
 
 #include <map>
 #include <utility>
@@ -7,7 +7,7 @@
 
 #include "ledger/migrations.h"
 
-namespace effectfence::cli {
+namespace effectfence {
 namespace {
 
 struct Built {
@@ -53,4 +53,4 @@ std::vector<ProtectionGap> protection_gaps(LedgerReader& ledger) {
   return gaps;
 }
 
-}  // namespace effectfence::cli
+}  // namespace effectfence

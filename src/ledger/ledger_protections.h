@@ -10,7 +10,7 @@
 
 #include "ledger/ledger_reader.h"
 
-namespace effectfence::cli {
+namespace effectfence {
 
 struct ProtectionGap {
   std::string type;     // "trigger" or "view"
@@ -25,4 +25,4 @@ struct ProtectionGap {
 // Throws on a ledger that cannot be read.
 std::vector<ProtectionGap> protection_gaps(LedgerReader& ledger);
 
-}  // namespace effectfence::cli
+}  // namespace effectfence
