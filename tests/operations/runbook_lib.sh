@@ -65,6 +65,33 @@ expect_success() {
 state_of() { ledger_q "SELECT state FROM intents WHERE intent = '$1'"; }
 cert_of() { ledger_q "SELECT hash FROM certificates WHERE intent = '$1'"; }
 
+# run_runbook EXPECTED WHAT: checks that the page's marked blocks are EXPECTED
+# (names, in page order), then runs each, after its before_NAME if there is
+# one, and holds it to its check_NAME. Returns non-zero if the page cannot
+# be read. REQUIRES: the ledger written and the live session started.
+run_runbook() {
+  local expected=$1 what=$2 blocks block name check before
+  if ! blocks=$(extract_blocks); then
+    fail "OPERATIONS.md has malformed $what blocks"
+    return 1
+  fi
+  expect_eq "$(tr '\n' ' ' <<<"$blocks" | sed 's/ $//')" "$expected" "the page's $what blocks are the ones this test checks, in order"
+  for block in $blocks; do
+    name=${block%.*}
+    check=check_${name//-/_}
+    if ! declare -F "$check" >/dev/null; then
+      fail "block $block has no check ($check)"
+      continue
+    fi
+    before=before_${name//-/_}
+    if declare -F "$before" >/dev/null; then "$before"; fi
+    BEFORE=$(fingerprint)
+    echo "--- $block"
+    run_block "$block"
+    "$check"
+  done
+}
+
 # --- a live fence, as a running server holds one ----------------------------
 
 start_session() {

@@ -162,31 +162,11 @@ clear-refused-done.psql clear-refused-in-flight.psql clear-refused-unknown.psql 
 audit-is-append-only.psql triggers.psql last-hour.psql domain-sequences.psql counters.psql size.psql sweep.psql \
 export-verify.sh metrics.sh"
 
-if ! blocks=$(extract_blocks); then
-  fail "OPERATIONS.md has malformed PostgreSQL runbook blocks"
-  finish
-  exit 1
-fi
-expect_eq "$(tr '\n' ' ' <<<"$blocks" | sed 's/ $//')" "$EXPECTED" "the page's PostgreSQL blocks are the ones this test checks, in order"
-
 "$FIXTURE" populate "$LEDGER" || { fail "could not write the ledger"; finish; exit 1; }
 start_session
 expect_eq "$(session prepare payout:batch-9)" "admitted" "the live fence holds a payout in flight"
 
-for block in $blocks; do
-  name=${block%.*}
-  check=check_${name//-/_}
-  if ! declare -F "$check" >/dev/null; then
-    fail "block $block has no check ($check)"
-    continue
-  fi
-  before=before_${name//-/_}
-  if declare -F "$before" >/dev/null; then "$before"; fi
-  BEFORE=$(fingerprint)
-  echo "--- $block"
-  run_block "$block"
-  "$check"
-done
+run_runbook "$EXPECTED" "PostgreSQL runbook" || { finish; exit 1; }
 
 # The cluster trusts local connections, so a password in the URL is accepted;
 # no operator command may print it.

@@ -224,31 +224,11 @@ clear-confirm.sql clear-refused-done.sql clear-refused-in-flight.sql clear-refus
 audit-is-append-only.sql triggers.sql last-hour.sql domain-sequences.sql counters.sql size.sql retention.sql sweep.sql \
 compact.sql backup.sh export-verify.sh metrics.sh"
 
-if ! blocks=$(extract_blocks); then
-  fail "OPERATIONS.md has malformed runbook blocks"
-  finish
-  exit 1
-fi
-expect_eq "$(tr '\n' ' ' <<<"$blocks" | sed 's/ $//')" "$EXPECTED" "the page's blocks are the ones this test checks, in order"
-
 "$FIXTURE" populate "$LEDGER" || { fail "could not write the ledger"; finish; exit 1; }
 start_session
 expect_eq "$(session prepare payout:batch-9)" "admitted" "the live fence holds a payout in flight"
 
-for block in $blocks; do
-  name=${block%.*}
-  check=check_${name//-/_}
-  if ! declare -F "$check" >/dev/null; then
-    fail "block $block has no check ($check)"
-    continue
-  fi
-  before=before_${name//-/_}
-  if declare -F "$before" >/dev/null; then "$before"; fi
-  BEFORE=$(fingerprint)
-  echo "--- $block"
-  run_block "$block"
-  "$check"
-done
+run_runbook "$EXPECTED" "runbook" || { finish; exit 1; }
 
 expect_match "$(session commit payout:batch-9)" "^committed [0-9a-f]{64}$" "the payout held through all of this commits"
 echo quit >&"${SESSION[1]}"
