@@ -1,0 +1,62 @@
+// Status and StatusOr<T>: the result of a call below the edges that can
+// fail for a reason a person must read (a lease file, a child process, a
+// ledger opened read-only, an option). The call returns the message it
+// would have printed, naming what failed and what to do; the edge (the CLI,
+// the proxy's log) prints it. Decisions are Refusals, ledger failures
+// {step, error}, opening a ledger OpenError; everything else is a Status.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace effectfence {
+
+class [[nodiscard]] Status {
+ public:
+  static Status Ok() { return Status(); }
+  // REQUIRES: message is not empty (an empty message would read as ok).
+  static Status Error(std::string message) {
+    assert(!message.empty());
+    return Status(std::move(message));
+  }
+
+  bool ok() const { return message_.empty(); }
+  // "" when ok.
+  const std::string& message() const { return message_; }
+
+ private:
+  Status() = default;
+  explicit Status(std::string message) : message_(std::move(message)) {}
+
+  std::string message_;  // empty exactly when ok
+};
+
+// A value, or the Status saying why there is none.
+template <typename T>
+class [[nodiscard]] StatusOr {
+ public:
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit on purpose
+  // REQUIRES: !status.ok() (an ok StatusOr carries a value).
+  StatusOr(Status status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
+
+  bool ok() const { return value_.has_value(); }
+  const Status& status() const { return status_; }
+
+  // REQUIRES: ok().
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T& operator*() & { return *value_; }
+  const T& operator*() const& { return *value_; }
+  T&& operator*() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+
+ private:
+  Status status_ = Status::Ok();
+  std::optional<T> value_;
+};
+
+}  // namespace effectfence
