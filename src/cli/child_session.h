@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "mcp/child_process.h"
 #include "mcp/client.h"
 #include "mcp/log.h"
@@ -22,11 +23,11 @@ struct ChildSession {
   ~ChildSession();
 };
 
-// Starts argv, initializes it as client_name. Returns nullptr and fills
-// *error when the command cannot run or does not speak MCP in time.
+// Starts argv, initializes it as client_name. Returns the error when the
+// command cannot run or does not speak MCP in time.
 // Child stderr lines go to log at debug level, prefixed with the pid.
-std::unique_ptr<ChildSession> open_child_session(const std::vector<std::string>& argv,
-                                                 const std::string& client_name, mcp::Logger& log,
-                                                 std::chrono::milliseconds timeout, std::string* error);
+StatusOr<std::unique_ptr<ChildSession>> open_child_session(const std::vector<std::string>& argv,
+                                                           const std::string& client_name, mcp::Logger& log,
+                                                           std::chrono::milliseconds timeout);
 
 }  // namespace effectfence::cli

@@ -108,13 +108,13 @@ bool scene_double_charge(const std::string& dir, const std::string& ledger, cons
   std::printf("%s\n", st.bold("Scene 1: twelve agents reach for one $49 charge at the same instant").c_str());
   const std::string self = self_path();
   mcp::Logger log("effectfence demo", mcp::LogLevel::error);
-  std::string error;
-  auto straight = open_child_session({self, "demo-server", "--charges", dir + "/provider-straight.sqlite"},
-                                     "effectfence-demo", log, std::chrono::seconds(10), &error);
-  if (!straight) {
-    std::fprintf(stderr, "effectfence demo: starting demo-server: %s\n", error.c_str());
+  auto straight_opened = open_child_session({self, "demo-server", "--charges", dir + "/provider-straight.sqlite"},
+                                            "effectfence-demo", log, std::chrono::seconds(10));
+  if (!straight_opened.ok()) {
+    std::fprintf(stderr, "effectfence demo: starting demo-server: %s\n", straight_opened.status().message().c_str());
     return false;
   }
+  const std::unique_ptr<ChildSession>& straight = *straight_opened;
   const Volley raw = fire_charges(*straight->client, kAgents);
   const int64_t raw_charges = charges_executed(*straight->client);
   std::printf("  straight to the provider:   %s\n",
@@ -122,15 +122,16 @@ bool scene_double_charge(const std::string& dir, const std::string& ledger, cons
                      " agents each got a charge id of their own)")
                   .c_str());
 
-  auto fenced = open_child_session(
+  auto fenced_opened = open_child_session(
       // Refused at once (no --wait-secs wait), as the scene tells it: the refused retry and get the replay.
       {self, "wrap", "--db", ledger, "--log-level", "error", "--wait-secs", "0", "--", self, "demo-server", "--charges",
        dir + "/provider-fenced.sqlite"},
-      "effectfence-demo", log, std::chrono::seconds(10), &error);
-  if (!fenced) {
-    std::fprintf(stderr, "effectfence demo: starting wrap: %s\n", error.c_str());
+      "effectfence-demo", log, std::chrono::seconds(10));
+  if (!fenced_opened.ok()) {
+    std::fprintf(stderr, "effectfence demo: starting wrap: %s\n", fenced_opened.status().message().c_str());
     return false;
   }
+  const std::unique_ptr<ChildSession>& fenced = *fenced_opened;
   const Volley race = fire_charges(*fenced->client, kAgents);
   // The refused agents retry a moment later, as agents do.
   const Volley retry = fire_charges(*fenced->client, kAgents);

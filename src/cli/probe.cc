@@ -234,16 +234,16 @@ int run_probe(const Args& args) {
   mcp::Logger log("effectfence probe", mcp::LogLevel::warn);
   std::signal(SIGPIPE, SIG_IGN);  // a server that died is a write error to report, not our death
   try {
-    std::string error;
-    auto session = open_child_session(options.command, "effectfence-probe", log,
-                                      std::chrono::seconds(options.timeout_secs), &error);
-    if (!session) {
-      std::fprintf(stderr, "effectfence probe: starting the server: %s\n", error.c_str());
+    auto opened = open_child_session(options.command, "effectfence-probe", log,
+                                     std::chrono::seconds(options.timeout_secs));
+    if (!opened.ok()) {
+      std::fprintf(stderr, "effectfence probe: starting the server: %s\n", opened.status().message().c_str());
       return kExitCouldNotProbe;
     }
-    auto tools = mcp::list_all_tools(*session->client, std::chrono::seconds(options.timeout_secs), &error);
-    if (!tools) {
-      std::fprintf(stderr, "effectfence probe: listing the server's tools: %s\n", error.c_str());
+    const std::unique_ptr<ChildSession>& session = *opened;
+    auto tools = mcp::list_all_tools(*session->client, std::chrono::seconds(options.timeout_secs));
+    if (!tools.ok()) {
+      std::fprintf(stderr, "effectfence probe: listing the server's tools: %s\n", tools.status().message().c_str());
       return kExitCouldNotProbe;
     }
     bool found = false;

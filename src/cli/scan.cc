@@ -88,19 +88,18 @@ std::optional<int> parse_options(const Args& args, ScanOptions* o) {
 // The server's tools, read once; nullopt after a named error on stderr.
 std::optional<std::vector<Json>> read_live_tools(const ScanOptions& o) {
   mcp::Logger log("effectfence scan", mcp::LogLevel::warn);
-  std::string error;
   const auto timeout = std::chrono::seconds(o.timeout_secs);
-  auto session = open_child_session(o.command, "effectfence-scan", log, timeout, &error);
-  if (!session) {
-    print_error("scan", "starting the server", error);
+  auto session = open_child_session(o.command, "effectfence-scan", log, timeout);
+  if (!session.ok()) {
+    print_error("scan", "starting the server", session.status().message());
     return std::nullopt;
   }
-  auto tools = mcp::list_all_tools(*session->client, timeout, &error);
-  if (!tools) {
-    print_error("scan", "listing the server's tools", error);
+  auto tools = mcp::list_all_tools(*(*session)->client, timeout);
+  if (!tools.ok()) {
+    print_error("scan", "listing the server's tools", tools.status().message());
     return std::nullopt;
   }
-  return tools;
+  return std::move(*tools);
 }
 
 int scan(const ScanOptions& o) {

@@ -288,19 +288,20 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     // (roots, sampling, elicitation) and its answer is the agent's.
     extensions.on_initialize = [&](const Json& params) -> std::optional<mcp::RpcError> {
       proxy.on_initialize(params);
-      std::string error;
-      bool started = false;
+      std::optional<Status> start;  // none if a stop signal came first
       // The child's handshake may take a minute, while nothing reads the
       // agent's input: a stop signal, before it or meanwhile, ends it.
-      const bool stopped = stop.count() > 0 || run_interruptible(stop, 0, [&] { started = proxy.start(&error); }, [&] {
+      const bool stopped = stop.count() > 0 || run_interruptible(stop, 0, [&] { start = proxy.start(); }, [&] {
         log.info("a stop signal came while the child server was starting: stopping it");
         proxy.stop_child_now();
       });
+      const bool started = start && start->ok();
       if (!started && stopped) {
         return mcp::RpcError{mcp::jsonrpc::kInternalError, "effectfence wrap is stopping (a stop signal came)",
                              nullptr};
       }
       if (!started) {
+        const std::string error = start ? start->message() : std::string();
         const std::string why = "cannot start " + mcp::describe_command(options.command) + ": " + error;
         log.error(why);
         child_failed = true;

@@ -106,21 +106,19 @@ std::string describe_command(const std::vector<std::string>& argv) {
   return line;
 }
 
-std::unique_ptr<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv, StderrSink on_stderr,
-                                                  std::string* error) {
+StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std::string>& argv,
+                                                            StderrSink on_stderr) {
   if (argv.empty()) {
-    *error = "no command to run";
-    return nullptr;
+    return Status::Error("no command to run");
   }
   int in[2], out[2], err[2], report[2];
   if (::pipe2(in, O_CLOEXEC) != 0) {
-    *error = std::string("pipe: ") + std::strerror(errno);
-    return nullptr;
+    return Status::Error(std::string("pipe: ") + std::strerror(errno));
   }
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0) {
-    *error = std::string("pipe: ") + std::strerror(errno);
+    const std::string error = std::string("pipe: ") + std::strerror(errno);
     for (int fd : {in[0], in[1]}) ::close(fd);
-    return nullptr;
+    return Status::Error(error);
   }
   // Built before fork: the child may not allocate.
   std::vector<char*> args;
@@ -133,9 +131,9 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::vector<std::string>
   if (pid == 0) exec_child(args.data(), in[0], out[1], err[1], report[1], fd_limit);
   for (int fd : {in[0], out[1], err[1], report[1]}) ::close(fd);
   if (pid < 0) {
-    *error = std::string("fork: ") + std::strerror(errno);
+    const std::string error = std::string("fork: ") + std::strerror(errno);
     for (int fd : {in[1], out[0], err[0], report[0]}) ::close(fd);
-    return nullptr;
+    return Status::Error(error);
   }
   // Also in the parent, so the group exists before anyone signals it.
   ::setpgid(pid, pid);
@@ -150,10 +148,10 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::vector<std::string>
   child->to_child_ = in[1];
   child->from_child_ = out[0];
   if (n > 0) {
-    *error = "cannot run '" + argv[0] + "': " + std::strerror(exec_errno);
+    const std::string error = "cannot run '" + argv[0] + "': " + std::strerror(exec_errno);
     ::close(err[0]);
     child->wait_exit(std::chrono::seconds(5));
-    return nullptr;
+    return Status::Error(error);
   }
   child->exit_fd_ = open_pidfd(pid);
   const int stderr_fd = err[0];

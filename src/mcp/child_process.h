@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "core/status.h"
 
 namespace effectfence::mcp {
 
@@ -25,10 +26,9 @@ class ChildProcess {
 
   // Starts argv[0] (looked up in PATH) with argv, in a process group of its
   // own so that stopping it also stops what it started (npx starts node).
-  // Returns nullptr and fills *error ("cannot run 'x': No such file or
-  // directory") when it cannot be started. Never throws.
-  static std::unique_ptr<ChildProcess> start(const std::vector<std::string>& argv, StderrSink on_stderr,
-                                             std::string* error);
+  // Returns the error ("cannot run 'x': No such file or directory") when
+  // it cannot be started. Never throws.
+  static StatusOr<std::unique_ptr<ChildProcess>> start(const std::vector<std::string>& argv, StderrSink on_stderr);
   // Stops the child (see stop()) if it is still running.
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;

@@ -53,12 +53,11 @@ struct StderrLines {
 
 TEST_CASE("a child talks over its stdin and stdout, its stderr lines reach the sink", "[child_process]") {
   StderrLines err;
-  std::string error;
   {
-    auto child = ChildProcess::start({"sh", "-c", "echo 'to stderr' >&2; read line; echo \"got $line\""},
-                                     err.sink(), &error);
-    REQUIRE(child);
-    CHECK(error.empty());
+    auto child_started = ChildProcess::start({"sh", "-c", "echo 'to stderr' >&2; read line; echo \"got $line\""},
+                                             err.sink());
+    REQUIRE(child_started.ok());
+    auto child = std::move(*child_started);
     REQUIRE(::write(child->stdin_fd(), "hello\n", 6) == 6);
     CHECK(read_line(child->stdout_fd()) == "got hello");
     CHECK(child->wait_exit(10s) == 0);
@@ -68,18 +67,19 @@ TEST_CASE("a child talks over its stdin and stdout, its stderr lines reach the s
 }
 
 TEST_CASE("a command that cannot run is a named error, not a child", "[child_process]") {
-  std::string error;
-  auto child = ChildProcess::start({"/nonexistent/effectfence-no-such-server"}, nullptr, &error);
-  CHECK_FALSE(child);
-  CHECK_THAT(error, Catch::Contains("cannot run '/nonexistent/effectfence-no-such-server'") &&
-                        Catch::Contains("No such file"));
-  CHECK_FALSE(ChildProcess::start({}, nullptr, &error));
+  auto child = ChildProcess::start({"/nonexistent/effectfence-no-such-server"}, nullptr);
+  CHECK_FALSE(child.ok());
+  CHECK_THAT(child.status().message(), Catch::Contains("cannot run '/nonexistent/effectfence-no-such-server'") &&
+                                           Catch::Contains("No such file"));
+  auto nothing = ChildProcess::start({}, nullptr);
+  CHECK_FALSE(nothing.ok());
+  CHECK(nothing.status().message() == "no command to run");
 }
 
 TEST_CASE("stop ends a child that ignores its closed stdin, and what it started", "[child_process]") {
-  std::string error;
-  auto child = ChildProcess::start({"sh", "-c", "trap '' TERM; sleep 1000 & echo $!; wait"}, nullptr, &error);
-  REQUIRE(child);
+  auto child_started = ChildProcess::start({"sh", "-c", "trap '' TERM; sleep 1000 & echo $!; wait"}, nullptr);
+  REQUIRE(child_started.ok());
+  auto child = std::move(*child_started);
   const int grandchild = open_pidfd(std::stoi(read_line(child->stdout_fd())));
   REQUIRE(grandchild >= 0);
   CHECK_FALSE(exits_within(grandchild, 0ms));
@@ -90,12 +90,13 @@ TEST_CASE("stop ends a child that ignores its closed stdin, and what it started"
 }
 
 TEST_CASE("a child's exit status and a signal that killed it are reported as a shell does", "[child_process]") {
-  std::string error;
-  auto exits = ChildProcess::start({"sh", "-c", "exit 3"}, nullptr, &error);
-  REQUIRE(exits);
+  auto exits_started = ChildProcess::start({"sh", "-c", "exit 3"}, nullptr);
+  REQUIRE(exits_started.ok());
+  auto exits = std::move(*exits_started);
   CHECK(exits->wait_exit(10s) == 3);
-  auto killed = ChildProcess::start({"sleep", "1000"}, nullptr, &error);
-  REQUIRE(killed);
+  auto killed_started = ChildProcess::start({"sleep", "1000"}, nullptr);
+  REQUIRE(killed_started.ok());
+  auto killed = std::move(*killed_started);
   CHECK_FALSE(killed->wait_exit(0ms));
   killed->signal(SIGKILL);
   CHECK(killed->wait_exit(10s) == 128 + SIGKILL);
@@ -110,9 +111,9 @@ TEST_CASE("describe_command quotes what a shell would split", "[child_process]")
 TEST_CASE("a child that exits while what it started in a session of its own holds its stdout and stderr: "
           "exit_fd says so, and letting it go does not wait for that process",
           "[child_process]") {
-  std::string error;
-  auto child = ChildProcess::start({"sh", "-c", "setsid sleep 1000 & echo $!; exit 0"}, nullptr, &error);
-  REQUIRE(child);
+  auto child_started = ChildProcess::start({"sh", "-c", "setsid sleep 1000 & echo $!; exit 0"}, nullptr);
+  REQUIRE(child_started.ok());
+  auto child = std::move(*child_started);
   const pid_t helper_pid = std::stoi(read_line(child->stdout_fd()));
   const int helper = open_pidfd(helper_pid);
   REQUIRE(helper >= 0);

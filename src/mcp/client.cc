@@ -415,50 +415,44 @@ void McpClient::close_connection(const std::string& why, bool report) {
   if (report && handlers_.on_closed) handlers_.on_closed(why);
 }
 
-std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
-                                      std::string* error, const ClientOffer& offer) {
+StatusOr<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
+                                 const ClientOffer& offer) {
   const Json params = {{"protocolVersion", offer.protocol_version.empty() ? std::string(kSupportedProtocolVersions[0])
                                                                           : offer.protocol_version},
                        {"capabilities", offer.capabilities},
                        {"clientInfo", client_info}};
   const ClientReply reply = client.call("initialize", params, timeout);
   if (reply.kind != ClientReply::Kind::result) {
-    *error = "initialize failed: " + describe_reply(reply);
-    return std::nullopt;
+    return Status::Error("initialize failed: " + describe_reply(reply));
   }
   const Json& result = reply.result;
   const auto version = result.find("protocolVersion");
   if (version == result.end() || !version->is_string()) {
-    *error = "initialize failed: the server's answer has no protocolVersion: " + shorten(jsonrpc::serialize(result));
-    return std::nullopt;
+    return Status::Error("initialize failed: the server's answer has no protocolVersion: " + shorten(jsonrpc::serialize(result)));
   }
   if (negotiate_protocol_version(version->get<std::string>()) != version->get<std::string>()) {
-    *error = "the server speaks MCP " + version->get<std::string>() + ", which effectfence does not";
-    return std::nullopt;
+    return Status::Error("the server speaks MCP " + version->get<std::string>() + ", which effectfence does not");
   }
   const auto capabilities = result.find("capabilities");
   if (capabilities == result.end() || !capabilities->is_object()) {
-    *error = "initialize failed: the server's answer has no capabilities object";
-    return std::nullopt;
+    return Status::Error("initialize failed: the server's answer has no capabilities object");
   }
   if (!client.notify("notifications/initialized", Json::object())) {
-    *error = "the server closed its input right after initialize";
-    return std::nullopt;
+    return Status::Error("the server closed its input right after initialize");
   }
   return result;
 }
 
-std::optional<Json> discover_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
-                                    std::string* error, const ClientOffer& offer) {
+StatusOr<Json> discover_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
+                               const ClientOffer& offer) {
   const std::string version = kModernProtocolVersions[0];
   client.set_envelope(Json{{kProtocolVersionMetaKey, version},
                            {kClientInfoMetaKey, client_info},
                            {kClientCapabilitiesMetaKey, offer.capabilities}});
   const ClientReply reply = client.call("server/discover", Json::object(), timeout);
-  const auto refuse = [&](const std::string& why) -> std::optional<Json> {
+  const auto refuse = [&](const std::string& why) -> StatusOr<Json> {
     client.set_envelope(nullptr);
-    *error = why;
-    return std::nullopt;
+    return Status::Error(why);
   };
   if (reply.kind != ClientReply::Kind::result) return refuse("server/discover failed: " + describe_reply(reply));
   const Json& result = reply.result;
@@ -487,8 +481,8 @@ std::optional<Json> discover_client(McpClient& client, const Json& client_info, 
   return info;
 }
 
-std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,
-                                                std::string* error, std::vector<Json>* sent_tools) {
+StatusOr<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,
+                                           std::vector<Json>* sent_tools) {
   std::vector<Json> tools;
   std::set<std::string> names;
   std::set<std::string> cursors;
@@ -496,13 +490,11 @@ std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::
   for (size_t page = 0; page < kMaxToolPages; ++page) {
     const ClientReply reply = client.call("tools/list", params, timeout);
     if (reply.kind != ClientReply::Kind::result) {
-      *error = "tools/list failed: " + describe_reply(reply);
-      return std::nullopt;
+      return Status::Error("tools/list failed: " + describe_reply(reply));
     }
     const auto listed = reply.result.find("tools");
     if (listed == reply.result.end() || !listed->is_array()) {
-      *error = "tools/list answered without a \"tools\" array: " + shorten(jsonrpc::serialize(reply.result));
-      return std::nullopt;
+      return Status::Error("tools/list answered without a \"tools\" array: " + shorten(jsonrpc::serialize(reply.result)));
     }
     // The entries as written, in the order parsed (both read one array).
     const std::string page_text = reply.sent_result.is_null() ? std::string() : raw_json_text(reply.sent_result);
@@ -512,12 +504,10 @@ std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::
     size_t index = 0;
     for (const Json& tool : *listed) {
       if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
-        *error = "tools/list has an entry without a name: " + shorten(jsonrpc::serialize(tool));
-        return std::nullopt;
+        return Status::Error("tools/list has an entry without a name: " + shorten(jsonrpc::serialize(tool)));
       }
       if (!names.insert(tool["name"].get<std::string>()).second) {
-        *error = "tools/list names the tool \"" + tool["name"].get<std::string>() + "\" twice";
-        return std::nullopt;
+        return Status::Error("tools/list names the tool \"" + tool["name"].get<std::string>() + "\" twice");
       }
       tools.push_back(tool);
       if (sent_tools) {
@@ -528,17 +518,14 @@ std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::
     const auto next = reply.result.find("nextCursor");
     if (next == reply.result.end() || next->is_null()) return tools;
     if (!next->is_string()) {
-      *error = "tools/list answered with a nextCursor that is not a string";
-      return std::nullopt;
+      return Status::Error("tools/list answered with a nextCursor that is not a string");
     }
     if (!cursors.insert(next->get<std::string>()).second) {
-      *error = "tools/list repeats the cursor \"" + shorten(next->get<std::string>()) + "\"; the listing would not end";
-      return std::nullopt;
+      return Status::Error("tools/list repeats the cursor \"" + shorten(next->get<std::string>()) + "\"; the listing would not end");
     }
     params = Json{{"cursor", *next}};
   }
-  *error = "tools/list did not end after " + std::to_string(kMaxToolPages) + " pages";
-  return std::nullopt;
+  return Status::Error("tools/list did not end after " + std::to_string(kMaxToolPages) + " pages");
 }
 
 std::string describe_reply(const ClientReply& reply) {

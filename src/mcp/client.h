@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "core/status.h"
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
@@ -209,25 +210,25 @@ struct ClientOffer {
 };
 
 // The MCP handshake: initialize with offer, then notifications/initialized.
-// Returns the initialize result, or nullopt and fills *error.
-std::optional<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
-                                      std::string* error, const ClientOffer& offer = {});
+// Returns the initialize result, or the error.
+StatusOr<Json> initialize_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
+                                 const ClientOffer& offer = {});
 
 // For a server that refused initialize: server/discover, sent with the
 // stateless envelope (client_info, offer's capabilities). If the server
 // speaks a stateless revision we speak, the client keeps that envelope for
 // every later request, and the result looks like initialize's
 // (protocolVersion, capabilities, serverInfo, instructions). Otherwise
-// nullopt and fills *error.
-std::optional<Json> discover_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
-                                    std::string* error, const ClientOffer& offer = {});
+// the error.
+StatusOr<Json> discover_client(McpClient& client, const Json& client_info, std::chrono::milliseconds timeout,
+                               const ClientOffer& offer = {});
 
 // Every tool of the server, following nextCursor page by page. Returns the
-// tools/list entries as the server sent them, or nullopt and fills *error
-// (a failed request, a malformed page, a duplicate name, a cursor that repeats).
+// tools/list entries as the server sent them, or the error (a failed
+// request, a malformed page, a duplicate name, a cursor that repeats).
 // sent_tools, when given, gets each entry as the server wrote it (raw_json).
-std::optional<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,
-                                                std::string* error, std::vector<Json>* sent_tools = nullptr);
+StatusOr<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milliseconds timeout,
+                                           std::vector<Json>* sent_tools = nullptr);
 
 // "error -32602: message" / "closed: why" / ..., for logs and messages.
 std::string describe_reply(const ClientReply& reply);

@@ -311,9 +311,8 @@ TEST_CASE("the end of the server's output fails what is pending and is reported 
 
 TEST_CASE("initialize_client and list_all_tools follow the handshake and every page", "[client]") {
   Fixture f;
-  std::string error;
-  std::optional<Json> init;
-  std::thread client_side([&] { init = initialize_client(f.client, {{"name", "t"}, {"version", "1"}}, 10s, &error); });
+  std::optional<StatusOr<Json>> init;
+  std::thread client_side([&] { init = initialize_client(f.client, {{"name", "t"}, {"version", "1"}}, 10s); });
   const Json initialize = f.server.heard();
   CHECK(initialize["method"] == "initialize");
   CHECK(initialize["params"]["protocolVersion"] == "2025-11-25");
@@ -323,11 +322,11 @@ TEST_CASE("initialize_client and list_all_tools follow the handshake and every p
                          {"serverInfo", {{"name", "s"}, {"version", "1"}}}}));
   CHECK(f.server.heard()["method"] == "notifications/initialized");
   client_side.join();
-  REQUIRE(init);
-  CHECK((*init)["protocolVersion"] == "2024-11-05");
+  REQUIRE(init->ok());
+  CHECK((**init)["protocolVersion"] == "2024-11-05");
 
-  std::optional<std::vector<Json>> tools;
-  std::thread lister([&] { tools = list_all_tools(f.client, 10s, &error); });
+  std::optional<StatusOr<std::vector<Json>>> tools;
+  std::thread lister([&] { tools = list_all_tools(f.client, 10s); });
   const Json page1 = f.server.heard();
   CHECK_FALSE(page1["params"].contains("cursor"));
   f.server.say(jsonrpc::result_response(page1["id"], {{"tools", {{{"name", "a"}}}}, {"nextCursor", "p2"}}));
@@ -335,29 +334,28 @@ TEST_CASE("initialize_client and list_all_tools follow the handshake and every p
   CHECK(page2["params"]["cursor"] == "p2");
   f.server.say(jsonrpc::result_response(page2["id"], {{"tools", {{{"name", "b"}, {"x", 1}}}}}));
   lister.join();
-  REQUIRE(tools);
-  CHECK(*tools == std::vector<Json>{{{"name", "a"}}, {{"name", "b"}, {"x", 1}}});
+  REQUIRE(tools->ok());
+  CHECK(**tools == std::vector<Json>{{{"name", "a"}}, {{"name", "b"}, {"x", 1}}});
 
-  std::thread looping([&] { tools = list_all_tools(f.client, 10s, &error); });
+  std::thread looping([&] { tools = list_all_tools(f.client, 10s); });
   const Json again1 = f.server.heard();
   f.server.say(jsonrpc::result_response(again1["id"], {{"tools", Json::array()}, {"nextCursor", "same"}}));
   const Json again2 = f.server.heard();
   f.server.say(jsonrpc::result_response(again2["id"], {{"tools", Json::array()}, {"nextCursor", "same"}}));
   looping.join();
-  CHECK_FALSE(tools);
-  CHECK_THAT(error, Catch::Contains("repeats the cursor"));
+  CHECK_FALSE(tools->ok());
+  CHECK_THAT(tools->status().message(), Catch::Contains("repeats the cursor"));
 }
 
 TEST_CASE("initialize_client refuses a protocol revision effectfence does not speak", "[client]") {
   Fixture f;
-  std::string error;
-  std::optional<Json> init;
-  std::thread client_side([&] { init = initialize_client(f.client, {{"name", "t"}}, 10s, &error); });
+  std::optional<StatusOr<Json>> init;
+  std::thread client_side([&] { init = initialize_client(f.client, {{"name", "t"}}, 10s); });
   const Json initialize = f.server.heard();
   f.server.say(jsonrpc::result_response(initialize["id"], {{"protocolVersion", "1999-01-01"}, {"capabilities", Json::object()}}));
   client_side.join();
-  CHECK_FALSE(init);
-  CHECK_THAT(error, Catch::Contains("1999-01-01"));
+  CHECK_FALSE(init->ok());
+  CHECK_THAT(init->status().message(), Catch::Contains("1999-01-01"));
 }
 
 TEST_CASE("wake ends one wait early without inventing a reply", "[client]") {
@@ -424,8 +422,7 @@ TEST_CASE("a server's request goes to the handler, which answers later from anot
 TEST_CASE("initialize_client offers the client capabilities it is given", "[client]") {
   Fixture f;
   const Json offered = {{"roots", {{"listChanged", true}}}, {"sampling", Json::object()}};
-  std::string error;
-  std::thread client_side([&] { initialize_client(f.client, {{"name", "t"}}, 10s, &error, ClientOffer{"", offered}); });
+  std::thread client_side([&] { (void)initialize_client(f.client, {{"name", "t"}}, 10s, ClientOffer{"", offered}); });
   const Json init = f.server.heard();
   CHECK(init["params"]["capabilities"] == offered);
   f.server.say(jsonrpc::result_response(init["id"], {{"protocolVersion", "2025-11-25"}, {"capabilities", Json::object()}}));
@@ -435,12 +432,12 @@ TEST_CASE("initialize_client offers the client capabilities it is given", "[clie
 
 TEST_CASE("a server that exits while a process it started holds its output open: what is pending fails as closed",
           "[client]") {
-  std::string error;
   // The server hears the request, starts a helper that inherits its stdout
   // and stderr, and dies without answering.
-  auto child = ChildProcess::start({"sh", "-c", "read request; sleep 1000 & echo \"helper $!\" >&2; exit 7"},
-                                   nullptr, &error);
-  REQUIRE(child);
+  auto child_started = ChildProcess::start({"sh", "-c", "read request; sleep 1000 & echo \"helper $!\" >&2; exit 7"},
+                                           nullptr);
+  REQUIRE(child_started.ok());
+  auto child = std::move(*child_started);
   Reports reports;
   Logger log{"client-test", LogLevel::error};
   {

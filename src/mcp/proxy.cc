@@ -147,8 +147,8 @@ std::string policy_names_not_offered(const FencePolicy& policy, const std::vecto
   return warning + " (a misspelt name? its tools: " + (tools.empty() ? "none" : tools) + ")";
 }
 
-std::optional<CallIdentity> identify_call(const std::string& tool, const Json& arguments, const Json& meta,
-                                          const std::string& key_arg, std::string* error) {
+StatusOr<CallIdentity> identify_call(const std::string& tool, const Json& arguments, const Json& meta,
+                                     const std::string& key_arg) {
   CallIdentity identity;
   identity.domain = CallIdentity::domain_of(tool);
   std::optional<std::string> key;
@@ -156,15 +156,13 @@ std::optional<CallIdentity> identify_call(const std::string& tool, const Json& a
   // keep replaying (a key argument put first would make them new actions).
   if (auto given = meta.find("idempotencyKey"); given != meta.end()) {
     if (!given->is_string() || given->get<std::string>().empty()) {
-      *error = "_meta.idempotencyKey must be a non-empty string";
-      return std::nullopt;
+      return Status::Error("_meta.idempotencyKey must be a non-empty string");
     }
     key = given->get<std::string>();
   } else if (!key_arg.empty() && arguments.is_object() && arguments.contains(key_arg)) {
     const Json& given_arg = arguments[key_arg];
     if (!given_arg.is_string() || given_arg.get<std::string>().empty()) {
-      *error = "argument \"" + key_arg + "\" (the idempotency key) must be a non-empty string";
-      return std::nullopt;
+      return Status::Error("argument \"" + key_arg + "\" (the idempotency key) must be a non-empty string");
     }
     key = given_arg.get<std::string>();
   }
@@ -176,8 +174,7 @@ std::optional<CallIdentity> identify_call(const std::string& tool, const Json& a
   const Json payload = {{"tool", tool}, {"args", arguments}};
   JsonError invalid;
   if (!validate_canonicalizable(payload, &invalid)) {
-    *error = "the arguments cannot be fingerprinted: " + invalid.message;
-    return std::nullopt;
+    return Status::Error("the arguments cannot be fingerprinted: " + invalid.message);
   }
   identity.intent = "wrap:" + tool + ":" + sha256_hex(canonicalize(payload));
   return identity;
@@ -260,25 +257,22 @@ Proxy::Proxy(Fence& fence, Launcher launcher, Logger& log, ProxyOptions options,
 
 Proxy::~Proxy() { stop(); }
 
-bool Proxy::start(std::string* error) {
+Status Proxy::start() {
   ClientOffer offer;
   {
     MutexLock lock(&mutex_);
-    if (started_) return true;
+    if (started_) return Status::Ok();
     offer = agent_offer_;
   }
-  if (!upstream_.start(offer, error)) return false;
-  std::string why;
-  auto session = upstream_.acquire(&why);
-  if (!session) {
-    *error = why;
-    return false;
-  }
+  if (Status started = upstream_.start(offer); !started.ok()) return started;
+  auto acquired = upstream_.acquire();
+  if (!acquired.ok()) return acquired.status();
+  const std::shared_ptr<Upstream::Session>& session = *acquired;
   install_mirror(session->tools, session->sent_tools, session->generation);
   MutexLock lock(&mutex_);
   child_info_ = session->initialize_result;
   started_ = true;
-  return true;
+  return Status::Ok();
 }
 
 Json Proxy::child_info() const {
@@ -495,9 +489,13 @@ std::optional<ClientReply> Proxy::await_reply(McpClient::Request& request, const
 }
 
 Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallContext& context) {
-  std::string why;
-  auto session = upstream_.acquire(&why);
-  if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
+  auto acquired = upstream_.acquire();
+  if (!acquired.ok()) {
+    return Reply::of(text_result("The call to " + tool + " was not run: " + acquired.status().message() +
+                                     ". Retry later.",
+                                 true));
+  }
+  std::shared_ptr<Upstream::Session> session = std::move(*acquired);
   // Passed through on the word of the mirror when the call came in: the
   // child it goes to may be a restarted one (mirrored since, by this call or
   // another) that declares the tool otherwise, or does not offer it at all.
@@ -541,9 +539,11 @@ Reply Proxy::settle_forwarded(const std::string& tool, std::optional<ClientReply
 }
 
 Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallContext& context) {
-  std::string error;
-  auto identity = identify_call(tool, arguments, context.meta(), options_.key_arg, &error);
-  if (!identity) return Reply::failure(jsonrpc::kInvalidParams, "invalid arguments for " + tool + ": " + error);
+  auto identity = identify_call(tool, arguments, context.meta(), options_.key_arg);
+  if (!identity.ok()) {
+    return Reply::failure(jsonrpc::kInvalidParams,
+                          "invalid arguments for " + tool + ": " + identity.status().message());
+  }
   PrepareRequest request;
   request.intent = identity->intent;
   request.domain = identity->domain;
@@ -559,12 +559,16 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
     // can take a whole handshake, or be put off by a backoff; what the
     // ledger answers alone (a replay, a fenced intent) does not wait for it,
     // and nothing is admitted while there is no child to send it to.
-    std::string why;
     if (!upstream_.has_live_child()) {
       if (auto answered = answer_without_child(tool, request, *identity)) return *answered;
     }
-    auto session = upstream_.acquire(&why);
-    if (!session) return Reply::of(text_result("The call to " + tool + " was not run: " + why + ". Retry later.", true));
+    auto acquired = upstream_.acquire();
+    if (!acquired.ok()) {
+      return Reply::of(text_result("The call to " + tool + " was not run: " + acquired.status().message() +
+                                       ". Retry later.",
+                                   true));
+    }
+    std::shared_ptr<Upstream::Session> session = std::move(*acquired);
     adopt_tools_of(*session);  // fenced either way; the agent sees the new child's list
     // Asked for on an older child's list: a tool the child no longer offers
     // is refused before anything is admitted (its "unknown tool" could not
@@ -839,9 +843,9 @@ Reply Proxy::forward_request(const std::string& method, const Json& params) {
   if (capability.empty() || !offered.contains(capability)) {
     return Reply::failure(jsonrpc::kMethodNotFound, "method not found: " + method);
   }
-  std::string why;
-  auto session = upstream_.acquire(&why);
-  if (!session) return Reply::failure(jsonrpc::kInternalError, method + " failed: " + why);
+  auto acquired = upstream_.acquire();
+  if (!acquired.ok()) return Reply::failure(jsonrpc::kInternalError, method + " failed: " + acquired.status().message());
+  std::shared_ptr<Upstream::Session> session = std::move(*acquired);
   ClientReply reply = session->client().call(method, params, kForwardTimeout);
   switch (reply.kind) {
     case ClientReply::Kind::result: return Reply::of(as_sent(reply.result, reply.sent_result));
@@ -1034,9 +1038,8 @@ Reply Proxy::continue_call(const std::string& state, ParkedCall call, const std:
   if (call.tool != tool) {
     mismatch = "it belongs to a call of " + call.tool + ", not " + tool;
   } else if (call.ticket) {
-    std::string error;
-    const auto identity = identify_call(tool, arguments, context.meta(), options_.key_arg, &error);
-    if (!identity || identity->intent != call.intent) mismatch = "it belongs to a call of " + tool + " with other arguments";
+    const auto identity = identify_call(tool, arguments, context.meta(), options_.key_arg);
+    if (!identity.ok() || identity->intent != call.intent) mismatch = "it belongs to a call of " + tool + " with other arguments";
   }
   if (!mismatch.empty()) {
     rounds_.repark(state, std::move(call));
@@ -1199,16 +1202,17 @@ void Proxy::refresh_loop() {
 }
 
 void Proxy::refresh_mirror(bool announce) {
-  std::string error;
-  std::optional<std::vector<Json>> listed;
   std::vector<Json> sent;
   uint64_t generation = 0;
-  if (auto session = upstream_.acquire(&error)) {
-    generation = session->generation;
-    listed = upstream_.list_tools(&error, &sent);
-  }
-  if (!listed) {
-    log_.warn("could not refresh the tool list: " + error);
+  const auto list = [&]() -> StatusOr<std::vector<Json>> {
+    auto session = upstream_.acquire();
+    if (!session.ok()) return session.status();
+    generation = (*session)->generation;
+    return upstream_.list_tools(&sent);
+  };
+  auto listed = list();
+  if (!listed.ok()) {
+    log_.warn("could not refresh the tool list: " + listed.status().message());
     return;
   }
   {

@@ -72,10 +72,10 @@ struct CallIdentity {
 
 // Derives the identity of a call from the tool, its arguments and the
 // request's _meta (idempotencyKey), or an argument named key_arg. Returns
-// nullopt and fills *error iff a supplied key is not a non-empty string, or
-// the arguments cannot be canonicalized.
-std::optional<CallIdentity> identify_call(const std::string& tool, const Json& arguments, const Json& meta,
-                                          const std::string& key_arg, std::string* error);
+// the error iff a supplied key is not a non-empty string, or the arguments
+// cannot be canonicalized.
+StatusOr<CallIdentity> identify_call(const std::string& tool, const Json& arguments, const Json& meta,
+                                     const std::string& key_arg);
 
 // The tool result an agent gets for a refused call: isError, a text that
 // says what happened and what to do, and the fence's account in
@@ -101,9 +101,9 @@ class Proxy {
 
   // Starts the child (offering it the client capabilities the agent
   // declared in on_initialize, if that came first) and reads its tools.
-  // Returns false and fills *error if it cannot. Once it has succeeded,
-  // later calls do nothing.
-  bool start(std::string* error);
+  // Returns the error if it cannot. Once it has succeeded, later calls do
+  // nothing.
+  Status start();
   // The child's initialize result (serverInfo, capabilities, instructions).
   Json child_info() const;
   // The capabilities to offer agents: tools (with listChanged) and what the

@@ -132,7 +132,7 @@ struct Harness {
 
   explicit Harness(FakeChild::Script script, RestartPolicy restarts = {}, Settings settings = {})
       : fence(testing::open_fence(std::move(settings))) {
-    Launcher launcher = [this, script](McpClient::Handlers handlers, std::string*) {
+    Launcher launcher = [this, script](McpClient::Handlers handlers) {
       std::lock_guard<std::mutex> lock(mutex);
       ++launches;
       handlers.on_closed = [this, inner = std::move(handlers.on_closed)](const std::string& why) {
@@ -207,15 +207,14 @@ TEST_CASE("tools named in --only or --except that the server does not offer are 
 }
 
 TEST_CASE("identify_call: the canonical arguments decide, or the agent's key", "[proxy]") {
-  std::string error;
-  auto a = identify_call("pay", Json::parse(R"({"to":"bob","cents":100})"), Json::object(), "", &error);
-  auto b = identify_call("pay", Json::parse(R"({"cents":100.0,"to":"bob"})"), Json::object(), "", &error);
-  auto c = identify_call("pay", Json::parse(R"({"cents":101,"to":"bob"})"), Json::object(), "", &error);
-  auto other_tool = identify_call("refund", Json::parse(R"({"to":"bob","cents":100})"), Json::object(), "", &error);
-  REQUIRE(a);
-  REQUIRE(b);
-  REQUIRE(c);
-  REQUIRE(other_tool);
+  auto a = identify_call("pay", Json::parse(R"({"to":"bob","cents":100})"), Json::object(), "");
+  auto b = identify_call("pay", Json::parse(R"({"cents":100.0,"to":"bob"})"), Json::object(), "");
+  auto c = identify_call("pay", Json::parse(R"({"cents":101,"to":"bob"})"), Json::object(), "");
+  auto other_tool = identify_call("refund", Json::parse(R"({"to":"bob","cents":100})"), Json::object(), "");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  REQUIRE(other_tool.ok());
   CHECK(a->intent == b->intent);
   CHECK(a->intent != c->intent);
   // Pinned byte for byte: intents recorded by an earlier version must keep
@@ -226,31 +225,34 @@ TEST_CASE("identify_call: the canonical arguments decide, or the agent's key", "
   CHECK(a->domain == "tool:pay");
   CHECK_FALSE(a->keyed);
 
-  auto keyed = identify_call("pay", {{"to", "bob"}}, {{"idempotencyKey", "k-1"}}, "", &error);
-  REQUIRE(keyed);
+  auto keyed = identify_call("pay", {{"to", "bob"}}, {{"idempotencyKey", "k-1"}}, "");
+  REQUIRE(keyed.ok());
   CHECK(keyed->intent == "wrap:pay:k-1");
   CHECK(keyed->keyed);
-  auto by_arg = identify_call("pay", {{"to", "bob"}, {"key", "k-2"}}, Json::object(), "key", &error);
-  REQUIRE(by_arg);
+  auto by_arg = identify_call("pay", {{"to", "bob"}, {"key", "k-2"}}, Json::object(), "key");
+  REQUIRE(by_arg.ok());
   CHECK(by_arg->intent == "wrap:pay:k-2");
   // The agent's own key comes first, as it always has: what was recorded
   // under it keeps replaying.
-  auto meta_first = identify_call("pay", {{"to", "bob"}, {"key", "k-2"}}, {{"idempotencyKey", "k-1"}}, "key", &error);
-  REQUIRE(meta_first);
+  auto meta_first = identify_call("pay", {{"to", "bob"}, {"key", "k-2"}}, {{"idempotencyKey", "k-1"}}, "key");
+  REQUIRE(meta_first.ok());
   CHECK(meta_first->intent == keyed->intent);
-  auto meta_without_arg = identify_call("pay", {{"to", "bob"}}, {{"idempotencyKey", "k-1"}}, "key", &error);
-  REQUIRE(meta_without_arg);
+  auto meta_without_arg = identify_call("pay", {{"to", "bob"}}, {{"idempotencyKey", "k-1"}}, "key");
+  REQUIRE(meta_without_arg.ok());
   CHECK(meta_without_arg->intent == keyed->intent);
-  auto ignored_arg = identify_call("pay", {{"key", "k-2"}}, Json::object(), "", &error);
-  REQUIRE(ignored_arg);
+  auto ignored_arg = identify_call("pay", {{"key", "k-2"}}, Json::object(), "");
+  REQUIRE(ignored_arg.ok());
   CHECK_FALSE(ignored_arg->keyed);
 
-  CHECK_FALSE(identify_call("pay", Json::object(), {{"idempotencyKey", ""}}, "", &error));
-  CHECK_THAT(error, Catch::Contains("idempotencyKey"));
-  CHECK_FALSE(identify_call("pay", {{"key", 7}}, Json::object(), "key", &error));
-  CHECK_THAT(error, Catch::Contains("\"key\""));
-  CHECK_FALSE(identify_call("pay", {{"n", Json(uint64_t{1} << 60)}}, Json::object(), "", &error));
-  CHECK_THAT(error, Catch::Contains("cannot be fingerprinted"));
+  auto empty_key = identify_call("pay", Json::object(), {{"idempotencyKey", ""}}, "");
+  CHECK_FALSE(empty_key.ok());
+  CHECK_THAT(empty_key.status().message(), Catch::Contains("idempotencyKey"));
+  auto number_key = identify_call("pay", {{"key", 7}}, Json::object(), "key");
+  CHECK_FALSE(number_key.ok());
+  CHECK_THAT(number_key.status().message(), Catch::Contains("\"key\""));
+  auto too_large = identify_call("pay", {{"n", Json(uint64_t{1} << 60)}}, Json::object(), "");
+  CHECK_FALSE(too_large.ok());
+  CHECK_THAT(too_large.status().message(), Catch::Contains("cannot be fingerprinted"));
 }
 
 TEST_CASE("refusal_result: isError, what happened and what to do, and the fence's account", "[proxy]") {
@@ -291,8 +293,7 @@ TEST_CASE("a fenced call runs once, through garbage and stray answers from the c
     return {"Listening on stdio", answer(12345, Json::object()), "{\"jsonrpc\":\"2.0\"",
             answer(m["id"], text_content("acted " + std::to_string(runs.load())))};
   }));
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   REQUIRE(h.proxy->tools().size() == 2);
 
   Reply first = h.call("act", {{"n", 1}});
@@ -325,8 +326,7 @@ TEST_CASE("what wrap relays is written as the other side wrote it: tool entries,
     if (method == "tools/call") return {R"({"result": )" + result + R"( ,"jsonrpc":"2.0","id":)" + id + "}"};
     return {};
   });
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   const std::vector<Tool> tools = h.proxy->tools();
   REQUIRE(tools.size() == 2);
   CHECK(raw_json_text(tools[0].listing_entry) == act);
@@ -402,8 +402,7 @@ TEST_CASE("a tool that turns read-only after it was fenced stays fenced: in its 
   std::atomic<int> runs{0};
   {
     Harness h(turning_read_only_script(read_only, runs, true), {}, settings);
-    std::string error;
-    REQUIRE(h.proxy->start(&error));
+    REQUIRE(h.proxy->start().ok());
     Reply first = h.call("act", {{"n", 1}});
     CHECK(first.result["_meta"]["effectfence"]["replayed"] == false);
     for (int i = 0; i < 500 && !lists_act_read_only(*h.proxy); ++i) std::this_thread::sleep_for(10ms);
@@ -414,8 +413,7 @@ TEST_CASE("a tool that turns read-only after it was fenced stays fenced: in its 
   }
   // A new session, with the tool read-only from the start.
   Harness h(turning_read_only_script(read_only, runs, false), {}, settings);
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   REQUIRE(lists_act_read_only(*h.proxy));
   Reply replayed = h.call("act", {{"n", 1}});
   CHECK(replayed.result["_meta"]["effectfence"]["replayed"] == true);
@@ -441,8 +439,7 @@ TEST_CASE("a child that dies mid-call: fenced as unknown, and a new child serves
     }
     return {answer(m["id"], text_content("ok"))};
   }));
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
 
   std::thread killer([&] {
     std::unique_lock<std::mutex> lock(mutex);
@@ -472,8 +469,7 @@ TEST_CASE("a child that keeps dying is restarted with backoff, replays still wor
   Harness h(server_script([](const Json& m) -> std::vector<std::string> { return {answer(m["id"], text_content("ok"))}; }),
             RestartPolicy{std::chrono::milliseconds(60'000), std::chrono::milliseconds(60'000),
                           std::chrono::milliseconds(60'000), std::chrono::milliseconds(10'000)});
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   REQUIRE(h.call("act", {{"n", 1}}).result["_meta"]["effectfence"]["replayed"] == false);
 
   h.kill_child(0);
@@ -488,8 +484,7 @@ TEST_CASE("a child that keeps dying is restarted with backoff, replays still wor
   CHECK(h.launched() == 2);
   // The call turned away during the backoff was never admitted.
   const std::string intent = backed_off.result.value("_meta", Json::object()).value("effectfence", Json::object()).value("intent", "");
-  std::string ignored;
-  auto identity = identify_call("act", {{"n", 3}}, Json::object(), "", &ignored);
+  auto identity = identify_call("act", {{"n", 3}}, Json::object(), "");
   auto status = h.fence->intent_status(identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(status));
   CHECK(std::get<IntentStatus>(status).state == IntentState::none);
@@ -523,8 +518,7 @@ TEST_CASE("a child restarted by a call after its backoff is mirrored before the 
       },
       RestartPolicy{std::chrono::milliseconds(60'000), std::chrono::milliseconds(300), std::chrono::milliseconds(300),
                     std::chrono::milliseconds(10'000)});
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   REQUIRE(lists_act_read_only(*h.proxy));
 
   h.kill_child(0);  // restarted at once, to refresh the list: still read-only
@@ -574,8 +568,7 @@ TEST_CASE("replays and refusals of fenced intents do not wait for a child that i
       },
       RestartPolicy{std::chrono::milliseconds(10'000), std::chrono::milliseconds(1'000),
                     std::chrono::milliseconds(30'000), std::chrono::milliseconds(60'000)});
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   REQUIRE(h.call("act", {{"n", 1}}).result["_meta"]["effectfence"]["replayed"] == false);
   REQUIRE(h.call("act", {{"fail", true}}).result["_meta"]["effectfence"]["fenced"] == "failed");
   h.kill_child(0);
@@ -612,8 +605,7 @@ TEST_CASE("a result with a 64-bit id reaches the agent exactly: passed through, 
             R"(,"result":{"content":[{"type":"text","text":"created"}],"structuredContent":{"order_id":1790000000000000001}}})"};
   });
   Harness h(child, {}, settings);
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
 
   Reply read = h.call("look", {{"n", 1}});  // read-only: passes straight through
   REQUIRE_FALSE(read.error);
@@ -662,8 +654,7 @@ TEST_CASE("a result the ledger cannot record is returned as such, and the call i
               return {answer(m["id"], text_content("charged"))};
             }),
             {}, settings);
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   Reply ran = h.call("act", {{"order", 7}});
   REQUIRE_FALSE(ran.error);
   CHECK(ran.result["content"][0]["text"] == "charged");
@@ -697,9 +688,9 @@ TEST_CASE("the child hears notifications/initialized before any other request, e
       return inner(m);
     };
     Harness h(strict);
-    std::string error;
-    INFO("round " << round << ": " << error);
-    REQUIRE(h.proxy->start(&error));
+    const Status started = h.proxy->start();
+    INFO("round " << round << ": " << started.message());
+    REQUIRE(started.ok());
   }
 }
 
@@ -710,8 +701,7 @@ TEST_CASE("a call cancelled before it reaches the child is never sent, and an id
     ++runs;
     return {answer(m["id"], text_content("acted"))};
   }));
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   CallContext cancelled(Json(1), Json::object());
   cancelled.cancel();  // the agent's notifications/cancelled came while it was being admitted
   Reply dropped = h.proxy->call("act", {{"n", 1}}, cancelled);
@@ -746,8 +736,7 @@ TEST_CASE("a tool error fences by default, a protocol refusal by the child relea
     failed["isError"] = true;
     return {answer(m["id"], failed)};
   }));
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   Reply failed = h.call("act", {{"x", 1}});
   CHECK(failed.result["isError"] == true);
   CHECK(failed.result["content"][0]["text"] == "disk full");
@@ -759,8 +748,7 @@ TEST_CASE("a tool error fences by default, a protocol refusal by the child relea
   REQUIRE(refused.error);
   CHECK(refused.error->code == jsonrpc::kMethodNotFound);
   CHECK(refused.error->message == "no such method");
-  std::string ignored;
-  auto identity = identify_call("act", {{"bad", true}}, Json::object(), "", &ignored);
+  auto identity = identify_call("act", {{"bad", true}}, Json::object(), "");
   auto status = h.fence->intent_status(identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(status));
   CHECK(std::get<IntentStatus>(status).state == IntentState::cleared);
@@ -769,7 +757,7 @@ TEST_CASE("a tool error fences by default, a protocol refusal by the child relea
   Reply after_run = h.call("act", {{"ran", true}});
   REQUIRE(after_run.error);
   CHECK(after_run.error->code == jsonrpc::kInvalidParams);
-  auto ran_identity = identify_call("act", {{"ran", true}}, Json::object(), "", &ignored);
+  auto ran_identity = identify_call("act", {{"ran", true}}, Json::object(), "");
   auto ran_status = h.fence->intent_status(ran_identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(ran_status));
   CHECK(std::get<IntentStatus>(ran_status).state == IntentState::failed);
@@ -780,7 +768,7 @@ TEST_CASE("a tool error fences by default, a protocol refusal by the child relea
   Reply odd = h.call("act", {{"odd_type", true}});
   CHECK(odd.result["isError"] == true);
   CHECK(odd.result["_meta"]["effectfence"]["fenced"] == "failed");
-  auto odd_identity = identify_call("act", {{"odd_type", true}}, Json::object(), "", &ignored);
+  auto odd_identity = identify_call("act", {{"odd_type", true}}, Json::object(), "");
   auto odd_status = h.fence->intent_status(odd_identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(odd_status));
   CHECK(std::get<IntentStatus>(odd_status).state == IntentState::failed);
@@ -789,7 +777,7 @@ TEST_CASE("a tool error fences by default, a protocol refusal by the child relea
   // The excerpt kept as the reason is cut on a character boundary: the
   // ledger holds text, and reports of it must not break on half a character.
   REQUIRE(h.call("act", {{"long", true}}).result["isError"] == true);
-  auto long_identity = identify_call("act", {{"long", true}}, Json::object(), "", &ignored);
+  auto long_identity = identify_call("act", {{"long", true}}, Json::object(), "");
   auto long_status = h.fence->intent_status(long_identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(long_status));
   const std::string reason = std::get<IntentStatus>(long_status).reason;
@@ -901,8 +889,7 @@ struct RelayFixture {
   // Starts the child, as wrap does on the agent's initialize, and has the
   // agent say notifications/initialized. False if the child did not start.
   bool agent_ready() {
-    std::string error;
-    if (!h.proxy->start(&error)) return false;
+    if (!h.proxy->start().ok()) return false;
     server.handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
     return true;
   }
@@ -1000,8 +987,7 @@ TEST_CASE("the agent's pending request fails when the server drains, and the chi
   auto server = std::make_unique<Server>(ServerInfo{"wrap", "", "1", ""}, std::vector<Tool>{}, agent.sink(), h.log);
   h.proxy->attach(server.get());
   agent_initializes(h, {{"sampling", Json::object()}});
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   server->handle_line(jsonrpc::serialize(jsonrpc::notification("notifications/initialized", Json::object())));
   Reply result;
   std::thread caller([&] { result = h.call("act", {{"n", 1}}); });
@@ -1017,8 +1003,7 @@ TEST_CASE("a restarted child is offered the same client capabilities", "[proxy][
   Harness h(asking.script());
   const Json offered = {{"roots", {{"listChanged", true}}}, {"elicitation", {{"form", Json::object()}}}};
   agent_initializes(h, offered);
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   {
     // Forgotten before the kill: the restart may come as soon as the death is seen.
     std::lock_guard<std::mutex> lock(asking.mutex);
@@ -1037,8 +1022,7 @@ TEST_CASE("the child is offered the protocol revision the agent was answered wit
     AskingChild asking;
     Harness h(asking.script());
     h.proxy->on_initialize({{"protocolVersion", "2025-03-26"}, {"capabilities", Json::object()}});
-    std::string error;
-    REQUIRE(h.proxy->start(&error));
+    REQUIRE(h.proxy->start().ok());
     {
       std::lock_guard<std::mutex> lock(asking.mutex);
       CHECK(asking.offered_version == "2025-03-26");
@@ -1055,8 +1039,7 @@ TEST_CASE("the child is offered the protocol revision the agent was answered wit
   AskingChild asking;
   Harness h(asking.script());
   h.proxy->on_initialize({{"protocolVersion", "1999-01-01"}, {"capabilities", Json::object()}});
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   std::lock_guard<std::mutex> lock(asking.mutex);
   CHECK(asking.offered_version == negotiate_protocol_version("1999-01-01"));
   CHECK(asking.offered_version == "2025-11-25");
@@ -1078,8 +1061,7 @@ TEST_CASE("a call to a tool a restarted child no longer offers is refused before
     }
     return server_script([](const Json&) { return std::vector<std::string>{}; })(m);
   });
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   h.kill_child(0);
   // Asked for on the first child's list; the call starts the second child.
   Reply refused = h.call("act", {{"x", 1}});
@@ -1087,8 +1069,7 @@ TEST_CASE("a call to a tool a restarted child no longer offers is refused before
   CHECK(refused.error->code == jsonrpc::kInvalidParams);
   CHECK_THAT(refused.error->message, Catch::Contains("no longer offers it"));
   CHECK(runs->load() == 0);
-  std::string ignored;
-  auto identity = identify_call("act", {{"x", 1}}, Json::object(), "", &ignored);
+  auto identity = identify_call("act", {{"x", 1}}, Json::object(), "");
   auto status = h.fence->intent_status(identity->intent);
   REQUIRE(std::holds_alternative<IntentStatus>(status));
   CHECK(std::get<IntentStatus>(status).state == IntentState::none);  // nothing admitted, nothing fenced
@@ -1105,8 +1086,7 @@ TEST_CASE("a stop does not wait for a child that never answers a refresh of its 
     if (method == "tools/list" && lists->fetch_add(1) > 0) return {};
     return server_script([](const Json&) { return std::vector<std::string>{}; })(m);
   });
-  std::string error;
-  REQUIRE(h.proxy->start(&error));
+  REQUIRE(h.proxy->start().ok());
   for (int i = 0; i < 1000 && lists->load() < 2; ++i) std::this_thread::sleep_for(10ms);
   REQUIRE(lists->load() >= 2);  // the refresh is waiting on the child now
   // Its wait ends with the stop, not with the 60 s handshake timeout.
@@ -1123,7 +1103,7 @@ TEST_CASE("a child that finishes starting after a stop is never used", "[upstrea
   int launches = 0;
   bool release_second = false;
   bool first_died = false;
-  Launcher launcher = [&](McpClient::Handlers handlers, std::string*) {
+  Launcher launcher = [&](McpClient::Handlers handlers) {
     std::unique_lock<std::mutex> lock(mutex);
     ++launches;
     changed.notify_all();
@@ -1138,16 +1118,14 @@ TEST_CASE("a child that finishes starting after a stop is never used", "[upstrea
     changed.notify_all();
   };
   Upstream upstream(launcher, Json{{"name", "test"}, {"version", "1"}}, log, events);
-  std::string error;
-  REQUIRE(upstream.start(ClientOffer{}, &error));
+  REQUIRE(upstream.start(ClientOffer{}).ok());
   first.die();
   {
     std::unique_lock<std::mutex> lock(mutex);
     REQUIRE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return first_died; }));
   }
-  std::shared_ptr<Upstream::Session> restarted = std::make_shared<Upstream::Session>();
-  std::string why;
-  std::thread caller([&] { restarted = upstream.acquire(&why); });
+  StatusOr<std::shared_ptr<Upstream::Session>> restarted = std::make_shared<Upstream::Session>();
+  std::thread caller([&] { restarted = upstream.acquire(); });
   {
     std::unique_lock<std::mutex> lock(mutex);
     REQUIRE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return launches == 2; }));
@@ -1159,8 +1137,7 @@ TEST_CASE("a child that finishes starting after a stop is never used", "[upstrea
     changed.notify_all();
   }
   caller.join();
-  CHECK(restarted == nullptr);
-  CHECK_THAT(why, Catch::Contains("shutting down"));
-  std::string after;
-  CHECK(upstream.acquire(&after) == nullptr);
+  CHECK_FALSE(restarted.ok());
+  CHECK_THAT(restarted.status().message(), Catch::Contains("shutting down"));
+  CHECK_FALSE(upstream.acquire().ok());
 }

@@ -35,15 +35,13 @@ ChildLink::~ChildLink() {
 }
 
 Launcher process_launcher(std::vector<std::string> argv, Logger& log) {
-  return [argv = std::move(argv), &log](McpClient::Handlers handlers, std::string* error) -> std::unique_ptr<ChildLink> {
+  return [argv = std::move(argv), &log](McpClient::Handlers handlers) -> StatusOr<std::unique_ptr<ChildLink>> {
+    auto process = ChildProcess::start(argv, [](pid_t pid, std::string_view line) {
+      write_stderr_line("effectfence wrap: child[" + std::to_string(pid) + "]: " + std::string(line));
+    });
+    if (!process.ok()) return process.status();
     auto link = std::make_unique<ChildLink>();
-    link->process = ChildProcess::start(
-        argv,
-        [](pid_t pid, std::string_view line) {
-          write_stderr_line("effectfence wrap: child[" + std::to_string(pid) + "]: " + std::string(line));
-        },
-        error);
-    if (!link->process) return nullptr;
+    link->process = std::move(*process);
     log.info("started the child server (pid " + std::to_string(link->process->pid()) + "): " + describe_command(argv));
     link->client = std::make_unique<McpClient>(link->process->stdout_fd(), link->process->stdin_fd(), log,
                                                std::move(handlers), kMaxChildMessageBytes,
@@ -61,7 +59,7 @@ Upstream::Upstream(Launcher launcher, Json client_info, Logger& log, Events even
 
 Upstream::~Upstream() { stop(); }
 
-std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::string* error) {
+StatusOr<std::shared_ptr<Upstream::Session>> Upstream::launch(uint64_t generation) {
   McpClient::Handlers handlers;
   handlers.on_notification = events_.on_notification;
   handlers.on_closed = [this, generation](const std::string& why) { on_closed(generation, why); };
@@ -74,14 +72,14 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
   auto session = std::make_shared<Session>();
   session->generation = generation;
   session->started = Clock::now();
-  session->link = launcher_(std::move(handlers), error);
-  if (!session->link) return nullptr;
+  auto link = launcher_(std::move(handlers));
+  if (!link.ok()) return link.status();
+  session->link = std::move(*link);
   {
     // stop_now() can end the handshake from here on: it may take a minute.
     MutexLock lock(&mutex_);
     if (stopped_) {
-      *error = "effectfence wrap is shutting down";
-      return nullptr;
+      return Status::Error("effectfence wrap is shutting down");
     }
     launching_ = session;
   }
@@ -93,30 +91,31 @@ std::shared_ptr<Upstream::Session> Upstream::launch(uint64_t generation, std::st
     }
   } landed{*this};
 
-  auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, error, offer);
-  if (!init && !session->client().closed()) {
+  auto init = initialize_client(session->client(), client_info_, policy_.handshake_timeout, offer);
+  if (!init.ok() && !session->client().closed()) {
     // A server that speaks only 2026-07-28 refuses initialize: it is spoken
     // to statelessly, if server/discover says it can be.
-    std::string why;
-    init = discover_client(session->client(), client_info_, policy_.handshake_timeout, &why, offer);
-    if (!init) *error += "; then " + why;
-    else log_.info("the child server speaks only " + init->value("protocolVersion", std::string()) +
-                   ": it is spoken to statelessly");
+    auto discovered = discover_client(session->client(), client_info_, policy_.handshake_timeout, offer);
+    if (!discovered.ok()) return Status::Error(init.status().message() + "; then " + discovered.status().message());
+    log_.info("the child server speaks only " + discovered->value("protocolVersion", std::string()) +
+              ": it is spoken to statelessly");
+    init = std::move(discovered);
   }
-  if (!init) return nullptr;
+  if (!init.ok()) return init.status();
   session->initialize_result = std::move(*init);
-  auto tools = list_all_tools(session->client(), policy_.handshake_timeout, error, &session->sent_tools);
-  if (!tools) return nullptr;
+  auto tools = list_all_tools(session->client(), policy_.handshake_timeout, &session->sent_tools);
+  if (!tools.ok()) return tools.status();
   session->tools = std::move(*tools);
   return session;
 }
 
-bool Upstream::start(const ClientOffer& offer, std::string* error) {
+Status Upstream::start(const ClientOffer& offer) {
   {
     MutexLock lock(&mutex_);
     client_offer_ = offer;
   }
-  return acquire(error) != nullptr;
+  auto session = acquire();
+  return session.ok() ? Status::Ok() : session.status();
 }
 
 bool Upstream::notify(const std::string& method, const Json& params) {
@@ -128,12 +127,11 @@ bool Upstream::notify(const std::string& method, const Json& params) {
   return session && session->client().notify(method, params);
 }
 
-std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
+StatusOr<std::shared_ptr<Upstream::Session>> Upstream::acquire() {
   {
     MutexLock lock(&mutex_);
     if (stopped_) {
-      *why = "effectfence wrap is shutting down";
-      return nullptr;
+      return Status::Error("effectfence wrap is shutting down");
     }
     if (live()) return current_;
   }
@@ -143,32 +141,29 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
   {
     MutexLock lock(&mutex_);
     if (stopped_) {
-      *why = "effectfence wrap is shutting down";
-      return nullptr;
+      return Status::Error("effectfence wrap is shutting down");
     }
     if (live()) return current_;  // another caller restarted it meanwhile
     // Admissions sent to the dead child must be fenced before a new child
     // can be sent anything.
     while (!stopped_ && deaths_handled_upto_ < generation_) death_handled_.Wait(&mutex_);
     if (stopped_) {
-      *why = "effectfence wrap is shutting down";
-      return nullptr;
+      return Status::Error("effectfence wrap is shutting down");
     }
     const auto now = Clock::now();
     if (now < next_start_at_) {
-      *why = "the child server failed " + std::to_string(consecutive_failures_) + " time(s) in a row (" +
-             last_failure_ + "); the next start is in " +
-             seconds(std::chrono::duration_cast<std::chrono::milliseconds>(next_start_at_ - now));
-      return nullptr;
+      return Status::Error("the child server failed " + std::to_string(consecutive_failures_) +
+                           " time(s) in a row (" + last_failure_ + "); the next start is in " +
+                           seconds(std::chrono::duration_cast<std::chrono::milliseconds>(next_start_at_ - now)));
     }
     generation = ++generation_;
     dead = std::move(current_);
   }
   dead.reset();  // stops the old process, outside mutex_: its reader may need it
 
-  std::string error;
-  std::shared_ptr<Session> session = launch(generation, &error);
-  if (!session) {
+  auto launched = launch(generation);
+  if (!launched.ok()) {
+    const std::string& error = launched.status().message();
     // Destroying the link joined its reader: no on_closed for this
     // generation is running or will run, so its death is handled here.
     MutexLock lock(&mutex_);
@@ -178,20 +173,18 @@ std::shared_ptr<Upstream::Session> Upstream::acquire(std::string* why) {
     deaths_handled_upto_ = std::max(deaths_handled_upto_, generation);
     death_handled_.NotifyAll();
     if (stopped_) {  // its handshake was given up by stop()
-      *why = "effectfence wrap is shutting down";
-      return nullptr;
+      return Status::Error("effectfence wrap is shutting down");
     }
     if (generation > 1) log_.error("could not restart the child server: " + error);  // the first: start() reports it
-    *why = "the child server could not be started: " + error;
-    return nullptr;
+    return Status::Error("the child server could not be started: " + error);
   }
+  std::shared_ptr<Session> session = std::move(*launched);
   MutexLock lock(&mutex_);
   if (stopped_) {
     // Stopped while this child was starting: it must not get any call.
     lock.Unlock();
     session.reset();
-    *why = "effectfence wrap is shutting down";
-    return nullptr;
+    return Status::Error("effectfence wrap is shutting down");
   }
   current_ = session;
   // on_closed may already have run for this generation, or may run later;
@@ -247,17 +240,16 @@ void Upstream::wait_death_handled(uint64_t generation) {
   while (!stopped_ && deaths_handled_upto_ < generation) death_handled_.Wait(&mutex_);
 }
 
-std::optional<std::vector<Json>> Upstream::list_tools(std::string* error, std::vector<Json>* sent_tools) {
+StatusOr<std::vector<Json>> Upstream::list_tools(std::vector<Json>* sent_tools) {
   std::shared_ptr<Session> session;
   {
     MutexLock lock(&mutex_);
     if (alive_) session = current_;
   }
   if (!session) {
-    *error = "the child server is not running";
-    return std::nullopt;
+    return Status::Error("the child server is not running");
   }
-  return list_all_tools(session->client(), policy_.handshake_timeout, error, sent_tools);
+  return list_all_tools(session->client(), policy_.handshake_timeout, sent_tools);
 }
 
 void Upstream::stop_now() {

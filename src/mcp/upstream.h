@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "core/status.h"
 #include "effectfence/json.h"
 #include "mcp/child_process.h"
 #include "mcp/client.h"
@@ -28,9 +29,9 @@ struct ChildLink {
   ~ChildLink();
 };
 
-// Starts a server and connects a client with these handlers; returns
-// nullptr and fills *error when it cannot.
-using Launcher = std::function<std::unique_ptr<ChildLink>(McpClient::Handlers handlers, std::string* error)>;
+// Starts a server and connects a client with these handlers, or returns
+// the error when it cannot.
+using Launcher = std::function<StatusOr<std::unique_ptr<ChildLink>>(McpClient::Handlers handlers)>;
 
 // Runs argv as a child process; its stderr lines go to log prefixed
 // with "child[pid]:".
@@ -80,22 +81,21 @@ class Upstream {
 
   // Starts the first child, offering it the agent's protocol revision and
   // client capabilities in initialize, as every restarted child is too.
-  // Returns false and fills *error if it cannot be started, initialised or
-  // listed.
-  bool start(const ClientOffer& offer, std::string* error);
+  // Returns the error if it cannot be started, initialised or listed.
+  Status start(const ClientOffer& offer);
   // The live child, restarting it first if it died and its backoff has
-  // passed. Returns nullptr and fills *why when there is none to be had.
-  std::shared_ptr<Session> acquire(std::string* why);
+  // passed, or why there is none to be had.
+  StatusOr<std::shared_ptr<Session>> acquire();
   // True iff acquire() would return at once with the child already running
   // (it need not start one, nor wait for one starting).
   bool has_live_child() const;
   // Blocks until the death of that generation has been handled (on_death
   // returned), or returns at once if it has.
   void wait_death_handled(uint64_t generation);
-  // The current child's tool list, read again. nullopt and *error if it
-  // cannot be read (the child is gone, or answered badly). sent_tools, when
-  // given, gets the entries as the child wrote them (raw_json).
-  std::optional<std::vector<Json>> list_tools(std::string* error, std::vector<Json>* sent_tools = nullptr);
+  // The current child's tool list, read again, or the error if it cannot
+  // be read (the child is gone, or answered badly). sent_tools, when given,
+  // gets the entries as the child wrote them (raw_json).
+  StatusOr<std::vector<Json>> list_tools(std::vector<Json>* sent_tools = nullptr);
   // Sends a notification to the live child, if there is one (a dead child
   // is not restarted for it). Returns false iff it was not sent.
   bool notify(const std::string& method, const Json& params);
@@ -108,7 +108,7 @@ class Upstream {
   void stop_now();
 
  private:
-  std::shared_ptr<Session> launch(uint64_t generation, std::string* error);
+  StatusOr<std::shared_ptr<Session>> launch(uint64_t generation);
   void on_closed(uint64_t generation, const std::string& why);
   bool live() const REQUIRES(mutex_);
   std::chrono::milliseconds next_delay() const REQUIRES(mutex_);
