@@ -138,7 +138,7 @@ shared::CandidateReport launch_server(const SharedOptions& options, const Settin
     // Not through a symlink, nor into a file another user owns or can
     // write: one planted there would be written to with this user's rights.
     int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK, 0600);
-    if (log_fd >= 0 && !shared::why_untrusted(log_fd).empty()) {
+    if (log_fd >= 0 && !shared::why_untrusted(log_fd).ok()) {
       ::close(log_fd);
       log_fd = -1;
     }
@@ -267,11 +267,10 @@ std::optional<int> serve_through_shared_server(const SharedOptions& options, con
   const shared::Endpoint endpoint = std::get<shared::Joined>(first).endpoint;
   log.info("bridging this client to the shared server at " + endpoint.url + " (pid " + std::to_string(::getpid()) + ")");
 
-  auto reconnect = [&](std::string* why) -> std::optional<shared::Endpoint> {
+  auto reconnect = [&]() -> StatusOr<shared::Endpoint> {
     shared::Election again = shared::elect(election, start, log);
     if (auto* joined = std::get_if<shared::Joined>(&again)) return joined->endpoint;
-    *why = std::get<shared::Standalone>(again).reason;
-    return std::nullopt;
+    return Status::Error(std::get<shared::Standalone>(again).reason);
   };
   mcp::LineWriter out(protocol_fd, stop.fd(), kStopWriteGrace);
   mcp::ReadEvent stopped_by;
@@ -314,18 +313,17 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
     report(report_fd, "failed the system random number generator is unavailable for the bearer token");
     return 1;
   }
-  const std::string claimed = shared::claim_lease(lease_path, lease, options.bind_deadline_ms);
-  if (claimed.rfind("lost", 0) == 0) {
-    report(report_fd, "lost " + claimed);
-    return 0;
-  }
-  if (!claimed.empty()) {
-    log.error("cannot use the lease: " + claimed);
-    report(report_fd, "failed " + claimed);
+  if (const Status claimed = shared::claim_lease(lease_path, lease, options.bind_deadline_ms); !claimed.ok()) {
+    if (claimed.message().rfind("lost", 0) == 0) {
+      report(report_fd, "lost " + claimed.message());
+      return 0;
+    }
+    log.error("cannot use the lease: " + claimed.message());
+    report(report_fd, "failed " + claimed.message());
     return 1;
   }
   auto give_up = [&](const std::string& why) {
-    shared::remove_lease_if_ours(lease_path, lease.token);
+    (void)shared::remove_lease_if_ours(lease_path, lease.token);  // what failed is told below
     log.error(why);
     report(report_fd, "failed " + why);
     return 1;
@@ -361,14 +359,14 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
           return fence_session(owners, metrics, f, std::move(sink), log);
         },
         log);
-    if (std::string why = http.bind(); !why.empty()) return give_up(why);
+    if (const Status bound = http.bind(); !bound.ok()) return give_up(bound.message());
     lease.url = http.url();
-    if (std::string why = shared::publish_lease(lease_path, lease); !why.empty()) {
-      if (why.rfind("lost", 0) == 0) {
-        report(report_fd, "lost " + why);
+    if (const Status published = shared::publish_lease(lease_path, lease); !published.ok()) {
+      if (published.message().rfind("lost", 0) == 0) {
+        report(report_fd, "lost " + published.message());
         return 0;
       }
-      return give_up("cannot publish the lease: " + why);
+      return give_up("cannot publish the lease: " + published.message());
     }
     http.start();
     maintenance.emplace(*fence, maintenance_options(server_exit_reason("the shared effectfence server"), log));
@@ -394,8 +392,8 @@ int run_shared_server(const SharedOptions& options, const Settings& settings, mc
       }
     }
     // The lease goes first, so no new client joins a server that is leaving.
-    if (std::string why = shared::remove_lease_if_ours(lease_path, lease.token); !why.empty()) {
-      log.warn("did not remove the lease " + lease_path + ": " + why);
+    if (const Status removed = shared::remove_lease_if_ours(lease_path, lease.token); !removed.ok()) {
+      log.warn("did not remove the lease " + lease_path + ": " + removed.message());
     }
     http.stop();
   }  // every session's calls finish here

@@ -197,16 +197,19 @@ int end_session(const Endpoint& endpoint, const std::string& session) {
   }
 }
 
-std::string probe_server(const Endpoint& endpoint) {
+Status probe_server(const Endpoint& endpoint) {
   try {
     httplib::Client client = client_for(endpoint);
     client.set_read_timeout(2, 0);
     auto res = client.Get(endpoint.path, auth_headers(endpoint));
-    if (!res) return "no answer from " + endpoint.url + ": " + httplib::to_string(res.error());
-    if (res->status != 405) return endpoint.url + " answered HTTP " + std::to_string(res->status) + ", not as an effectfence server";
-    return "";
+    if (!res) return Status::Error("no answer from " + endpoint.url + ": " + httplib::to_string(res.error()));
+    if (res->status != 405) {
+      return Status::Error(endpoint.url + " answered HTTP " + std::to_string(res->status) +
+                           ", not as an effectfence server");
+    }
+    return Status::Ok();
   } catch (const std::exception& e) {
-    return e.what();
+    return Status::Error(e.what());
   }
 }
 
@@ -532,10 +535,9 @@ bool Bridge::recover(uint64_t seen, bool server_lost, std::string* replayed_init
     initialized_line = initialized_line_;
   }
   if (server_lost) {
-    std::string why;
-    std::optional<Endpoint> endpoint = reconnect_(&why);
-    if (!endpoint) {
-      const bool alone = serve_alone(why);
+    StatusOr<Endpoint> endpoint = reconnect_();
+    if (!endpoint.ok()) {
+      const bool alone = serve_alone(endpoint.status().message());
       if (alone && replayed_initialized) *replayed_initialized = initialized_line;
       return alone;
     }

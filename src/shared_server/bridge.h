@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "core/status.h"
 #include "effectfence/json.h"
 #include "mcp/line_io.h"
 #include "mcp/log.h"
@@ -95,8 +96,8 @@ HttpExchange post_message(const Endpoint& endpoint, const std::string& session, 
 // Ends a session (DELETE). Returns the HTTP status, 0 when unreachable.
 int end_session(const Endpoint& endpoint, const std::string& session);
 // GET /mcp with the token: a live effectfence server answers 405.
-// Returns "" iff it did.
-std::string probe_server(const Endpoint& endpoint);
+// Returns ok iff it did.
+Status probe_server(const Endpoint& endpoint);
 
 struct BridgeOptions {
   int64_t keepalive_ms = 30'000;  // ping interval, well within the server's session TTL
@@ -114,8 +115,8 @@ struct BridgeOptions {
 
 class Bridge {
  public:
-  // Runs the election again; nullopt (with *why) when no server can be used.
-  using Reconnect = std::function<std::optional<Endpoint>(std::string* why)>;
+  // Runs the election again, or returns why no server can be used.
+  using Reconnect = std::function<StatusOr<Endpoint>()>;
 
   Bridge(Endpoint endpoint, Reconnect reconnect, mcp::LineWriter& out, mcp::Logger& log, BridgeOptions options = {});
   // Stops the keepalive and finishes the requests in flight.

@@ -161,7 +161,7 @@ struct CountingServer {
                      },
                      log};
   CountingServer() {
-    REQUIRE(http.bind().empty());
+    REQUIRE(http.bind().ok());
     http.start();
   }
   int port() const { return std::stoi(http.url().substr(http.url().rfind(':') + 1)); }
@@ -184,9 +184,8 @@ struct BridgedClient {
     writer = std::make_unique<mcp::LineWriter>(out[1]);
     auto endpoint = Endpoint::parse("http://127.0.0.1:" + std::to_string(port) + "/mcp", "secret");
     REQUIRE(endpoint);
-    bridge = std::make_unique<Bridge>(*endpoint, [](std::string* why) -> std::optional<Endpoint> {
-      *why = "no other server in this test";
-      return std::nullopt;
+    bridge = std::make_unique<Bridge>(*endpoint, []() -> StatusOr<Endpoint> {
+      return Status::Error("no other server in this test");
     }, *writer, log, options);
     runner = std::thread([this] {
       mcp::FdLineReader reader(in[0], -1);
@@ -332,7 +331,7 @@ TEST_CASE("a shared server with every handler busy and its queue full answers 42
                        return session;
                      },
                      log};
-  REQUIRE(http.bind().empty());
+  REQUIRE(http.bind().ok());
   http.start();
   const auto endpoint = Endpoint::parse(http.url(), "secret");
   REQUIRE(endpoint);

@@ -28,37 +28,42 @@ std::string settings_differ(const Lease& lease, const ElectionOptions& mine) {
 
 // Why the server a live or starting lease names is not this client's to
 // join, or "".
-std::string why_not_joined(const Lease& lease, const ElectionOptions& mine) {
+Status why_not_joined(const Lease& lease, const ElectionOptions& mine) {
   if (!same_ledger(lease.ledger, mine.ledger)) {
     // One lease path configured for two ledgers: joining would fence this client in the wrong ledger.
     const std::string& leased = lease.ledger;
-    return "the lease " + mine.lease_path + " belongs to the shared server of another ledger (" +
-           (leased.empty() ? std::string("not named") : printable_ledger(leased)) + "), not " +
-           printable_ledger(mine.ledger) +
-           (names_ledger_relatively(leased) ? " (a relative path: a lease written by an older effectfence)" : "") +
-           "; give each ledger its own --lease";
+    return Status::Error(
+        "the lease " + mine.lease_path + " belongs to the shared server of another ledger (" +
+        (leased.empty() ? std::string("not named") : printable_ledger(leased)) + "), not " +
+        printable_ledger(mine.ledger) +
+        (names_ledger_relatively(leased) ? " (a relative path: a lease written by an older effectfence)" : "") +
+        "; give each ledger its own --lease");
   }
   if (lease.lease_ttl_ms != mine.lease_ttl_ms || lease.result_ttl_ms != mine.result_ttl_ms) {
-    return settings_differ(lease, mine);
+    return Status::Error(settings_differ(lease, mine));
   }
-  return "";
+  return Status::Ok();
 }
 
 }  // namespace
 
-std::string claim_lease(const std::string& path, const Lease& lease, int64_t bind_deadline_ms) {
+Status claim_lease(const std::string& path, const Lease& lease, int64_t bind_deadline_ms) {
   DirectoryLock lock(path, Clock::now() + std::chrono::seconds(2));
-  if (!lock.ok()) return lock.error();
+  if (!lock.ok()) return Status::Error(lock.error());
   const LeaseReading seen = read_lease(path, wall_clock_ms(), bind_deadline_ms);
-  if (seen.kind == LeaseCase::unreadable) return seen.detail;
-  if (!may_take_over(seen.kind)) return std::string("lost: the lease is ") + lease_case_name(seen.kind) + " (" + seen.detail + ")";
+  if (seen.kind == LeaseCase::unreadable) return Status::Error(seen.detail);
+  if (!may_take_over(seen.kind)) {
+    return Status::Error(std::string("lost: the lease is ") + lease_case_name(seen.kind) + " (" + seen.detail + ")");
+  }
   return write_lease(path, lease);
 }
 
-std::string publish_lease(const std::string& path, const Lease& lease) {
+Status publish_lease(const std::string& path, const Lease& lease) {
   DirectoryLock lock(path, Clock::now() + std::chrono::seconds(2));
-  if (!lock.ok()) return lock.error();
-  if (!lease_is_ours(path, lease.token)) return "lost: another process took the lease over while this one was binding";
+  if (!lock.ok()) return Status::Error(lock.error());
+  if (!lease_is_ours(path, lease.token)) {
+    return Status::Error("lost: another process took the lease over while this one was binding");
+  }
   return write_lease(path, lease);
 }
 
@@ -76,7 +81,9 @@ Election elect(const ElectionOptions& options, const StartCandidate& start_candi
     const LeaseReading reading = read_lease(options.lease_path, wall_clock_ms(), options.bind_deadline_ms);
     if (!first_seen) first_seen = reading.kind;
     if (reading.lease && (reading.kind == LeaseCase::live || reading.kind == LeaseCase::starting)) {
-      if (std::string why = why_not_joined(*reading.lease, options); !why.empty()) return Standalone{why};
+      if (Status joinable = why_not_joined(*reading.lease, options); !joinable.ok()) {
+        return Standalone{joinable.message()};
+      }
     }
     switch (reading.kind) {
       case LeaseCase::unreadable:
@@ -87,13 +94,13 @@ Election elect(const ElectionOptions& options, const StartCandidate& start_candi
           last_problem = "the lease names an unusable URL \"" + reading.lease->url + "\"";
           break;
         }
-        const std::string problem = probe_server(*endpoint);
-        if (problem.empty()) {
+        const Status answered = probe_server(*endpoint);
+        if (answered.ok()) {
           announce(reading, "joining");
           return Joined{*endpoint, *first_seen};
         }
         // The owner runs but does not answer (yet): never take a live process's lease; wait, then give up.
-        last_problem = "the shared server (" + reading.detail + ") does not answer: " + problem;
+        last_problem = "the shared server (" + reading.detail + ") does not answer: " + answered.message();
         break;
       }
       case LeaseCase::starting:

@@ -55,11 +55,10 @@ bool still_serves(const std::string& lease_path, const Endpoint& endpoint, int64
 
 // What the server process does to claim the lease: under the directory
 // lock, re-reads it and writes lease iff the case found may be taken over.
-// Returns "" when claimed; "lost: ..." when another process got there
+// Returns ok when claimed; "lost: ..." when another process got there
 // first; otherwise why the lease cannot be written.
-std::string claim_lease(const std::string& path, const Lease& lease, int64_t bind_deadline_ms);
+Status claim_lease(const std::string& path, const Lease& lease, int64_t bind_deadline_ms);
 // Publishes lease (now with its URL) iff the file still holds its token.
-// Returns "" on success.
-std::string publish_lease(const std::string& path, const Lease& lease);
+Status publish_lease(const std::string& path, const Lease& lease);
 
 }  // namespace effectfence::shared

@@ -310,13 +310,14 @@ HttpTransport::~HttpTransport() {
   if (stateless_ended_) stateless_ended_();
 }
 
-std::string HttpTransport::bind() {
+Status HttpTransport::bind() {
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.bind_host);
-    if (port_ <= 0) return "cannot bind " + options_.bind_host + " to any port";
+    if (port_ <= 0) return Status::Error("cannot bind " + options_.bind_host + " to any port");
   } else {
     if (!http_->bind_to_port(options_.bind_host, options_.port)) {
-      return "cannot bind " + options_.bind_host + ":" + std::to_string(options_.port) + " (in use, or not an address of this host)";
+      return Status::Error("cannot bind " + options_.bind_host + ":" + std::to_string(options_.port) +
+                           " (in use, or not an address of this host)");
     }
     port_ = options_.port;
   }
@@ -324,7 +325,7 @@ std::string HttpTransport::bind() {
   if (listen_fd_ >= 0 && ::listen(listen_fd_, kListenBacklog) != 0) {
     log_.warn(std::string("could not widen the listen backlog: ") + std::strerror(errno));
   }
-  return "";
+  return Status::Ok();
 }
 
 void HttpTransport::start() {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "core/status.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -90,8 +91,8 @@ class HttpTransport {
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;
 
-  // Binds the socket. Returns "" on success, else why not.
-  std::string bind();
+  // Binds the socket, or returns why not.
+  Status bind();
   // Serves on a background thread. REQUIRES: bind() succeeded.
   void start();
   // Stops taking requests (503), lets the requests in progress get their

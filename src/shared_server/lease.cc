@@ -26,38 +26,36 @@ constexpr uint64_t kMaxPid = static_cast<uint64_t>(std::numeric_limits<pid_t>::m
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-enum class ReadStatus { ok, missing, failed };
-
-// Reads a lease file, which must be a regular file of this user's that no
-// one else may write: a lease planted by another user would send every call
-// to a server of theirs, and a fifo would block the reader for good.
-ReadStatus read_file(const std::string& path, std::string* text, std::string* error) {
+// Reads a lease file (nullopt: there is none), which must be a regular file
+// of this user's that no one else may write: a lease planted by another user
+// would send every call to a server of theirs, and a fifo would block the
+// reader for good.
+StatusOr<std::optional<std::string>> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    if (errno == ENOENT) return ReadStatus::missing;
-    *error = errno_text(errno);
-    return ReadStatus::failed;
+    if (errno == ENOENT) return std::optional<std::string>();
+    return Status::Error(errno_text(errno));
   }
-  if (const std::string untrusted = why_untrusted(fd); !untrusted.empty()) {
+  if (Status trusted = why_untrusted(fd); !trusted.ok()) {
     ::close(fd);
-    *error = untrusted;
-    return ReadStatus::failed;
+    return trusted;
   }
+  std::string text;
   char buf[4096];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      *error = errno_text(errno);
+      const std::string error = errno_text(errno);
       ::close(fd);
-      return ReadStatus::failed;
+      return Status::Error(error);
     }
     if (n == 0) break;
-    text->append(buf, static_cast<size_t>(n));
-    if (text->size() > 64 * 1024) break;  // no lease is this large: it is corrupt, whatever follows
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > 64 * 1024) break;  // no lease is this large: it is corrupt, whatever follows
   }
   ::close(fd);
-  return ReadStatus::ok;
+  return std::optional<std::string>(std::move(text));
 }
 
 bool write_all(int fd, const std::string& text) {
@@ -73,16 +71,16 @@ bool write_all(int fd, const std::string& text) {
 
 }  // namespace
 
-std::string why_untrusted(int fd) {
+Status why_untrusted(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return errno_text(errno);
-  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (::fstat(fd, &st) != 0) return Status::Error(errno_text(errno));
+  if (!S_ISREG(st.st_mode)) return Status::Error("not a regular file");
   if (st.st_uid != ::geteuid()) {
-    return "owned by uid " + std::to_string(st.st_uid) + ", not this user (" + std::to_string(::geteuid()) +
-           "): not trusted";
+    return Status::Error("owned by uid " + std::to_string(st.st_uid) + ", not this user (" +
+                         std::to_string(::geteuid()) + "): not trusted");
   }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return "writable by other users: not trusted";
-  return "";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return Status::Error("writable by other users: not trusted");
+  return Status::Ok();
 }
 
 int64_t wall_clock_ms() {
@@ -206,20 +204,18 @@ bool may_take_over(LeaseCase c) {
 
 LeaseReading read_lease(const std::string& path, int64_t now_ms, int64_t bind_deadline_ms) {
   LeaseReading reading;
-  std::string text, error;
-  switch (read_file(path, &text, &error)) {
-    case ReadStatus::missing:
-      reading.kind = LeaseCase::missing;
-      reading.detail = "no lease file";
-      return reading;
-    case ReadStatus::failed:
-      reading.kind = LeaseCase::unreadable;
-      reading.detail = "cannot read " + path + ": " + error;
-      return reading;
-    case ReadStatus::ok:
-      break;
+  const auto text = read_file(path);
+  if (!text.ok()) {
+    reading.kind = LeaseCase::unreadable;
+    reading.detail = "cannot read " + path + ": " + text.status().message();
+    return reading;
   }
-  return classify_lease(text, now_ms, bind_deadline_ms);
+  if (!*text) {
+    reading.kind = LeaseCase::missing;
+    reading.detail = "no lease file";
+    return reading;
+  }
+  return classify_lease(**text, now_ms, bind_deadline_ms);
 }
 
 LeaseReading classify_lease(const std::string& text, int64_t now_ms, int64_t bind_deadline_ms) {
@@ -282,39 +278,41 @@ DirectoryLock::~DirectoryLock() {
   if (fd_ >= 0) ::close(fd_);  // closing drops the flock
 }
 
-std::string write_lease(const std::string& path, const Lease& lease) {
+Status write_lease(const std::string& path, const Lease& lease) {
   const std::string temp = path + "." + std::to_string(::getpid()) + "." + random_token_hex(4) + ".tmp";
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return "cannot create " + temp + ": " + errno_text(errno);
+  if (fd < 0) return Status::Error("cannot create " + temp + ": " + errno_text(errno));
   const bool written = write_all(fd, lease.to_text()) && ::fsync(fd) == 0;
   const int write_errno = errno;
   ::close(fd);
   if (!written) {
     ::unlink(temp.c_str());
-    return "cannot write " + temp + ": " + errno_text(write_errno);
+    return Status::Error("cannot write " + temp + ": " + errno_text(write_errno));
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(temp.c_str());
-    return "cannot replace " + path + ": " + errno_text(err);
+    return Status::Error("cannot replace " + path + ": " + errno_text(err));
   }
-  return "";
+  return Status::Ok();
 }
 
 bool lease_is_ours(const std::string& path, const std::string& token) {
-  std::string text, error;
-  if (read_file(path, &text, &error) != ReadStatus::ok) return false;
-  const auto lease = Lease::from_text(text);
+  const auto text = read_file(path);
+  if (!text.ok() || !*text) return false;
+  const auto lease = Lease::from_text(**text);
   return lease && !token.empty() && lease->token == token;
 }
 
-std::string remove_lease_if_ours(const std::string& path, const std::string& token,
-                                 std::chrono::milliseconds lock_wait) {
+Status remove_lease_if_ours(const std::string& path, const std::string& token,
+                            std::chrono::milliseconds lock_wait) {
   DirectoryLock lock(path, std::chrono::steady_clock::now() + lock_wait);
-  if (!lock.ok()) return lock.error();
-  if (!lease_is_ours(path, token)) return "not ours: another process holds the lease now (or it is gone)";
-  if (::unlink(path.c_str()) != 0) return "cannot remove " + path + ": " + errno_text(errno);
-  return "";
+  if (!lock.ok()) return Status::Error(lock.error());
+  if (!lease_is_ours(path, token)) {
+    return Status::Error("not ours: another process holds the lease now (or it is gone)");
+  }
+  if (::unlink(path.c_str()) != 0) return Status::Error("cannot remove " + path + ": " + errno_text(errno));
+  return Status::Ok();
 }
 
 }  // namespace effectfence::shared

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "core/status.h"
 #include "effectfence/fence.h"
 #include "effectfence/ledger.h"
 
@@ -64,10 +65,10 @@ LeaseReading read_lease(const std::string& path, int64_t now_ms, int64_t bind_de
 // starting or abandoned; never missing or unreadable).
 LeaseReading classify_lease(const std::string& text, int64_t now_ms, int64_t bind_deadline_ms);
 
-// Returns "" iff fd is a regular file of this user's that no other user may
+// Returns ok iff fd is a regular file of this user's that no other user may
 // write; otherwise why it is not to be trusted. The lease and the servers'
 // log live beside the ledger, where another user may be able to plant one.
-std::string why_untrusted(int fd);
+Status why_untrusted(int fd);
 
 // An exclusive flock of the lease's directory, held while a process reads
 // and replaces the lease. The kernel drops it when the holder dies, so it
@@ -90,15 +91,15 @@ class DirectoryLock {
 
 // Writes lease to a new 0600 file beside path and renames it over path.
 // REQUIRES: the DirectoryLock of path is held.
-// Returns "" on success, else why it failed (nothing is left behind).
-std::string write_lease(const std::string& path, const Lease& lease);
+// Returns why it failed, if it did (nothing is left behind).
+Status write_lease(const std::string& path, const Lease& lease);
 
 // Removes the lease iff it still carries token (never a successor's).
 // Takes the DirectoryLock itself, waiting up to lock_wait for it.
-// Returns "" once removed, else why not ("not ours: ..." when a successor
+// Returns ok once removed, else why not ("not ours: ..." when a successor
 // holds it, otherwise the lock or unlink error).
-std::string remove_lease_if_ours(const std::string& path, const std::string& token,
-                                 std::chrono::milliseconds lock_wait = std::chrono::seconds(10));
+Status remove_lease_if_ours(const std::string& path, const std::string& token,
+                            std::chrono::milliseconds lock_wait = std::chrono::seconds(10));
 
 // Returns true iff the file at path is a lease carrying token.
 // REQUIRES: the DirectoryLock of path is held.

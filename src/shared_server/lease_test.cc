@@ -136,7 +136,7 @@ TEST_CASE("a lease is written 0600 through a temporary file that does not stay b
   DirectoryLock lock(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
   REQUIRE(lock.ok());
   const Lease lease = lease_of(this_process(), "http://127.0.0.1:1234/mcp", wall_clock_ms(), "abc");
-  REQUIRE(write_lease(path, lease) == "");
+  REQUIRE(write_lease(path, lease).ok());
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
@@ -157,9 +157,9 @@ TEST_CASE("16 threads taking over one corrupt lease: exactly one claims it, the 
   for (int i = 0; i < 16; ++i) {
     threads.emplace_back([&, i] {
       // Each claim is for a live owner without a URL: what a server writes before it binds.
-      const std::string outcome = claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "t" + std::to_string(i)), 60'000);
-      if (outcome.empty()) ++claimed;
-      else if (outcome.rfind("lost", 0) == 0) ++lost;
+      const Status outcome = claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "t" + std::to_string(i)), 60'000);
+      if (outcome.ok()) ++claimed;
+      else if (outcome.message().rfind("lost", 0) == 0) ++lost;
       else ++failed;
     });
   }
@@ -175,20 +175,20 @@ TEST_CASE("a server publishes and removes only its own lease, never a successor'
   TempDir dir;
   const std::string path = dir.file("l.server.json");
   Lease mine = lease_of(this_process(), "", wall_clock_ms(), "mine");
-  REQUIRE(claim_lease(path, mine, 60'000) == "");
+  REQUIRE(claim_lease(path, mine, 60'000).ok());
   mine.url = "http://127.0.0.1:1234/mcp";
-  REQUIRE(publish_lease(path, mine) == "");
+  REQUIRE(publish_lease(path, mine).ok());
   CHECK(read_lease(path, wall_clock_ms(), 60'000).kind == LeaseCase::live);
 
   // Someone judged it stale and took it over: the old owner must not touch the new lease.
   {
     DirectoryLock lock(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
-    REQUIRE(write_lease(path, lease_of(this_process(), "", wall_clock_ms(), "successor")) == "");
+    REQUIRE(write_lease(path, lease_of(this_process(), "", wall_clock_ms(), "successor")).ok());
   }
-  CHECK(publish_lease(path, mine).rfind("lost", 0) == 0);
-  CHECK(remove_lease_if_ours(path, "mine").rfind("not ours", 0) == 0);
+  CHECK(publish_lease(path, mine).message().rfind("lost", 0) == 0);
+  CHECK(remove_lease_if_ours(path, "mine").message().rfind("not ours", 0) == 0);
   CHECK(std::filesystem::exists(path));
-  CHECK(remove_lease_if_ours(path, "successor") == "");
+  CHECK(remove_lease_if_ours(path, "successor").ok());
   CHECK_FALSE(std::filesystem::exists(path));
 }
 
@@ -197,13 +197,13 @@ TEST_CASE("removing the lease waits for the directory lock, and says why when it
   const std::string path = dir.file("l.server.json");
   {
     DirectoryLock lock(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
-    REQUIRE(write_lease(path, lease_of(this_process(), "http://127.0.0.1:1234/mcp", wall_clock_ms(), "mine")) == "");
+    REQUIRE(write_lease(path, lease_of(this_process(), "http://127.0.0.1:1234/mcp", wall_clock_ms(), "mine")).ok());
   }
   {
     DirectoryLock held(path, std::chrono::steady_clock::now() + std::chrono::seconds(1));
     REQUIRE(held.ok());
-    const std::string why = remove_lease_if_ours(path, "mine", std::chrono::milliseconds(50));
-    CHECK(why.find("stayed locked by another process") != std::string::npos);
+    const Status removed = remove_lease_if_ours(path, "mine", std::chrono::milliseconds(50));
+    CHECK(removed.message().find("stayed locked by another process") != std::string::npos);
     CHECK(std::filesystem::exists(path));
   }
   // A holder that lets go while the remover waits: the lease goes.
@@ -213,7 +213,7 @@ TEST_CASE("removing the lease waits for the directory lock, and says why when it
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     held.reset();
   });
-  CHECK(remove_lease_if_ours(path, "mine", std::chrono::seconds(5)) == "");
+  CHECK(remove_lease_if_ours(path, "mine", std::chrono::seconds(5)).ok());
   release.join();
   CHECK_FALSE(std::filesystem::exists(path));
 }
@@ -222,7 +222,7 @@ TEST_CASE("a live lease is never taken over by a claim") {
   TempDir dir;
   const std::string path = dir.file("l.server.json");
   write_text(path, lease_of(this_process(), "http://127.0.0.1:9/mcp", wall_clock_ms(), "owner").to_text());
-  CHECK(claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "thief"), 60'000).rfind("lost", 0) == 0);
+  CHECK(claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "thief"), 60'000).message().rfind("lost", 0) == 0);
   CHECK(Lease::from_text([&] {
           std::ifstream in(path);
           return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
