@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "effectfence/certificate.h"
 #include "effectfence/state_machine.h"
 #include "effectfence/types.h"
@@ -146,9 +147,9 @@ class LedgerTxn {
   virtual Counters load_counters() = 0;
 
   // The audited operator clear (the same path as the SQL INSERT INTO clears).
-  // Returns "" on success, else the ledger's refusal message.
-  virtual std::string request_clear(const std::string& intent, const std::string& operator_name,
-                                    const std::string& reason) = 0;
+  // Returns ok on success, else the ledger's refusal message.
+  virtual Status request_clear(const std::string& intent, const std::string& operator_name,
+                               const std::string& reason) = 0;
   // Records that this process replays results for ttl_ms, unless the ledger
   // already keeps them longer. Returns how long the ledger keeps them now.
   virtual int64_t raise_result_ttl(int64_t ttl_ms) = 0;

@@ -104,8 +104,8 @@ int archive(const ParsedArgs& parsed) {
   const std::string path = resolve_ledger_path(parsed, kCommand);
   // An existing ledger only (never create one), at the schema that has the
   // archives table: opening it as a server would migrates it.
-  if (!open_ledger_reader(path, &error)) {
-    print_error(kCommand, "opening the ledger", error);
+  if (const auto opened = open_ledger_reader(path); !opened.ok()) {
+    print_error(kCommand, "opening the ledger", opened.status().message());
     return kExitFailure;
   }
   {

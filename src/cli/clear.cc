@@ -157,8 +157,8 @@ int clear(const ParsedArgs& parsed) {
   }
   // Clearing in a ledger that does not exist is a mistake in the path, not a
   // reason to create one.
-  if (!open_ledger_reader(path, &error)) {
-    print_error(kCommand, "opening the ledger", error);
+  if (const auto opened = open_ledger_reader(path); !opened.ok()) {
+    print_error(kCommand, "opening the ledger", opened.status().message());
     return kExitFailure;
   }
   Settings settings = Settings::from_environment();

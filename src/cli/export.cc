@@ -478,11 +478,12 @@ int export_ledger(const ParsedArgs& parsed) {
       return kExitFailure;
     }
   }
-  auto db = open_ledger_reader(options->ledger, &error);
-  if (!db) {
-    print_error(kCommand, "opening the ledger", error);
+  auto opened = open_ledger_reader(options->ledger);
+  if (!opened.ok()) {
+    print_error(kCommand, "opening the ledger", opened.status().message());
     return kExitFailure;
   }
+  std::unique_ptr<LedgerReader> db = std::move(*opened);
   std::optional<OutputFile> file;
   std::FILE* out = stdout;
   if (options->out) {

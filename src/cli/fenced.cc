@@ -150,13 +150,13 @@ void print_text(const std::string& path, const Report& report) {
 }
 
 int fenced(const ParsedArgs& parsed) {
-  std::string error;
   const std::string path = resolve_ledger_path(parsed, kCommand);
-  auto db = open_ledger_reader(path, &error);
-  if (!db) {
-    print_error(kCommand, "opening the ledger", error);
+  auto opened = open_ledger_reader(path);
+  if (!opened.ok()) {
+    print_error(kCommand, "opening the ledger", opened.status().message());
     return kExitFailure;
   }
+  std::unique_ptr<LedgerReader> db = std::move(*opened);
   Report report;
   try {
     report.fenced = read_fenced(*db);

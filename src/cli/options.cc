@@ -132,10 +132,11 @@ std::string ledgers_beside(const std::string& path, const std::string& except) {
   return "; other .sqlite files in that directory: " + list;
 }
 
-std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error) {
-  bool absent = false;
-  auto db = effectfence::open_ledger_reader(where, error, &absent);
-  if (absent) *error += ledgers_beside(where);
+StatusOr<std::unique_ptr<LedgerReader>> open_ledger_reader(const std::string& where) {
+  auto db = effectfence::open_ledger_reader(where);
+  if (!db.ok() && db.status().is_not_found()) {
+    return Status::NotFound(db.status().message() + ledgers_beside(where));
+  }
   return db;
 }
 

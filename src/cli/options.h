@@ -53,6 +53,6 @@ std::string ledgers_beside(const std::string& path, const std::string& except = 
 
 // The ledger layer's open_ledger_reader, naming the ledgers beside a file
 // that is not there: the operator may have meant one of those.
-std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error);
+StatusOr<std::unique_ptr<LedgerReader>> open_ledger_reader(const std::string& where);
 
 }  // namespace effectfence::cli

@@ -124,12 +124,12 @@ int stats(const ParsedArgs& parsed) {
     print_error(kCommand, "reading options", "--json and --prometheus are two formats of one report: give one");
     return kExitFailure;
   }
-  std::string error;
-  auto db = open_ledger_reader(resolve_ledger_path(parsed, kCommand), &error);
-  if (!db) {
-    print_error(kCommand, "opening the ledger", error);
+  auto opened = open_ledger_reader(resolve_ledger_path(parsed, kCommand));
+  if (!opened.ok()) {
+    print_error(kCommand, "opening the ledger", opened.status().message());
     return kExitFailure;
   }
+  std::unique_ptr<LedgerReader> db = std::move(*opened);
   LedgerCounts s;
   try {
     s = read_counts(*db);

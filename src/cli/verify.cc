@@ -609,12 +609,12 @@ class LedgerVerifier {
 
 // Returns an exit code iff the ledger could not be checked.
 std::optional<int> verify_ledger(const std::string& path, Problems& problems, Report& report) {
-  std::string error;
-  auto db = open_ledger_reader(path, &error);
-  if (!db) {
-    print_error(kCommand, "opening the ledger", error);
+  auto opened = open_ledger_reader(path);
+  if (!opened.ok()) {
+    print_error(kCommand, "opening the ledger", opened.status().message());
     return kExitFailure;
   }
+  std::unique_ptr<LedgerReader> db = std::move(*opened);
   try {
     ArchiveCheck archive(*db, *report.keys);
     LedgerVerifier(*db, problems, archive).run(report);

@@ -19,25 +19,36 @@ class [[nodiscard]] Status {
   // REQUIRES: message is not empty (an empty message would read as ok).
   static Status Error(std::string message) {
     assert(!message.empty());
-    return Status(std::move(message));
+    return Status(std::move(message), false);
+  }
+  // An error whose cause is that the thing named is not there at all (a
+  // caller may then say what is there instead).
+  static Status NotFound(std::string message) {
+    assert(!message.empty());
+    return Status(std::move(message), true);
   }
 
   bool ok() const { return message_.empty(); }
+  bool is_not_found() const { return not_found_; }
   // "" when ok.
   const std::string& message() const { return message_; }
 
  private:
   Status() = default;
-  explicit Status(std::string message) : message_(std::move(message)) {}
+  Status(std::string message, bool not_found) : message_(std::move(message)), not_found_(not_found) {}
 
   std::string message_;  // empty exactly when ok
+  bool not_found_ = false;
 };
 
 // A value, or the Status saying why there is none.
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit on purpose
+  // Implicit on purpose, as Status's: `return value;` and `return status;`.
+  // T&& (not T): a local returned by name is moved, not copied.
+  StatusOr(const T& value) : value_(value) {}  // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
   // REQUIRES: !status.ok() (an ok StatusOr carries a value).
   StatusOr(Status status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
 

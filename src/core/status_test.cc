@@ -29,6 +29,15 @@ TEST_CASE("Status::Error keeps its message byte for byte", "[status]") {
   CHECK(status.message() == "cannot read /tmp/x: No such file or directory\n  (check the path)");
 }
 
+TEST_CASE("Status::NotFound is an error that says so, and other errors do not", "[status]") {
+  Status missing = Status::NotFound("no ledger at /tmp/x.sqlite");
+  CHECK_FALSE(missing.ok());
+  CHECK(missing.is_not_found());
+  CHECK(missing.message() == "no ledger at /tmp/x.sqlite");
+  CHECK_FALSE(Status::Error("/tmp/x.sqlite is not a ledger file").is_not_found());
+  CHECK_FALSE(Status::Ok().is_not_found());
+}
+
 TEST_CASE("StatusOr holds a value or the error saying why not", "[status]") {
   StatusOr<int> seven = parse_digit('7');
   REQUIRE(seven.ok());

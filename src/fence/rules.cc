@@ -478,9 +478,8 @@ ClearOutcome clear(LedgerTxn& txn, const std::string& intent, const std::string&
                    const std::string& reason, const Context& ctx) {
   auto row = txn.load_intent(intent);
   const std::string previous = row ? state_name(row->state) : "none";
-  const std::string refused = txn.request_clear(intent, operator_name, reason);
-  if (!refused.empty()) {
-    Json detail = {{"intent", intent}, {"state", previous}, {"ledger_said", refused}};
+  if (const Status requested = txn.request_clear(intent, operator_name, reason); !requested.ok()) {
+    Json detail = {{"intent", intent}, {"state", previous}, {"ledger_said", requested.message()}};
     if (row && row->state == IntentState::in_flight) {
       detail["holder"] = row->holder.describe();
       detail["holder_seen"] = holder_seen(*row, ctx);

@@ -80,24 +80,24 @@ std::string database_beside(const std::string& path) {
   return "";
 }
 
-std::string orphaned_log(const std::string& path) {
+Status orphaned_log(const std::string& path) {
   struct stat st {};
   const bool exists = ::stat(path.c_str(), &st) == 0;
-  if (exists && (!S_ISREG(st.st_mode) || st.st_size > 0)) return "";
+  if (exists && (!S_ISREG(st.st_mode) || st.st_size > 0)) return Status::Ok();
   constexpr off_t kWalHeaderBytes = 32;  // a log with no frame holds no transaction
   for (const std::string& name : {path, resolved_path(path)}) {
     if (name.empty()) continue;
     const std::string log = name + "-wal";
     struct stat wal {};
     if (::stat(log.c_str(), &wal) != 0 || !S_ISREG(wal.st_mode) || wal.st_size <= kWalHeaderBytes) continue;
-    return std::string("the ledger ") + (exists ? "is empty" : "does not exist") + ", but its log " + log + " holds " + std::to_string(wal.st_size) +
+    return Status::Error(std::string("the ledger ") + (exists ? "is empty" : "does not exist") + ", but its log " + log + " holds " + std::to_string(wal.st_size) +
            " bytes of transactions that never reached the ledger file (a server stopped hard, and the ledger "
            "was then emptied, moved or deleted). Opening it would start a new ledger and delete that log, and "
            "recorded outcomes with it. Put the ledger file that goes with this log back in place (a moved one, "
            "or a backup with its -wal); if you are sure the log is stale, move " + log + " and " + name +
-           "-shm away";
+           "-shm away");
   }
-  return "";
+  return Status::Ok();
 }
 
 bool on_read_only_filesystem(const std::string& path) {
@@ -132,7 +132,7 @@ std::string hard_links_problem(const std::string& path, unsigned long long names
          "(make copies with sqlite3 " + path + " \".backup copy.sqlite\")";
 }
 
-std::string companion_not_a_file(const std::string& path) {
+Status companion_not_a_file(const std::string& path) {
   const std::vector<std::string> files = ledger_files(path);
   const std::string resolved = resolved_path(path);
   for (size_t i = 1; i < files.size(); ++i) {  // files[0] is the ledger itself
@@ -140,10 +140,10 @@ std::string companion_not_a_file(const std::string& path) {
     struct stat st {};
     if (::stat(files[i].c_str(), &st) != 0 || S_ISREG(st.st_mode)) continue;
     const char* what = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
-    return "has " + files[i] + " beside it, which is " + what + ": SQLite keeps the ledger's log, lock or journal "
-           "under that name, so it cannot open the ledger. Move " + files[i] + " away (it is no part of the ledger)";
+    return Status::Error("has " + files[i] + " beside it, which is " + what + ": SQLite keeps the ledger's log, lock or journal "
+           "under that name, so it cannot open the ledger. Move " + files[i] + " away (it is no part of the ledger)");
   }
-  return "";
+  return Status::Ok();
 }
 
 }  // namespace effectfence

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace effectfence {
 
 // "dir/name" -> "dir"; "name" -> "."; "/name" -> "/".
@@ -28,16 +30,16 @@ std::string database_beside(const std::string& path);
 // A log SQLite would throw away: when the ledger at path is missing or
 // empty but a -wal beside it holds frames (transactions committed there and
 // never copied into the ledger, whose file was since emptied, moved or
-// deleted), a message naming the log and the way out; "" otherwise.
+// deleted), a message naming the log and the way out; ok otherwise.
 // Opening would start a new, empty ledger and delete the log, and with it
 // outcomes that late duplicates must be replayed.
-std::string orphaned_log(const std::string& path);
+Status orphaned_log(const std::string& path);
 
 // When a name SQLite keeps beside the ledger (its -wal, -shm or -journal,
 // as spelled or resolved) is taken by something that is not a regular file
-// (a directory, a fifo): what it is and what to do; "" otherwise. SQLite
+// (a directory, a fifo): what it is and what to do; ok otherwise. SQLite
 // would only say it cannot open the database.
-std::string companion_not_a_file(const std::string& path);
+Status companion_not_a_file(const std::string& path);
 
 // What is wrong with a ledger file of names > 1 names (hard links), and how
 // to fix it. SQLite keeps a ledger's lock and log beside the name it is

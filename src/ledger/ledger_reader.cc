@@ -120,27 +120,24 @@ class PostgresReader final : public LedgerReader {
   int cursors_ = 0;
 };
 
-std::unique_ptr<LedgerReader> open_postgres_reader(const std::string& url, std::string* error) {
+StatusOr<std::unique_ptr<LedgerReader>> open_postgres_reader(const std::string& url) {
   const std::string name = printable_ledger(url);
   try {
     auto db = pg::Connection::open(url);
     db->run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     if (db->exec("SELECT to_regclass('effectfence_schema')").is_null(0, 0)) {
-      *error = "no effectfence ledger in " + name + " (no effectfence_schema table; serve or wrap creates it)";
-      return nullptr;
+      return Status::Error("no effectfence ledger in " + name + " (no effectfence_schema table; serve or wrap creates it)");
     }
     const int64_t version = db->exec("SELECT coalesce(max(version), 0) FROM effectfence_schema").integer(0, 0);
     const auto& all = postgres_migrations();
     const int latest = all.empty() ? 0 : all.back().version;
     if (version > latest) {
-      *error = name + " has schema version " + std::to_string(version) + " but this effectfence knows " +
-               std::to_string(latest) + "; upgrade effectfence";
-      return nullptr;
+      return Status::Error(name + " has schema version " + std::to_string(version) + " but this effectfence knows " +
+               std::to_string(latest) + "; upgrade effectfence");
     }
-    return std::make_unique<PostgresReader>(std::move(db), name);
+    return std::unique_ptr<LedgerReader>(std::make_unique<PostgresReader>(std::move(db), name));
   } catch (const pg::Error& e) {
-    *error = name + ": " + pg::scrub_message(e.what());
-    return nullptr;
+    return Status::Error(name + ": " + pg::scrub_message(e.what()));
   }
 }
 
@@ -157,16 +154,12 @@ bool has_signatures_table(LedgerReader& db) {
                                      "AND table_schema = current_schema()") > 0;
 }
 
-std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error, bool* absent) {
-  if (absent) *absent = false;
-  if (std::string refused = conninfo_refused(where); !refused.empty()) {
-    *error = refused;
-    return nullptr;
-  }
-  if (is_postgres_ledger(where)) return open_postgres_reader(where, error);
-  auto db = open_ledger_read_only(where, error, absent);
-  if (!db) return nullptr;
-  return std::make_unique<SqliteReader>(std::move(db), where);
+StatusOr<std::unique_ptr<LedgerReader>> open_ledger_reader(const std::string& where) {
+  if (Status refused = conninfo_refused(where); !refused.ok()) return refused;
+  if (is_postgres_ledger(where)) return open_postgres_reader(where);
+  auto db = open_ledger_read_only(where);
+  if (!db.ok()) return db.status();
+  return std::unique_ptr<LedgerReader>(std::make_unique<SqliteReader>(std::move(*db), where));
 }
 
 }  // namespace effectfence

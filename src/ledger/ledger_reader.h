@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/status.h"
+
 namespace effectfence {
 
 using SqlValue = std::variant<int64_t, std::string>;
@@ -45,10 +47,8 @@ bool has_signatures_table(LedgerReader& db);
 
 // Opens the ledger --db / EFFECTFENCE_LEDGER names, read-only: an SQLite
 // file that must exist and be ours, or a PostgreSQL database that must
-// already hold a ledger. Returns nullptr and fills *error (naming the
-// ledger, never its password) otherwise, and *absent (if given) iff there
-// is no file at where at all.
-std::unique_ptr<LedgerReader> open_ledger_reader(const std::string& where, std::string* error,
-                                                 bool* absent = nullptr);
+// already hold a ledger. Returns the error (naming the ledger, never its
+// password) otherwise: NotFound iff there is no file at where at all.
+StatusOr<std::unique_ptr<LedgerReader>> open_ledger_reader(const std::string& where);
 
 }  // namespace effectfence

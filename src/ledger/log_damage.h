@@ -10,6 +10,8 @@
 #include <istream>
 #include <string>
 
+#include "core/status.h"
+
 namespace effectfence {
 
 // What a scan of a log's bytes found.
@@ -33,15 +35,15 @@ LogScan scan_log(std::istream& log, uint32_t database_page_size = 0);
 
 // The ledger's -wal (as spelled and with links followed) scanned twice; a
 // message naming the log, what SQLite would drop and the way out when both
-// scans agree on lost commits and the log was not written meanwhile, ""
+// scans agree on lost commits and the log was not written meanwhile, ok
 // otherwise. A server writing the log while it is read can make one scan
 // see a frame half old and half new, with its next commits after it.
-std::string damaged_log(const std::string& ledger_path);
+Status damaged_log(const std::string& ledger_path);
 
 // A message naming the ledger's -wal and what to do when its header is
-// sound but of a log format other than the one this SQLite reads, "" when
+// sound but of a log format other than the one this SQLite reads, ok when
 // not. SQLite refuses such a log only as "unable to open database file",
 // which reads as a permissions problem; the log may hold commits.
-std::string foreign_log(const std::string& ledger_path);
+Status foreign_log(const std::string& ledger_path);
 
 }  // namespace effectfence

@@ -92,7 +92,7 @@ TEST_CASE("an undamaged log reads whole and reports nothing", "[ledger][log_dama
   CHECK(clean.commits_read == kTransactions + 1);  // the CREATE TABLE, then each insert
   CHECK(clean.frames_read == frames_in(ledger + "-wal"));
   CHECK(clean.commits_lost == 0);
-  CHECK(damaged_log(ledger).empty());
+  CHECK(damaged_log(ledger).ok());
   CHECK(count_rows(ledger) == kTransactions);
 }
 
@@ -105,7 +105,7 @@ TEST_CASE("a damaged frame early in the log: SQLite drops what follows, and it i
   const LogScan damaged = scan(ledger + "-wal");
   CHECK(damaged.break_offset == kHeader + 2 * kFrame);
   CHECK(damaged.commits_lost >= kTransactions - 2);
-  const std::string message = damaged_log(ledger);
+  const std::string message = damaged_log(ledger).message();
   CHECK_THAT(message, Catch::Contains(ledger + "-wal is damaged at byte " + std::to_string(kHeader + 2 * kFrame)));
   CHECK_THAT(message, Catch::Contains("backup"));
 
@@ -168,7 +168,7 @@ TEST_CASE("damage in the frame that commits the next-to-last transaction: two co
   const LogScan damaged = scan(log);
   CHECK(damaged.break_offset == at);
   CHECK(damaged.commits_lost == 2);
-  CHECK_THAT(damaged_log(ledger), Catch::Contains("is damaged at byte " + std::to_string(at)));
+  CHECK_THAT(damaged_log(ledger).message(), Catch::Contains("is damaged at byte " + std::to_string(at)));
   // What SQLite alone would do: both large rows gone, without an error.
   CHECK(count_rows(ledger) == kTransactions);
 }
@@ -180,7 +180,7 @@ TEST_CASE("a damaged log header: SQLite drops the whole log, and it is reported"
   const LogScan damaged = scan(ledger + "-wal");
   CHECK(damaged.commits_read == 0);
   CHECK(damaged.commits_lost >= kTransactions);
-  CHECK_FALSE(damaged_log(ledger).empty());
+  CHECK_FALSE(damaged_log(ledger).ok());
 }
 
 TEST_CASE("a damaged log header's salts or page size: found through the frames and the database",
@@ -189,7 +189,7 @@ TEST_CASE("a damaged log header's salts or page size: found through the frames a
   const std::string ledger = ledger_with_log(dir);
   const size_t byte = GENERATE(size_t{9}, size_t{17}, size_t{21});  // page size, salt 1, salt 2
   flip_byte(ledger + "-wal", byte);
-  CHECK_THAT(damaged_log(ledger), Catch::Contains("is damaged at byte 0"));
+  CHECK_THAT(damaged_log(ledger).message(), Catch::Contains("is damaged at byte 0"));
   // What SQLite alone makes of it: not even the table the log created.
   CHECK(count(ledger, "SELECT count(*) FROM sqlite_master WHERE name = 't'") == 0);
 }
@@ -209,7 +209,7 @@ TEST_CASE("commits padded to a sector (no powersafe overwrite), the last one tor
   // A frame of the last insert, before its commit frame and the padding.
   flip_byte(log, kHeader + (frames - 6) * kFrame + 24 + 10);
   CHECK(scan(log).commits_lost == 0);
-  CHECK(damaged_log(ledger).empty());
+  CHECK(damaged_log(ledger).ok());
 }
 
 TEST_CASE("padded commits torn at a commit frame or a padding copy of one: not reported", "[ledger][log_damage]") {
@@ -227,12 +227,12 @@ TEST_CASE("padded commits torn at a commit frame or a padding copy of one: not r
   SECTION("the last commit frame torn, its padding copies whole: one unsynced transaction lost") {
     flip_byte(log, kHeader + last.front() * kFrame + 24 + 100);
     CHECK(scan(log).commits_lost == 0);
-    CHECK(damaged_log(ledger).empty());
+    CHECK(damaged_log(ledger).ok());
   }
   SECTION("the last padding copy of the next-to-last commit torn") {
     flip_byte(log, kHeader + next_to_last.back() * kFrame + 24 + 100);
     CHECK(scan(log).commits_lost == 0);
-    CHECK(damaged_log(ledger).empty());
+    CHECK(damaged_log(ledger).ok());
   }
 }
 
@@ -250,13 +250,13 @@ TEST_CASE("a log whose last transaction a crash left half written is not reporte
     const LogScan torn = scan(log);
     CHECK(torn.commits_lost == 0);
     CHECK(torn.commits_read == kTransactions + 1);
-    CHECK(damaged_log(ledger).empty());
+    CHECK(damaged_log(ledger).ok());
     CHECK(count_rows(ledger) == kTransactions);
   }
   SECTION("the file cut short in its last frame") {
     std::filesystem::resize_file(log, kHeader + (frames - 1) * kFrame + 1000);
     CHECK(scan(log).commits_lost == 0);
-    CHECK(damaged_log(ledger).empty());
+    CHECK(damaged_log(ledger).ok());
   }
 }
 
@@ -271,7 +271,7 @@ TEST_CASE("a log restarted after a checkpoint, older frames still behind the new
   const LogScan restarted = scan(log);
   CHECK(restarted.commits_read == 1);
   CHECK(restarted.commits_lost == 0);
-  CHECK(damaged_log(ledger).empty());
+  CHECK(damaged_log(ledger).ok());
   CHECK(count_rows(ledger) == kTransactions + 1);
 }
 
@@ -314,13 +314,13 @@ TEST_CASE("a sound log of another format version: refused by name, not as unwrit
   TempDir dir;
   const std::string ledger = ledger_with_log(dir);
   const std::string log = ledger + "-wal";
-  CHECK(foreign_log(ledger).empty());
+  CHECK(foreign_log(ledger).ok());
   set_log_format(log, 3007001);
 
   // Not damage: SQLite does not drop such a log in silence, it refuses it.
   CHECK(scan(log).commits_lost == 0);
-  CHECK(damaged_log(ledger).empty());
-  const std::string message = foreign_log(ledger);
+  CHECK(damaged_log(ledger).ok());
+  const std::string message = foreign_log(ledger).message();
   CHECK_THAT(message, Catch::Contains(log + " is in write-ahead-log format 3007001"));
   CHECK_THAT(message, Catch::Contains("wal_checkpoint(TRUNCATE)"));
 
@@ -339,16 +339,16 @@ TEST_CASE("a sound log of another format version: refused by name, not as unwrit
 
   // The log's commits were kept: back in this SQLite's format, every row reads.
   set_log_format(log, 3007000);
-  CHECK(foreign_log(ledger).empty());
+  CHECK(foreign_log(ledger).ok());
   CHECK(count_rows(ledger) == kTransactions);
 }
 
 TEST_CASE("no log, an empty log, a log of a header alone: nothing to report", "[ledger][log_damage]") {
   TempDir dir;
   const std::string ledger = dir.file("none.sqlite");
-  CHECK(damaged_log(ledger).empty());
+  CHECK(damaged_log(ledger).ok());
   std::ofstream(ledger + "-wal").close();
-  CHECK(damaged_log(ledger).empty());
+  CHECK(damaged_log(ledger).ok());
   std::istringstream header_only(std::string(kHeader, '\x01'));
   CHECK(scan_log(header_only).commits_lost == 0);
 }
@@ -371,7 +371,7 @@ TEST_CASE("a log written while it is read is not reported", "[ledger][log_damage
   int reported = 0;
   int scans = 0;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-  for (; std::chrono::steady_clock::now() < until; ++scans) reported += damaged_log(ledger).empty() ? 0 : 1;
+  for (; std::chrono::steady_clock::now() < until; ++scans) reported += damaged_log(ledger).ok() ? 0 : 1;
   stop = true;
   writer.join();
   sqlite3_close(db);

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace SQLite { class Database; }
 
 namespace effectfence {
@@ -21,13 +23,13 @@ constexpr int32_t kApplicationId = 0x45464E43;
 // When db's application_id is not kApplicationId but it holds a ledger's
 // tables (intents, domains, certificates, events, clears): what is wrong
 // and how to fix it. A damaged header is not another application's file,
-// and restoring is the way out, not another --db. "" otherwise.
-std::string misidentified_ledger(SQLite::Database& db, const std::string& path);
+// and restoring is the way out, not another --db. Ok otherwise.
+Status misidentified_ledger(SQLite::Database& db, const std::string& path);
 
 // What is wrong with db's schema version for this binary, as a phrase after
 // the file's name: a ledger's tables at version 0 or below (set by hand), or
-// a version newer than this binary knows. "" when neither.
-std::string schema_version_problem(SQLite::Database& db);
+// a version newer than this binary knows. Ok when neither.
+Status schema_version_problem(SQLite::Database& db);
 
 // Every migration shipped in this binary, ordered by version (generated).
 const std::vector<Migration>& embedded_migrations();

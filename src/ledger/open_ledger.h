@@ -5,6 +5,7 @@
 #include <string>
 #include <variant>
 
+#include "core/status.h"
 #include "effectfence/ledger.h"
 
 namespace effectfence {
@@ -21,7 +22,7 @@ bool is_postgres_ledger(const std::string& where);
 std::string printable_ledger(const std::string& where);
 
 // The refusal (naming where, password hidden) when where reads as a
-// key=value connection string, which would otherwise be a file name; "" if not.
-std::string conninfo_refused(const std::string& where);
+// key=value connection string, which would otherwise be a file name; ok if not.
+Status conninfo_refused(const std::string& where);
 
 }  // namespace effectfence

@@ -239,19 +239,19 @@ Counters PostgresTxn::load_counters() {
   return c;
 }
 
-std::string PostgresTxn::request_clear(const std::string& intent, const std::string& operator_name,
-                                       const std::string& reason) {
+Status PostgresTxn::request_clear(const std::string& intent, const std::string& operator_name,
+                                  const std::string& reason) {
   // A refused INSERT must not abort the decision's transaction.
   db_.run("SAVEPOINT clear_request");
   try {
     db_.exec("INSERT INTO clears (intent, operator, reason) VALUES ($1, $2, $3)",
              {param(intent), param(operator_name), param(reason)});
     db_.run("RELEASE SAVEPOINT clear_request");
-    return "";
+    return Status::Ok();
   } catch (const pg::Error& e) {
     db_.run("ROLLBACK TO SAVEPOINT clear_request");
     // P0001: the clears_check trigger; 23xxx: a CHECK on operator or reason.
-    if (e.sqlstate() == "P0001" || e.sqlstate().rfind("23", 0) == 0) return e.what();
+    if (e.sqlstate() == "P0001" || e.sqlstate().rfind("23", 0) == 0) return Status::Error(e.what());
     throw;
   }
 }

@@ -48,8 +48,8 @@ class PostgresTxn final : public LedgerTxn {
   void append_event(const EventRecord& event, int64_t now) override;
   void add_counters(const Counters& delta) override { pending_ += delta; }
   Counters load_counters() override;
-  std::string request_clear(const std::string& intent, const std::string& operator_name,
-                            const std::string& reason) override;
+  Status request_clear(const std::string& intent, const std::string& operator_name,
+                       const std::string& reason) override;
   int64_t raise_result_ttl(int64_t ttl_ms) override;
   int64_t count_finished(int64_t cutoff) override;
   int64_t sweep_finished(int64_t cutoff) override;

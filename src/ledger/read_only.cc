@@ -133,73 +133,52 @@ std::unique_ptr<SQLite::Database> open_on_read_only_media(const std::string& pat
 // The checks every reader makes before trusting what a file says: those a
 // server makes (ledger/migrations.h), and that it already is a ledger,
 // which a reader will not make of it.
-std::unique_ptr<SQLite::Database> checked_ledger(std::unique_ptr<SQLite::Database> db, const std::string& path,
-                                                 std::string* error) {
+StatusOr<std::unique_ptr<SQLite::Database>> checked_ledger(std::unique_ptr<SQLite::Database> db,
+                                                           const std::string& path) {
   const int app_id = db->execAndGet("PRAGMA application_id").getInt();
   const int version = db->execAndGet("PRAGMA user_version").getInt();
-  if (const std::string damaged = misidentified_ledger(*db, path); !damaged.empty()) {
-    *error = path + " " + damaged;
-    return nullptr;
+  if (const Status damaged = misidentified_ledger(*db, path); !damaged.ok()) {
+    return Status::Error(path + " " + damaged.message());
   }
   if (app_id != kApplicationId) {
-    *error = path + " is not an effectfence ledger (application_id " + std::to_string(app_id) + ")";
-    return nullptr;
+    return Status::Error(path + " is not an effectfence ledger (application_id " + std::to_string(app_id) + ")");
   }
-  if (const std::string wrong = schema_version_problem(*db); !wrong.empty()) {
-    *error = path + " " + wrong;
-    return nullptr;
+  if (const Status wrong = schema_version_problem(*db); !wrong.ok()) {
+    return Status::Error(path + " " + wrong.message());
   }
   if (version <= 0) {
-    *error = path + " is an effectfence ledger with no schema yet; serve or wrap initialises it";
-    return nullptr;
+    return Status::Error(path + " is an effectfence ledger with no schema yet; serve or wrap initialises it");
   }
   return db;
 }
 
 }  // namespace
 
-std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error, bool* absent) {
-  if (absent) *absent = false;
+StatusOr<std::unique_ptr<SQLite::Database>> open_ledger_read_only(const std::string& path) {
   // Before SQLite, which would delete such a log even on a read-only open.
-  if (const std::string log = orphaned_log(path); !log.empty()) {
-    *error = path + ": " + log;
-    return nullptr;
-  }
-  for (const std::string& log : {damaged_log(path), foreign_log(path), companion_not_a_file(path)}) {
-    if (log.empty()) continue;
-    *error = path + ": " + log;
-    return nullptr;
+  if (const Status log = orphaned_log(path); !log.ok()) return Status::Error(path + ": " + log.message());
+  for (const Status& log : {damaged_log(path), foreign_log(path), companion_not_a_file(path)}) {
+    if (log.ok()) continue;
+    return Status::Error(path + ": " + log.message());
   }
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    *error = "no ledger at " + path;
-    if (absent) *absent = true;
-    return nullptr;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    *error = path + " is not a ledger file";
-    return nullptr;
-  }
+  if (::stat(path.c_str(), &st) != 0) return Status::NotFound("no ledger at " + path);
+  if (!S_ISREG(st.st_mode)) return Status::Error(path + " is not a ledger file");
   // Read under another name than its servers', the ledger would be read
   // without its log: an audit missing the latest outcomes, and exit 0.
-  if (st.st_nlink > 1) {
-    *error = path + " " + hard_links_problem(path, st.st_nlink);
-    return nullptr;
-  }
+  if (st.st_nlink > 1) return Status::Error(path + " " + hard_links_problem(path, st.st_nlink));
   try {
     try {
       return checked_ledger(
           std::make_unique<SQLite::Database>(sqlite_file_name(path), SQLite::OPEN_READONLY, kReadBusyTimeoutMs),
-          path, error);
+          path);
     } catch (const SQLite::Exception& e) {
       if (!cannot_share_wal_index(path, e.getExtendedErrorCode())) throw;
-      if (auto db = open_on_read_only_media(path)) return checked_ledger(std::move(db), path, error);
-      *error = wal_index_needed(path);
-      return nullptr;
+      if (auto db = open_on_read_only_media(path)) return checked_ledger(std::move(db), path);
+      return Status::Error(wal_index_needed(path));
     }
   } catch (const SQLite::Exception& e) {
-    *error = path + ": " + e.what();
-    return nullptr;
+    return Status::Error(path + ": " + e.what());
   }
 }
 

@@ -9,18 +9,18 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include "core/status.h"
+
 namespace effectfence {
 
 // Returns true iff path names an existing regular file.
 bool ledger_file_exists(const std::string& path);
 
 // Opens an existing ledger with a read-only connection. Checks that the
-// file is an effectfence ledger this binary understands. Returns nullptr
-// and fills *error ("no ledger at PATH", "... is not an effectfence
-// ledger", ...) on failure, and *absent (if given) iff there is no file at
-// path at all.
-std::unique_ptr<SQLite::Database> open_ledger_read_only(const std::string& path, std::string* error,
-                                                        bool* absent = nullptr);
+// file is an effectfence ledger this binary understands. Returns the error
+// ("... is not an effectfence ledger", ...) on failure: NotFound ("no
+// ledger at PATH") iff there is no file at path at all.
+StatusOr<std::unique_ptr<SQLite::Database>> open_ledger_read_only(const std::string& path);
 
 // A ledger on read-only media is read in place, without the -shm SQLite
 // would create; another mount may write it meanwhile. The first such ledger

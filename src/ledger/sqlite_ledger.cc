@@ -50,17 +50,17 @@ std::optional<OpenError> check_existing_file(const std::string& path) {
                           "; a ledger there would take the place of that database's transactions. Use " + database +
                           " itself as the ledger, or a new path");
   }
-  if (const std::string log = orphaned_log(path); !log.empty()) {
-    return open_error(OpenErrorCode::corrupt, path, log);
+  if (const Status log = orphaned_log(path); !log.ok()) {
+    return open_error(OpenErrorCode::corrupt, path, log.message());
   }
-  if (const std::string log = damaged_log(path); !log.empty()) {
-    return open_error(OpenErrorCode::corrupt, path, log);
+  if (const Status log = damaged_log(path); !log.ok()) {
+    return open_error(OpenErrorCode::corrupt, path, log.message());
   }
-  if (const std::string log = foreign_log(path); !log.empty()) {
-    return open_error(OpenErrorCode::newer_schema, path, log);
+  if (const Status log = foreign_log(path); !log.ok()) {
+    return open_error(OpenErrorCode::newer_schema, path, log.message());
   }
-  if (const std::string taken = companion_not_a_file(path); !taken.empty()) {
-    return open_error(OpenErrorCode::io, path, taken);
+  if (const Status taken = companion_not_a_file(path); !taken.ok()) {
+    return open_error(OpenErrorCode::io, path, taken.message());
   }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -129,8 +129,8 @@ std::optional<OpenError> check_identity(SQLite::Database& db, const std::string&
   const int app_id = db.execAndGet("PRAGMA application_id").getInt();
   const int version = db.execAndGet("PRAGMA user_version").getInt();
   const int tables = db.execAndGet("SELECT count(*) FROM sqlite_master").getInt();
-  if (const std::string damaged = misidentified_ledger(db, path); !damaged.empty()) {
-    return open_error(OpenErrorCode::corrupt, path, damaged);
+  if (const Status damaged = misidentified_ledger(db, path); !damaged.ok()) {
+    return open_error(OpenErrorCode::corrupt, path, damaged.message());
   }
   if (app_id != kApplicationId && !(app_id == 0 && version == 0 && tables == 0)) {
     return open_error(OpenErrorCode::not_a_ledger, path,
@@ -138,8 +138,8 @@ std::optional<OpenError> check_identity(SQLite::Database& db, const std::string&
                           std::to_string(app_id) + "); refusing to add tables to it");
   }
   if (app_id == kApplicationId || version > 0) {
-    if (const std::string wrong = schema_version_problem(db); !wrong.empty()) {
-      return open_error(version > 0 ? OpenErrorCode::newer_schema : OpenErrorCode::corrupt, path, wrong);
+    if (const Status wrong = schema_version_problem(db); !wrong.ok()) {
+      return open_error(version > 0 ? OpenErrorCode::newer_schema : OpenErrorCode::corrupt, path, wrong.message());
     }
   }
   return std::nullopt;

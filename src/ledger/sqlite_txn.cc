@@ -414,18 +414,18 @@ Counters SqliteTxn::load_counters() {
   return c;
 }
 
-std::string SqliteTxn::request_clear(const std::string& intent, const std::string& operator_name,
-                                     const std::string& reason) {
+Status SqliteTxn::request_clear(const std::string& intent, const std::string& operator_name,
+                                const std::string& reason) {
   auto& q = statement("INSERT INTO clears (intent, operator, reason) VALUES (?, ?, ?)");
   q.bind(1, intent);
   q.bind(2, operator_name);
   q.bind(3, reason);
   try {
     q.exec();
-    return "";
+    return Status::Ok();
   } catch (const SQLite::Exception& e) {
     // RAISE(ABORT) and CHECK failures undo only this statement.
-    if (e.getErrorCode() == SQLITE_CONSTRAINT) return e.what();
+    if (e.getErrorCode() == SQLITE_CONSTRAINT) return Status::Error(e.what());
     throw;
   }
 }

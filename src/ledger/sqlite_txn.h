@@ -50,8 +50,8 @@ class SqliteTxn final : public LedgerTxn {
   void flush_counters();
   void discard_batch() { batch_counters_ = Counters{}; decision_counters_ = Counters{}; }
 
-  std::string request_clear(const std::string& intent, const std::string& operator_name,
-                            const std::string& reason) override;
+  Status request_clear(const std::string& intent, const std::string& operator_name,
+                       const std::string& reason) override;
   int64_t raise_result_ttl(int64_t ttl_ms) override;
   int64_t count_finished(int64_t cutoff) override;
   int64_t sweep_finished(int64_t cutoff) override;

@@ -110,19 +110,18 @@ TEST_CASE("csv_field quotes per RFC 4180 only when needed") {
 
 TEST_CASE("open_ledger_read_only never creates a file, and the ledgers beside a missing one are named") {
   effectfence::testing::TempDir dir;
-  std::string error;
   const std::string path = dir.file("server.sqlite");
-  bool absent = false;
-  CHECK_FALSE(open_ledger_read_only(path, &error, &absent));
-  CHECK(error == "no ledger at " + path);
-  CHECK(absent);
+  const auto missing = open_ledger_read_only(path);
+  CHECK_FALSE(missing.ok());
+  CHECK(missing.status().message() == "no ledger at " + path);
+  CHECK(missing.status().is_not_found());
   CHECK(ledgers_beside(path).empty());
   CHECK_FALSE(ledger_file_exists(path));
 
   // wrap names its ledger after the command it wraps.
   std::ofstream(dir.file("wrap-0123456789abcdef.sqlite")) << "";
   std::ofstream(dir.file("notes.txt")) << "";
-  CHECK_FALSE(open_ledger_read_only(path, &error));
+  CHECK_FALSE(open_ledger_read_only(path).ok());
   CHECK(ledgers_beside(path) == "; other .sqlite files in that directory: " + dir.file("wrap-0123456789abcdef.sqlite"));
   CHECK_FALSE(ledger_file_exists(path));
 }
@@ -134,8 +133,7 @@ TEST_CASE("beside the default ledger, the files named are wrap's ledgers, and th
   std::filesystem::create_directories(dir.path() / "effectfence");
   const std::string wrap_ledger = (dir.path() / "effectfence" / "wrap-0123456789abcdef.sqlite").string();
   std::ofstream(wrap_ledger) << "";
-  std::string error;
-  CHECK_FALSE(open_ledger_read_only(path, &error));
+  CHECK_FALSE(open_ledger_read_only(path).ok());
   CHECK(ledgers_beside(path) == "; other ledgers in that directory: " + wrap_ledger +
                                     " (wrap keeps one per wrapped command; pass one with --db)");
   CHECK_FALSE(ledger_file_exists(path));
@@ -146,9 +144,9 @@ TEST_CASE("open_ledger_read_only opens a file named like an SQLite URI as that f
   effectfence::testing::ScopedCwd in_dir(dir.path().string());
   const std::string path = "file:ledger.sqlite";  // as a URI: ledger.sqlite, which does not exist
   REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
-  std::string error;
-  CHECK(open_ledger_read_only(path, &error) != nullptr);
-  CHECK(error.empty());
+  const auto opened = open_ledger_read_only(path);
+  CHECK(opened.ok());
+  CHECK(opened.status().message().empty());
 }
 
 TEST_CASE("terminal_safe escapes control characters and leaves other text as it is") {
