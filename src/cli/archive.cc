@@ -62,7 +62,6 @@ std::optional<int64_t> positive(const std::string& text) {
 }
 
 int archive(const ParsedArgs& parsed) {
-  std::string error;
   archive::ArchiveOptions options;
   const auto before = parsed.value("before");
   const auto out = parsed.value("out");
@@ -71,9 +70,9 @@ int archive(const ParsedArgs& parsed) {
     return kExitFailure;
   }
   const int64_t now = now_ms();
-  const auto cutoff = parse_since(*before, now, &error);
-  if (!cutoff) {
-    print_error(kCommand, "reading options", "--before: " + error);
+  const auto cutoff = parse_since(*before, now);
+  if (!cutoff.ok()) {
+    print_error(kCommand, "reading options", "--before: " + cutoff.status().message());
     return kExitFailure;
   }
   if (*cutoff > now) {

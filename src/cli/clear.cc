@@ -74,12 +74,11 @@ std::string default_operator() {
 
 bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n\v\f") == std::string::npos; }
 
-// Whether the ledger holds intent; nullopt and *error if it could not be read.
-std::optional<bool> exists(Fence& fence, const std::string& intent, std::string* error) {
+// Whether the ledger holds intent, or the error if it could not be read.
+StatusOr<bool> exists(Fence& fence, const std::string& intent) {
   const auto status = fence.intent_status(intent);
   if (const auto* refused = std::get_if<Refusal>(&status)) {
-    *error = "could not read the ledger: " + explain(*refused, Step::read);
-    return std::nullopt;
+    return Status::Error("could not read the ledger: " + explain(*refused, Step::read));
   }
   return std::get<IntentStatus>(status).state != IntentState::none;
 }
@@ -87,20 +86,19 @@ std::optional<bool> exists(Fence& fence, const std::string& intent, std::string*
 // The intent meant by given: itself, or the intent that fenced printed as
 // given (escaped, since it holds control or invisible characters). Both
 // existing is refused: one's name is how the other prints.
-std::optional<std::string> intent_meant(Fence& fence, const std::string& given, bool exact, std::string* error) {
+StatusOr<std::string> intent_meant(Fence& fence, const std::string& given, bool exact) {
   if (exact) return given;
   const auto unescaped = terminal_unescape(given);
   if (!unescaped || *unescaped == given) return given;
-  const auto printed_one = exists(fence, *unescaped, error);
-  if (!printed_one) return std::nullopt;
+  const auto printed_one = exists(fence, *unescaped);
+  if (!printed_one.ok()) return printed_one.status();
   if (!*printed_one) return given;
-  const auto raw_one = exists(fence, given, error);
-  if (!raw_one) return std::nullopt;
+  const auto raw_one = exists(fence, given);
+  if (!raw_one.ok()) return raw_one.status();
   if (!*raw_one) return *unescaped;
-  *error = "two intents match: \"" + terminal_safe(given) + "\" as given, and the one fenced prints that way. " +
-           "Give --exact to clear the one named by these exact bytes, or the other's raw bytes with --exact " +
-           "(e.g. $'...' in bash)";
-  return std::nullopt;
+  return Status::Error("two intents match: \"" + terminal_safe(given) + "\" as given, and the one fenced prints that "
+                       "way. Give --exact to clear the one named by these exact bytes, or the other's raw bytes with "
+                       "--exact (e.g. $'...' in bash)");
 }
 
 void print_result(bool json, const std::string& intent, const std::string& operator_name,
@@ -131,7 +129,6 @@ void print_result(bool json, const std::string& intent, const std::string& opera
 }
 
 int clear(const ParsedArgs& parsed) {
-  std::string error;
   const auto reason = parsed.value("reason");
   if (!reason || blank(*reason)) {
     print_error(kCommand, "reading options", "--reason is required, and not blank: it goes in the audit log");
@@ -171,9 +168,9 @@ int clear(const ParsedArgs& parsed) {
     return kExitFailure;
   }
   Fence& fence = *std::get<std::unique_ptr<Fence>>(opened);
-  const auto intent = intent_meant(fence, parsed.positionals[0], parsed.has("exact"), &error);
-  if (!intent) {
-    print_error(kCommand, "finding the intent", error);
+  const auto intent = intent_meant(fence, parsed.positionals[0], parsed.has("exact"));
+  if (!intent.ok()) {
+    print_error(kCommand, "finding the intent", intent.status().message());
     return kExitFailure;
   }
   const ClearOutcome outcome = fence.clear(*intent, operator_name, *reason);

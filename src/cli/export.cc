@@ -279,8 +279,12 @@ std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string*
   ExportOptions options;
   options.ledger = resolve_ledger_path(parsed, kCommand);
   if (auto since = parsed.value("since")) {
-    options.since_ms = parse_since(*since, now_ms(), error);
-    if (!options.since_ms) return std::nullopt;
+    const auto since_ms = parse_since(*since, now_ms());
+    if (!since_ms.ok()) {
+      *error = since_ms.status().message();
+      return std::nullopt;
+    }
+    options.since_ms = *since_ms;
   }
   const std::string format = parsed.value("format").value_or("jsonl");
   if (format == "csv") {

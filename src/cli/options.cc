@@ -33,8 +33,7 @@ std::vector<std::string> ParsedArgs::all(const std::string& name) const {
   return found == repeated.end() ? std::vector<std::string>{} : found->second;
 }
 
-std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionSpec>& specs,
-                                     std::string* error) {
+StatusOr<ParsedArgs> parse_args(const Args& args, const std::vector<OptionSpec>& specs) {
   ParsedArgs parsed;
   bool options_ended = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -52,20 +51,17 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionS
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
-      *error = "unknown option '" + arg + "'";
-      return std::nullopt;
+      return Status::Error("unknown option '" + arg + "'");
     }
     const size_t equals = arg.find('=');
     const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
     const OptionSpec* spec = find_spec(specs, name);
     if (!spec) {
-      *error = "unknown option '--" + name + "'";
-      return std::nullopt;
+      return Status::Error("unknown option '--" + name + "'");
     }
     if (!spec->takes_value) {
       if (equals != std::string::npos) {
-        *error = "--" + name + " takes no value";
-        return std::nullopt;
+        return Status::Error("--" + name + " takes no value");
       }
       parsed.switches.insert(name);
       continue;
@@ -76,18 +72,15 @@ std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionS
     } else if (i + 1 < args.size()) {
       value = args[++i];
     } else {
-      *error = "--" + name + " needs a value";
-      return std::nullopt;
+      return Status::Error("--" + name + " needs a value");
     }
     if (value.empty()) {
-      *error = "--" + name + " needs a non-empty value";
-      return std::nullopt;
+      return Status::Error("--" + name + " needs a non-empty value");
     }
     if (spec->repeatable) parsed.repeated[name].push_back(value);
     // Which of two ledgers (or reasons) was meant is not ours to guess.
     if (!parsed.values.emplace(name, value).second && !spec->repeatable) {
-      *error = "--" + name + " is given twice";
-      return std::nullopt;
+      return Status::Error("--" + name + " is given twice");
     }
   }
   return parsed;

@@ -34,10 +34,9 @@ struct ParsedArgs {
 };
 
 // Parses args against specs ("--help"/"-h" is always accepted as the switch
-// "help"; "--" ends the options). Returns nullopt and fills *error for an
-// unknown option, a missing or empty value, or a value given to a switch.
-std::optional<ParsedArgs> parse_args(const Args& args, const std::vector<OptionSpec>& specs,
-                                     std::string* error);
+// "help"; "--" ends the options). Returns the error for an unknown
+// option, a missing or empty value, or a value given to a switch.
+StatusOr<ParsedArgs> parse_args(const Args& args, const std::vector<OptionSpec>& specs);
 
 // --db, else $EFFECTFENCE_LEDGER, else Settings::default_ledger_path("server").
 // When it falls back to the default ledger and other ledgers lie beside it

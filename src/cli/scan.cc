@@ -105,12 +105,12 @@ std::optional<std::vector<Json>> read_live_tools(const ScanOptions& o) {
 int scan(const ScanOptions& o) {
   std::optional<scan::SourceTree> tree;
   if (!o.path.empty()) {
-    std::string error;
-    tree = scan::read_source_tree(o.path, &error);
-    if (!tree) {
-      print_error("scan", "reading the source", error);
+    auto read = scan::read_source_tree(o.path);
+    if (!read.ok()) {
+      print_error("scan", "reading the source", read.status().message());
       return kExitCouldNotScan;
     }
+    tree = std::move(*read);
   }
   std::optional<std::vector<Json>> live;
   if (!o.command.empty()) {

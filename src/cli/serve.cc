@@ -197,8 +197,8 @@ int run_serve(const Args& args) {
   // Refused before anything else starts: a server that would record
   // unsigned certificates into a signed ledger fails verify later instead.
   const std::string key_path = signing_key_path(options.signing_key);
-  if (const std::string error = load_signing_key(key_path, &settings); !error.empty()) {
-    log.error("cannot use the signing key: " + error);
+  if (const Status loaded = load_signing_key(key_path, &settings); !loaded.ok()) {
+    log.error("cannot use the signing key: " + loaded.message());
     return 2;
   }
   options.shared.signing_key_path = key_path;

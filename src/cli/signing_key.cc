@@ -13,12 +13,12 @@ std::string signing_key_path(const std::optional<std::string>& option_value) {
   return env ? env : "";
 }
 
-std::string load_signing_key(const std::string& path, Settings* settings) {
-  if (path.empty()) return "";
+Status load_signing_key(const std::string& path, Settings* settings) {
+  if (path.empty()) return Status::Ok();
   auto loaded = Signer::from_file(path);
-  if (auto* error = std::get_if<std::string>(&loaded)) return *error + kKeygenHint;
+  if (auto* error = std::get_if<std::string>(&loaded)) return Status::Error(*error + kKeygenHint);
   settings->signer = std::get<std::shared_ptr<const Signer>>(loaded);
-  return "";
+  return Status::Ok();
 }
 
 std::string signing_note(const Settings& settings) {

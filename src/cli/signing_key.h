@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "core/status.h"
 #include "effectfence/fence.h"
 
 namespace effectfence::cli {
@@ -20,8 +21,8 @@ constexpr const char* kKeygenHint = " (effectfence keygen writes an Ed25519 key 
 std::string signing_key_path(const std::optional<std::string>& option_value);
 
 // Reads the key at path into settings->signer (nothing for path ""). Returns
-// "" or an error naming the file and what to do; never the key's bytes.
-std::string load_signing_key(const std::string& path, Settings* settings);
+// ok or an error naming the file and what to do; never the key's bytes.
+Status load_signing_key(const std::string& path, Settings* settings);
 
 // For the startup log line: ", certificates signed with key ID" or "".
 std::string signing_note(const Settings& settings);

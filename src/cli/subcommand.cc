@@ -27,10 +27,9 @@ int run_guarded(const std::string& command, const std::function<int()>& body) {
 
 int run_command(const CommandSpec& spec, const Args& args, const std::function<int(const ParsedArgs&)>& body) {
   return run_guarded(spec.name, [&] {
-    std::string error;
-    const auto parsed = parse_args(args, spec.options, &error);
-    if (!parsed) {
-      print_error(spec.name, "reading options", error);
+    const auto parsed = parse_args(args, spec.options);
+    if (!parsed.ok()) {
+      print_error(spec.name, "reading options", parsed.status().message());
       return kExitFailure;
     }
     if (parsed->has("help")) {

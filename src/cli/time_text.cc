@@ -123,12 +123,11 @@ std::string format_utc(int64_t ms) {
   return buffer;
 }
 
-std::optional<int64_t> parse_since(const std::string& text, int64_t now, std::string* error) {
+StatusOr<int64_t> parse_since(const std::string& text, int64_t now) {
   if (auto age = parse_relative_age(text)) return now - *age;
   if (auto at = parse_iso_utc(text)) return *at;
-  *error = "--since '" + text +
-           "' is neither an ISO-8601 UTC time (2026-11-29T10:00:00Z) nor an age (90s, 30m, 1h, 7d)";
-  return std::nullopt;
+  return Status::Error("--since '" + text +
+                       "' is neither an ISO-8601 UTC time (2026-11-29T10:00:00Z) nor an age (90s, 30m, 1h, 7d)");
 }
 
 }  // namespace effectfence::cli

@@ -258,8 +258,8 @@ int serve_wrapped(const WrapOptions& options, mcp::Logger& log, mcp::StopSignals
     settings.ledger_path = options.db;
     settings.create_parent_directories = false;
   }
-  if (const std::string error = load_signing_key(signing_key_path(options.signing_key), &settings); !error.empty()) {
-    log.error("cannot use the signing key: " + error);
+  if (const Status loaded = load_signing_key(signing_key_path(options.signing_key), &settings); !loaded.ok()) {
+    log.error("cannot use the signing key: " + loaded.message());
     return 2;
   }
   auto opened = Fence::open(settings);

@@ -19,10 +19,9 @@ void write(const TempDir& dir, const std::string& relative, const std::string& t
 }
 
 SourceTree tree_of(const TempDir& dir) {
-  std::string error;
-  auto tree = read_source_tree(dir.path().string(), &error);
-  REQUIRE(tree);
-  return *tree;
+  auto tree = read_source_tree(dir.path().string());
+  REQUIRE(tree.ok());
+  return std::move(*tree);
 }
 
 const ToolFinding& tool_named(const ScanReport& report, const std::string& name) {
@@ -59,9 +58,9 @@ TEST_CASE("the source tree leaves out dependencies, build output, tests and exam
 }
 
 TEST_CASE("a missing path is an error with its name", "[scan][report]") {
-  std::string error;
-  CHECK_FALSE(read_source_tree("/nonexistent/effectfence-scan", &error));
-  CHECK(error == "no such file or directory: /nonexistent/effectfence-scan");
+  const auto tree = read_source_tree("/nonexistent/effectfence-scan");
+  CHECK_FALSE(tree.ok());
+  CHECK(tree.status().message() == "no such file or directory: /nonexistent/effectfence-scan");
 }
 
 TEST_CASE("source: a read tool next to a write tool is not flagged, the write tool is, with its wrap line",

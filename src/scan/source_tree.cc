@@ -53,13 +53,12 @@ bool is_skipped_file(const std::string& name) {
   return name.rfind("test_", 0) == 0 && ends_with(name, ".py");
 }
 
-std::optional<SourceTree> read_source_tree(const std::string& root, std::string* error) {
+StatusOr<SourceTree> read_source_tree(const std::string& root) {
   std::error_code ec;
   const fs::path base(root);
   const auto status = fs::status(base, ec);
   if (ec || !fs::exists(status)) {
-    *error = "no such file or directory: " + root;
-    return std::nullopt;
+    return Status::Error("no such file or directory: " + root);
   }
   SourceTree tree;
   tree.root = root;
@@ -68,18 +67,15 @@ std::optional<SourceTree> read_source_tree(const std::string& root, std::string*
     return tree;
   }
   if (!fs::is_directory(status)) {
-    *error = root + " is neither a directory nor a regular file";
-    return std::nullopt;
+    return Status::Error(root + " is neither a directory nor a regular file");
   }
   fs::recursive_directory_iterator it(base, fs::directory_options::skip_permission_denied, ec);
   if (ec) {
-    *error = "cannot read " + root + ": " + ec.message();
-    return std::nullopt;
+    return Status::Error("cannot read " + root + ": " + ec.message());
   }
   for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
     if (ec) {
-      *error = "cannot read " + root + ": " + ec.message();
-      return std::nullopt;
+      return Status::Error("cannot read " + root + ": " + ec.message());
     }
     const std::string name = it->path().filename().string();
     const std::string relative = it->path().lexically_relative(base).generic_string();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "scan/lexer.h"
 
 namespace effectfence::scan {
@@ -34,8 +35,8 @@ bool is_skipped_directory(const std::string& name);
 // x_test.go, test_x.py, x.d.ts, x.min.js, ...).
 bool is_skipped_file(const std::string& name);
 
-// Reads the tree under root (a directory, or one file). Returns nullopt and
-// fills *error when root does not exist or cannot be read.
-std::optional<SourceTree> read_source_tree(const std::string& root, std::string* error);
+// Reads the tree under root (a directory, or one file). Returns the error
+// when root does not exist or cannot be read.
+StatusOr<SourceTree> read_source_tree(const std::string& root);
 
 }  // namespace effectfence::scan

@@ -22,10 +22,21 @@ namespace {
 
 const std::vector<OptionSpec> kSpecs = {{"db", true}, {"json", false}, {"reason", true}};
 
+// parse_since's value, or nullopt when it refuses the text.
+std::optional<int64_t> since(const std::string& text, int64_t now) {
+  const auto parsed = parse_since(text, now);
+  return parsed.ok() ? std::optional<int64_t>(*parsed) : std::nullopt;
+}
+
+// parse_args's error message, or "" when it parses.
+std::string refusal_of(const Args& args) {
+  const auto parsed = parse_args(args, kSpecs);
+  return parsed.ok() ? "" : parsed.status().message();
+}
+
 TEST_CASE("parse_args takes values, switches and positionals in any order") {
-  std::string error;
-  auto parsed = parse_args({"charge:1", "--db", "l.sqlite", "--json", "--reason=checked, ok"}, kSpecs, &error);
-  REQUIRE(parsed);
+  auto parsed = parse_args({"charge:1", "--db", "l.sqlite", "--json", "--reason=checked, ok"}, kSpecs);
+  REQUIRE(parsed.ok());
   CHECK(parsed->value("db") == std::optional<std::string>("l.sqlite"));
   CHECK(parsed->value("reason") == std::optional<std::string>("checked, ok"));
   CHECK(parsed->has("json"));
@@ -34,35 +45,29 @@ TEST_CASE("parse_args takes values, switches and positionals in any order") {
 }
 
 TEST_CASE("parse_args refuses unknown options, missing values, valued switches and repeated values") {
-  std::string error;
-  CHECK_FALSE(parse_args({"--dbx", "x"}, kSpecs, &error));
-  CHECK(error == "unknown option '--dbx'");
-  CHECK_FALSE(parse_args({"--db"}, kSpecs, &error));
-  CHECK(error == "--db needs a value");
-  CHECK_FALSE(parse_args({"--db="}, kSpecs, &error));
-  CHECK_FALSE(parse_args({"--json=yes"}, kSpecs, &error));
-  CHECK_FALSE(parse_args({"-x"}, kSpecs, &error));
-  CHECK_FALSE(parse_args({"--db", "a.sqlite", "--db=b.sqlite"}, kSpecs, &error));  // which one was meant?
-  CHECK(error == "--db is given twice");
+  CHECK(refusal_of({"--dbx", "x"}) == "unknown option '--dbx'");
+  CHECK(refusal_of({"--db"}) == "--db needs a value");
+  CHECK(refusal_of({"--db="}) == "--db needs a non-empty value");
+  CHECK(refusal_of({"--json=yes"}) == "--json takes no value");
+  CHECK(refusal_of({"-x"}) == "unknown option '-x'");
+  CHECK(refusal_of({"--db", "a.sqlite", "--db=b.sqlite"}) == "--db is given twice");  // which one was meant?
 }
 
 TEST_CASE("parse_args: -h and --help are help, after -- everything is positional") {
-  std::string error;
-  auto parsed = parse_args({"-h", "--", "--json", "-"}, kSpecs, &error);
-  REQUIRE(parsed);
+  auto parsed = parse_args({"-h", "--", "--json", "-"}, kSpecs);
+  REQUIRE(parsed.ok());
   CHECK(parsed->has("help"));
   CHECK_FALSE(parsed->has("json"));
   CHECK(parsed->positionals == std::vector<std::string>{"--json", "-"});
 }
 
 TEST_CASE("resolve_ledger_path: --db, then EFFECTFENCE_LEDGER, then the default") {
-  std::string error;
   ::setenv("EFFECTFENCE_LEDGER", "/tmp/from-env.sqlite", 1);
-  CHECK(resolve_ledger_path(*parse_args({"--db", "/tmp/flag.sqlite"}, kSpecs, &error), "stats") == "/tmp/flag.sqlite");
-  CHECK(resolve_ledger_path(*parse_args({}, kSpecs, &error), "stats") == "/tmp/from-env.sqlite");
+  CHECK(resolve_ledger_path(*parse_args({"--db", "/tmp/flag.sqlite"}, kSpecs), "stats") == "/tmp/flag.sqlite");
+  CHECK(resolve_ledger_path(*parse_args({}, kSpecs), "stats") == "/tmp/from-env.sqlite");
   ::unsetenv("EFFECTFENCE_LEDGER");
   ::setenv("XDG_STATE_HOME", "/tmp/state", 1);
-  CHECK(resolve_ledger_path(*parse_args({}, kSpecs, &error), "stats") == "/tmp/state/effectfence/server.sqlite");
+  CHECK(resolve_ledger_path(*parse_args({}, kSpecs), "stats") == "/tmp/state/effectfence/server.sqlite");
 }
 
 TEST_CASE("format_utc prints ISO-8601 UTC with milliseconds, also before 1970") {
@@ -72,21 +77,19 @@ TEST_CASE("format_utc prints ISO-8601 UTC with milliseconds, also before 1970") 
 }
 
 TEST_CASE("parse_since reads ISO-8601 UTC times") {
-  std::string error;
-  CHECK(parse_since("2026-11-29T10:00:00Z", 0, &error) == std::optional<int64_t>(1795946400000));
-  CHECK(parse_since("2026-11-29T10:00:00.5Z", 0, &error) == std::optional<int64_t>(1795946400500));
-  CHECK(parse_since("2026-11-29T10:00:00.123+00:00", 0, &error) == std::optional<int64_t>(1795946400123));
-  CHECK(parse_since("2026-11-29T10:00Z", 0, &error) == std::optional<int64_t>(1795946400000));
-  CHECK(parse_since("2026-11-29", 0, &error) == std::optional<int64_t>(1795910400000));
+  CHECK(since("2026-11-29T10:00:00Z", 0) == std::optional<int64_t>(1795946400000));
+  CHECK(since("2026-11-29T10:00:00.5Z", 0) == std::optional<int64_t>(1795946400500));
+  CHECK(since("2026-11-29T10:00:00.123+00:00", 0) == std::optional<int64_t>(1795946400123));
+  CHECK(since("2026-11-29T10:00Z", 0) == std::optional<int64_t>(1795946400000));
+  CHECK(since("2026-11-29", 0) == std::optional<int64_t>(1795910400000));
 }
 
 TEST_CASE("parse_since reads ages before now") {
-  std::string error;
   const int64_t now = 1'000'000'000'000;
-  CHECK(parse_since("90s", now, &error) == std::optional<int64_t>(now - 90'000));
-  CHECK(parse_since("30m", now, &error) == std::optional<int64_t>(now - 1'800'000));
-  CHECK(parse_since("1h", now, &error) == std::optional<int64_t>(now - 3'600'000));
-  CHECK(parse_since("7d", now, &error) == std::optional<int64_t>(now - 604'800'000));
+  CHECK(since("90s", now) == std::optional<int64_t>(now - 90'000));
+  CHECK(since("30m", now) == std::optional<int64_t>(now - 1'800'000));
+  CHECK(since("1h", now) == std::optional<int64_t>(now - 3'600'000));
+  CHECK(since("7d", now) == std::optional<int64_t>(now - 604'800'000));
 }
 
 TEST_CASE("parse_since refuses local times, impossible dates and junk") {
@@ -94,7 +97,9 @@ TEST_CASE("parse_since refuses local times, impossible dates and junk") {
   for (const char* bad : {"2026-11-29T10:00:00+01:00", "2026-11-29T10:00:00", "2026-02-30", "2026-13-01",
                           "2026-11-29T25:00:00Z", "yesterday", "1w", "h", "-1h", "", "2026-11-29T10:00:00.Z"}) {
     INFO(bad);
-    CHECK_FALSE(parse_since(bad, 0, &error));
+    const auto refused = parse_since(bad, 0);
+    CHECK_FALSE(refused.ok());
+    if (!refused.ok()) error = refused.status().message();
   }
   CHECK(error.find("ISO-8601") != std::string::npos);
 }
