@@ -76,8 +76,8 @@ void ArchiveCheck::check_directory(const std::string& dir) {
   // A directory that does not exist holds no segment: fine for a ledger
   // that never archived, and each recorded segment is reported missing.
   if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) {
-    if (std::string error = archive::list_directory(dir, &names); !error.empty()) {
-      add("", "archive_unreadable", error);
+    if (Status listed = archive::list_directory(dir, &names); !listed.ok()) {
+      add("", "archive_unreadable", listed.message());
       return;
     }
   }

@@ -319,12 +319,12 @@ class DirectoryLock {
 // last recorded segment: it is not this ledger's archive.
 void tidy_directory(const std::string& dir, const std::vector<RecordedSegment>& recorded, ArchiveResult* result) {
   std::vector<std::string> names;
-  if (std::string error = list_directory(dir, &names); !error.empty()) throw std::runtime_error(error);
+  if (Status listed = list_directory(dir, &names); !listed.ok()) throw std::runtime_error(listed.message());
   const int64_t last = recorded.empty() ? 0 : recorded.back().segment;
   bool last_found = last == 0;
   for (const std::string& name : names) {
     if (is_temporary_name(name)) {
-      if (std::string error = remove_durably(dir, name); !error.empty()) throw std::runtime_error(error);
+      if (Status removed = remove_durably(dir, name); !removed.ok()) throw std::runtime_error(removed.message());
       ++result->removed_temporary;
       continue;
     }
@@ -332,7 +332,7 @@ void tidy_directory(const std::string& dir, const std::vector<RecordedSegment>& 
     if (!n) continue;
     if (*n == last) last_found = true;
     if (*n <= last) continue;
-    if (std::string error = remove_durably(dir, name); !error.empty()) throw std::runtime_error(error);
+    if (Status removed = remove_durably(dir, name); !removed.ok()) throw std::runtime_error(removed.message());
     ++result->removed_unrecorded;
   }
   if (!last_found) {
@@ -390,21 +390,21 @@ ArchiveResult run_archive(const ArchiveOptions& options,
     }
     segment.root = builder.finish(options.signer.get());
     segment.counts = builder.counts();
-    if (std::string error = write_durably(options.directory, segment.file, builder.text()); !error.empty()) {
-      throw std::runtime_error(error);
+    if (Status written = write_durably(options.directory, segment.file, builder.text()); !written.ok()) {
+      throw std::runtime_error(written.message());
     }
     bool committed = false;
     try {
       committed = delete_and_record(db, batch, segment, batch.first_at, batch.last_at);
     } catch (...) {
       // Not recorded: the file must not stand as a segment of this ledger.
-      remove_durably(options.directory, segment.file);
+      (void)remove_durably(options.directory, segment.file);  // the exception is what is told
       throw;
     }
     if (!committed) {
       // An intent came back (prepared again after its sweep): choose again.
-      if (std::string error = remove_durably(options.directory, segment.file); !error.empty()) {
-        throw std::runtime_error(error);
+      if (Status removed = remove_durably(options.directory, segment.file); !removed.ok()) {
+        throw std::runtime_error(removed.message());
       }
       ++result.retried_batches;
       continue;  // from the same cursor: that intent is no longer archivable

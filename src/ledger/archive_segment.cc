@@ -30,31 +30,30 @@ std::string dump_line(const Json& j) {
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-std::string sync_directory(const std::string& dir) {
+Status sync_directory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno_text("opening directory " + dir);
+  if (fd < 0) return Status::Error(errno_text("opening directory " + dir));
   const bool synced = ::fsync(fd) == 0;
-  const std::string error = synced ? "" : errno_text("syncing directory " + dir);
+  const Status status = synced ? Status::Ok() : Status::Error(errno_text("syncing directory " + dir));
   ::close(fd);
-  return error;
+  return status;
 }
 
-int64_t integer_field(const Json& j, const char* name, int line, std::string* error) {
+StatusOr<int64_t> integer_field(const Json& j, const char* name, int line) {
   const auto it = j.find(name);
   if (it == j.end() || !it->is_number_integer()) {
-    if (error->empty()) *error = "line " + std::to_string(line) + ": \"" + name + "\" is missing or not an integer";
-    return 0;
+    return Status::Error("line " + std::to_string(line) + ": \"" + name + "\" is missing or not an integer");
   }
   return it->get<int64_t>();
 }
 
-std::optional<std::string> text_or_null(const Json& j, const char* name, int line, std::string* error) {
+StatusOr<std::optional<std::string>> text_or_null(const Json& j, const char* name, int line) {
   const auto it = j.find(name);
-  if (it != j.end() && it->is_string()) return it->get<std::string>();
+  if (it != j.end() && it->is_string()) return std::optional<std::string>(it->get<std::string>());
   if (it == j.end() || !it->is_null()) {
-    if (error->empty()) *error = "line " + std::to_string(line) + ": \"" + name + "\" is missing or not text/null";
+    return Status::Error("line " + std::to_string(line) + ": \"" + name + "\" is missing or not text/null");
   }
-  return std::nullopt;
+  return std::optional<std::string>();
 }
 
 void count_row(const std::string& type, SegmentCounts* counts) {
@@ -130,6 +129,11 @@ std::string SegmentBuilder::finish(const Signer* signer) {
 
 SegmentContents read_segment(const std::string& path) {
   SegmentContents c;
+  // A field's value, or its type's zero; the first field missing or mistyped is the error.
+  const auto field = [&c](auto read) {
+    if (!read.ok() && c.error.empty()) c.error = read.status().message();
+    return read.ok() ? *read : std::decay_t<decltype(*read)>();
+  };
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     c.error = errno_text("cannot read it");
@@ -162,26 +166,26 @@ SegmentContents read_segment(const std::string& path) {
     }
     const std::string type = (*parsed)["type"].get<std::string>();
     if (line == 1) {
-      if (type != "segment" || integer_field(*parsed, "format", 1, &c.error) != kSegmentFormat) {
+      if (type != "segment" || field(integer_field(*parsed, "format", 1)) != kSegmentFormat) {
         if (c.error.empty()) c.error = "line 1 is not a segment header of format " + std::to_string(kSegmentFormat);
         return c;
       }
-      c.header.ledger_id = text_or_null(*parsed, "ledger", 1, &c.error).value_or("");
-      c.header.segment = integer_field(*parsed, "segment", 1, &c.error);
-      c.header.previous = text_or_null(*parsed, "previous", 1, &c.error);
-      c.header.before_ms = integer_field(*parsed, "before_ms", 1, &c.error);
-      c.header.first_at = integer_field(*parsed, "first_at", 1, &c.error);
-      c.header.last_at = integer_field(*parsed, "last_at", 1, &c.error);
+      c.header.ledger_id = field(text_or_null(*parsed, "ledger", 1)).value_or("");
+      c.header.segment = field(integer_field(*parsed, "segment", 1));
+      c.header.previous = field(text_or_null(*parsed, "previous", 1));
+      c.header.before_ms = field(integer_field(*parsed, "before_ms", 1));
+      c.header.first_at = field(integer_field(*parsed, "first_at", 1));
+      c.header.last_at = field(integer_field(*parsed, "last_at", 1));
       if (!c.ok()) return c;
     } else if (type == "segment_end") {
       c.computed_root = sha256_hex(std::string_view(text.data(), start));
-      c.declared_root = text_or_null(*parsed, "root", line, &c.error).value_or("");
-      c.declared.certificates = integer_field(*parsed, "certificates", line, &c.error);
-      c.declared.signatures = integer_field(*parsed, "signatures", line, &c.error);
-      c.declared.events = integer_field(*parsed, "events", line, &c.error);
-      c.declared.clears = integer_field(*parsed, "clears", line, &c.error);
-      c.key_id = text_or_null(*parsed, "key_id", line, &c.error);
-      c.signature = text_or_null(*parsed, "signature", line, &c.error);
+      c.declared_root = field(text_or_null(*parsed, "root", line)).value_or("");
+      c.declared.certificates = field(integer_field(*parsed, "certificates", line));
+      c.declared.signatures = field(integer_field(*parsed, "signatures", line));
+      c.declared.events = field(integer_field(*parsed, "events", line));
+      c.declared.clears = field(integer_field(*parsed, "clears", line));
+      c.key_id = field(text_or_null(*parsed, "key_id", line));
+      c.signature = field(text_or_null(*parsed, "signature", line));
       if (!c.ok()) return c;
       ended = true;
     } else if (is_row_type(type)) {
@@ -197,11 +201,11 @@ SegmentContents read_segment(const std::string& path) {
   return c;
 }
 
-std::string write_durably(const std::string& dir, const std::string& name, const std::string& text) {
+Status write_durably(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string final_path = dir + "/" + name;
   const std::string temporary_path = dir + "/" + temporary_name(name);
   const int fd = ::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return errno_text("creating " + temporary_path);
+  if (fd < 0) return Status::Error(errno_text("creating " + temporary_path));
   size_t written = 0;
   std::string error;
   while (written < text.size()) {
@@ -215,26 +219,28 @@ std::string write_durably(const std::string& dir, const std::string& name, const
   }
   if (error.empty() && ::fsync(fd) != 0) error = errno_text("syncing " + temporary_path);
   if (::close(fd) != 0 && error.empty()) error = errno_text("closing " + temporary_path);
-  if (!error.empty()) return error;
-  if (::rename(temporary_path.c_str(), final_path.c_str()) != 0) return errno_text("renaming it to " + final_path);
+  if (!error.empty()) return Status::Error(error);
+  if (::rename(temporary_path.c_str(), final_path.c_str()) != 0) {
+    return Status::Error(errno_text("renaming it to " + final_path));
+  }
   return sync_directory(dir);
 }
 
-std::string remove_durably(const std::string& dir, const std::string& name) {
+Status remove_durably(const std::string& dir, const std::string& name) {
   const std::string path = dir + "/" + name;
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_text("removing " + path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::Error(errno_text("removing " + path));
   return sync_directory(dir);
 }
 
-std::string list_directory(const std::string& dir, std::vector<std::string>* names) {
+Status list_directory(const std::string& dir, std::vector<std::string>* names) {
   DIR* d = ::opendir(dir.c_str());
-  if (!d) return errno_text("reading directory " + dir);
+  if (!d) return Status::Error(errno_text("reading directory " + dir));
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name != "." && name != "..") names->push_back(name);
   }
   ::closedir(d);
-  return "";
+  return Status::Ok();
 }
 
 }  // namespace effectfence::archive

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "effectfence/json.h"
 
 namespace effectfence {
@@ -99,12 +100,12 @@ SegmentContents read_segment(const std::string& path);
 
 // Writes text to dir/name durably: to its temporary name, fsynced, renamed
 // over name, and dir fsynced, so once this returns the file survives a
-// crash under its final name. Returns "" or what failed.
-std::string write_durably(const std::string& dir, const std::string& name, const std::string& text);
-// Removes dir/name and fsyncs dir. Returns "" or what failed.
-std::string remove_durably(const std::string& dir, const std::string& name);
-// The names of the entries of dir. Returns "" or what failed.
-std::string list_directory(const std::string& dir, std::vector<std::string>* names);
+// crash under its final name. Returns ok or what failed.
+Status write_durably(const std::string& dir, const std::string& name, const std::string& text);
+// Removes dir/name and fsyncs dir. Returns ok or what failed.
+Status remove_durably(const std::string& dir, const std::string& name);
+// The names of the entries of dir. Returns ok or what failed.
+Status list_directory(const std::string& dir, std::vector<std::string>* names);
 
 }  // namespace archive
 }  // namespace effectfence
