@@ -58,19 +58,20 @@ void InputRounds::forget(const std::shared_ptr<Round>& round) {
   }
 }
 
-std::string InputRounds::route(ChildAsk& ask) {
+Status InputRounds::route(ChildAsk& ask) {
   std::shared_ptr<Round> round;
   {
     MutexLock lock(&mutex_);
-    if (running_.empty()) return "no call of the agent is running on the child";
+    if (running_.empty()) return Status::Error("no call of the agent is running on the child");
     if (running_.size() > 1) {
-      return std::to_string(running_.size()) + " calls of the agent are running on the child, and a 2025 server's "
-             "request does not say which call it belongs to";
+      return Status::Error(std::to_string(running_.size()) +
+                           " calls of the agent are running on the child, and a 2025 server's request does not say "
+                           "which call it belongs to");
     }
     round = running_.front();
   }
   round->add(std::move(ask));
-  return "";
+  return Status::Ok();
 }
 
 Json InputRounds::park(ParkedCall call, std::vector<ChildAsk> asks) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "core/status.h"
 #include "effectfence/fence.h"
 #include "effectfence/json.h"
 #include "mcp/client.h"
@@ -82,10 +83,10 @@ class InputRounds {
   // answered with an error.
   void forget(const std::shared_ptr<Round>& round) EXCLUDES(mutex_);
   // Gives a question of the child's to the call that asked it: the one call
-  // of a stateless agent the child is running. Returns "" when given, else
+  // of a stateless agent the child is running. Returns ok when given, else
   // why it could not be (no such call, or several: a 2025 child does not say
   // which call a request of its belongs to); ask is then left as it was.
-  std::string route(ChildAsk& ask) EXCLUDES(mutex_);
+  Status route(ChildAsk& ask) EXCLUDES(mutex_);
 
   // Parks call with the questions asked (taken from its round, keys given
   // here) and returns the input_required result for the agent.

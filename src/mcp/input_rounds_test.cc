@@ -19,23 +19,23 @@ TEST_CASE("input rounds: a child's question goes to the one running call, never 
   InputRounds rounds;
   std::optional<Reply> answer;
   ChildAsk ask = ask_into(&answer);
-  CHECK(rounds.route(ask).find("no call") != std::string::npos);
+  CHECK(rounds.route(ask).message().find("no call") != std::string::npos);
 
   auto first = rounds.begin();
-  CHECK(rounds.route(ask).empty());
+  CHECK(rounds.route(ask).ok());
   CHECK(first->has_asks());
   CHECK(first->take().size() == 1);
 
   auto second = rounds.begin();
   ChildAsk other = ask_into(&answer);
-  const std::string why = rounds.route(other);
-  CHECK(why.find("2 calls") != std::string::npos);
+  const effectfence::Status routed = rounds.route(other);
+  CHECK(routed.message().find("2 calls") != std::string::npos);
   CHECK_FALSE(first->has_asks());
   CHECK_FALSE(second->has_asks());
   REQUIRE(other.respond);  // left with the caller, to be refused
 
   rounds.forget(first);
-  CHECK(rounds.route(other).empty());
+  CHECK(rounds.route(other).ok());
   CHECK(second->has_asks());
 }
 
@@ -124,11 +124,11 @@ TEST_CASE("input rounds: a question left when its call finishes is answered with
   std::optional<Reply> answer;
   auto round = rounds.begin();
   ChildAsk ask = ask_into(&answer);
-  REQUIRE(rounds.route(ask).empty());
+  REQUIRE(rounds.route(ask).ok());
   rounds.forget(round);
   REQUIRE(answer);
   REQUIRE(answer->error);
   CHECK(answer->error->message.find("has finished") != std::string::npos);
   ChildAsk late = ask_into(&answer);
-  CHECK_FALSE(rounds.route(late).empty());  // no call runs any more
+  CHECK_FALSE(rounds.route(late).ok());  // no call runs any more
 }

@@ -923,16 +923,16 @@ void Proxy::on_child_request(const Json& child_id, const std::string& method, co
 void Proxy::ask_stateless_agent(const std::string& method, const Json& params, const Json& sent_params,
                                 std::function<void(Reply)> respond) {
   ChildAsk ask{method, sent_params.is_null() ? params : sent_params, std::move(respond)};
-  const std::string why = rounds_.route(ask);
-  if (why.empty()) {
+  const Status routed = rounds_.route(ask);
+  if (routed.ok()) {
     log_.debug("the child asked for " + method + " during a stateless agent's call: it goes to the agent in the "
                "call's answer");
     return;
   }
-  log_.info("the child asked for " + method + ", which cannot reach the agent: " + why);
+  log_.info("the child asked for " + method + ", which cannot reach the agent: " + routed.message());
   ask.respond(Reply::failure(jsonrpc::kInternalError,
                              "the client speaks protocol revision 2026-07-28, which takes a server's questions only "
-                             "within the answer to the call that asks them, and " + why));
+                             "within the answer to the call that asks them, and " + routed.message()));
 }
 
 bool Proxy::is_stateless_call(const CallContext& context) const {
