@@ -17,6 +17,7 @@
 #include <botan/x509_key.h>
 
 #include "core/sha256.h"
+#include "core/status.h"
 
 namespace effectfence {
 namespace {
@@ -31,12 +32,12 @@ std::string mode_text(mode_t mode) {
   return std::string("0") + octal_digit(mode >> 6) + octal_digit(mode >> 3) + octal_digit(mode);
 }
 
-// Reads a whole small file. The key's bytes stay in *text only; errors
-// name the file and the step.
-std::string read_small_file(const std::string& path, const char* what, bool owner_only, std::string* text) {
+// Reads a whole small file. The key's bytes stay in *text only (not in a
+// StatusOr: the caller wipes them); errors name the file and the step.
+Status read_small_file(const std::string& path, const char* what, bool owner_only, std::string* text) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
-    return std::string("cannot read the ") + what + " " + path + ": " + std::strerror(errno);
+    return Status::Error(std::string("cannot read the ") + what + " " + path + ": " + std::strerror(errno));
   }
   struct stat st {};
   std::string error;
@@ -72,7 +73,7 @@ std::string read_small_file(const std::string& path, const char* what, bool owne
     std::memset(buffer, 0, sizeof buffer);
   }
   ::close(fd);
-  return error;
+  return error.empty() ? Status::Ok() : Status::Error(error);
 }
 
 // Overwrites a string that held key material before it is freed.
@@ -117,9 +118,9 @@ std::variant<std::shared_ptr<const Signer>, std::string> Signer::from_pem(const 
 
 std::variant<std::shared_ptr<const Signer>, std::string> Signer::from_file(const std::string& path) {
   std::string pem;
-  if (std::string error = read_small_file(path, "signing key", /*owner_only=*/true, &pem); !error.empty()) {
+  if (const Status read = read_small_file(path, "signing key", /*owner_only=*/true, &pem); !read.ok()) {
     wipe(pem);
-    return error;
+    return read.message();
   }
   auto signer = from_pem(pem);
   wipe(pem);
@@ -167,8 +168,8 @@ std::variant<PublicKey, std::string> PublicKey::from_pem(const std::string& pem)
 
 std::variant<PublicKey, std::string> PublicKey::from_file(const std::string& path) {
   std::string pem;
-  if (std::string error = read_small_file(path, "public key", /*owner_only=*/false, &pem); !error.empty()) {
-    return error;
+  if (const Status read = read_small_file(path, "public key", /*owner_only=*/false, &pem); !read.ok()) {
+    return read.message();
   }
   auto key = from_pem(pem);
   if (auto* error = std::get_if<std::string>(&key)) return "the public key " + path + " is refused: " + *error;
