@@ -90,12 +90,14 @@ Status orphaned_log(const std::string& path) {
     const std::string log = name + "-wal";
     struct stat wal {};
     if (::stat(log.c_str(), &wal) != 0 || !S_ISREG(wal.st_mode) || wal.st_size <= kWalHeaderBytes) continue;
-    return Status::Error(std::string("the ledger ") + (exists ? "is empty" : "does not exist") + ", but its log " + log + " holds " + std::to_string(wal.st_size) +
-           " bytes of transactions that never reached the ledger file (a server stopped hard, and the ledger "
-           "was then emptied, moved or deleted). Opening it would start a new ledger and delete that log, and "
-           "recorded outcomes with it. Put the ledger file that goes with this log back in place (a moved one, "
-           "or a backup with its -wal); if you are sure the log is stale, move " + log + " and " + name +
-           "-shm away");
+    return Status::Error(
+        std::string("the ledger ") + (exists ? "is empty" : "does not exist") + ", but its log " + log + " holds " +
+        std::to_string(wal.st_size) +
+        " bytes of transactions that never reached the ledger file (a server stopped hard, and the ledger "
+        "was then emptied, moved or deleted). Opening it would start a new ledger and delete that log, and "
+        "recorded outcomes with it. Put the ledger file that goes with this log back in place (a moved one, "
+        "or a backup with its -wal); if you are sure the log is stale, move " + log + " and " + name +
+        "-shm away");
   }
   return Status::Ok();
 }
@@ -140,8 +142,9 @@ Status companion_not_a_file(const std::string& path) {
     struct stat st {};
     if (::stat(files[i].c_str(), &st) != 0 || S_ISREG(st.st_mode)) continue;
     const char* what = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
-    return Status::Error("has " + files[i] + " beside it, which is " + what + ": SQLite keeps the ledger's log, lock or journal "
-           "under that name, so it cannot open the ledger. Move " + files[i] + " away (it is no part of the ledger)");
+    return Status::Error("has " + files[i] + " beside it, which is " + what +
+                         ": SQLite keeps the ledger's log, lock or journal under that name, so it cannot open the "
+                         "ledger. Move " + files[i] + " away (it is no part of the ledger)");
   }
   return Status::Ok();
 }

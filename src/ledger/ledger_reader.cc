@@ -126,7 +126,8 @@ StatusOr<std::unique_ptr<LedgerReader>> open_postgres_reader(const std::string& 
     auto db = pg::Connection::open(url);
     db->run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     if (db->exec("SELECT to_regclass('effectfence_schema')").is_null(0, 0)) {
-      return Status::Error("no effectfence ledger in " + name + " (no effectfence_schema table; serve or wrap creates it)");
+      return Status::Error("no effectfence ledger in " + name +
+                           " (no effectfence_schema table; serve or wrap creates it)");
     }
     const int64_t version = db->exec("SELECT coalesce(max(version), 0) FROM effectfence_schema").integer(0, 0);
     const auto& all = postgres_migrations();

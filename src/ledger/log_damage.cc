@@ -246,13 +246,14 @@ Status damaged_log(const std::string& ledger_path) {
     if (!log_state || log_state->size <= static_cast<off_t>(kHeaderBytes)) continue;
     const auto damage = settled_damage(log, database_page_size(name));
     if (!damage) continue;
-    return Status::Error("its log " + log + " is damaged at byte " + std::to_string(damage->break_offset) + ": SQLite would read " +
-           std::to_string(damage->commits_read) + " transaction(s) from it and silently drop the " +
-           std::to_string(damage->commits_lost) +
-           " committed after the damage, and the outcomes recorded in them. Nothing was changed. Stop every "
-           "process using the ledger and restore it, with its -wal, from a backup (docs/OPERATIONS.md, "
-           "\"A damaged log\"). To keep only what comes before the damage, copy " + name + " and " + log +
-           " aside, run sqlite3 " + name + " \"PRAGMA wal_checkpoint(TRUNCATE)\", then verify the ledger");
+    return Status::Error(
+        "its log " + log + " is damaged at byte " + std::to_string(damage->break_offset) + ": SQLite would read " +
+        std::to_string(damage->commits_read) + " transaction(s) from it and silently drop the " +
+        std::to_string(damage->commits_lost) +
+        " committed after the damage, and the outcomes recorded in them. Nothing was changed. Stop every "
+        "process using the ledger and restore it, with its -wal, from a backup (docs/OPERATIONS.md, "
+        "\"A damaged log\"). To keep only what comes before the damage, copy " + name + " and " + log +
+        " aside, run sqlite3 " + name + " \"PRAGMA wal_checkpoint(TRUNCATE)\", then verify the ledger");
   }
   return Status::Ok();
 }
@@ -262,12 +263,13 @@ Status foreign_log(const std::string& ledger_path) {
     const std::string log = name + "-wal";
     const uint32_t version = sound_header_version(log);
     if (version == 0 || version == kFormatVersion) continue;
-    return Status::Error("its log " + log + " is in write-ahead-log format " + std::to_string(version) + ", and this SQLite (" +
-           sqlite3_libversion() + ") reads only format " + std::to_string(kFormatVersion) +
-           ": it was written by another SQLite and may hold committed outcomes. Nothing was changed. Stop every "
-           "process using the ledger, open it once with the SQLite that wrote it and run PRAGMA "
-           "wal_checkpoint(TRUNCATE), which moves the log's transactions into " + name +
-           "; do not delete the log, which would lose them");
+    return Status::Error(
+        "its log " + log + " is in write-ahead-log format " + std::to_string(version) + ", and this SQLite (" +
+        sqlite3_libversion() + ") reads only format " + std::to_string(kFormatVersion) +
+        ": it was written by another SQLite and may hold committed outcomes. Nothing was changed. Stop every "
+        "process using the ledger, open it once with the SQLite that wrote it and run PRAGMA "
+        "wal_checkpoint(TRUNCATE), which moves the log's transactions into " + name +
+        "; do not delete the log, which would lose them");
   }
   return Status::Ok();
 }

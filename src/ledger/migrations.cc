@@ -13,22 +13,23 @@ Status misidentified_ledger(SQLite::Database& db, const std::string& path) {
                                 .getInt();
   if (ledger_tables < 5) return Status::Ok();
   const std::string id = std::to_string(kApplicationId);
-  return Status::Error("holds an effectfence ledger's tables, but its header's application_id is " + std::to_string(app_id) +
-         ", not " + id + ": the header is damaged or was changed by hand. Nothing was changed. Restore the ledger "
-         "from a backup; or, if nothing else is wrong with it, set it back with sqlite3 " + path +
-         " \"PRAGMA application_id = " + id + "\" and verify it before it is used again");
+  return Status::Error(
+      "holds an effectfence ledger's tables, but its header's application_id is " + std::to_string(app_id) +
+      ", not " + id + ": the header is damaged or was changed by hand. Nothing was changed. Restore the ledger "
+      "from a backup; or, if nothing else is wrong with it, set it back with sqlite3 " + path +
+      " \"PRAGMA application_id = " + id + "\" and verify it before it is used again");
 }
 
 Status schema_version_problem(SQLite::Database& db) {
   const int version = db.execAndGet("PRAGMA user_version").getInt();
   if (version <= 0 && db.execAndGet("SELECT count(*) FROM sqlite_master").getInt() > 0) {
     return Status::Error("holds a ledger's tables but its schema version was set to " + std::to_string(version) +
-           " (PRAGMA user_version); set it back to the version its tables are at (see migrations/) or restore it "
-           "from a backup");
+                         " (PRAGMA user_version); set it back to the version its tables are at (see migrations/) "
+                         "or restore it from a backup");
   }
   if (version > latest_schema_version()) {
     return Status::Error("has schema version " + std::to_string(version) + " but this effectfence knows " +
-           std::to_string(latest_schema_version()) + "; upgrade effectfence");
+                         std::to_string(latest_schema_version()) + "; upgrade effectfence");
   }
   return Status::Ok();
 }

@@ -14,10 +14,11 @@ std::string printable_ledger(const std::string& where) {
 
 Status conninfo_refused(const std::string& where) {
   if (!pg::looks_like_conninfo(where)) return Status::Ok();
-  return Status::Error("ledger " + printable_ledger(where) +
-         ": reads as a PostgreSQL key=value connection string, which would be taken as a file name; give a URL "
-         "(postgresql://user@host:5432/dbname, the password in PGPASSWORD or ~/.pgpass) or postgres: with the PG* "
-         "variables");
+  return Status::Error(
+      "ledger " + printable_ledger(where) +
+      ": reads as a PostgreSQL key=value connection string, which would be taken as a file name; give a URL "
+      "(postgresql://user@host:5432/dbname, the password in PGPASSWORD or ~/.pgpass) or postgres: with the PG* "
+      "variables");
 }
 
 std::variant<std::unique_ptr<Ledger>, OpenError> open_ledger(const std::string& where, int64_t busy_timeout_ms) {

@@ -428,7 +428,8 @@ StatusOr<Json> initialize_client(McpClient& client, const Json& client_info, std
   const Json& result = reply.result;
   const auto version = result.find("protocolVersion");
   if (version == result.end() || !version->is_string()) {
-    return Status::Error("initialize failed: the server's answer has no protocolVersion: " + shorten(jsonrpc::serialize(result)));
+    return Status::Error("initialize failed: the server's answer has no protocolVersion: " +
+                         shorten(jsonrpc::serialize(result)));
   }
   if (negotiate_protocol_version(version->get<std::string>()) != version->get<std::string>()) {
     return Status::Error("the server speaks MCP " + version->get<std::string>() + ", which effectfence does not");
@@ -494,7 +495,8 @@ StatusOr<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milli
     }
     const auto listed = reply.result.find("tools");
     if (listed == reply.result.end() || !listed->is_array()) {
-      return Status::Error("tools/list answered without a \"tools\" array: " + shorten(jsonrpc::serialize(reply.result)));
+      return Status::Error("tools/list answered without a \"tools\" array: " +
+                           shorten(jsonrpc::serialize(reply.result)));
     }
     // The entries as written, in the order parsed (both read one array).
     const std::string page_text = reply.sent_result.is_null() ? std::string() : raw_json_text(reply.sent_result);
@@ -521,7 +523,8 @@ StatusOr<std::vector<Json>> list_all_tools(McpClient& client, std::chrono::milli
       return Status::Error("tools/list answered with a nextCursor that is not a string");
     }
     if (!cursors.insert(next->get<std::string>()).second) {
-      return Status::Error("tools/list repeats the cursor \"" + shorten(next->get<std::string>()) + "\"; the listing would not end");
+      return Status::Error("tools/list repeats the cursor \"" + shorten(next->get<std::string>()) +
+                           "\"; the listing would not end");
     }
     params = Json{{"cursor", *next}};
   }

@@ -844,7 +844,9 @@ Reply Proxy::forward_request(const std::string& method, const Json& params) {
     return Reply::failure(jsonrpc::kMethodNotFound, "method not found: " + method);
   }
   auto acquired = upstream_.acquire();
-  if (!acquired.ok()) return Reply::failure(jsonrpc::kInternalError, method + " failed: " + acquired.status().message());
+  if (!acquired.ok()) {
+    return Reply::failure(jsonrpc::kInternalError, method + " failed: " + acquired.status().message());
+  }
   std::shared_ptr<Upstream::Session> session = std::move(*acquired);
   ClientReply reply = session->client().call(method, params, kForwardTimeout);
   switch (reply.kind) {
@@ -1039,7 +1041,9 @@ Reply Proxy::continue_call(const std::string& state, ParkedCall call, const std:
     mismatch = "it belongs to a call of " + call.tool + ", not " + tool;
   } else if (call.ticket) {
     const auto identity = identify_call(tool, arguments, context.meta(), options_.key_arg);
-    if (!identity.ok() || identity->intent != call.intent) mismatch = "it belongs to a call of " + tool + " with other arguments";
+    if (!identity.ok() || identity->intent != call.intent) {
+      mismatch = "it belongs to a call of " + tool + " with other arguments";
+    }
   }
   if (!mismatch.empty()) {
     rounds_.repark(state, std::move(call));

@@ -157,7 +157,8 @@ TEST_CASE("16 threads taking over one corrupt lease: exactly one claims it, the 
   for (int i = 0; i < 16; ++i) {
     threads.emplace_back([&, i] {
       // Each claim is for a live owner without a URL: what a server writes before it binds.
-      const Status outcome = claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "t" + std::to_string(i)), 60'000);
+      const Status outcome =
+          claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "t" + std::to_string(i)), 60'000);
       if (outcome.ok()) ++claimed;
       else if (outcome.message().rfind("lost", 0) == 0) ++lost;
       else ++failed;
@@ -222,7 +223,8 @@ TEST_CASE("a live lease is never taken over by a claim") {
   TempDir dir;
   const std::string path = dir.file("l.server.json");
   write_text(path, lease_of(this_process(), "http://127.0.0.1:9/mcp", wall_clock_ms(), "owner").to_text());
-  CHECK(claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "thief"), 60'000).message().rfind("lost", 0) == 0);
+  const Status stolen = claim_lease(path, lease_of(this_process(), "", wall_clock_ms(), "thief"), 60'000);
+  CHECK(stolen.message().rfind("lost", 0) == 0);
   CHECK(Lease::from_text([&] {
           std::ifstream in(path);
           return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
