@@ -16,28 +16,26 @@ namespace effectfence {
 class [[nodiscard]] Status {
  public:
   static Status Ok() { return Status(); }
-  // REQUIRES: message is not empty (an empty message would read as ok).
-  static Status Error(std::string message) {
-    assert(!message.empty());
-    return Status(std::move(message), false);
-  }
+  // An error is an error whatever its message: one built from an
+  // exception's empty what() still fails closed, and says so.
+  static Status Error(std::string message) { return Status(std::move(message), false); }
   // An error whose cause is that the thing named is not there at all (a
   // caller may then say what is there instead).
-  static Status NotFound(std::string message) {
-    assert(!message.empty());
-    return Status(std::move(message), true);
-  }
+  static Status NotFound(std::string message) { return Status(std::move(message), true); }
 
-  bool ok() const { return message_.empty(); }
+  bool ok() const { return ok_; }
   bool is_not_found() const { return not_found_; }
   // "" when ok.
   const std::string& message() const { return message_; }
 
  private:
   Status() = default;
-  Status(std::string message, bool not_found) : message_(std::move(message)), not_found_(not_found) {}
+  Status(std::string message, bool not_found)
+      : ok_(false), message_(message.empty() ? kNoReason : std::move(message)), not_found_(not_found) {}
 
-  std::string message_;  // empty exactly when ok
+  static constexpr const char* kNoReason = "failed, and no reason was given";
+  bool ok_ = true;
+  std::string message_;  // "" exactly when ok
   bool not_found_ = false;
 };
 

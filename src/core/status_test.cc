@@ -61,3 +61,14 @@ TEST_CASE("StatusOr moves a value out and reaches its members", "[status]") {
   StatusOr<std::string> text = std::string("abc");
   CHECK(text->size() == 3);
 }
+
+TEST_CASE("an error with an empty message still fails, and says that no reason was given", "[status]") {
+  const Status error = Status::Error("");
+  CHECK_FALSE(error.ok());
+  CHECK(error.message() == "failed, and no reason was given");
+  const Status missing = Status::NotFound(std::string());
+  CHECK_FALSE(missing.ok());
+  CHECK(missing.is_not_found());
+  const StatusOr<int> none = Status::Error("");
+  CHECK_FALSE(none.ok());
+}
