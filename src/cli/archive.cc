@@ -94,11 +94,11 @@ int archive(const ParsedArgs& parsed) {
   }
   if (auto key = parsed.value("signing-key")) {
     auto signer = Signer::from_file(*key);
-    if (auto* why = std::get_if<std::string>(&signer)) {
-      print_error(kCommand, "reading the signing key", *why + kKeygenHint);
+    if (!signer.ok()) {
+      print_error(kCommand, "reading the signing key", signer.status().message() + kKeygenHint);
       return kExitFailure;
     }
-    options.signer = std::get<std::shared_ptr<const Signer>>(signer);
+    options.signer = *signer;
   }
   const std::string path = resolve_ledger_path(parsed, kCommand);
   // An existing ledger only (never create one), at the schema that has the

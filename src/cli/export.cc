@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cli/archive_check.h"
+#include "core/status.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/subcommand.h"
@@ -275,23 +276,19 @@ HistoryCounts write_records(LedgerReader& db, const ExportOptions& options, Reco
   return counts;
 }
 
-std::optional<ExportOptions> read_options(const ParsedArgs& parsed, std::string* error) {
+StatusOr<ExportOptions> read_options(const ParsedArgs& parsed) {
   ExportOptions options;
   options.ledger = resolve_ledger_path(parsed, kCommand);
   if (auto since = parsed.value("since")) {
     const auto since_ms = parse_since(*since, now_ms());
-    if (!since_ms.ok()) {
-      *error = since_ms.status().message();
-      return std::nullopt;
-    }
+    if (!since_ms.ok()) return since_ms.status();
     options.since_ms = *since_ms;
   }
   const std::string format = parsed.value("format").value_or("jsonl");
   if (format == "csv") {
     options.format = Format::csv;
   } else if (format != "jsonl") {
-    *error = "--format must be jsonl or csv, not '" + format + "'";
-    return std::nullopt;
+    return Status::Error("--format must be jsonl or csv, not '" + format + "'");
   }
   options.out = parsed.value("out");
   return options;
@@ -412,7 +409,7 @@ class OutputFile {
     if (!in_place_ && !committed_) std::remove(target_.c_str());
     partial_dump_exists = 0;
   }
-  std::FILE* open(std::string* error) {
+  StatusOr<std::FILE*> open() {
     if (in_place_) {
       // The stream this process was given (/dev/stdout, /dev/fd/1) is
       // written through its own descriptor, at the place the shell is in
@@ -422,8 +419,9 @@ class OutputFile {
         const int copy = ::dup(fd);
         file_ = copy < 0 ? nullptr : ::fdopen(copy, "ab");
         if (!file_) {
+          const Status failed = Status::Error("cannot write to " + target_ + ": " + std::strerror(errno));
           if (copy >= 0) ::close(copy);
-          *error = "cannot write to " + target_ + ": " + std::strerror(errno);
+          return failed;
         }
         return file_;
       }
@@ -431,31 +429,27 @@ class OutputFile {
     // In place is appended to, never truncated: /dev/stdout of a shell's
     // `>> audit.log` reopens that very file, whose earlier lines stay.
     file_ = std::fopen(target_.c_str(), in_place_ ? "ab" : "wb");
-    if (!file_) *error = "cannot create " + target_ + ": " + std::strerror(errno);
-    if (file_ && !in_place_) remove_partial_dump_on_stop(target_);
+    if (!file_) return Status::Error("cannot create " + target_ + ": " + std::strerror(errno));
+    if (!in_place_) remove_partial_dump_on_stop(target_);
     return file_;
   }
   // Flushes, syncs and closes the dump; then put_in_place() publishes it.
-  bool finish_writing(std::string* error) {
+  Status finish_writing() {
     bool written = std::fflush(file_) == 0;
     // A regular file must be on disk before it replaces the old one.
     if (written && !in_place_) written = ::fsync(::fileno(file_)) == 0;
     const bool closed = std::fclose(file_) == 0;
     file_ = nullptr;
-    if (!written || !closed) {
-      *error = "writing " + target_ + ": " + std::strerror(errno);
-      return false;
-    }
-    return true;
+    if (!written || !closed) return Status::Error("writing " + target_ + ": " + std::strerror(errno));
+    return Status::Ok();
   }
-  bool put_in_place(std::string* error) {
+  Status put_in_place() {
     if (!in_place_ && std::rename(target_.c_str(), path_.c_str()) != 0) {
-      *error = "renaming " + target_ + " to " + path_ + ": " + std::strerror(errno);
-      return false;
+      return Status::Error("renaming " + target_ + " to " + path_ + ": " + std::strerror(errno));
     }
     committed_ = true;
     partial_dump_exists = 0;
-    return true;
+    return Status::Ok();
   }
 
  private:
@@ -466,10 +460,9 @@ class OutputFile {
 };
 
 int export_ledger(const ParsedArgs& parsed) {
-  std::string error;
-  auto options = read_options(parsed, &error);
-  if (!options) {
-    print_error(kCommand, "reading options", error);
+  auto options = read_options(parsed);
+  if (!options.ok()) {
+    print_error(kCommand, "reading options", options.status().message());
     return kExitFailure;
   }
   if (!options->out && stdout_closed_at_start()) {  // before reading a ledger for nobody
@@ -492,11 +485,12 @@ int export_ledger(const ParsedArgs& parsed) {
   std::FILE* out = stdout;
   if (options->out) {
     file.emplace(*options->out);
-    out = file->open(&error);
-    if (!out) {
-      print_error(kCommand, "opening the output", error);
+    const auto opened_out = file->open();
+    if (!opened_out.ok()) {
+      print_error(kCommand, "opening the output", opened_out.status().message());
       return kExitFailure;
     }
+    out = *opened_out;
   }
   static char buffer[1 << 16];
   std::setvbuf(out, buffer, _IOFBF, sizeof buffer);
@@ -513,16 +507,16 @@ int export_ledger(const ParsedArgs& parsed) {
     return kExitFailure;
   }
   if (file) {
-    if (!file->finish_writing(&error)) {
-      print_error(kCommand, "writing the output", error);
+    if (const Status written = file->finish_writing(); !written.ok()) {
+      print_error(kCommand, "writing the output", written.message());
       return kExitFailure;
     }
     // Not one consistent state: never put in place of an earlier dump
     // (checked after the sync, just before the rename; main's
     // check_reads_in_place names the error).
     if (ledger_changed_while_read_in_place()) return kExitFailure;
-    if (!file->put_in_place(&error)) {
-      print_error(kCommand, "writing the output", error);
+    if (const Status placed = file->put_in_place(); !placed.ok()) {
+      print_error(kCommand, "writing the output", placed.message());
       return kExitFailure;
     }
     std::fprintf(stderr, "effectfence export: wrote %lld certificate(s) and %lld event(s) to %s\n",

@@ -16,8 +16,8 @@ std::string signing_key_path(const std::optional<std::string>& option_value) {
 Status load_signing_key(const std::string& path, Settings* settings) {
   if (path.empty()) return Status::Ok();
   auto loaded = Signer::from_file(path);
-  if (auto* error = std::get_if<std::string>(&loaded)) return Status::Error(*error + kKeygenHint);
-  settings->signer = std::get<std::shared_ptr<const Signer>>(loaded);
+  if (!loaded.ok()) return Status::Error(loaded.status().message() + kKeygenHint);
+  settings->signer = *loaded;
   return Status::Ok();
 }
 

@@ -1315,11 +1315,11 @@ int verify(const ParsedArgs& parsed) {
   std::vector<PublicKey> keys;
   for (const std::string& file : parsed.all("public-key")) {
     auto key = PublicKey::from_file(file);
-    if (auto* refused = std::get_if<std::string>(&key)) {
-      print_error(kCommand, "reading the public keys", *refused + kKeygenHint);
+    if (!key.ok()) {
+      print_error(kCommand, "reading the public keys", key.status().message() + kKeygenHint);
       return kExitFailure;
     }
-    keys.push_back(std::get<PublicKey>(std::move(key)));
+    keys.push_back(*std::move(key));
   }
   const std::vector<PublicKey> segment_keys = keys;
   SignatureCheck signatures(std::move(keys), parsed.has("require-signed"));

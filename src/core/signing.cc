@@ -98,7 +98,7 @@ Signer::Signer(std::unique_ptr<Botan::Ed25519_PrivateKey> key)
 
 Signer::~Signer() = default;
 
-std::variant<std::shared_ptr<const Signer>, std::string> Signer::from_pem(const std::string& pem) {
+StatusOr<std::shared_ptr<const Signer>> Signer::from_pem(const std::string& pem) {
   std::unique_ptr<Botan::Private_Key> key;
   try {
     Botan::DataSource_Memory source(pem);
@@ -106,25 +106,25 @@ std::variant<std::shared_ptr<const Signer>, std::string> Signer::from_pem(const 
   } catch (const std::exception&) {
     // Botan's message is not passed on: nothing about the key's bytes may
     // reach a log.
-    return std::string("it is not an unencrypted PKCS#8 PEM private key");
+    return Status::Error("it is not an unencrypted PKCS#8 PEM private key");
   }
   auto* ed25519 = dynamic_cast<Botan::Ed25519_PrivateKey*>(key.get());
   if (!ed25519) {
-    return "it holds a key of type " + key->algo_name() + ", not Ed25519";
+    return Status::Error("it holds a key of type " + key->algo_name() + ", not Ed25519");
   }
   key.release();
   return std::shared_ptr<const Signer>(new Signer(std::unique_ptr<Botan::Ed25519_PrivateKey>(ed25519)));
 }
 
-std::variant<std::shared_ptr<const Signer>, std::string> Signer::from_file(const std::string& path) {
+StatusOr<std::shared_ptr<const Signer>> Signer::from_file(const std::string& path) {
   std::string pem;
   if (const Status read = read_small_file(path, "signing key", /*owner_only=*/true, &pem); !read.ok()) {
     wipe(pem);
-    return read.message();
+    return read;
   }
   auto signer = from_pem(pem);
   wipe(pem);
-  if (auto* error = std::get_if<std::string>(&signer)) return "the signing key " + path + " is refused: " + *error;
+  if (!signer.ok()) return Status::Error("the signing key " + path + " is refused: " + signer.status().message());
   return signer;
 }
 
@@ -150,29 +150,29 @@ std::string Signer::sign_statement(const std::string& message) const {
   return Botan::hex_encode(signature, false);
 }
 
-std::variant<PublicKey, std::string> PublicKey::from_pem(const std::string& pem) {
+StatusOr<PublicKey> PublicKey::from_pem(const std::string& pem) {
   std::unique_ptr<Botan::Public_Key> key;
   try {
     Botan::DataSource_Memory source(pem);
     key.reset(Botan::X509::load_key(source));
   } catch (const std::exception& e) {
-    return std::string("it is not a PEM public key (") + e.what() + ")";
+    return Status::Error(std::string("it is not a PEM public key (") + e.what() + ")");
   }
   const auto* ed25519 = dynamic_cast<const Botan::Ed25519_PublicKey*>(key.get());
-  if (!ed25519) return "it holds a key of type " + key->algo_name() + ", not Ed25519";
+  if (!ed25519) return Status::Error("it holds a key of type " + key->algo_name() + ", not Ed25519");
   PublicKey out;
   out.raw_ = ed25519->get_public_key();
   out.key_id_ = key_id_of(out.raw_);
   return out;
 }
 
-std::variant<PublicKey, std::string> PublicKey::from_file(const std::string& path) {
+StatusOr<PublicKey> PublicKey::from_file(const std::string& path) {
   std::string pem;
   if (const Status read = read_small_file(path, "public key", /*owner_only=*/false, &pem); !read.ok()) {
-    return read.message();
+    return read;
   }
   auto key = from_pem(pem);
-  if (auto* error = std::get_if<std::string>(&key)) return "the public key " + path + " is refused: " + *error;
+  if (!key.ok()) return Status::Error("the public key " + path + " is refused: " + key.status().message());
   return key;
 }
 

@@ -25,6 +25,8 @@
 #include <optional>
 #include <string>
 #include <variant>
+
+#include "core/status.h"
 #include <vector>
 
 namespace Botan {
@@ -60,12 +62,12 @@ class Signer {
 
   // From the text of a PKCS#8 PEM private key. Returns the Signer, or an
   // error that says what is wrong, never the key's bytes.
-  static std::variant<std::shared_ptr<const Signer>, std::string> from_pem(const std::string& pem);
+  static StatusOr<std::shared_ptr<const Signer>> from_pem(const std::string& pem);
   // Reads a key file written by `effectfence keygen`. Refuses (with an error
   // naming the file and what to do) a file that cannot be read, is not a
   // regular file, can be read or written by its group or by others, or does
   // not hold an Ed25519 private key in PKCS#8 PEM.
-  static std::variant<std::shared_ptr<const Signer>, std::string> from_file(const std::string& path);
+  static StatusOr<std::shared_ptr<const Signer>> from_file(const std::string& path);
 
   const std::string& key_id() const { return key_id_; }
   // The public half as X.509 SubjectPublicKeyInfo PEM.
@@ -93,8 +95,8 @@ class PublicKey {
  public:
   // From the text of an X.509 SubjectPublicKeyInfo PEM (a .pub file keygen
   // wrote). Returns the key, or an error that says what is wrong.
-  static std::variant<PublicKey, std::string> from_pem(const std::string& pem);
-  static std::variant<PublicKey, std::string> from_file(const std::string& path);
+  static StatusOr<PublicKey> from_pem(const std::string& pem);
+  static StatusOr<PublicKey> from_file(const std::string& path);
 
   const std::string& key_id() const { return key_id_; }
   // Returns true iff signature_hex is this key's signature over

@@ -16,14 +16,14 @@
 namespace effectfence {
 namespace {
 
-std::shared_ptr<const Signer> signer_of(const std::variant<std::shared_ptr<const Signer>, std::string>& v) {
-  if (const auto* error = std::get_if<std::string>(&v)) FAIL(*error);
-  return std::get<std::shared_ptr<const Signer>>(v);
+std::shared_ptr<const Signer> signer_of(const StatusOr<std::shared_ptr<const Signer>>& v) {
+  if (!v.ok()) FAIL(v.status().message());
+  return *v;
 }
 
-PublicKey public_of(const std::variant<PublicKey, std::string>& v) {
-  if (const auto* error = std::get_if<std::string>(&v)) FAIL(*error);
-  return std::get<PublicKey>(v);
+PublicKey public_of(const StatusOr<PublicKey>& v) {
+  if (!v.ok()) FAIL(v.status().message());
+  return *v;
 }
 
 std::string write_file(const std::string& path, const std::string& text, mode_t mode) {
@@ -95,31 +95,31 @@ TEST_CASE("key files are owner-only Ed25519 PKCS#8, refused with the file named,
 
   const std::string open = write_file(dir.file("open.key"), pem, 0644);
   auto refused = Signer::from_file(open);
-  REQUIRE(std::holds_alternative<std::string>(refused));
-  const std::string& error = std::get<std::string>(refused);
+  REQUIRE_FALSE(refused.ok());
+  const std::string& error = refused.status().message();
   CHECK_THAT(error, Catch::Contains(open) && Catch::Contains("mode 0644") && Catch::Contains("chmod 600"));
   const std::string secret_line = pem.substr(pem.find('\n') + 1, 20);
   CHECK_THAT(error, !Catch::Contains(secret_line));
 
   const std::string group = write_file(dir.file("group.key"), pem, 0640);
-  CHECK(std::holds_alternative<std::string>(Signer::from_file(group)));
+  CHECK_FALSE(Signer::from_file(group).ok());
 
   const std::string pub = write_file(dir.file("pub.key"), key->public_key_pem(), 0600);
   auto not_private = Signer::from_file(pub);
-  REQUIRE(std::holds_alternative<std::string>(not_private));
-  CHECK_THAT(std::get<std::string>(not_private), Catch::Contains("not an unencrypted PKCS#8 PEM private key"));
+  REQUIRE_FALSE(not_private.ok());
+  CHECK_THAT(not_private.status().message(), Catch::Contains("not an unencrypted PKCS#8 PEM private key"));
 
   auto missing = Signer::from_file(dir.file("missing.key"));
-  REQUIRE(std::holds_alternative<std::string>(missing));
-  CHECK_THAT(std::get<std::string>(missing), Catch::Contains("missing.key") && Catch::Contains("No such file"));
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.status().message(), Catch::Contains("missing.key") && Catch::Contains("No such file"));
 
   const std::string garbage = write_file(dir.file("garbage.key"), "-----BEGIN PRIVATE KEY-----\nAAAA\n", 0600);
-  CHECK(std::holds_alternative<std::string>(Signer::from_file(garbage)));
+  CHECK_FALSE(Signer::from_file(garbage).ok());
 
   // A public key file may be world-readable; a private key in its place is refused.
   const std::string pub_file = write_file(dir.file("k.pub"), key->public_key_pem(), 0644);
   CHECK(public_of(PublicKey::from_file(pub_file)).key_id() == key->key_id());
-  CHECK(std::holds_alternative<std::string>(PublicKey::from_file(good)));
+  CHECK_FALSE(PublicKey::from_file(good).ok());
 }
 
 }  // namespace

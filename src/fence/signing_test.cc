@@ -36,7 +36,7 @@ TEST_CASE("a fence with a signer signs every certificate it records, counting th
 
   CHECK(ledger.count("SELECT count(*) FROM signatures") == 2);
   CHECK(ledger.count("SELECT count(*) FROM signatures WHERE unsigned_before = 1") == 2);
-  const auto pub = std::get<PublicKey>(PublicKey::from_pem(key->public_key_pem()));
+  const auto pub = *PublicKey::from_pem(key->public_key_pem());
   for (const Certificate& c : {a, b}) {
     INFO(c.intent);
     CHECK(ledger.text("SELECT key_id FROM signatures WHERE certificate = '" + c.hash + "'") == key->key_id());

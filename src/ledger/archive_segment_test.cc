@@ -93,7 +93,7 @@ TEST_CASE("a segment's root signature verifies under its own prefix only", "[arc
   REQUIRE(c.ok());
   REQUIRE(c.key_id == signer->key_id());
   REQUIRE(c.signature);
-  auto key = std::get<PublicKey>(PublicKey::from_pem(signer->public_key_pem()));
+  auto key = *PublicKey::from_pem(signer->public_key_pem());
   CHECK(key.verifies_statement(segment_signing_message(*c.key_id, root), *c.signature));
   CHECK_FALSE(key.verifies_statement(segment_signing_message(*c.key_id, std::string(64, '0')), *c.signature));
   // Not a certificate's signature over the same hex, nor the other way round.
