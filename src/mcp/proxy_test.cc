@@ -522,7 +522,11 @@ TEST_CASE("a child restarted by a call after its backoff is mirrored before the 
   REQUIRE(lists_act_read_only(*h.proxy));
 
   h.kill_child(0);  // restarted at once, to refresh the list: still read-only
-  for (int i = 0; i < 500 && h.launched() < 2; ++i) std::this_thread::sleep_for(10ms);
+  // Until the second child has answered its handshake: killed before it,
+  // it would leave the third child the second handshake, and a list that
+  // still calls "act" read-only.
+  for (int i = 0; i < 1000 && handshakes.load() < 2; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(handshakes.load() == 2);
   REQUIRE(h.launched() == 2);
   h.kill_child(1);  // the second quick death: the refresh meets the backoff
   std::this_thread::sleep_for(500ms);
