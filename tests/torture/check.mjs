@@ -184,7 +184,10 @@ export function checkDeaths(journal, executionsRaw, agentExits, signalled, viola
     violations.push({ kind: 'unexpected_death', evidence: { ...e, kind: 'wrapped child' } });
   }
   for (const e of agentExits) {
-    const ok = (e.code === 0 && e.asked) || (e.signal && byHarness(e.pid, e.signal));
+    // Asked to stop, an agent exits 0; one that had not yet installed its
+    // SIGINT handler (started just before the end) dies of that SIGINT.
+    const stopped = e.asked && (e.code === 0 || e.signal === 'SIGINT');
+    const ok = stopped || (e.signal && byHarness(e.pid, e.signal));
     if (!ok) violations.push({ kind: 'unexpected_death', evidence: { ...e, kind: 'agent' } });
   }
   for (const e of journal.filter((x) => x.type === 'server_would_not_stop')) {

@@ -115,12 +115,13 @@ test('deaths: only the harness\'s signals and clean exits pass', () => {
   check.checkDeaths([
     { type: 'server_exit', pid: 1, code: null, signal: 'SIGKILL' },
     { type: 'server_exit', pid: 2, code: 0, signal: null },
-  ], [], [{ pid: 3, code: 0, asked: true }], signalled, v);
+  ], [], [{ pid: 3, code: 0, asked: true }, { pid: 9, code: null, signal: 'SIGINT', asked: true }], signalled, v);
   assert.deepEqual(v, []);
   check.checkDeaths([
     { type: 'server_exit', pid: 4, code: null, signal: 'SIGABRT' },
     { type: 'server_exit', pid: 5, code: 1, signal: null },
-  ], [{ mode: 'child_exit', pid: 6, code: 1 }], [{ pid: 7, code: 1, asked: true }, { pid: 8, code: 0, asked: false }], signalled, v);
-  assert.equal(v.length, 5);
+  ], [{ mode: 'child_exit', pid: 6, code: 1 }], [{ pid: 7, code: 1, asked: true }, { pid: 8, code: 0, asked: false },
+      { pid: 10, code: null, signal: 'SIGINT', asked: false }], signalled, v);
+  assert.equal(v.length, 6);
   assert.ok(v.every((x) => x.kind === 'unexpected_death'));
 });
