@@ -113,6 +113,11 @@ std::string capability_for(const std::string& method) {
   return "";
 }
 
+// What a call gets when no child could be had to run it.
+Reply not_run(const std::string& tool, const Status& why) {
+  return Reply::of(text_result("The call to " + tool + " was not run: " + why.message() + ". Retry later.", true));
+}
+
 }  // namespace
 
 bool is_fenced(const FencePolicy& policy, const Json& tool_entry) {
@@ -491,9 +496,7 @@ std::optional<ClientReply> Proxy::await_reply(McpClient::Request& request, const
 Reply Proxy::forward_call(const std::string& tool, const Json& arguments, CallContext& context) {
   auto acquired = upstream_.acquire();
   if (!acquired.ok()) {
-    return Reply::of(text_result("The call to " + tool + " was not run: " + acquired.status().message() +
-                                     ". Retry later.",
-                                 true));
+    return not_run(tool, acquired.status());
   }
   std::shared_ptr<Upstream::Session> session = std::move(*acquired);
   // Passed through on the word of the mirror when the call came in: the
@@ -564,9 +567,7 @@ Reply Proxy::fenced_call(const std::string& tool, const Json& arguments, CallCon
     }
     auto acquired = upstream_.acquire();
     if (!acquired.ok()) {
-      return Reply::of(text_result("The call to " + tool + " was not run: " + acquired.status().message() +
-                                       ". Retry later.",
-                                   true));
+      return not_run(tool, acquired.status());
     }
     std::shared_ptr<Upstream::Session> session = std::move(*acquired);
     adopt_tools_of(*session);  // fenced either way; the agent sees the new child's list
