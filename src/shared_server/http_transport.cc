@@ -281,7 +281,12 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
     // Behind the same token and Host/Origin checks as /mcp (admit), as a
     // scraper with the lease's token sends them.
     http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(options_.metrics(), mcp::kPrometheusContentType);
+      mcp::PrometheusText transport;
+      transport.family("effectfence_http_requests_in_progress", mcp::PrometheusText::Type::gauge,
+                       "Requests to /mcp this server has read and not yet answered (calls waiting for the ledger "
+                       "among them)");
+      transport.sample("effectfence_http_requests_in_progress", {}, static_cast<uint64_t>(requests_in_progress()));
+      res.set_content(options_.metrics() + transport.take(), mcp::kPrometheusContentType);
     });
   }
   http_->Get("/mcp", [](const httplib::Request&, httplib::Response& res) { handle_get(res); });

@@ -1,6 +1,6 @@
 // Shared pieces of the end-to-end tests: the official MCP SDK client talking
 // to the real `effectfence serve` binary over stdio, on real ledger files.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -112,6 +112,30 @@ export async function eventually(check, { timeoutMs = 15000, intervalMs = 100, w
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+// Takes the ledger's write lock in a sqlite3 process and resolves once it is
+// held (a fixed sleep is not enough on a loaded machine: sqlite3 may not have
+// started yet). Resolves to unlock(), which commits and waits for the exit.
+export async function lockLedger(t, db) {
+  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'pipe', 'inherit'] });
+  t.after(() => locker.kill('SIGKILL'));
+  const exited = new Promise((resolve) => locker.on('exit', resolve));
+  let out = '';
+  const held = new Promise((resolve, reject) => {
+    locker.stdout.on('data', (chunk) => {
+      out += chunk;
+      if (out.includes('locked')) resolve();
+    });
+    exited.then(() => reject(new Error(`sqlite3 exited before it held the lock of ${db}`)));
+  });
+  // The busy timeout covers the server's own short writes.
+  locker.stdin.write(".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'locked';\n");
+  await held;
+  return async () => {
+    locker.stdin.end('COMMIT;\n');
+    await exited;
+  };
 }
 
 // One raw HTTP exchange, so tests can send the headers a browser would.

@@ -14,7 +14,7 @@ import { describe, test as serial } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
-import { BIN, eventually, prepareArgs, tempDir } from './helpers.mjs';
+import { BIN, eventually, lockLedger, prepareArgs, tempDir } from './helpers.mjs';
 import { EFFECT_SERVER, FILESYSTEM, NODE } from './wrap_helpers.mjs';
 
 const MODES = [
@@ -180,24 +180,15 @@ test('serve --shared: bridge clients and HTTP clients of every mode on one share
   assert.equal((log.match(/serving sqlite:/g) || []).length, 1, log);
 });
 
-// Holds the ledger's write lock until the returned function is called.
-async function lockLedger(t, db) {
-  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
-  t.after(() => locker.kill('SIGKILL'));
-  locker.stdin.write('.timeout 10000\nBEGIN IMMEDIATE;\n');
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  return () => locker.stdin.end('COMMIT;\n');
-}
-
-// Both prepares are in the shared server's hands, queued behind the locked
+// n requests are in the shared server's hands, waiting behind the locked
 // ledger (a fixed sleep is not enough on a loaded machine: a request
 // aborted before the server read it cancels nothing).
-async function bothWaiting(url, token) {
+async function inServersHands(url, token, n) {
   await eventually(async () => {
     const text = await (await fetch(url.replace(/\/mcp$/, '/metrics'), { headers: { Authorization: `Bearer ${token}` } })).text();
-    const queued = /^effectfence_group_commit_queued_decisions (\d+)/m.exec(text);
-    return queued && Number(queued[1]) >= 2;
-  }, { what: 'both prepares to wait for the ledger' });
+    const taken = /^effectfence_http_requests_in_progress (\d+)/m.exec(text);
+    return taken && Number(taken[1]) >= n;
+  }, { what: `${n} request(s) in the server's hands` });
 }
 
 // The shared server took the request and saw its connection close (only
@@ -242,11 +233,11 @@ test('HTTP: a client that drops the connection of a waiting fence_prepare cancel
   const dropped = new AbortController();
   const gone = post('dropped', dropped.signal).catch((e) => e);
   const kept = post('kept');  // the negative control: same wait, connection kept
-  await bothWaiting(url, token);
+  await inServersHands(url, token, 2);  // both prepares
   dropped.abort();
   assert.equal((await gone).name, 'AbortError');
   await serverSawCancel(db);
-  unlock();
+  await unlock();
 
   const admitted = await kept;
   assert.equal(admitted.status, 'fresh');
@@ -309,11 +300,12 @@ test('serve --shared, pinned 2026-07-28 over the bridge: a cancelled fence_prepa
   const unlock = await lockLedger(t, db);
   const cancel = new AbortController();
   const pending = client.callTool({ name: 'fence_prepare', arguments: prepareArgs('cancelled') }, { signal: cancel.signal });
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  const { url, token } = JSON.parse(await readFile(`${db}.server.json`, 'utf8'));
+  await inServersHands(url, token, 1);
   cancel.abort('the agent gave up');
   await assert.rejects(pending);
   await serverSawCancel(db);
-  unlock();
+  await unlock();
   const retry = await retried(() => sc(client, 'fence_prepare', prepareArgs('cancelled')));
   const log = await readFile(`${db}.server.log`, 'utf8');
   assert.equal(retry.status, 'fresh', JSON.stringify(retry));

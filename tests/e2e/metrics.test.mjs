@@ -3,12 +3,12 @@
 // ledger's), each checked against what a real client did through a real
 // server, and each validated by promtool, the Prometheus project's own checker.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { BIN, call, httpRequest, openSession, prepareArgs, tempDir } from './helpers.mjs';
+import { BIN, call, httpRequest, lockLedger, openSession, prepareArgs, tempDir } from './helpers.mjs';
 
 const FAST = {
   EFFECTFENCE_SHARED_IDLE_MS: '300',
@@ -215,13 +215,9 @@ test('GET /metrics: refused without the token as /mcp is; with it, the counters 
   assert.equal((await tool('fence_abort', { prepared: b.prepared, reason: 'the provider timed out' })).status, 'aborted');
   assert.equal((await tool('fence_prepare', prepareArgs('metrics:b'))).reason, 'prior_failure');
   // A ledger locked past the busy timeout (10 s): refused ledger_busy, which the second alert watches.
-  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
-  t.after(() => locker.kill('SIGKILL'));
-  locker.stdin.write('.timeout 10000\nBEGIN IMMEDIATE;\nSELECT 1;\n');
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  const unlock = await lockLedger(t, db);
   assert.equal((await tool('fence_prepare', prepareArgs('metrics:c'))).reason, 'ledger_busy');
-  locker.stdin.end('COMMIT;\n');
-  await new Promise((resolve) => locker.on('exit', resolve));
+  await unlock();
   const c = await tool('fence_prepare', prepareArgs('metrics:c'));
   assert.equal(c.status, 'fresh');
   assert.equal((await tool('fence_commit', { prepared: c.prepared, result: { charged: true } })).status, 'committed');

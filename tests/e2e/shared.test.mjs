@@ -15,7 +15,7 @@ import { test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { BIN, call, eventually, httpRequest as request, isAlive, openSession, prepareArgs, tempDir } from './helpers.mjs';
+import { BIN, call, eventually, httpRequest as request, isAlive, lockLedger, openSession, prepareArgs, tempDir } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -520,17 +520,14 @@ test('SIGTERM while a call waits on a locked ledger: the call is answered, and i
   const session = await shared(t, db, { name: 'drain' });
   await expectFresh(session, 'warm:1');
   const server = await readLease(lease);
-  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
-  t.after(() => locker.kill('SIGKILL'));
-  locker.stdin.write('.timeout 10000\nBEGIN IMMEDIATE;\n');  // the server's own writes may hold the lock a moment
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  const unlock = await lockLedger(t, db);
 
   const pending = call(session, 'fence_prepare', prepareArgs('slow:1'));
   await new Promise((resolve) => setTimeout(resolve, 300));
   process.kill(server.pid, 'SIGTERM');
   await leaseGone(lease);  // the lease goes first: nobody new joins a server that is leaving
   assert.ok(isAlive(server.pid));  // still finishing the call that waits for the ledger
-  locker.stdin.end('COMMIT;\n');
+  await unlock();
 
   const admitted = await pending;
   assert.equal(admitted.sc.status, 'fresh');
@@ -548,10 +545,7 @@ test('a call the stopping server took but could not answer within its drain grac
   const session = await shared(t, db, { name: 'grace' });
   await expectFresh(session, 'warm:2');
   const server = await readLease(lease);
-  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
-  t.after(() => locker.kill('SIGKILL'));
-  locker.stdin.write('.timeout 10000\nBEGIN IMMEDIATE;\n');
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  const unlock = await lockLedger(t, db);
   // Two calls: the second waits out two busy timeouts (10 s each), past the 15 s grace.
   const first = call(session, 'fence_prepare', prepareArgs('grace:a'));
   await new Promise((resolve) => setTimeout(resolve, 300));
@@ -560,7 +554,7 @@ test('a call the stopping server took but could not answer within its drain grac
   process.kill(server.pid, 'SIGTERM');
   assert.equal((await first).sc.reason, 'ledger_busy');
   await assert.rejects(second, /stopped while this call was in flight.*Do not run the effect/);
-  locker.stdin.end('COMMIT;\n');
+  await unlock();
   await eventually(() => !isAlive(server.pid), { what: 'the old server to exit' });
   // Decided by the old server after all, and fenced as its session ended: never sent to a new one.
   const { sc } = await call(session, 'fence_status', { intent: 'grace:b' });
@@ -763,10 +757,7 @@ test('Streamable HTTP: a message reusing the id of a call in flight is refused "
   t.after(() => request(url, { method: 'DELETE', headers: inSession }));
   assert.equal((await request(url, { headers: inSession, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202);
 
-  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'ignore', 'inherit'] });
-  t.after(() => locker.kill('SIGKILL'));
-  locker.stdin.write('.timeout 10000\nBEGIN IMMEDIATE;\n');
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  const unlock = await lockLedger(t, db);
   const pending = request(url, {
     headers: inSession,
     body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'fence_prepare', arguments: prepareArgs('reused:1') } }),
@@ -790,7 +781,7 @@ test('Streamable HTTP: a message reusing the id of a call in flight is refused "
   assert.equal(other.id, 8);
   assert.doesNotMatch(other.error.message, /already used/);
 
-  locker.stdin.end('COMMIT;\n');
+  await unlock();
   const answered = await pending;
   assert.equal(answered.status, 200);
   const result = JSON.parse(answered.body);
