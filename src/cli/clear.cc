@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <optional>
 #include <string>
 #include <variant>
 
@@ -19,6 +18,7 @@
 #include "cli/subcommand.h"
 #include "cli/commands.h"
 #include "ledger/ledger_reader.h"
+#include "core/status.h"
 #include "core/terminal_safe.h"
 #include "effectfence/fence.h"
 #include "ledger/ledger_files.h"
@@ -29,21 +29,21 @@ namespace {
 
 bool writable_by_me(const std::string& path) { return ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0; }
 
-// Why this user cannot write the SQLite ledger at path, if it cannot: the
-// file, and the -wal and -shm beside it (or the directory, to create them).
-std::optional<std::string> cannot_write_ledger(const std::string& path) {
-  if (is_postgres_ledger(path) || ::access(path.c_str(), F_OK) != 0) return std::nullopt;
+// Whether this user can write the SQLite ledger at path: the file, and the
+// -wal and -shm beside it (or the directory, to create them); if not, why.
+Status check_writable_ledger(const std::string& path) {
+  if (is_postgres_ledger(path) || ::access(path.c_str(), F_OK) != 0) return Status::Ok();
   const std::string directory = directory_of(path);
   struct statvfs fs {};
   if (::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY)) {
-    return path + " is on a read-only filesystem: a clear must be written to the ledger the servers use, "
-                  "on a writable filesystem";
+    return Status::Error(path + " is on a read-only filesystem: a clear must be written to the ledger the servers "
+                                "use, on a writable filesystem");
   }
   const bool side_files_writable = writable_by_me(path + "-wal") && writable_by_me(path + "-shm");
-  if (writable_by_me(path) && (side_files_writable || writable_by_me(directory))) return std::nullopt;
-  return path + " cannot be written by this user (uid " + std::to_string(::geteuid()) +
-         "): clearing writes to the ledger, and to the -wal and -shm files SQLite keeps beside it in " + directory +
-         ". Run effectfence clear as the user the servers run as";
+  if (writable_by_me(path) && (side_files_writable || writable_by_me(directory))) return Status::Ok();
+  return Status::Error(path + " cannot be written by this user (uid " + std::to_string(::geteuid()) +
+                       "): clearing writes to the ledger, and to the -wal and -shm files SQLite keeps beside it in " +
+                       directory + ". Run effectfence clear as the user the servers run as");
 }
 
 constexpr const char* kCommand = "clear";
@@ -148,8 +148,8 @@ int clear(const ParsedArgs& parsed) {
   const std::string path = resolve_ledger_path(parsed, kCommand);
   // Clearing writes: a user who may only read gets the owner's way out, not
   // the reader's (a cleared copy would change nothing).
-  if (auto why = cannot_write_ledger(path)) {
-    print_error(kCommand, "opening the ledger", *why);
+  if (const Status writable = check_writable_ledger(path); !writable.ok()) {
+    print_error(kCommand, "opening the ledger", writable.message());
     return kExitFailure;
   }
   // Clearing in a ledger that does not exist is a mistake in the path, not a

@@ -297,27 +297,28 @@ StatusOr<ExportOptions> read_options(const ParsedArgs& parsed) {
 // Renaming a dump over the ledger (or over its -wal, -shm or -journal, which
 // SQLite names after the ledger's resolved path) would destroy recorded
 // outcomes: late duplicates would run again. Any other SQLite file is
-// refused too, since a dump is never one. Returns why out must not be
-// written, or nullopt if it may.
-std::optional<std::string> refuse_output(const std::string& out, const std::string& ledger) {
+// refused too, since a dump is never one. An error says why out must not
+// be written.
+Status check_output(const std::string& out, const std::string& ledger) {
   if (!is_postgres_ledger(ledger)) {
     const std::string out_resolved = resolved_path(out);
     for (const std::string& file : ledger_files(ledger)) {
       const bool same_path = !out_resolved.empty() && out_resolved == resolved_path(file);
       if (same_path || same_file(out, file)) {
-        return "--out " + out + " is " + file + ", the ledger or a file SQLite keeps beside it; refusing to "
-               "overwrite it (give the dump another name)";
+        return Status::Error("--out " + out + " is " + file + ", the ledger or a file SQLite keeps beside it; "
+                             "refusing to overwrite it (give the dump another name)");
       }
     }
   }
   if (const std::string database = database_beside(out); !database.empty()) {
-    return "--out " + out + " is where SQLite keeps the log or lock of the database " + database +
-           "; refusing to write there (give the dump another name)";
+    return Status::Error("--out " + out + " is where SQLite keeps the log or lock of the database " + database +
+                         "; refusing to write there (give the dump another name)");
   }
   if (is_sqlite_file(out)) {
-    return "--out " + out + " is an SQLite file; refusing to replace it with a dump (give the dump another name)";
+    return Status::Error("--out " + out +
+                         " is an SQLite file; refusing to replace it with a dump (give the dump another name)");
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 // A stop signal ends the export before any destructor runs, so its handler
@@ -470,8 +471,8 @@ int export_ledger(const ParsedArgs& parsed) {
     return kExitFailure;
   }
   if (options->out) {
-    if (auto refusal = refuse_output(*options->out, options->ledger)) {
-      print_error(kCommand, "opening the output", *refusal);
+    if (const Status allowed = check_output(*options->out, options->ledger); !allowed.ok()) {
+      print_error(kCommand, "opening the output", allowed.message());
       return kExitFailure;
     }
   }
