@@ -118,7 +118,9 @@ export async function eventually(check, { timeoutMs = 15000, intervalMs = 100, w
 // held (a fixed sleep is not enough on a loaded machine: sqlite3 may not have
 // started yet). Resolves to unlock(), which commits and waits for the exit.
 export async function lockLedger(t, db) {
-  const locker = spawn('sqlite3', [db], { stdio: ['pipe', 'pipe', 'inherit'] });
+  // -bail: a BEGIN that fails (still locked after the timeout) ends sqlite3
+  // before it prints 'locked'.
+  const locker = spawn('sqlite3', ['-bail', db], { stdio: ['pipe', 'pipe', 'inherit'] });
   t.after(() => locker.kill('SIGKILL'));
   const exited = new Promise((resolve) => locker.on('exit', resolve));
   let out = '';
