@@ -114,7 +114,9 @@ std::string fake_hash(int64_t n, int salt) {
 }
 std::string bytes_of(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
   return out;
 }
 
@@ -207,7 +209,8 @@ void v13_create(Database& db, size_t domains, const std::string& schema_sql, boo
 
 void v13_prepare(Database& db, Pair& p) {
   const int64_t now = now_ms();
-  sqlite3_stmt* s = db.statement("SELECT state, generation, payload_hash, token, cert_hash FROM intents WHERE intent = ?1");
+  sqlite3_stmt* s =
+      db.statement("SELECT state, generation, payload_hash, token, cert_hash FROM intents WHERE intent = ?1");
   text(s, 1, p.intent);
   db.run(s);
   s = db.statement(
@@ -303,12 +306,18 @@ void v13_commit(Database& db, Pair& p) {
 // (domain, seq) indexes are gone (row order is time order; the domain row
 // hands out each seq once). No triggers: what they cost is measured apart.
 
-const char* kV2Schema = R"sql(
+// The domains (numbered) and counters both candidates share.
+const char* kV2Common = R"sql(
 PRAGMA journal_mode = WAL;
 CREATE TABLE domains (
   id INTEGER PRIMARY KEY, domain TEXT NOT NULL UNIQUE, seq INTEGER NOT NULL DEFAULT 0,
   clock TEXT NOT NULL DEFAULT '{}', head INTEGER, head_seq INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL
 ) STRICT;
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL DEFAULT 0) STRICT, WITHOUT ROWID;
+INSERT INTO counters(name) VALUES ('admitted'), ('committed');
+)sql";
+
+const char* kV2Schema = R"sql(
 CREATE TABLE intents (
   intent TEXT PRIMARY KEY, state INTEGER NOT NULL, domain INTEGER NOT NULL, seq INTEGER NOT NULL,
   generation INTEGER NOT NULL, payload_hash BLOB NOT NULL, certificate INTEGER, updated_at INTEGER NOT NULL,
@@ -321,12 +330,11 @@ CREATE TABLE events (
   actor TEXT NOT NULL, certificate INTEGER, detail TEXT
 ) STRICT;
 CREATE INDEX events_by_intent ON events(intent);
-CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL DEFAULT 0) STRICT, WITHOUT ROWID;
-INSERT INTO counters(name) VALUES ('admitted'), ('committed');
 )sql";
 
-void v2_create(Database& db, size_t domains) {
-  db.exec(kV2Schema);
+void create_v2(Database& db, const char* schema, size_t domains) {
+  db.exec(kV2Common);
+  db.exec(schema);
   for (size_t d = 0; d < domains; ++d) {
     sqlite3_stmt* s = db.statement("INSERT INTO domains (id, domain, updated_at) VALUES (?1, ?2, ?3)");
     integer(s, 1, static_cast<int64_t>(d) + 1);
@@ -336,22 +344,51 @@ void v2_create(Database& db, size_t domains) {
   }
 }
 
+void v2_create(Database& db, size_t domains) { create_v2(db, kV2Schema, domains); }
+
 int64_t domain_id(const Pair& p) { return std::stoll(p.domain.substr(p.domain.rfind('-') + 1)) + 1; }
+
+// What both candidates do alike: take the domain's next seq, describe the
+// attempt, record the certificate and move the domain's head to it.
+void reserve_seq_v2(Database& db, Pair& p, int64_t now) {
+  sqlite3_stmt* s =
+      db.statement("UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE id = ?2 RETURNING seq - 1, head");
+  integer(s, 1, now);
+  integer(s, 2, domain_id(p));
+  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
+  p.seq = sqlite3_column_int64(s, 0) + 1;
+  db.run(s);
+}
+
+std::string attempt_of(const Pair& p, int64_t now) {
+  return R"({"agent":")" + p.agent + R"(","args":)" + p.args +
+         R"(,"holder":["vm","fea7e3e0-5806-45cf-a890-7fe53af05701",21833,125764],"lease":)" +
+         std::to_string(now + 60000) + R"(,"token":")" + p.token + R"(","tool":"charge_card"})";
+}
+
+// Returns the certificate's row id.
+int64_t certify_v2(Database& db, Pair& p, int64_t now) {
+  p.body = body_of(p);
+  sqlite3_stmt* s = db.statement("INSERT INTO certificates (hash, body) VALUES (?1, ?2) RETURNING id");
+  blob(s, 1, bytes_of(p.hash));
+  text(s, 2, p.body);
+  const int64_t certificate = db.run(s);
+  s = db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE id = ?5");
+  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
+  integer(s, 2, certificate);
+  integer(s, 3, p.seq);
+  integer(s, 4, now);
+  integer(s, 5, domain_id(p));
+  db.run(s);
+  return certificate;
+}
 
 void v2_prepare(Database& db, Pair& p) {
   const int64_t now = now_ms();
   sqlite3_stmt* s = db.statement("SELECT state, generation, payload_hash, certificate FROM intents WHERE intent = ?1");
   text(s, 1, p.intent);
   db.run(s);
-  s = db.statement("UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE id = ?2 RETURNING seq - 1, head");
-  integer(s, 1, now);
-  integer(s, 2, domain_id(p));
-  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
-  p.seq = sqlite3_column_int64(s, 0) + 1;
-  db.run(s);
-  const std::string attempt = R"({"agent":")" + p.agent + R"(","args":)" + p.args +
-                              R"(,"holder":["vm","fea7e3e0-5806-45cf-a890-7fe53af05701",21833,125764],"lease":)" +
-                              std::to_string(now + 60000) + R"(,"token":")" + p.token + R"(","tool":"charge_card"})";
+  reserve_seq_v2(db, p, now);
   s = db.statement(
       "INSERT INTO intents (intent, state, domain, seq, generation, payload_hash, updated_at, attempt) "
       "VALUES (?1, 0, ?2, ?3, 1, ?4, ?5, ?6)");
@@ -360,7 +397,7 @@ void v2_prepare(Database& db, Pair& p) {
   integer(s, 3, p.seq);
   blob(s, 4, bytes_of(fake_hash(p.n, 2)));
   integer(s, 5, now);
-  text(s, 6, attempt);
+  text(s, 6, attempt_of(p, now));
   db.run(s);
   s = db.statement(
       "INSERT INTO events (at, kind, intent, generation, actor, detail) VALUES (?1, 0, ?2, 1, ?3, ?4)");
@@ -376,23 +413,12 @@ void v2_commit(Database& db, Pair& p) {
   sqlite3_stmt* s = db.statement("SELECT state, generation, attempt FROM intents WHERE intent = ?1");
   text(s, 1, p.intent);
   db.run(s);
-  p.body = body_of(p);
-  s = db.statement("INSERT INTO certificates (hash, body) VALUES (?1, ?2) RETURNING id");
-  blob(s, 1, bytes_of(p.hash));
-  text(s, 2, p.body);
-  const int64_t certificate = db.run(s);
+  const int64_t certificate = certify_v2(db, p, now);
   s = db.statement(
       "UPDATE intents SET state = 2, certificate = ?1, updated_at = ?2, attempt = NULL WHERE intent = ?3");
   integer(s, 1, certificate);
   integer(s, 2, now);
   text(s, 3, p.intent);
-  db.run(s);
-  s = db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE id = ?5");
-  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
-  integer(s, 2, certificate);
-  integer(s, 3, p.seq);
-  integer(s, 4, now);
-  integer(s, 5, domain_id(p));
   db.run(s);
   s = db.statement(
       "INSERT INTO events (at, kind, intent, generation, actor, certificate) VALUES (?1, 2, ?2, 1, ?3, ?4)");
@@ -411,11 +437,6 @@ void v2_commit(Database& db, Pair& p) {
 // of the token's SHA-256 (enough to tell one holder's attempts apart).
 
 const char* kV2bSchema = R"sql(
-PRAGMA journal_mode = WAL;
-CREATE TABLE domains (
-  id INTEGER PRIMARY KEY, domain TEXT NOT NULL UNIQUE, seq INTEGER NOT NULL DEFAULT 0,
-  clock TEXT NOT NULL DEFAULT '{}', head INTEGER, head_seq INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL
-) STRICT;
 CREATE TABLE intents (
   id INTEGER PRIMARY KEY, intent TEXT NOT NULL UNIQUE, state INTEGER NOT NULL, domain INTEGER NOT NULL,
   seq INTEGER NOT NULL, generation INTEGER NOT NULL, payload_hash BLOB NOT NULL, certificate INTEGER,
@@ -429,35 +450,17 @@ CREATE TABLE events (
   actor TEXT NOT NULL, certificate INTEGER, detail TEXT
 ) STRICT;
 CREATE INDEX events_by_intent ON events(intent);
-CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL DEFAULT 0) STRICT, WITHOUT ROWID;
-INSERT INTO counters(name) VALUES ('admitted'), ('committed');
 )sql";
 
-void v2b_create(Database& db, size_t domains) {
-  db.exec(kV2bSchema);
-  for (size_t d = 0; d < domains; ++d) {
-    sqlite3_stmt* s = db.statement("INSERT INTO domains (id, domain, updated_at) VALUES (?1, ?2, ?3)");
-    integer(s, 1, static_cast<int64_t>(d) + 1);
-    text(s, 2, "bench-account-" + std::to_string(d));
-    integer(s, 3, now_ms());
-    db.run(s);
-  }
-}
+void v2b_create(Database& db, size_t domains) { create_v2(db, kV2bSchema, domains); }
 
 void v2b_prepare(Database& db, Pair& p) {
   const int64_t now = now_ms();
-  sqlite3_stmt* s = db.statement("SELECT id, state, generation, payload_hash, certificate FROM intents WHERE intent = ?1");
+  sqlite3_stmt* s =
+      db.statement("SELECT id, state, generation, payload_hash, certificate FROM intents WHERE intent = ?1");
   text(s, 1, p.intent);
   db.run(s);
-  s = db.statement("UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE id = ?2 RETURNING seq - 1, head");
-  integer(s, 1, now);
-  integer(s, 2, domain_id(p));
-  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
-  p.seq = sqlite3_column_int64(s, 0) + 1;
-  db.run(s);
-  const std::string attempt = R"({"agent":")" + p.agent + R"(","args":)" + p.args +
-                              R"(,"holder":["vm","fea7e3e0-5806-45cf-a890-7fe53af05701",21833,125764],"lease":)" +
-                              std::to_string(now + 60000) + R"(,"token":")" + p.token + R"(","tool":"charge_card"})";
+  reserve_seq_v2(db, p, now);
   s = db.statement(
       "INSERT INTO intents (intent, state, domain, seq, generation, payload_hash, updated_at) "
       "VALUES (?1, 0, ?2, ?3, 1, ?4, ?5) RETURNING id");
@@ -469,7 +472,7 @@ void v2b_prepare(Database& db, Pair& p) {
   p.id = db.run(s);
   s = db.statement("INSERT INTO attempts (intent, attempt) VALUES (?1, ?2)");
   integer(s, 1, p.id);
-  text(s, 2, attempt);
+  text(s, 2, attempt_of(p, now));
   db.run(s);
   s = db.statement(
       "INSERT INTO events (at, kind, intent, generation, actor, detail) VALUES (?1, 0, ?2, 1, ?3, ?4)");
@@ -487,11 +490,7 @@ void v2b_commit(Database& db, Pair& p) {
       "WHERE i.intent = ?1");
   text(s, 1, p.intent);
   db.run(s);
-  p.body = body_of(p);
-  s = db.statement("INSERT INTO certificates (hash, body) VALUES (?1, ?2) RETURNING id");
-  blob(s, 1, bytes_of(p.hash));
-  text(s, 2, p.body);
-  const int64_t certificate = db.run(s);
+  const int64_t certificate = certify_v2(db, p, now);
   s = db.statement("UPDATE intents SET state = 2, certificate = ?1, updated_at = ?2 WHERE id = ?3");
   integer(s, 1, certificate);
   integer(s, 2, now);
@@ -499,13 +498,6 @@ void v2b_commit(Database& db, Pair& p) {
   db.run(s);
   s = db.statement("DELETE FROM attempts WHERE intent = ?1");
   integer(s, 1, p.id);
-  db.run(s);
-  s = db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE id = ?5");
-  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
-  integer(s, 2, certificate);
-  integer(s, 3, p.seq);
-  integer(s, 4, now);
-  integer(s, 5, domain_id(p));
   db.run(s);
   // The checks' negative control: one committed event lost.
   static const bool plant_lost_event = std::getenv("EFFECTFENCE_LAYOUT_PLANT_LOST_EVENT") != nullptr;
@@ -638,10 +630,11 @@ Result run(const Layout& layout, const std::string& dir, int64_t pairs, size_t i
       next += static_cast<int64_t>(in_flight);
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    r.pairs_per_second = static_cast<double>(pairs) / seconds;
-    r.cpu_us_per_pair = (cpu_seconds() - cpu_before) * 1e6 / static_cast<double>(pairs);
-    r.written_per_pair = static_cast<double>(bytes_written_by_this_process() - written_before) / static_cast<double>(pairs);
-    r.frames_per_decision = static_cast<double>(frames.appended) / static_cast<double>(2 * pairs);
+    const double n = static_cast<double>(pairs);
+    r.pairs_per_second = n / seconds;
+    r.cpu_us_per_pair = (cpu_seconds() - cpu_before) * 1e6 / n;
+    r.written_per_pair = static_cast<double>(bytes_written_by_this_process() - written_before) / n;
+    r.frames_per_decision = static_cast<double>(frames.appended) / (2 * n);
     sqlite3_wal_hook(db.handle(), nullptr, nullptr);
     // Every layout holds the same facts: a done intent, a certificate and
     // two events per pair (bare rows keep no events).
@@ -657,13 +650,13 @@ Result run(const Layout& layout, const std::string& dir, int64_t pairs, size_t i
       }
     }
     db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    r.ledger_per_pair = static_cast<double>(db.integer("SELECT page_count * page_size FROM pragma_page_count, pragma_page_size")) /
-                        static_cast<double>(pairs);
+    r.ledger_per_pair =
+        static_cast<double>(db.integer("SELECT page_count * page_size FROM pragma_page_count, pragma_page_size")) / n;
     sqlite3_stmt* s = db.statement(
         "SELECT name, sum(pgsize) FROM dbstat GROUP BY name HAVING sum(pgsize) > 4 * 4096 ORDER BY 2 DESC");
     while (sqlite3_step(s) == SQLITE_ROW) {
       r.tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
-                            static_cast<double>(sqlite3_column_int64(s, 1)) / static_cast<double>(pairs));
+                            static_cast<double>(sqlite3_column_int64(s, 1)) / n);
     }
     sqlite3_reset(s);
   }
@@ -719,8 +712,11 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("unknown option " + arg);
       }
     }
-    if (pairs < 1 || in_flight < 1 || rounds < 1) throw std::invalid_argument("--pairs, --in-flight and --rounds must be >= 1");
-    pairs = (pairs + static_cast<int64_t>(in_flight) - 1) / static_cast<int64_t>(in_flight) * static_cast<int64_t>(in_flight);
+    if (pairs < 1 || in_flight < 1 || rounds < 1) {
+      throw std::invalid_argument("--pairs, --in-flight and --rounds must be >= 1");
+    }
+    const auto batch = static_cast<int64_t>(in_flight);
+    pairs = (pairs + batch - 1) / batch * batch;  // whole transactions
   } catch (const std::exception& e) {
     std::fprintf(stderr, "effectfence_layout_bench: %s\n", e.what());
     return usage(stderr);
