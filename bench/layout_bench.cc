@@ -738,6 +738,7 @@ int main(int argc, char** argv) {
     };
     std::printf("%lld pairs, %zu in flight, %d round(s), in %s\n", static_cast<long long>(pairs), in_flight, rounds,
                 dir.c_str());
+    for (const Layout& layout : layouts) std::printf("  %-10s %s\n", layout.name.c_str(), layout.what.c_str());
     std::printf("%-10s %-9s %5s %10s %14s %16s %14s %12s\n", "layout", "names", "round", "pairs/s",
                 "pages/decision", "written B/pair", "ledger B/pair", "CPU us/pair");
     for (IntentNames names : orders) {

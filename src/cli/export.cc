@@ -20,13 +20,13 @@
 #include <string>
 
 #include "cli/archive_check.h"
-#include "core/status.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/subcommand.h"
 #include "cli/time_text.h"
 #include "ledger/read_only.h"
 #include "cli/commands.h"
+#include "core/status.h"
 #include "ledger/history_reads.h"
 #include "ledger/ledger_reader.h"
 #include "ledger/ledger_files.h"

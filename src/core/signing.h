@@ -22,12 +22,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <variant>
+#include <vector>
 
 #include "core/status.h"
-#include <vector>
 
 namespace Botan {
 class Ed25519_PrivateKey;
