@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -307,14 +308,16 @@ TEST_CASE("a running server that answers nothing for the unresponsive bound is j
   REQUIRE(server.runs == 1);  // every resend got the first delivery's answer (then lost again)
 }
 
-TEST_CASE("a shared server with every handler busy and its queue full answers 429 server busy under the "
-          "request's id, nothing decided, and the others once it has room", "[bridge][http]") {
+TEST_CASE("a shared server with every call turn taken and its wait full answers 429 server busy under the "
+          "request's id, nothing decided, and the others once it has room, answering pings and /metrics meanwhile"
+          , "[bridge][http]") {
   std::atomic<int> started{0};
   std::atomic<bool> open_gate{false};
   mcp::Logger log{"test server", mcp::LogLevel::error};
   HttpOptions options{"127.0.0.1", 0, "secret"};
-  options.handler_threads = 1;
-  options.max_queued_connections = 1;
+  options.max_running_calls = 1;
+  options.max_waiting_calls = 1;
+  options.metrics = [] { return std::string("# the metrics\n"); };
   HttpTransport http{options,
                      [&](mcp::Server::Sink sink) {
                        mcp::Tool tool;
@@ -359,6 +362,20 @@ TEST_CASE("a shared server with every handler busy and its queue full answers 42
   CHECK(refusal["id"] == 3);
   CHECK(refusal["error"]["code"] == -32000);
   CHECK(refusal["error"]["message"].get<std::string>().find("nothing was decided") != std::string::npos);
+  CHECK(started == 1);
+
+  // A tool call waits for its turn, not for a thread: what decides nothing is answered at once.
+  const HttpExchange ping = post_message(*endpoint, session, "2025-06-18",
+                                         Json{{"jsonrpc", "2.0"}, {"id", 4}, {"method", "ping"}}.dump());
+  CHECK(ping.status == 200);
+  httplib::Client scraper(endpoint->host, endpoint->port);
+  scraper.set_read_timeout(5, 0);
+  const auto metrics = scraper.Get("/metrics", {{"Authorization", "Bearer secret"}});
+  REQUIRE(metrics);
+  CHECK(metrics->status == 200);
+  CHECK(metrics->body.find("# the metrics") == 0);
+  CHECK(metrics->body.find("effectfence_http_requests_in_progress 1") != std::string::npos);  // the running call
+  CHECK(metrics->body.find("effectfence_http_calls_waiting 1") != std::string::npos);         // the second
   CHECK(started == 1);
 
   open_gate = true;

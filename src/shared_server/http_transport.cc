@@ -38,35 +38,58 @@ constexpr auto kDrainGrace = std::chrono::seconds(15);
 // True on the thread that answers the connections beyond the queue's bound.
 thread_local bool t_over_capacity = false;
 
-// httplib hands each accepted connection to this queue. `threads` run at
-// once and up to `max_queued` wait for one; a connection beyond
-// that is not left waiting without bound (nor its file descriptor held): it
-// is read and answered at once, on a thread of its own, with kTooBusy for a
+// Threads beyond the tool calls' (CallGate): for requests that decide
+// nothing, and connections kept open between requests.
+constexpr size_t kThreadsBeyondCalls = 64;
+
+// httplib hands each accepted connection to this queue. Each is served at
+// once, on a thread started when none is idle: a tool call waits for its
+// turn and its decision in the CallGate, holding its thread, and a scrape of
+// /metrics or a ping must not wait behind it. Beyond max_threads a
+// connection is not left waiting (nor its file descriptor held): it is
+// read and answered at once, on a thread of its own, with kTooBusy for a
 // request (nothing decided) and as usual for anything that decides nothing.
-class BoundedHandlerQueue final : public httplib::TaskQueue {
+class ConnectionThreads final : public httplib::TaskQueue {
  public:
-  BoundedHandlerQueue(size_t threads, size_t max_queued) : max_queued_(max_queued) {
-    for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(false); });
+  explicit ConnectionThreads(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {
+    MutexLock lock(&mutex_);
     workers_.emplace_back([this] { work(true); });
   }
-  ~BoundedHandlerQueue() override { shutdown(); }
+  ~ConnectionThreads() override { shutdown(); }
 
   void enqueue(std::function<void()> fn) override {
     {
       MutexLock lock(&mutex_);
-      (jobs_.size() < max_queued_ ? jobs_ : overflow_).push_back(std::move(fn));
+      if (stopping_) {  // not expected of httplib; served here rather than never
+        lock.Unlock();
+        fn();
+        return;
+      }
+      if (idle_ > jobs_.size() || handlers_ < max_threads_) {
+        jobs_.push_back(std::move(fn));
+        if (idle_ < jobs_.size()) {
+          ++handlers_;
+          workers_.emplace_back([this] { work(false); });
+        }
+      } else {
+        overflow_.push_back(std::move(fn));
+        over_capacity_wake_.NotifyOne();
+        return;
+      }
     }
-    wake_.NotifyAll();
+    wake_.NotifyOne();  // one idle thread, not all of them: there may be hundreds
   }
 
   void shutdown() override {
+    std::vector<std::thread> workers;
     {
       MutexLock lock(&mutex_);
-      if (stopping_) return;
       stopping_ = true;
+      workers.swap(workers_);
     }
     wake_.NotifyAll();
-    for (auto& t : workers_) t.join();
+    over_capacity_wake_.NotifyAll();
+    for (auto& t : workers) t.join();
   }
 
  private:
@@ -78,7 +101,10 @@ class BoundedHandlerQueue final : public httplib::TaskQueue {
       {
         MutexLock lock(&mutex_);
         std::deque<std::function<void()>>& jobs = over_capacity ? overflow_ : jobs_;
-        while (!stopping_ && jobs.empty()) wake_.Wait(&mutex_);
+        if (!over_capacity) ++idle_;
+        CondVar& wake = over_capacity ? over_capacity_wake_ : wake_;
+        while (!stopping_ && jobs.empty()) wake.Wait(&mutex_);
+        if (!over_capacity) --idle_;
         if (jobs.empty()) return;  // stopping, and every connection taken was served
         fn = std::move(jobs.front());
         jobs.pop_front();
@@ -87,13 +113,16 @@ class BoundedHandlerQueue final : public httplib::TaskQueue {
     }
   }
 
-  const size_t max_queued_;
+  const size_t max_threads_;
   Mutex mutex_;
   CondVar wake_;
+  CondVar over_capacity_wake_;
   std::deque<std::function<void()>> jobs_ GUARDED_BY(mutex_);
   std::deque<std::function<void()>> overflow_ GUARDED_BY(mutex_);
+  size_t handlers_ GUARDED_BY(mutex_) = 0;  // threads serving jobs_
+  size_t idle_ GUARDED_BY(mutex_) = 0;      // of them, waiting for a connection
   bool stopping_ GUARDED_BY(mutex_) = false;
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_ GUARDED_BY(mutex_);
 };
 
 std::string lower(std::string text) {
@@ -255,6 +284,7 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
       factory_(std::move(factory)),
       log_(log),
       http_(std::make_unique<httplib::Server>()),
+      calls_(options_.max_running_calls, options_.max_waiting_calls),
       empty_since_ms_(wall_clock_ms()) {
   stateless_ = std::make_unique<StatelessRequests>(
       [this](mcp::Server::Sink sink) {
@@ -264,7 +294,7 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
       },
       log_);
   http_->new_task_queue = [this] {
-    return new BoundedHandlerQueue(options_.handler_threads, options_.max_queued_connections);
+    return new ConnectionThreads(options_.max_running_calls + options_.max_waiting_calls + kThreadsBeyondCalls);
   };
   http_->set_socket_options([this](socket_t sock) {
     httplib::default_socket_options(sock);
@@ -286,6 +316,10 @@ HttpTransport::HttpTransport(HttpOptions options, ServerFactory factory, mcp::Lo
                        "Requests to /mcp this server has read and not yet answered (calls waiting for the ledger "
                        "among them)");
       transport.sample("effectfence_http_requests_in_progress", {}, static_cast<uint64_t>(requests_in_progress()));
+      transport.family("effectfence_http_calls_waiting", mcp::PrometheusText::Type::gauge,
+                       "Tool calls waiting for a turn: the server runs " + std::to_string(options_.max_running_calls) +
+                           " at once");
+      transport.sample("effectfence_http_calls_waiting", {}, static_cast<uint64_t>(calls_.waiting()));
       res.set_content(options_.metrics() + transport.take(), mcp::kPrometheusContentType);
     });
   }
@@ -339,6 +373,7 @@ void HttpTransport::start() {
 
 void HttpTransport::stop() {
   if (draining_.exchange(true)) return;
+  calls_.close();  // calls waiting for a turn are turned away, 503: never started
   // Requests already taken get their answers (fence calls are bounded by the
   // ledger's busy timeout); new ones are turned away with 503.
   const auto grace_ends = std::chrono::steady_clock::now() + kDrainGrace;
@@ -527,15 +562,22 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     return;
   }
   const auto* request = std::get_if<mcp::jsonrpc::Request>(&message);
-  if (request && t_over_capacity) {
-    const std::string queued = std::to_string(options_.max_queued_connections);
-    log_.warn("refused " + request->method + " " + request->id.dump() + ": " + queued +
-              " requests already wait for a handler");
+  std::optional<CallTurn> turn;
+  if (request && request->method == "tools/call" && !t_over_capacity) turn.emplace(&calls_);
+  if (request && (t_over_capacity || (turn && turn->entry() == CallGate::Entry::busy))) {
+    const std::string running = std::to_string(options_.max_running_calls);
+    const std::string waiting = std::to_string(options_.max_waiting_calls);
+    log_.warn("refused " + request->method + " " + request->id.dump() + ": " + running + " calls run and " +
+              waiting + " wait already");
     send_json(res, kTooBusy,
               mcp::jsonrpc::error_response(
                   request->id, mcp::jsonrpc::kServerBusy,
-                  "server busy: the shared server already has " + queued +
-                      " requests waiting. This call was not started, nothing was decided; retry it shortly."));
+                  "server busy: the shared server already runs " + running + " calls and " + waiting +
+                      " more wait. This call was not started, nothing was decided; retry it shortly."));
+    return;
+  }
+  if (turn && turn->entry() == CallGate::Entry::closed) {
+    refuse(res, 503, "the server is stopping; find the next one through the lease file");
     return;
   }
 

@@ -31,6 +31,7 @@
 #include "mcp/jsonrpc.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
+#include "shared_server/call_gate.h"
 #include "shared_server/deliveries.h"
 #include "shared_server/stateless_requests.h"
 
@@ -64,11 +65,10 @@ struct HttpOptions {
   // A session with no request for this long is closed (a client that died
   // without DELETE). Bridges ping well within it.
   int64_t session_ttl_ms = 120'000;
-  // Requests handled at once (each waiting for its decision holds one), and
-  // connections that may wait for a handler; a request beyond both is
-  // answered kTooBusy at once.
-  size_t handler_threads = 128;
-  size_t max_queued_connections = 1024;
+  // Tool calls run at once, and calls that may wait for a turn (CallGate);
+  // a call beyond both is answered kTooBusy at once, nothing decided.
+  size_t max_running_calls = 128;
+  size_t max_waiting_calls = 1024;
   // The body of GET /metrics (mcp::kPrometheusContentType), written when
   // asked; unset: no /metrics. Called on the HTTP threads, several at once.
   std::function<std::string()> metrics = nullptr;
@@ -152,6 +152,7 @@ class HttpTransport {
   void handle_stateless(const httplib::Request& req, httplib::Response& res, const Json& document, bool request,
                         bool event_stream);
 
+  CallGate calls_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopping_{false};
 

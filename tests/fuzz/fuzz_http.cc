@@ -142,7 +142,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   shared::HttpOptions options;
   options.token = kToken;
-  options.handler_threads = 1;
+  options.max_running_calls = 1;
   shared::HttpTransport transport(
       options,
       [&](mcp::Server::Sink sink) {
