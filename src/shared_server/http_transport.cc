@@ -35,7 +35,7 @@ constexpr const char* kVersionHeader = "MCP-Protocol-Version";
 constexpr int kListenBacklog = 1024;
 constexpr auto kDrainGrace = std::chrono::seconds(15);
 
-// True on the thread that answers the connections beyond the queue's bound.
+// True on the thread that answers the connections beyond ConnectionThreads' bound.
 thread_local bool t_over_capacity = false;
 
 // Threads beyond the tool calls' (CallGate): for requests that decide
