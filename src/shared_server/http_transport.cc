@@ -34,6 +34,8 @@ constexpr const char* kVersionHeader = "MCP-Protocol-Version";
 // or is dropped. The kernel's own cap (somaxconn) still applies.
 constexpr int kListenBacklog = 1024;
 constexpr auto kDrainGrace = std::chrono::seconds(15);
+// A 503: the request was never processed, so it may be sent to the next server.
+constexpr const char* kStopping = "the server is stopping; find the next one through the lease file";
 
 // True on the thread that answers the connections beyond ConnectionThreads' bound.
 thread_local bool t_over_capacity = false;
@@ -65,12 +67,10 @@ class ConnectionThreads final : public httplib::TaskQueue {
         fn();
         return;
       }
-      if (idle_ > jobs_.size() || handlers_ < max_threads_) {
+      // workers_ holds the overflow thread and the threads serving jobs_.
+      if (idle_ > jobs_.size() || workers_.size() - 1 < max_threads_) {
         jobs_.push_back(std::move(fn));
-        if (idle_ < jobs_.size()) {
-          ++handlers_;
-          workers_.emplace_back([this] { work(false); });
-        }
+        if (idle_ < jobs_.size()) workers_.emplace_back([this] { work(false); });
       } else {
         overflow_.push_back(std::move(fn));
         over_capacity_wake_.NotifyOne();
@@ -119,8 +119,7 @@ class ConnectionThreads final : public httplib::TaskQueue {
   CondVar over_capacity_wake_;
   std::deque<std::function<void()>> jobs_ GUARDED_BY(mutex_);
   std::deque<std::function<void()>> overflow_ GUARDED_BY(mutex_);
-  size_t handlers_ GUARDED_BY(mutex_) = 0;  // threads serving jobs_
-  size_t idle_ GUARDED_BY(mutex_) = 0;      // of them, waiting for a connection
+  size_t idle_ GUARDED_BY(mutex_) = 0;  // threads serving jobs_ that wait for a connection
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> workers_ GUARDED_BY(mutex_);
 };
@@ -535,7 +534,7 @@ size_t HttpTransport::expire_idle_sessions() {
 
 void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& res) {
   if (draining_) {
-    refuse(res, 503, "the server is stopping; find the next one through the lease file");
+    refuse(res, 503, kStopping);
     return;
   }
   if (lower(req.get_header_value("Content-Type")).find("application/json") == std::string::npos) {
@@ -577,7 +576,7 @@ void HttpTransport::handle_post(const httplib::Request& req, httplib::Response& 
     return;
   }
   if (turn && turn->entry() == CallGate::Entry::closed) {
-    refuse(res, 503, "the server is stopping; find the next one through the lease file");
+    refuse(res, 503, kStopping);
     return;
   }
 
