@@ -1,6 +1,7 @@
 // effectfence_layout_bench: the rows a prepare+commit pair writes, in the
-// ledger's row layout today (schema 13, with and without its triggers) and in
-// a candidate layout for ledger v2, group-committed as serve commits them, on
+// ledger's row layout today (schema 14), in schema 13's (with and without its
+// triggers) and in candidate layouts for ledger v2, group-committed as serve
+// commits them, on
 // the same disk in the same run. It measures the storage alone: no server, no
 // JSON-RPC, no hashing (hashes are made up), so what differs between rows is
 // the layout. See docs/BENCHMARK_HISTORY.md, "Row layouts measured".
@@ -175,6 +176,23 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+// The migrations schema 13 was built from, by name.
+constexpr const char* kMigrationNames[] = {
+    "0001_initial.sql",
+    "0002_refuse_replace.sql",
+    "0003_checks_in_place.sql",
+    "0004_fenced_view_order.sql",
+    "0005_ledger_result_ttl.sql",
+    "0006_clears_whole.sql",
+    "0007_intents_guarded.sql",
+    "0008_intents_not_replaced.sql",
+    "0009_outcomes_holders_domains_kept.sql",
+    "0010_in_flight_fenced_with_event.sql",
+    "0011_state_moves.sql",
+    "0012_signatures.sql",
+    "0013_archive_segments.sql",
+};
+
 void add_counter(Database& db, const char* name, int64_t by) {
   sqlite3_stmt* s = db.statement("UPDATE counters SET value = value + ?1 WHERE name = ?2");
   integer(s, 1, by);
@@ -182,7 +200,31 @@ void add_counter(Database& db, const char* name, int64_t by) {
   db.run(s);
 }
 
-// ---- schema 13, as serve writes it --------------------------------------------
+void drop_triggers(Database& db) {
+  std::vector<std::string> names;
+  sqlite3_stmt* s = db.statement("SELECT name FROM sqlite_schema WHERE type = 'trigger'");
+  while (sqlite3_step(s) == SQLITE_ROW) names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
+  sqlite3_reset(s);
+  for (const auto& name : names) db.exec("DROP TRIGGER " + name);
+}
+
+// ---- schema 13, as serve wrote it -----------------------------------------------
+
+// Schema 13: migrations 0001 to 0013 of dir, in order.
+std::string schema_13(const std::string& dir) {
+  std::string sql;
+  for (int version = 1; version <= 13; ++version) {
+    char prefix[8];
+    std::snprintf(prefix, sizeof prefix, "%04d_", version);
+    std::string found;
+    for (const char* name : kMigrationNames) {
+      if (std::string(name).rfind(prefix, 0) == 0) found = name;
+    }
+    if (found.empty()) throw std::runtime_error(std::string("no migration ") + prefix + "*.sql");
+    sql += read_file(dir + "/" + found) + "\n";
+  }
+  return "PRAGMA journal_mode = WAL;\n" + sql;
+}
 
 // Indexes no decision reads: by time (export --since, archive) and by intent
 // (verify, archive). Dropped only to measure what they cost a decision.
@@ -192,13 +234,7 @@ const char* kUnreadIndexes =
 void v13_create(Database& db, size_t domains, const std::string& schema_sql, bool triggers, bool all_indexes = true) {
   db.exec(schema_sql);
   if (!all_indexes) db.exec(kUnreadIndexes);
-  if (!triggers) {
-    std::vector<std::string> names;
-    sqlite3_stmt* s = db.statement("SELECT name FROM sqlite_schema WHERE type = 'trigger'");
-    while (sqlite3_step(s) == SQLITE_ROW) names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
-    sqlite3_reset(s);
-    for (const auto& name : names) db.exec("DROP TRIGGER " + name);
-  }
+  if (!triggers) drop_triggers(db);
   for (size_t d = 0; d < domains; ++d) {
     sqlite3_stmt* s = db.statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?1, 0, ?2)");
     text(s, 1, "bench-account-" + std::to_string(d));
@@ -511,6 +547,240 @@ void v2b_commit(Database& db, Pair& p) {
   db.run(s);
 }
 
+// The same structure as v2-id, spelled so today's read queries keep
+// working: hashes as hex text, states and kinds as words, a certificate's
+// intent, domain, seq, generation, parent, agent and tool as columns
+// generated from its body (stored once), events naming their intent by
+// name beside its number. An attempt's columns stay columns, in attempts.
+// No index by time: row order is commit order.
+
+const char* kV2cSchema = R"sql(
+PRAGMA journal_mode = WAL;
+CREATE TABLE domains (
+  domain TEXT PRIMARY KEY, seq INTEGER NOT NULL DEFAULT 0, clock TEXT NOT NULL DEFAULT '{}', head TEXT,
+  head_seq INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL DEFAULT 0) STRICT, WITHOUT ROWID;
+INSERT INTO counters(name) VALUES ('admitted'), ('committed');
+CREATE TABLE intents (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, intent TEXT NOT NULL UNIQUE, state TEXT NOT NULL, domain TEXT NOT NULL,
+  seq INTEGER NOT NULL, generation INTEGER NOT NULL, payload_hash TEXT NOT NULL, cert_hash TEXT, reason TEXT,
+  updated_at INTEGER NOT NULL, version INTEGER NOT NULL DEFAULT 1
+) STRICT;
+CREATE INDEX intents_open ON intents(state, domain) WHERE state <> 'done';
+CREATE TABLE attempts (
+  intent INTEGER PRIMARY KEY, tool TEXT NOT NULL, args TEXT NOT NULL, agent TEXT NOT NULL, token TEXT NOT NULL,
+  read_set TEXT NOT NULL DEFAULT '[]', parent TEXT, known_clock TEXT NOT NULL DEFAULT '{}', holder_host TEXT NOT NULL,
+  holder_boot TEXT NOT NULL, holder_pid INTEGER NOT NULL, holder_started INTEGER NOT NULL,
+  lease_expires_at INTEGER NOT NULL, admitted_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE certificates (
+  id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, body TEXT NOT NULL, committed_at INTEGER NOT NULL,
+  intent TEXT GENERATED ALWAYS AS (json_extract(body, '$.intent')) VIRTUAL,
+  domain TEXT GENERATED ALWAYS AS (json_extract(body, '$.domain')) VIRTUAL,
+  seq INTEGER GENERATED ALWAYS AS (json_extract(body, '$.seq')) VIRTUAL,
+  generation INTEGER GENERATED ALWAYS AS (json_extract(body, '$.generation')) VIRTUAL,
+  parent TEXT GENERATED ALWAYS AS (nullif(json_extract(body, '$.parent'), '')) VIRTUAL,
+  agent TEXT GENERATED ALWAYS AS (json_extract(body, '$.agent')) VIRTUAL,
+  tool TEXT GENERATED ALWAYS AS (json_extract(body, '$.tool')) VIRTUAL
+) STRICT;
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, kind TEXT NOT NULL, intent TEXT, intent_id INTEGER,
+  domain TEXT, seq INTEGER, generation INTEGER, actor TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '{}'
+) STRICT;
+CREATE INDEX events_by_intent ON events(intent_id);
+)sql";
+
+void v2c_create(Database& db, size_t domains) {
+  db.exec(kV2cSchema);
+  for (size_t d = 0; d < domains; ++d) {
+    sqlite3_stmt* s = db.statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?1, 0, ?2)");
+    text(s, 1, "bench-account-" + std::to_string(d));
+    integer(s, 2, now_ms());
+    db.run(s);
+  }
+}
+
+void v2c_event(Database& db, const Pair& p, const char* kind, int64_t now, const std::string& detail) {
+  sqlite3_stmt* s = db.statement(
+      "INSERT INTO events (at, kind, intent, intent_id, domain, seq, generation, actor, detail) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)");
+  integer(s, 1, now);
+  text(s, 2, kind);
+  text(s, 3, p.intent);
+  integer(s, 4, p.id);
+  text(s, 5, p.domain);
+  integer(s, 6, p.seq);
+  text(s, 7, p.agent);
+  text(s, 8, detail);
+  db.run(s);
+}
+
+void v2c_prepare(Database& db, Pair& p) {
+  const int64_t now = now_ms();
+  sqlite3_stmt* s =
+      db.statement("SELECT id, state, generation, payload_hash, cert_hash FROM intents WHERE intent = ?1");
+  text(s, 1, p.intent);
+  db.run(s);
+  s = db.statement(
+      "UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE domain = ?2 RETURNING seq - 1, head, head_seq");
+  integer(s, 1, now);
+  text(s, 2, p.domain);
+  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
+  p.seq = sqlite3_column_int64(s, 0) + 1;
+  const unsigned char* head = sqlite3_column_text(s, 1);
+  p.parent = head ? reinterpret_cast<const char*>(head) : "";
+  db.run(s);
+  s = db.statement(
+      "INSERT INTO intents (intent, state, domain, seq, generation, payload_hash, updated_at) "
+      "VALUES (?1, 'in_flight', ?2, ?3, 1, ?4, ?5) RETURNING id");
+  text(s, 1, p.intent);
+  text(s, 2, p.domain);
+  integer(s, 3, p.seq);
+  text(s, 4, fake_hash(p.n, 2));
+  integer(s, 5, now);
+  p.id = db.run(s);
+  s = db.statement(
+      "INSERT INTO attempts (intent, tool, args, agent, token, parent, holder_host, holder_boot, holder_pid, "
+      "holder_started, lease_expires_at, admitted_at) VALUES (?1, 'charge_card', ?2, ?3, ?4, ?5, 'vm', "
+      "'fea7e3e0-5806-45cf-a890-7fe53af05701', 21833, 125764, ?6, ?7)");
+  integer(s, 1, p.id);
+  text(s, 2, p.args);
+  text(s, 3, p.agent);
+  text(s, 4, p.token);
+  if (!p.parent.empty()) text(s, 5, p.parent);
+  integer(s, 6, now + 60000);
+  integer(s, 7, now);
+  db.run(s);
+  v2c_event(db, p, "admitted", now, admitted_detail(p));
+}
+
+void v2c_commit(Database& db, Pair& p) {
+  const int64_t now = now_ms();
+  sqlite3_stmt* s = db.statement(
+      "SELECT i.id, i.state, i.generation, a.token, a.args, a.parent FROM intents i "
+      "JOIN attempts a ON a.intent = i.id WHERE i.intent = ?1");
+  text(s, 1, p.intent);
+  db.run(s);
+  p.body = body_of(p);
+  s = db.statement("INSERT INTO certificates (hash, body, committed_at) VALUES (?1, ?2, ?3)");
+  text(s, 1, p.hash);
+  text(s, 2, p.body);
+  integer(s, 3, now);
+  db.run(s);
+  s = db.statement(
+      "UPDATE intents SET state = 'done', cert_hash = ?1, reason = NULL, updated_at = ?2, version = version + 1 "
+      "WHERE id = ?3");
+  text(s, 1, p.hash);
+  integer(s, 2, now);
+  integer(s, 3, p.id);
+  db.run(s);
+  s = db.statement("DELETE FROM attempts WHERE intent = ?1");
+  integer(s, 1, p.id);
+  db.run(s);
+  s = db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE domain = ?5");
+  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
+  text(s, 2, p.hash);
+  integer(s, 3, p.seq);
+  integer(s, 4, now);
+  text(s, 5, p.domain);
+  db.run(s);
+  v2c_event(db, p, "committed", now, R"({"certificate":")" + p.hash + R"("})");
+}
+
+// ---- schema 14, as serve writes it --------------------------------------------
+//
+// Schema 13's intents as they are (attempt and outcome in one row); a
+// certificate's columns generated from its body; events indexed by their
+// intent's rowid, and admissions by (domain, seq).
+void v14_create(Database& db, size_t domains, const std::string& schema_sql, bool triggers = true) {
+  db.exec(schema_sql);
+  if (!triggers) drop_triggers(db);
+  for (size_t d = 0; d < domains; ++d) {
+    sqlite3_stmt* s = db.statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?1, 0, ?2)");
+    text(s, 1, "bench-account-" + std::to_string(d));
+    integer(s, 2, now_ms());
+    db.run(s);
+  }
+}
+
+void v14_event(Database& db, const Pair& p, const char* kind, int64_t now, const std::string& detail) {
+  sqlite3_stmt* s = db.statement(
+      "INSERT INTO events (at, kind, intent, intent_id, domain, seq, generation, actor, detail) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)");
+  integer(s, 1, now);
+  text(s, 2, kind);
+  text(s, 3, p.intent);
+  integer(s, 4, p.id);
+  text(s, 5, p.domain);
+  integer(s, 6, p.seq);
+  text(s, 7, p.agent);
+  text(s, 8, detail);
+  db.run(s);
+}
+
+void v14_prepare(Database& db, Pair& p) {
+  const int64_t now = now_ms();
+  sqlite3_stmt* s =
+      db.statement("SELECT rowid, state, generation, payload_hash, token, cert_hash FROM intents WHERE intent = ?1");
+  text(s, 1, p.intent);
+  db.run(s);
+  s = db.statement(
+      "UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE domain = ?2 RETURNING seq - 1, head, head_seq");
+  integer(s, 1, now);
+  text(s, 2, p.domain);
+  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
+  p.seq = sqlite3_column_int64(s, 0) + 1;
+  const unsigned char* head = sqlite3_column_text(s, 1);
+  p.parent = head ? reinterpret_cast<const char*>(head) : "";
+  db.run(s);
+  s = db.statement(
+      "INSERT INTO intents (intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, "
+      "read_set, parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, lease_expires_at, "
+      "admitted_at, updated_at) VALUES (?1, 'in_flight', ?2, 'charge_card', ?3, ?4, ?5, ?6, 1, ?7, '[]', ?8, '{}', "
+      "'vm', 'fea7e3e0-5806-45cf-a890-7fe53af05701', 21833, 125764, ?9, ?10, ?10) RETURNING rowid");
+  text(s, 1, p.intent);
+  text(s, 2, p.domain);
+  text(s, 3, p.args);
+  text(s, 4, fake_hash(p.n, 2));
+  text(s, 5, p.agent);
+  integer(s, 6, p.seq);
+  text(s, 7, p.token);
+  if (!p.parent.empty()) text(s, 8, p.parent);
+  integer(s, 9, now + 60000);
+  integer(s, 10, now);
+  p.id = db.run(s);
+  v14_event(db, p, "admitted", now, admitted_detail(p));
+}
+
+void v14_commit(Database& db, Pair& p) {
+  const int64_t now = now_ms();
+  sqlite3_stmt* s = db.statement("SELECT state, generation, token, args, parent FROM intents WHERE rowid = ?1");
+  integer(s, 1, p.id);
+  db.run(s);
+  p.body = body_of(p);
+  s = db.statement("INSERT INTO certificates (hash, body, committed_at) VALUES (?1, ?2, ?3)");
+  text(s, 1, p.hash);
+  text(s, 2, p.body);
+  integer(s, 3, now);
+  db.run(s);
+  s = db.statement(
+      "UPDATE intents SET state = 'done', cert_hash = ?1, reason = NULL, updated_at = ?2, version = version + 1 "
+      "WHERE rowid = ?3");
+  text(s, 1, p.hash);
+  integer(s, 2, now);
+  integer(s, 3, p.id);
+  db.run(s);
+  s = db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE domain = ?5");
+  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
+  text(s, 2, p.hash);
+  integer(s, 3, p.seq);
+  integer(s, 4, now);
+  text(s, 5, p.domain);
+  db.run(s);
+  v14_event(db, p, "committed", now, R"({"certificate":")" + p.hash + R"("})");
+}
+
 // ---- bare rows ------------------------------------------------------------------
 //
 // The rows of effectfence_bench's "bare rows" (bench/baselines.cc), the
@@ -667,11 +937,14 @@ Result run(const Layout& layout, const std::string& dir, int64_t pairs, size_t i
 int usage(FILE* to) {
   std::fprintf(to,
                "usage: effectfence_layout_bench [--pairs N] [--in-flight K] [--intent-names ordered|scattered|both]\n"
-               "                                [--rounds R] [--dir DIR] [--schema FILE] [--tables]\n"
+               "                                [--rounds R] [--dir DIR] [--schema FILE] [--migrations DIR]\n"
+               "                                [--tables]\n"
                "Writes N prepare+commit pairs (default 20000), K per transaction (default 16), in each row\n"
-               "layout: schema 13 as serve writes it (v13), without its triggers (v13-bare), also without three\n"
-               "indexes (v13-lean), two ledger v2 candidates (v2-name, v2-id), and effectfence_bench's bare\n"
-               "rows (bare), the least a pair writes; alternating R rounds\n"
+               "layout: schema 14 as serve writes it (v14, from --schema), without its triggers (v14-bare),\n"
+               "schema 13 as serve wrote it (v13,\n"
+               "from --migrations 0001-0013), without its triggers (v13-bare), also without three indexes\n"
+               "(v13-lean), three ledger v2 candidates (v2-name, v2-id, v2-compat), and effectfence_bench's\n"
+               "bare rows (bare), the least a pair writes; alternating R rounds\n"
                "(default 2). Prints pairs/s, log pages per decision, bytes written and ledger bytes per pair,\n"
                "and CPU per pair; --tables adds bytes per pair by table and index.\n");
   return to == stdout ? 0 : 2;
@@ -688,6 +961,7 @@ int main(int argc, char** argv) {
   bool tables = false;
   std::string dir = "/tmp";
   std::string schema = EFFECTFENCE_SCHEMA_SQL;
+  std::string migrations = EFFECTFENCE_MIGRATIONS_DIR;
   std::vector<IntentNames> orders = {IntentNames::ordered, IntentNames::scattered};
   try {
     for (int i = 1; i < argc; ++i) {
@@ -702,6 +976,7 @@ int main(int argc, char** argv) {
       else if (arg == "--rounds") rounds = std::stoi(value());
       else if (arg == "--dir") dir = value();
       else if (arg == "--schema") schema = value();
+      else if (arg == "--migrations") migrations = value();
       else if (arg == "--tables") tables = true;
       else if (arg == "--intent-names") {
         const std::string v = value();
@@ -724,16 +999,22 @@ int main(int argc, char** argv) {
 
   try {
     const std::string schema_sql = read_file(schema);
+    const std::string v13_sql = schema_13(migrations);
     const std::vector<Layout> layouts = {
-        {"v13", "schema 13 as serve writes it",
-         [&](Database& db, size_t d) { v13_create(db, d, schema_sql, true); }, v13_prepare, v13_commit, "'done'"},
+        {"v14", "schema 14 as serve writes it",
+         [&](Database& db, size_t d) { v14_create(db, d, schema_sql); }, v14_prepare, v14_commit, "'done'"},
+        {"v14-bare", "schema 14 without its triggers",
+         [&](Database& db, size_t d) { v14_create(db, d, schema_sql, false); }, v14_prepare, v14_commit, "'done'"},
+        {"v13", "schema 13 as serve wrote it",
+         [&](Database& db, size_t d) { v13_create(db, d, v13_sql, true); }, v13_prepare, v13_commit, "'done'"},
         {"v13-bare", "schema 13 without its triggers",
-         [&](Database& db, size_t d) { v13_create(db, d, schema_sql, false); }, v13_prepare, v13_commit, "'done'"},
+         [&](Database& db, size_t d) { v13_create(db, d, v13_sql, false); }, v13_prepare, v13_commit, "'done'"},
         {"v13-lean", "schema 13 without its triggers and three indexes no decision reads",
-         [&](Database& db, size_t d) { v13_create(db, d, schema_sql, false, false); }, v13_prepare, v13_commit,
+         [&](Database& db, size_t d) { v13_create(db, d, v13_sql, false, false); }, v13_prepare, v13_commit,
          "'done'"},
         {"v2-name", "a v2 candidate keyed by name", v2_create, v2_prepare, v2_commit},
         {"v2-id", "a v2 candidate with numbered intents", v2b_create, v2b_prepare, v2b_commit},
+        {"v2-compat", "v2-id spelled for today's read queries", v2c_create, v2c_prepare, v2c_commit, "'done'"},
         {"bare", "effectfence_bench's bare rows", bare_create, bare_prepare, bare_commit, "'done'", 0, false},
     };
     std::printf("%lld pairs, %zu in flight, %d round(s), in %s\n", static_cast<long long>(pairs), in_flight, rounds,

@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 13), for people.
+-- effectfence ledger: the full current schema (version 14), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -16,10 +16,11 @@
 --   archives      segments of old history moved out by effectfence archive
 --   counters      ledger-wide outcome counts
 --   retention     how long finished intents replay before a sweep forgets them
+--   swept_intents the names a sweep forgot, and the rowids their events carry
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 13;            -- schema version
+PRAGMA user_version = 14;            -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -64,7 +65,8 @@ WHEN NEW.state = 'cleared' AND OLD.state IS NOT 'cleared' AND (NOT EXISTS (
   SELECT 1 FROM clears
    WHERE intent = NEW.intent AND requested_at = NEW.updated_at AND previous_state = OLD.state) OR NOT EXISTS (
   SELECT 1 FROM events
-   WHERE intent = NEW.intent AND kind = 'cleared' AND at = NEW.updated_at AND generation = OLD.generation))
+   WHERE intent_id = OLD.rowid AND intent = NEW.intent AND kind = 'cleared' AND at = NEW.updated_at AND
+         generation = OLD.generation))
 BEGIN SELECT RAISE(ABORT, 'effectfence: clear an intent with INSERT INTO clears(intent, operator, reason), which records who cleared it and why; a hand UPDATE of its state would not be audited'); END;
 -- Deleting an unfinished intent would make its next prepare fresh. Finished
 -- ones (done, cleared) are deleted by the sweep once they stop replaying.
@@ -107,7 +109,7 @@ CREATE TRIGGER intents_in_flight_fenced_with_event BEFORE UPDATE OF state ON int
 WHEN ((OLD.state = 'in_flight' AND (NEW.state = 'failed' OR NEW.state = 'unknown')) OR
       (OLD.state = 'unknown' AND NEW.state = 'failed')) AND NOT EXISTS (
   SELECT 1 FROM events
-   WHERE intent = NEW.intent AND generation = OLD.generation AND at = NEW.updated_at AND
+   WHERE intent_id = OLD.rowid AND intent = NEW.intent AND generation = OLD.generation AND at = NEW.updated_at AND
          (kind = 'aborted' OR (OLD.state = 'in_flight' AND
                                (kind = 'commit_refused' OR kind = 'holder_dead' OR kind = 'fenced_on_exit'))))
 BEGIN SELECT RAISE(ABORT, 'effectfence: an attempt in flight may be running its tool: it is fenced only by its holder (fence_abort), by a commit whose read-set moved, or once its holder is gone, each with the event that says so. Wait for it, or stop its holder process (the next prepare then fences it unknown), then clear it with INSERT INTO clears(intent, operator, reason)'); END;
@@ -154,6 +156,19 @@ WHEN NEW.generation < OLD.generation OR (NEW.generation = OLD.generation AND (
                                               NEW.admitted_at = NEW.updated_at))
 BEGIN SELECT RAISE(ABORT, 'effectfence: an attempt''s holder, token, generation and lease change only when it is admitted again: taken over early, its tool could run twice. Wait for the lease to run out; if its holder is gone, the next prepare fences it for an operator'); END;
 
+-- A swept intent's name and its row's rowid, kept by the sweep (off the
+-- decisions' path) so that a late commit of a swept attempt still finds
+-- the admission that issued its ticket, by name, without an index by name
+-- on the events. Each intent a sweep deletes (the fence's or an
+-- operator's) leaves one.
+CREATE TABLE swept_intents (
+  intent    TEXT NOT NULL,
+  intent_id INTEGER NOT NULL,
+  PRIMARY KEY (intent, intent_id)
+) STRICT, WITHOUT ROWID;
+CREATE TRIGGER intents_swept_remembered AFTER DELETE ON intents
+BEGIN INSERT OR IGNORE INTO swept_intents (intent, intent_id) VALUES (OLD.intent, OLD.rowid); END;
+
 -- Contention scopes. seq is the version column read-sets are checked
 -- against; it only ever goes up, so a sequence number is never reused.
 CREATE TABLE domains (
@@ -190,21 +205,23 @@ BEGIN SELECT RAISE(ABORT, 'effectfence: a domain''s rowid cannot be changed: an 
 
 -- Immutable records of effects that ran. hash = SHA-256(body); body is the
 -- canonical JSON of {intent, parent, domain, seq, generation, tool, args,
--- result, vector_clock, read_set, agent}, so anyone can recompute it.
+-- result, vector_clock, read_set, agent}, so anyone can recompute it. The
+-- columns after committed_at are read from the body, never stored twice.
+-- Found by hash; an intent's through its committed events (no index by
+-- intent or by (domain, seq): each would cost every decision a random page).
 CREATE TABLE certificates (
-  hash         TEXT PRIMARY KEY,
-  intent       TEXT NOT NULL,
-  domain       TEXT NOT NULL,
-  seq          INTEGER NOT NULL,
-  generation   INTEGER NOT NULL,
-  parent       TEXT,
-  agent        TEXT NOT NULL,
-  tool         TEXT NOT NULL,
+  id           INTEGER PRIMARY KEY,           -- commit order
+  hash         TEXT NOT NULL UNIQUE,          -- SHA-256 of body
   body         TEXT NOT NULL,
-  committed_at INTEGER NOT NULL
+  committed_at INTEGER NOT NULL,
+  intent       TEXT GENERATED ALWAYS AS (json_extract(body, '$.intent')) VIRTUAL,
+  domain       TEXT GENERATED ALWAYS AS (json_extract(body, '$.domain')) VIRTUAL,
+  seq          INTEGER GENERATED ALWAYS AS (json_extract(body, '$.seq')) VIRTUAL,
+  generation   INTEGER GENERATED ALWAYS AS (json_extract(body, '$.generation')) VIRTUAL,
+  parent       TEXT GENERATED ALWAYS AS (json_extract(body, '$.parent')) VIRTUAL,
+  agent        TEXT GENERATED ALWAYS AS (json_extract(body, '$.agent')) VIRTUAL,
+  tool         TEXT GENERATED ALWAYS AS (json_extract(body, '$.tool')) VIRTUAL
 ) STRICT;
-CREATE UNIQUE INDEX certificates_domain_seq ON certificates(domain, seq);
-CREATE INDEX certificates_by_intent ON certificates(intent);
 CREATE INDEX certificates_by_time ON certificates(committed_at);
 
 CREATE TRIGGER certificates_immutable_update BEFORE UPDATE ON certificates
@@ -216,13 +233,12 @@ WHEN NOT EXISTS (SELECT 1 FROM archive_in_progress a WHERE OLD.committed_at < a.
   OR EXISTS (SELECT 1 FROM intents WHERE (state = 'in_flight' OR state = 'unknown') AND parent = OLD.hash)
 BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable; only effectfence archive moves old ones out, into a segment it has written first'); END;
 -- REPLACE (INSERT OR REPLACE, REPLACE INTO) deletes the row in its way, met
--- by hash, by (domain, seq) or by rowid, without firing DELETE triggers, so
--- an INSERT may not take an existing row's place.
+-- by hash or by row id, without firing DELETE triggers, so an INSERT may
+-- not take an existing row's place.
 CREATE TRIGGER certificates_immutable_replace BEFORE INSERT ON certificates
 WHEN EXISTS (SELECT 1 FROM certificates WHERE hash = NEW.hash)
-  OR EXISTS (SELECT 1 FROM certificates WHERE domain = NEW.domain AND seq = NEW.seq)
-  OR EXISTS (SELECT 1 FROM certificates WHERE rowid = NEW.rowid)
-BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable: this hash, (domain, seq) or rowid is already recorded'); END;
+  OR EXISTS (SELECT 1 FROM certificates WHERE id = NEW.id)
+BEGIN SELECT RAISE(ABORT, 'effectfence: certificates are immutable: this hash or id is already recorded'); END;
 
 -- Signatures of certificates, one row per certificate issued by a process
 -- given a signing key (serve/wrap --signing-key), written in the same
@@ -262,6 +278,10 @@ WHEN EXISTS (SELECT 1 FROM signatures WHERE certificate = NEW.certificate)
 BEGIN SELECT RAISE(ABORT, 'effectfence: signatures are immutable, one per recorded certificate: this certificate is already signed, or is not recorded'); END;
 
 -- Append-only audit log: admissions, takeovers, outcomes, fencing, clears.
+-- An event names its intent, and the intent's rowid when it was written
+-- (minus the id of its name's first event if it had no row), which the
+-- index grows by at one end whatever the names: look an intent's events up
+-- by both, since SQLite may give a swept intent's rowid to a new one.
 CREATE TABLE events (
   id         INTEGER PRIMARY KEY AUTOINCREMENT,
   at         INTEGER NOT NULL,
@@ -270,13 +290,14 @@ CREATE TABLE events (
                                   kind = 'fenced_on_exit' OR kind = 'cleared' OR kind = 'swept' OR
                                   kind = 'domain_evicted'),
   intent     TEXT,
+  intent_id  INTEGER,                         -- the intent's rowid (see above)
   domain     TEXT,
   seq        INTEGER,
   generation INTEGER,
   actor      TEXT NOT NULL,                   -- agent, operator, or process (host:pid)
   detail     TEXT NOT NULL DEFAULT '{}'       -- JSON: reason, certificate, result of a refused commit
 ) STRICT;
-CREATE INDEX events_by_intent ON events(intent);
+CREATE INDEX events_by_intent ON events(intent_id);
 CREATE INDEX events_by_time ON events(at);
 -- Only evictions are looked up by domain (to never reuse their numbers).
 CREATE INDEX events_evicted_domains ON events(domain) WHERE kind = 'domain_evicted';
@@ -352,8 +373,8 @@ BEGIN
    WHERE NEW.previous_state IS NOT NULL;
   UPDATE clears SET previous_state = (SELECT state FROM intents WHERE intent = NEW.intent)
    WHERE id = NEW.id;
-  INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
-  SELECT NEW.requested_at, 'cleared', i.intent, i.domain, i.seq, i.generation, NEW.operator,
+  INSERT INTO events(at, kind, intent, intent_id, domain, seq, generation, actor, detail)
+  SELECT NEW.requested_at, 'cleared', i.intent, i.rowid, i.domain, i.seq, i.generation, NEW.operator,
          json_object('reason', NEW.reason, 'previous_state', i.state, 'previous_reason', i.reason)
     FROM intents i WHERE i.intent = NEW.intent;
   UPDATE intents
@@ -451,7 +472,7 @@ SELECT strftime('%Y-%m-%d %H:%M:%f', committed_at / 1000.0, 'unixepoch') AS comm
        json_extract(body, '$.result') AS result,
        hash AS certificate, parent
   FROM certificates
- ORDER BY committed_at DESC;
+ ORDER BY id DESC;
 
 CREATE VIEW domain_sequences AS
 SELECT domain, seq, head AS latest_certificate,

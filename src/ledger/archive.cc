@@ -56,8 +56,39 @@ std::vector<RecordedSegment> load_recorded(ArchiveDb& db) {
   return all;
 }
 
+// Which intent's rows: its name, and on SQLite the intent_id its events
+// carry (one lifetime of the name, between sweeps).
+struct IntentKey {
+  std::string name;
+  int64_t row = 0;
+};
+
+// The SQL that selects an intent's events (table alias e) and its
+// certificates (alias c), with ?1 its name and ?2 its row.
+struct IntentSql {
+  explicit IntentSql(const ArchiveDb& db) : by_id(db.rows_by_intent_id()) {}
+  std::string events() const { return by_id ? "e.intent_id = ?2 AND e.intent = ?1" : "e.intent = ?1"; }
+  std::string certificates() const {
+    return by_id ? "c.hash IN (SELECT json_extract(k.detail, '$.certificate') FROM events k "
+                   "WHERE k.intent_id = ?2 AND k.intent = ?1 AND k.kind = 'committed')"
+                 : "c.intent = ?1";
+  }
+  // A clear goes with the lifetime whose cleared event it wrote.
+  std::string clears() const {
+    return by_id ? "k.intent = ?1 AND k.requested_at IN (SELECT e.at FROM events e WHERE e.intent_id = ?2 AND "
+                   "e.intent = ?1 AND e.kind = 'cleared')"
+                 : "k.intent = ?1";
+  }
+  std::vector<DbParam> params(const IntentKey& key) const {
+    if (by_id) return {key.name, key.row};
+    return {key.name};
+  }
+  bool by_id;
+};
+
 // The rows of one intent, as they go into a segment and out of the ledger.
 struct IntentRows {
+  IntentKey key;
   std::string intent;
   std::vector<Json> rows;
   std::vector<std::string> certificates;  // hashes
@@ -95,7 +126,7 @@ class TxnGuard {
 class Selector {
  public:
   Selector(ArchiveDb& db, int64_t before_ms, int64_t max_rows)
-      : db_(db), before_ms_(before_ms), max_rows_(max_rows) {}
+      : db_(db), sql_(db), before_ms_(before_ms), max_rows_(max_rows) {}
 
   // The next batch after event id cursor; empty when nothing is left.
   Batch next(int64_t cursor) {
@@ -108,17 +139,17 @@ class Selector {
         integer(db_.query("SELECT coalesce(max(id), 0) FROM events WHERE at < ?1", {before_ms_}).at(0).at(0));
     while (batch.rows < max_rows_ && batch.next_cursor < last_id) {
       const std::vector<DbRow> scan = db_.query(
-          "SELECT id, intent FROM events WHERE id > ?1 AND id <= ?2 AND intent IS NOT NULL "
-          "AND at < ?3 ORDER BY id LIMIT 1000",
+          std::string("SELECT id, intent, ") + (sql_.by_id ? "intent_id" : "0") +
+              " FROM events WHERE id > ?1 AND id <= ?2 AND intent IS NOT NULL AND at < ?3 ORDER BY id LIMIT 1000",
           {batch.next_cursor, last_id, before_ms_});
       for (const DbRow& event : scan) {
         if (batch.rows >= max_rows_) break;
         const int64_t id = integer(event[0]);
-        const std::string intent = text(event[1]);
+        const IntentKey key{text(event[1]), event[2] ? integer(event[2]) : 0};
         batch.next_cursor = id;
         // Each intent once: at its first event.
-        if (!first_event_of(intent, id)) continue;
-        if (auto rows = archivable(intent)) {
+        if (!first_event_of(key, id)) continue;
+        if (auto rows = archivable(key)) {
           batch.rows += static_cast<int64_t>(rows->rows.size());
           for (const Json& r : rows->rows) note_row_time(r, batch);
           batch.intents.push_back(std::move(*rows));
@@ -139,8 +170,12 @@ class Selector {
     }
   }
 
-  bool first_event_of(const std::string& intent, int64_t id) {
-    return db_.query("SELECT 1 FROM events WHERE intent = ?1 AND id < ?2 LIMIT 1", {intent, id}).empty();
+  bool first_event_of(const IntentKey& key, int64_t id) {
+    std::vector<DbParam> params = sql_.params(key);
+    params.emplace_back(id);
+    const std::string before = "?" + std::to_string(params.size());
+    return db_.query("SELECT 1 FROM events e WHERE " + sql_.events() + " AND e.id < " + before + " LIMIT 1", params)
+        .empty();
   }
 
   static void note_row_time(const Json& r, Batch& batch) {
@@ -151,16 +186,18 @@ class Selector {
   }
 
   // The intent's rows iff all of them may go (archive.h says which).
-  std::optional<IntentRows> archivable(const std::string& intent) {
+  std::optional<IntentRows> archivable(const IntentKey& key) {
+    const std::string& intent = key.name;
     if (!db_.query("SELECT 1 FROM intents WHERE intent = ?1", {intent}).empty()) return std::nullopt;
     IntentRows out;
+    out.key = key;
     out.intent = intent;
     // committed_at, then hash: one order on both engines.
     for (const DbRow& c : db_.query("SELECT c.hash, c.intent, c.domain, c.seq, c.generation, c.parent, c.agent, "
                                     "c.tool, c.body, c.committed_at, s.key_id, s.signature, s.unsigned_before, "
                                     "s.signed_at FROM certificates c LEFT JOIN signatures s ON s.certificate = c.hash "
-                                    "WHERE c.intent = ?1 ORDER BY c.committed_at, c.hash",
-                                    {intent})) {
+                                    "WHERE " + sql_.certificates() + " ORDER BY c.committed_at, c.hash",
+                                    sql_.params(key))) {
       const std::string hash = text(c[0]);
       if (integer(c[9]) >= before_ms_ || protected_.count(hash)) return std::nullopt;
       out.rows.push_back({{"type", "certificate"},
@@ -185,9 +222,9 @@ class Selector {
         out.signatures.push_back(hash);
       }
     }
-    for (const DbRow& e : db_.query("SELECT id, at, kind, intent, domain, seq, generation, actor, detail FROM events "
-                                    "WHERE intent = ?1 ORDER BY id",
-                                    {intent})) {
+    for (const DbRow& e : db_.query("SELECT id, at, kind, intent, domain, seq, generation, actor, detail FROM events e "
+                                    "WHERE " + sql_.events() + " ORDER BY id",
+                                    sql_.params(key))) {
       if (integer(e[1]) >= before_ms_) return std::nullopt;
       out.rows.push_back({{"type", "event"},
                           {"id", integer(e[0])},
@@ -201,9 +238,9 @@ class Selector {
                           {"detail", text(e[8])}});
       out.events.push_back(integer(e[0]));
     }
-    for (const DbRow& k : db_.query("SELECT id, intent, operator, reason, requested_at, previous_state FROM clears "
-                                    "WHERE intent = ?1 ORDER BY id",
-                                    {intent})) {
+    for (const DbRow& k : db_.query("SELECT id, intent, operator, reason, requested_at, previous_state FROM clears k "
+                                    "WHERE " + sql_.clears() + " ORDER BY id",
+                                    sql_.params(key))) {
       if (integer(k[4]) >= before_ms_) return std::nullopt;
       out.rows.push_back({{"type", "clear"},
                           {"id", integer(k[0])},
@@ -218,6 +255,7 @@ class Selector {
   }
 
   ArchiveDb& db_;
+  const IntentSql sql_;
   const int64_t before_ms_;
   const int64_t max_rows_;
   std::unordered_set<std::string> protected_;  // domain heads, parents of unfinished attempts
@@ -226,11 +264,12 @@ class Selector {
 // Whether intent's rows in the ledger are still exactly those read: no
 // intent row came back (a fresh prepare after its sweep), no row was added.
 bool unchanged(ArchiveDb& db, const IntentRows& rows) {
+  const IntentSql sql(db);
   const DbRow q = db.query("SELECT (SELECT count(*) FROM intents WHERE intent = ?1), "
-                           "(SELECT count(*) FROM certificates WHERE intent = ?1), "
-                           "(SELECT count(*) FROM events WHERE intent = ?1), "
-                           "(SELECT count(*) FROM clears WHERE intent = ?1)",
-                           {rows.intent})
+                           "(SELECT count(*) FROM certificates c WHERE " + sql.certificates() + "), "
+                           "(SELECT count(*) FROM events e WHERE " + sql.events() + "), "
+                           "(SELECT count(*) FROM clears k WHERE " + sql.clears() + ")",
+                           sql.params(rows.key))
                        .at(0);
   return integer(q[0]) == 0 && integer(q[1]) == static_cast<int64_t>(rows.certificates.size()) &&
          integer(q[2]) == static_cast<int64_t>(rows.events.size()) &&
@@ -272,6 +311,10 @@ bool delete_and_record(ArchiveDb& db, const Batch& batch, const RecordedSegment&
       }
       for (int64_t id : rows.clears) {
         delete_one(db, "DELETE FROM clears WHERE id = ?1", id, "clear " + std::to_string(id));
+      }
+      // What the sweep kept of it to find its admissions: its events are gone.
+      if (db.rows_by_intent_id()) {
+        db.exec("DELETE FROM swept_intents WHERE intent = ?1 AND intent_id = ?2", {rows.key.name, rows.key.row});
       }
     }
     auto or_null = [](const std::optional<std::string>& v) { return v ? DbParam(*v) : DbParam(); };

@@ -52,6 +52,7 @@ class SqliteArchiveDb final : public ArchiveDb {
     }
   }
   bool signatures_first() const override { return false; }
+  bool rows_by_intent_id() const override { return true; }
   bool is_retryable(const std::exception&) const override { return false; }  // the busy timeout waited already
 
  private:
@@ -130,6 +131,7 @@ class PostgresArchiveDb final : public ArchiveDb {
     }
   }
   bool signatures_first() const override { return true; }
+  bool rows_by_intent_id() const override { return false; }
   bool is_retryable(const std::exception& e) const override {
     const auto* error = dynamic_cast<const pg::Error*>(&e);
     return error && error->is_retryable();

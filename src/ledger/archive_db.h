@@ -37,6 +37,10 @@ class ArchiveDb {
   // certificate (PostgreSQL: the foreign key from signatures) or only
   // after it (SQLite).
   virtual bool signatures_first() const = 0;
+  // Whether an intent's events are found by the intent_id they carry and
+  // its certificates through its committed events (SQLite, schema 14: no
+  // index by intent name), or by name (PostgreSQL).
+  virtual bool rows_by_intent_id() const = 0;
   // Whether a failed transaction lost a race (deadlock, serialisation) and
   // may simply be tried again.
   virtual bool is_retryable(const std::exception& e) const = 0;

@@ -336,8 +336,8 @@ TEST_CASE("certificates and events cannot be changed through SQL", "[ledger][aud
   REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
   exec_sql(path,
            "INSERT INTO events(at, kind, actor) VALUES (1, 'admitted', 'x');"
-           "INSERT INTO certificates(hash, intent, domain, seq, generation, agent, tool, body, committed_at) "
-           "VALUES ('h', 'i', 'd', 1, 1, 'a', 't', '{}', 1);");
+           "INSERT INTO certificates(hash, body, committed_at) VALUES ('h', '{\"agent\":\"a\",\"domain\":\"d\","
+           "\"generation\":1,\"intent\":\"i\",\"seq\":1,\"tool\":\"t\"}', 1);");
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   for (const char* sql : {"UPDATE events SET actor = 'y'", "DELETE FROM events",
@@ -371,7 +371,11 @@ std::string rows(sqlite3* db, const std::string& sql) {
 
 // The audit trail, and the intent a clear moves: any change shows here.
 std::string audit_trail(sqlite3* db) {
-  return rows(db, "SELECT * FROM certificates ORDER BY hash") + rows(db, "SELECT * FROM events ORDER BY id") +
+  // Named columns: every schema version has them (schema 14 reads a
+  // certificate's from its body).
+  return rows(db, "SELECT hash, intent, domain, seq, generation, parent, agent, tool, body, committed_at "
+                  "FROM certificates ORDER BY hash") +
+         rows(db, "SELECT id, at, kind, intent, domain, seq, generation, actor, detail FROM events ORDER BY id") +
          rows(db, "SELECT * FROM clears ORDER BY id") + rows(db, "SELECT intent, state, version FROM intents");
 }
 
@@ -397,13 +401,35 @@ void expect_ok(sqlite3* db, const std::string& sql) {
 // clear of it passes clears_check: only the REPLACE triggers stand in the way.
 const char* const kAuditRows =
     "INSERT INTO events(at, kind, intent, actor) VALUES (1, 'committed', 'i', 'agent');"
-    "INSERT INTO certificates(hash, intent, domain, seq, generation, agent, tool, body, committed_at) "
-    "VALUES ('h', 'i', 'd', 1, 1, 'agent', 'charge', '{\"amount_cents\":4900}', 1);"
+    "INSERT INTO certificates(hash, body, committed_at) VALUES ('h', '{\"agent\":\"agent\",\"args\":"
+    "{\"amount_cents\":4900},\"domain\":\"d\",\"generation\":1,\"intent\":\"i\",\"seq\":1,\"tool\":\"charge\"}', 1);"
     "INSERT INTO intents(intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, holder_host, "
     "holder_boot, holder_pid, holder_started, lease_expires_at, admitted_at, updated_at) "
     "VALUES ('f', 'failed', 'd', 'charge', '{}', 'p', 'agent', 2, 1, 't', 'host', 'boot', 1, 1, 1, 1, 1);"
     "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'alice', 'provider shows no charge');"
     // Failed again, as the state machine allows: in flight, then aborted.
+    "UPDATE intents SET state = 'in_flight' WHERE intent = 'f';"
+    "INSERT INTO events(at, kind, intent, intent_id, generation, actor) "
+    "SELECT updated_at, 'aborted', 'f', rowid, generation, 'agent' FROM intents WHERE intent = 'f';"
+    "UPDATE intents SET state = 'failed' WHERE intent = 'f';"
+    "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'bob', 'provider shows no charge again');"
+    "UPDATE intents SET state = 'in_flight' WHERE intent = 'f';"
+    "INSERT INTO events(at, kind, intent, intent_id, generation, actor) "
+    "SELECT updated_at, 'aborted', 'f', rowid, generation, 'agent' FROM intents WHERE intent = 'f';"
+    "UPDATE intents SET state = 'failed' WHERE intent = 'f';";
+
+// The same rows as an effectfence before schema 14 wrote them (a
+// certificate's columns beside its body, events without intent_id), for
+// the migration tests.
+const char* const kAuditRowsBeforeV14 =
+    "INSERT INTO events(at, kind, intent, actor) VALUES (1, 'committed', 'i', 'agent');"
+    "INSERT INTO certificates(hash, intent, domain, seq, generation, agent, tool, body, committed_at) "
+    "VALUES ('h', 'i', 'd', 1, 1, 'agent', 'charge', '{\"agent\":\"agent\",\"args\":{\"amount_cents\":4900},"
+    "\"domain\":\"d\",\"generation\":1,\"intent\":\"i\",\"seq\":1,\"tool\":\"charge\"}', 1);"
+    "INSERT INTO intents(intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, holder_host, "
+    "holder_boot, holder_pid, holder_started, lease_expires_at, admitted_at, updated_at) "
+    "VALUES ('f', 'failed', 'd', 'charge', '{}', 'p', 'agent', 2, 1, 't', 'host', 'boot', 1, 1, 1, 1, 1);"
+    "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'alice', 'provider shows no charge');"
     "UPDATE intents SET state = 'in_flight' WHERE intent = 'f';"
     "INSERT INTO events(at, kind, intent, generation, actor) "
     "SELECT updated_at, 'aborted', 'f', generation, 'agent' FROM intents WHERE intent = 'f';"
@@ -434,17 +460,16 @@ TEST_CASE("REPLACE and upserts cannot rewrite or remove a certificate, an event 
   const std::string certificates = "effectfence: certificates are immutable";
   const std::string events = "effectfence: the event log is append-only";
   expect_trigger_refuses(db,
-                         "INSERT OR REPLACE INTO certificates SELECT hash, intent, domain, seq, generation, parent, "
-                         "agent, tool, replace(body, '4900', '490'), committed_at FROM certificates",
+                         "INSERT OR REPLACE INTO certificates(hash, body, committed_at) SELECT hash, "
+                         "replace(body, '4900', '490'), committed_at FROM certificates",
                          certificates);
-  expect_trigger_refuses(db,  // a new hash that takes the old one's (domain, seq)
-                         "INSERT OR REPLACE INTO certificates SELECT 'forged', intent, domain, seq, generation, "
-                         "parent, agent, tool, replace(body, '4900', '490'), committed_at FROM certificates",
+  expect_trigger_refuses(db,  // a new hash that takes the old one's id
+                         "INSERT OR REPLACE INTO certificates(id, hash, body, committed_at) SELECT id, 'forged', "
+                         "replace(body, '4900', '490'), committed_at FROM certificates",
                          certificates);
-  expect_trigger_refuses(db,  // a new hash and (domain, seq) that take the old one's rowid
-                         "INSERT OR REPLACE INTO certificates(rowid, hash, intent, domain, seq, generation, agent, "
-                         "tool, body, committed_at) SELECT rowid, 'forged', intent, domain, seq + 9, generation, "
-                         "agent, tool, body, committed_at FROM certificates",
+  expect_trigger_refuses(db,  // the same, by rowid
+                         "INSERT OR REPLACE INTO certificates(rowid, hash, body, committed_at) SELECT rowid, "
+                         "'forged', body, committed_at FROM certificates",
                          certificates);
   expect_trigger_refuses(db,
                          "INSERT OR REPLACE INTO events(id, at, kind, intent, domain, seq, generation, actor, detail) "
@@ -464,8 +489,8 @@ TEST_CASE("REPLACE and upserts cannot rewrite or remove a certificate, an event 
   expect_trigger_refuses(db, "UPDATE clears SET rowid = rowid + 100", "effectfence: clears are an audit record");
   // Upserts: the UPDATE triggers of version 1 already refused these.
   expect_trigger_refuses(db,
-                         "INSERT INTO certificates SELECT * FROM certificates WHERE true "
-                         "ON CONFLICT(hash) DO UPDATE SET body = '{\"forged\":1}'",
+                         "INSERT INTO certificates(hash, body, committed_at) SELECT hash, body, committed_at "
+                         "FROM certificates WHERE true ON CONFLICT(hash) DO UPDATE SET body = '{\"forged\":1}'",
                          certificates);
   expect_trigger_refuses(db,
                          "INSERT INTO events SELECT * FROM events WHERE true "
@@ -481,8 +506,7 @@ TEST_CASE("REPLACE and upserts cannot rewrite or remove a certificate, an event 
   expect_ok(db, "INSERT INTO events(at, kind, intent, actor) VALUES (2, 'admitted', 'j', 'agent')");
   expect_ok(db, "INSERT INTO events(id, at, kind, intent, actor) VALUES (NULL, 3, 'admitted', 'k', 'agent')");
   expect_ok(db,
-            "INSERT INTO certificates(hash, intent, domain, seq, generation, agent, tool, body, committed_at) "
-            "VALUES ('h2', 'j', 'd', 2, 1, 'agent', 'charge', '{}', 2)");
+            "INSERT INTO certificates(hash, body, committed_at) VALUES ('h2', '{\"intent\":\"j\",\"seq\":2}', 2)");
   expect_ok(db, "INSERT INTO clears(intent, operator, reason) VALUES ('f', 'carol', 'checked with the provider')");
   CHECK(rows(db, "SELECT count(*) FROM events") == "8\n");  // 5 before, the two above and the clear's
   CHECK(rows(db, "SELECT count(*) FROM certificates") == "2\n");
@@ -636,8 +660,9 @@ TEST_CASE("an intent is cleared only through clears, keeps its name, row and hol
   // Fenced by hand it is refused; with the event an abort writes first, it passes.
   expect_trigger_refuses(db, "UPDATE intents SET state = 'failed' WHERE intent = 'failed'", running);
   expect_ok(db,
-            "INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail) SELECT updated_at, "
-            "'aborted', intent, domain, seq, generation, agent, '{}' FROM intents WHERE intent = 'failed'");
+            "INSERT INTO events(at, kind, intent, intent_id, domain, seq, generation, actor, detail) SELECT "
+            "updated_at, 'aborted', intent, rowid, domain, seq, generation, agent, '{}' FROM intents "
+            "WHERE intent = 'failed'");
   expect_ok(db, "UPDATE intents SET state = 'failed' WHERE intent = 'failed'");
   expect_trigger_refuses(db, "UPDATE intents SET state = 'cleared' WHERE intent = 'failed'", by_hand);
   // Not even dated like that clear, from the same state: it cleared generation 1.
@@ -716,7 +741,7 @@ TEST_CASE("a ledger at schema version 1 is migrated on open: its rows kept, REPL
   REQUIRE(v1.version == 1);
   exec_sql(path, std::string("BEGIN;") + v1.sql + "PRAGMA application_id = " + std::to_string(kApplicationId) +
                      "; PRAGMA user_version = 1; COMMIT; PRAGMA journal_mode = WAL;");
-  exec_sql(path, kAuditRows);
+  exec_sql(path, kAuditRowsBeforeV14);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   CHECK(rows(db, kReplaceTriggers).empty());
@@ -736,8 +761,8 @@ TEST_CASE("a ledger at schema version 1 is migrated on open: its rows kept, REPL
         "events_append_only_replace\n");
   CHECK(audit_trail(db) == before);
   expect_trigger_refuses(db,
-                         "INSERT OR REPLACE INTO certificates SELECT hash, intent, domain, seq, generation, parent, "
-                         "agent, tool, replace(body, '4900', '490'), committed_at FROM certificates",
+                         "INSERT OR REPLACE INTO certificates(hash, body, committed_at) SELECT hash, "
+                         "replace(body, '4900', '490'), committed_at FROM certificates",
                          "effectfence: certificates are immutable");
   expect_trigger_refuses(db, "REPLACE INTO events(id, at, kind, actor) SELECT id, at, kind, 'mallory' FROM events",
                          "effectfence: the event log is append-only");
@@ -746,6 +771,52 @@ TEST_CASE("a ledger at schema version 1 is migrated on open: its rows kept, REPL
                          "FROM clears",
                          "effectfence: clears are an audit record");
   CHECK(audit_trail(db) == before);
+  sqlite3_close(db);
+}
+
+TEST_CASE("schema 14 refuses a ledger whose certificate's columns disagree with its body, and changes nothing",
+          "[ledger][schema]") {
+  TempDir dir;
+  const std::string path = dir.file("v13.sqlite");
+  std::string v13_sql = "BEGIN;";
+  for (const Migration& m : embedded_migrations()) {
+    if (m.version <= 13) v13_sql += m.sql;
+  }
+  exec_sql(path, v13_sql + "PRAGMA application_id = " + std::to_string(kApplicationId) +
+                     "; PRAGMA user_version = 13; COMMIT; PRAGMA journal_mode = WAL;");
+  exec_sql(path, kAuditRowsBeforeV14);
+  // The column says 'j', the hashed body says 'i'.
+  exec_sql(path,
+           "INSERT INTO certificates(hash, intent, domain, seq, generation, agent, tool, body, committed_at) "
+           "SELECT 'h2', 'j', domain, seq + 1, generation, agent, tool, body, committed_at FROM certificates");
+  const std::string before = schema_dump(path);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const std::string rows_before = audit_trail(db);
+  sqlite3_close(db);
+
+  auto opened = open_sqlite_ledger(path, 1000);
+  REQUIRE(std::holds_alternative<OpenError>(opened));
+  CHECK_THAT(std::get<OpenError>(opened).message,
+             Catch::Contains("disagrees with its body: nothing was changed") && Catch::Contains("effectfence verify"));
+  CHECK(schema_dump(path) == before);
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(audit_trail(db) == rows_before);
+  sqlite3_close(db);
+
+  // The control: the same ledger without that row moves to schema 14, its rows as they were.
+  exec_sql(path, "DROP TRIGGER certificates_immutable_delete; DELETE FROM certificates WHERE hash = 'h2'");
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const std::string kept = audit_trail(db);
+  sqlite3_close(db);
+  REQUIRE(std::holds_alternative<std::unique_ptr<Ledger>>(open_sqlite_ledger(path, 1000)));
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(audit_trail(db) == kept);
+  CHECK(rows(db, "SELECT intent, intent_id IS NULL, intent_id < 0 FROM events ORDER BY id") ==
+        "i|0|1\nf|0|0\nf|0|0\nf|0|0\nf|0|0\n");
+  // A name with no row is remembered as swept, with the number its events carry.
+  CHECK(rows(db, "SELECT s.intent, s.intent_id = e.intent_id FROM swept_intents s JOIN events e ON e.intent = s.intent") ==
+        "i|1\n");
   sqlite3_close(db);
 }
 
@@ -759,7 +830,7 @@ TEST_CASE("a ledger at schema version 2 is migrated on open: every row, event id
   }
   exec_sql(path, v2_sql + "PRAGMA application_id = " + std::to_string(kApplicationId) +
                      "; PRAGMA user_version = 2; COMMIT; PRAGMA journal_mode = WAL;");
-  exec_sql(path, kAuditRows);
+  exec_sql(path, kAuditRowsBeforeV14);
   // An event id above every row's (SQLite keeps it in sqlite_sequence):
   // AUTOINCREMENT never hands it out again, even after the rebuild.
   exec_sql(path, "UPDATE sqlite_sequence SET seq = 41 WHERE name = 'events'");

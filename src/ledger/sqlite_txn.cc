@@ -180,8 +180,9 @@ int64_t SqliteTxn::count_fenced(const std::string& domain) {
 std::optional<std::string> SqliteTxn::admission_token_hash(const std::string& intent, const std::string& domain,
                                                            int64_t seq, int64_t generation) {
   auto& q = statement(
-      "SELECT coalesce(json_extract(detail, '$.token_sha256'), '') FROM events WHERE intent = ? AND "
-      "(kind = 'admitted' OR kind = 'takeover') AND domain = ? AND seq = ? AND generation = ?");
+      "SELECT coalesce(json_extract(detail, '$.token_sha256'), '') FROM events WHERE intent_id IN "
+      "(SELECT rowid FROM intents WHERE intent = ?1 UNION ALL SELECT intent_id FROM swept_intents WHERE intent = ?1) "
+      "AND intent = ?1 AND (kind = 'admitted' OR kind = 'takeover') AND domain = ?2 AND seq = ?3 AND generation = ?4");
   bind_text(q, 1, intent);
   bind_text(q, 2, domain);
   q.bind(3, static_cast<int64_t>(seq));
@@ -296,19 +297,11 @@ std::optional<Certificate> SqliteTxn::load_certificate(const std::string& hash) 
 }
 
 void SqliteTxn::insert_certificate(const Certificate& c, const std::string& canonical_body, int64_t now) {
-  auto& q = statement(
-      "INSERT INTO certificates (hash, intent, domain, seq, generation, parent, agent, tool, body, "
-      "committed_at) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  // The other columns are generated from the body (schema 14).
+  auto& q = statement("INSERT INTO certificates (hash, body, committed_at) VALUES (?,?,?)");
   bind_text(q, 1, c.hash);
-  bind_text(q, 2, c.intent);
-  bind_text(q, 3, c.domain);
-  q.bind(4, static_cast<int64_t>(c.seq));
-  q.bind(5, static_cast<int64_t>(c.generation));
-  bind_text_or_null(q, 6, c.parent);
-  bind_text(q, 7, c.agent);
-  bind_text(q, 8, c.tool);
-  bind_text(q, 9, canonical_body);
-  q.bind(10, static_cast<int64_t>(now));
+  bind_text(q, 2, canonical_body);
+  q.bind(3, static_cast<int64_t>(now));
   q.exec();
   remember_clock(c.hash, c.vector_clock);
 }
@@ -350,9 +343,13 @@ void SqliteTxn::remember_clock(const std::string& hash, const VectorClock& clock
 }
 
 void SqliteTxn::append_event(const EventRecord& e, int64_t now) {
+  // intent_id: the intent's row, which every rule writes before its event
+  // (minus the next event id for a name with no row: schema 14).
   auto& q = statement(
-      "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
-      "VALUES (?,?,?,?,?,?,?,?)");
+      "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail, intent_id) "
+      "VALUES (?1,?2,?3,?4,?5,?6,?7,?8, CASE WHEN ?3 IS NULL THEN NULL ELSE coalesce("
+      "(SELECT rowid FROM intents WHERE intent = ?3), "
+      "-(SELECT coalesce(max(id), 0) + 1 FROM events)) END)");
   q.bind(1, static_cast<int64_t>(now));
   q.bindNoCopy(2, event_kind_name(e.kind));  // a static string
   bind_text_or_null(q, 3, e.intent);

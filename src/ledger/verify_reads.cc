@@ -18,10 +18,10 @@ std::string is_admission(const std::string& alias) {
 
 // A committed event e naming certificate c exactly as the rules write it
 // (src/fence/rules.cc): matched inside the database, with index lookups.
-std::string names_certificate() {
-  return "e.detail IN ('{\"certificate\":\"' || c.hash || '\"}', "
-         "'{\"certificate\":\"' || c.hash || '\",\"resolved_unknown\":true}', "
-         "'{\"after_clear\":true,\"certificate\":\"' || c.hash || '\"}')";
+std::string names_certificate(const std::string& hash = "c.hash") {
+  return "e.detail IN ('{\"certificate\":\"' || " + hash + " || '\"}', "
+         "'{\"certificate\":\"' || " + hash + " || '\",\"resolved_unknown\":true}', "
+         "'{\"after_clear\":true,\"certificate\":\"' || " + hash + " || '\"}')";
 }
 
 std::optional<Json> detail_object(const std::string& text) {
@@ -43,11 +43,38 @@ std::vector<std::string> integrity_problems(LedgerReader& db) {
   return out;
 }
 
+// SQLite from schema 14 indexes neither events nor certificates by intent
+// name (a ledger verify reads in place may be older): the queries that
+// pair them go through the certificate's hash, read out of the event's
+// detail, which the certificates are indexed by, and events by intent_id.
+bool without_name_indexes(LedgerReader& db) {
+  return db.is_sqlite() && db.integer("SELECT count(*) FROM pragma_table_info('events') WHERE name = 'intent_id'") > 0;
+}
+
+// The rowids an intent's events carry: its row's, and those its earlier
+// rows had before sweeps (schema 14).
+std::string intent_rows(const std::string& name) {
+  return "SELECT rowid FROM intents WHERE intent = " + name + " UNION ALL SELECT intent_id FROM swept_intents "
+         "WHERE intent = " + name;
+}
+
+std::string certificate_named(const std::string& alias) {
+  return "CASE WHEN json_valid(" + alias + ".detail) THEN json_extract(" + alias + ".detail, '$.certificate') END";
+}
+
 void certificates_not_named_once(LedgerReader& db, const RowSink<CertificateOfIntent>& sink) {
-  auto rows = db.query("SELECT hash, intent FROM (SELECT c.hash, c.intent, (SELECT count(*) FROM events e "
-                       "WHERE e.intent = c.intent AND e.kind = " +
-                       kind(EventKind::committed) + " AND " + names_certificate() +
-                       ") AS naming FROM certificates c) AS counted WHERE naming <> 1 ORDER BY hash");
+  const std::string sql =
+      without_name_indexes(db)
+          ? "SELECT c.hash, c.intent FROM certificates c LEFT JOIN (SELECT e.named AS hash, e.intent, count(*) AS "
+            "naming FROM (SELECT " + certificate_named("e") + " AS named, intent, detail FROM events e WHERE kind = " +
+                kind(EventKind::committed) + ") AS e WHERE " + names_certificate("e.named") +
+                " GROUP BY e.named, e.intent) AS k ON k.hash = c.hash AND k.intent = c.intent "
+                "WHERE coalesce(k.naming, 0) <> 1 ORDER BY c.hash"
+          : "SELECT hash, intent FROM (SELECT c.hash, c.intent, (SELECT count(*) FROM events e "
+            "WHERE e.intent = c.intent AND e.kind = " +
+                kind(EventKind::committed) + " AND " + names_certificate() +
+                ") AS naming FROM certificates c) AS counted WHERE naming <> 1 ORDER BY hash";
+  auto rows = db.query(sql);
   while (rows->next()) sink({rows->text(0), rows->text(1)});
 }
 
@@ -59,19 +86,21 @@ std::vector<std::string> committed_event_details(LedgerReader& db, const std::st
 }
 
 void committed_events_naming_none(LedgerReader& db, const RowSink<CommittedEvent>& sink) {
+  const std::string certificate = without_name_indexes(db) ? "c.hash = " + certificate_named("e") + " AND " : "";
   auto rows = db.query("SELECT id, coalesce(intent, ''), detail FROM events e WHERE kind = " +
-                       kind(EventKind::committed) +
-                       " AND NOT EXISTS (SELECT 1 FROM certificates c WHERE c.intent = e.intent AND " +
-                       names_certificate() + ") ORDER BY id");
+                       kind(EventKind::committed) + " AND NOT EXISTS (SELECT 1 FROM certificates c WHERE " +
+                       certificate + "c.intent = e.intent AND " + names_certificate() + ") ORDER BY id");
   while (rows->next()) sink({rows->integer(0), rows->text(1), rows->text(2)});
 }
 
 void certificates_not_admitted(LedgerReader& db, const RowSink<CertificatePlace>& sink) {
+  // Without an index by intent name: the intent's events by the rowids its
+  // name has had (its row's, or those a sweep kept).
+  const std::string of_intent = without_name_indexes(db) ? "a.intent_id IN (" + intent_rows("c.intent") + ") AND " : "";
   auto rows = db.query(
       "SELECT c.hash, c.intent, c.generation, c.domain, c.seq FROM certificates c WHERE NOT EXISTS "
-      "(SELECT 1 FROM events a WHERE a.intent = c.intent AND a.generation = c.generation AND a.domain = c.domain "
-      "AND a.seq = c.seq AND " +
-      is_admission("a") + ") ORDER BY c.hash");
+      "(SELECT 1 FROM events a WHERE " + of_intent + "a.intent = c.intent AND a.generation = c.generation AND "
+      "a.domain = c.domain AND a.seq = c.seq AND " + is_admission("a") + ") ORDER BY c.hash");
   while (rows->next()) {
     CertificatePlace p;
     p.hash = rows->text(0);
@@ -140,8 +169,8 @@ void attempts_cleared_after_commit(LedgerReader& db, const RowSink<ClearedAttemp
       "JOIN certificates c ON c.intent = e.intent AND c.generation = e.generation "
       "WHERE e.kind = " +
       kind(EventKind::cleared) + " AND NOT EXISTS (SELECT 1 FROM events k WHERE k.kind = " +
-      kind(EventKind::committed) + " AND k.intent = e.intent AND k.generation = e.generation AND k.id > e.id) "
-      "ORDER BY e.id");
+      kind(EventKind::committed) + (without_name_indexes(db) ? " AND k.intent_id = e.intent_id" : "") +
+      " AND k.intent = e.intent AND k.generation = e.generation AND k.id > e.id) ORDER BY e.id");
   while (rows->next()) {
     ClearedAttempt a;
     a.hash = rows->text(0);
@@ -214,11 +243,15 @@ void misplaced_domain_heads(LedgerReader& db, const RowSink<MisplacedHead>& sink
 void domain_heads_behind(LedgerReader& db, const RowSink<HeadBehind>& sink) {
   const std::string floor = "coalesce((SELECT max(e.seq) FROM events e WHERE e.kind = " +
                             kind(EventKind::domain_evicted) + " AND e.domain = d.domain), 0)";
-  auto rows = db.query(
-      "SELECT d.domain, d.head_seq, c.hash, c.seq FROM domains d JOIN certificates c ON c.domain = d.domain "
-      "WHERE c.seq = (SELECT max(seq) FROM certificates WHERE domain = d.domain) AND c.seq > d.head_seq AND "
-      "c.seq <= d.seq AND c.seq > " +
-      floor + " ORDER BY d.domain");
+  // SQLite has no index by (domain, seq): each domain's newest certificate
+  // in one pass (a bare column beside max() comes from the max's row).
+  const std::string newest = db.is_sqlite()
+                                 ? "(SELECT domain, max(seq) AS seq, hash FROM certificates GROUP BY domain) AS c "
+                                   "ON c.domain = d.domain WHERE "
+                                 : "certificates c ON c.domain = d.domain WHERE c.seq = (SELECT max(seq) FROM "
+                                   "certificates WHERE domain = d.domain) AND ";
+  auto rows = db.query("SELECT d.domain, d.head_seq, c.hash, c.seq FROM domains d JOIN " + newest +
+                       "c.seq > d.head_seq AND c.seq <= d.seq AND c.seq > " + floor + " ORDER BY d.domain");
   while (rows->next()) sink({rows->text(0), rows->text(2), rows->integer(1), rows->integer(3)});
 }
 

@@ -727,11 +727,14 @@ expect_eq "$RC" 1 "verify fails a resealed certificate whose clock goes backward
 expect_eq "$(jq -c --arg h "$forged_hash" '[.problems[] | select(.certificate == $h) | .kind] | sort' <<<"$OUT")" \
   '["clock_not_dominating","missing_event"]' "verify names the certificate whose clock does not dominate its parent's"
 
+# A certificate's columns are read from its hashed body (schema 14): even
+# past its triggers, no edit makes one disagree with the body.
 copy=$(tampered_copy columns.sqlite)
-tamper "$copy" "UPDATE certificates SET tool = 'refund' WHERE intent = 'charge:order-123'" $CERTIFICATE_TRIGGERS
-run "$EF" verify --db "$copy" --json
-expect_eq "$(jq -c '[.problems_total, .problems[0].certificate, .problems[0].kind]' <<<"$OUT")" "[1,\"$CHARGE\",\"column_mismatch\"]" \
-  "verify catches a column that disagrees with the hashed body"
+run "$SQLITE3" -batch "$copy" "DROP TRIGGER certificates_immutable_update;
+  UPDATE certificates SET tool = 'refund' WHERE intent = 'charge:order-123'"
+expect_eq "$RC $(q "$copy" "SELECT tool FROM certificates WHERE intent = 'charge:order-123'")" "1 charge" \
+  "a certificate's column cannot be set apart from its hashed body"
+expect_match "$ERR" "cannot UPDATE generated column" "SQLite itself refuses it"
 
 copy=$(tampered_copy many.sqlite)
 tamper "$copy" "UPDATE certificates SET body = body || ' '" $CERTIFICATE_TRIGGERS
@@ -757,8 +760,8 @@ body=$(q "$copy" "SELECT body FROM certificates WHERE hash = '$CHARGE'")
 expect_eq "$(jq -cS . <<<"$body")" "$body" "jq -cS writes the charge's body in canonical form"
 forged=$(jq -cS --argjson seq $((DOMAIN_SEQ + 1)) '.intent = "charge:order-123-again" | .seq = $seq' <<<"$body")
 forged_hash=$(printf '%s' "$forged" | sha256sum | cut -c1-64)
-q "$copy" "INSERT INTO certificates SELECT '$forged_hash', 'charge:order-123-again', domain, $((DOMAIN_SEQ + 1)), generation,
-             parent, agent, tool, '$forged', committed_at + 1 FROM certificates WHERE hash = '$CHARGE'"
+q "$copy" "INSERT INTO certificates(hash, body, committed_at)
+             SELECT '$forged_hash', '$forged', committed_at + 1 FROM certificates WHERE hash = '$CHARGE'"
 problems "$copy"
 expect_eq "$RC $PROBLEMS" \
   "1 $(pairs "$forged_hash" missing_event "$forged_hash" not_admitted "$forged_hash" seq_beyond_domain)" \
@@ -775,8 +778,8 @@ GAP_DOMAIN=${GAP%|*} GAP_SEQ=${GAP#*|}
 forged=$(jq -cS --arg d "$GAP_DOMAIN" --argjson seq "$GAP_SEQ" \
   '.intent = "refund:order-124" | .domain = $d | .seq = $seq' <<<"$body")
 forged_hash=$(printf '%s' "$forged" | sha256sum | cut -c1-64)
-q "$copy" "INSERT INTO certificates SELECT '$forged_hash', 'refund:order-124', '$GAP_DOMAIN', $GAP_SEQ, generation,
-             parent, agent, tool, '$forged', committed_at FROM certificates WHERE hash = '$CHARGE';
+q "$copy" "INSERT INTO certificates(hash, body, committed_at)
+             SELECT '$forged_hash', '$forged', committed_at FROM certificates WHERE hash = '$CHARGE';
            INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
              VALUES (1, 'committed', 'refund:order-124', '$GAP_DOMAIN', $GAP_SEQ, 1, 'mallory',
                      '{\"certificate\":\"$forged_hash\"}')"
@@ -803,21 +806,20 @@ expect_eq "$RC $PROBLEMS" '1 [["","impossible_history"]]' \
 expect_match "$OUT" "intent 'charge:order-123': aborted event [0-9]+ cannot follow state done" \
   "and names the intent, the event and the state it could not follow"
 
-# A fork: the unique index on (domain, seq) dropped, a second certificate at
-# the charge's seq (correctly hashed, with its committed event), the trigger
-# it passed put back. verify counts certificates per seq itself.
+# A fork: a second certificate at the charge's seq (correctly hashed, with
+# its committed event), the trigger it passed put back. No index keeps a
+# (domain, seq) once: verify counts certificates per seq itself.
 copy=$(tampered_copy forked.sqlite)
 forked=$(jq -cS '.result = {"charge_id": "ch_forged"}' <<<"$body")
 forked_hash=$(printf '%s' "$forked" | sha256sum | cut -c1-64)
-tamper "$copy" "DROP INDEX certificates_domain_seq;
-                INSERT INTO certificates SELECT '$forked_hash', intent, domain, seq, generation, parent, agent, tool,
-                  '$forked', committed_at FROM certificates WHERE hash = '$CHARGE';
+tamper "$copy" "INSERT INTO certificates(hash, body, committed_at)
+                  SELECT '$forked_hash', '$forked', committed_at FROM certificates WHERE hash = '$CHARGE';
                 INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
                   SELECT at, kind, intent, domain, seq, generation, actor, '{\"certificate\":\"$forked_hash\"}'
                   FROM events WHERE kind = 'committed' AND intent = 'charge:order-123'" certificates_immutable_replace
 problems "$copy"
 expect_eq "$RC $PROBLEMS" "1 $(pairs "" impossible_history "$CHARGE" duplicate_seq "$forked_hash" duplicate_seq)" \
-  "verify fails two certificates at one (domain, seq), even with the unique index dropped"
+  "verify fails two certificates at one (domain, seq)"
 
 # A certificate rewritten and resealed (trigger dropped), with the done
 # intent and the domain head repointed: the committed event still names the

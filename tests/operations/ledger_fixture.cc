@@ -267,14 +267,13 @@ int bulk(const std::string& path, int64_t count) {
   SQLite::Database db(path, SQLite::OPEN_READWRITE, 10'000);
   db.exec("PRAGMA synchronous = OFF");
   SQLite::Transaction tx(db);
-  SQLite::Statement insert_cert(db,
-                                "INSERT INTO certificates (hash, intent, domain, seq, generation, parent, agent, "
-                                "tool, body, committed_at) VALUES (?, ?, ?, ?, 1, ?, ?, 'charge', ?, ?)");
-  // Each certificate's admission, then its commit, as the fence writes them.
+  SQLite::Statement insert_cert(db, "INSERT INTO certificates (hash, body, committed_at) VALUES (?, ?, ?)");
+  // Each certificate's admission, then its commit, as the fence writes them
+  // for an intent whose row is gone (swept): minus its first event's id.
   SQLite::Statement insert_event(db,
-                                 "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
-                                 "VALUES (?1, 'admitted', ?2, ?3, ?4, 1, ?5, '{}'), "
-                                 "(?1, 'committed', ?2, ?3, ?4, 1, ?5, ?6)");
+                                 "INSERT INTO events (at, kind, intent, intent_id, domain, seq, generation, actor, "
+                                 "detail) VALUES (?1, 'admitted', ?2, ?7, ?3, ?4, 1, ?5, '{}'), "
+                                 "(?1, 'committed', ?2, ?7, ?3, ?4, 1, ?5, ?6)");
   constexpr int64_t kDomains = 1000;
   std::vector<std::string> head(kDomains);
   const int64_t start = wall_ms() - count;
@@ -296,13 +295,8 @@ int bulk(const std::string& path, int64_t count) {
     const int64_t at = start + i;
     insert_cert.reset();
     insert_cert.bind(1, c.hash);
-    insert_cert.bind(2, c.intent);
-    insert_cert.bind(3, c.domain);
-    insert_cert.bind(4, static_cast<int64_t>(c.seq));
-    if (c.parent.empty()) insert_cert.bind(5); else insert_cert.bind(5, c.parent);
-    insert_cert.bind(6, c.agent);
-    insert_cert.bind(7, c.canonical_body());
-    insert_cert.bind(8, static_cast<int64_t>(at));
+    insert_cert.bind(2, c.canonical_body());
+    insert_cert.bind(3, static_cast<int64_t>(at));
     insert_cert.exec();
     insert_event.reset();
     insert_event.bind(1, static_cast<int64_t>(at));
@@ -311,13 +305,17 @@ int bulk(const std::string& path, int64_t count) {
     insert_event.bind(4, static_cast<int64_t>(c.seq));
     insert_event.bind(5, c.agent);
     insert_event.bind(6, ef::Json{{"certificate", c.hash}}.dump());
+    insert_event.bind(7, static_cast<int64_t>(-(2 * i + 1)));
     insert_event.exec();
   }
+  // The names as a sweep leaves them, with the numbers their events carry.
+  db.exec("INSERT INTO swept_intents (intent, intent_id) SELECT DISTINCT intent, intent_id FROM events "
+          "WHERE intent_id < 0");
   // Each domain's row, at its newest certificate, as commits leave it.
   SQLite::Statement insert_domain(db,
                                   "INSERT INTO domains (domain, seq, head, head_seq, updated_at) "
-                                  "SELECT domain, seq, hash, seq, committed_at FROM certificates c "
-                                  "WHERE seq = (SELECT max(seq) FROM certificates WHERE domain = c.domain)");
+                                  "SELECT domain, max(seq), hash, max(seq), committed_at FROM certificates "
+                                  "GROUP BY domain");  // SQLite: hash and committed_at of the max's row
   insert_domain.exec();
   tx.commit();
   return 0;

@@ -118,7 +118,6 @@ rewrite_and_rehash() {
       changed=1
       [[ "$signatures" == delete ]] && sql "$ledger" "DELETE FROM signatures WHERE certificate = '$old'"
       sql "$ledger" "UPDATE certificates SET hash = '$new' WHERE rowid = $rowid;
-        UPDATE certificates SET parent = '$new' WHERE parent = '$old';
         UPDATE certificates SET body = replace(body, '$old', '$new') WHERE instr(body, '$old') > 0;
         UPDATE intents SET cert_hash = '$new' WHERE cert_hash = '$old';
         UPDATE intents SET parent = '$new' WHERE parent = '$old';
