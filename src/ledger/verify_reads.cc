@@ -51,13 +51,6 @@ bool without_name_indexes(LedgerReader& db) {
   return db.is_sqlite() && db.integer("SELECT count(*) FROM pragma_table_info('events') WHERE name = 'intent_id'") > 0;
 }
 
-// The rowids an intent's events carry: its row's, and those its earlier
-// rows had before sweeps (schema 14).
-std::string intent_rows(const std::string& name) {
-  return "SELECT rowid FROM intents WHERE intent = " + name + " UNION ALL SELECT intent_id FROM swept_intents "
-         "WHERE intent = " + name;
-}
-
 std::string certificate_named(const std::string& alias) {
   return "CASE WHEN json_valid(" + alias + ".detail) THEN json_extract(" + alias + ".detail, '$.certificate') END";
 }
@@ -94,13 +87,21 @@ void committed_events_naming_none(LedgerReader& db, const RowSink<CommittedEvent
 }
 
 void certificates_not_admitted(LedgerReader& db, const RowSink<CertificatePlace>& sink) {
-  // Without an index by intent name: the intent's events by the rowids its
-  // name has had (its row's, or those a sweep kept).
-  const std::string of_intent = without_name_indexes(db) ? "a.intent_id IN (" + intent_rows("c.intent") + ") AND " : "";
+  // Without an index by intent name: certificates and admissions sorted
+  // together by what was handed out (memory stays flat: the sorter spills),
+  // and the places only certificates hold. Names and rows alone, not the
+  // intent_id an event carries: a hand-written event may have none.
+  const std::string where = " ON k.intent IS c.intent AND k.generation IS c.generation AND k.domain IS c.domain AND "
+                            "k.seq IS c.seq ORDER BY c.hash";
   auto rows = db.query(
-      "SELECT c.hash, c.intent, c.generation, c.domain, c.seq FROM certificates c WHERE NOT EXISTS "
-      "(SELECT 1 FROM events a WHERE " + of_intent + "a.intent = c.intent AND a.generation = c.generation AND "
-      "a.domain = c.domain AND a.seq = c.seq AND " + is_admission("a") + ") ORDER BY c.hash");
+      without_name_indexes(db)
+          ? "SELECT c.hash, c.intent, c.generation, c.domain, c.seq FROM certificates c JOIN (SELECT intent, "
+            "generation, domain, seq FROM (SELECT intent, generation, domain, seq, 1 AS certificate FROM certificates "
+            "UNION ALL SELECT intent, generation, domain, seq, 0 FROM events a WHERE " + is_admission("a") +
+                ") GROUP BY intent, generation, domain, seq HAVING min(certificate) = 1) AS k" + where
+          : "SELECT c.hash, c.intent, c.generation, c.domain, c.seq FROM certificates c WHERE NOT EXISTS "
+            "(SELECT 1 FROM events a WHERE a.intent = c.intent AND a.generation = c.generation AND "
+            "a.domain = c.domain AND a.seq = c.seq AND " + is_admission("a") + ") ORDER BY c.hash");
   while (rows->next()) {
     CertificatePlace p;
     p.hash = rows->text(0);
