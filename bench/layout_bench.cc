@@ -208,6 +208,67 @@ void drop_triggers(Database& db) {
   for (const auto& name : names) db.exec("DROP TRIGGER " + name);
 }
 
+// What schema 13, schema 14 and v2-compat write alike: domains by name,
+// their seq handed out and their head moved by name.
+
+void add_named_domains(Database& db, size_t domains) {
+  for (size_t d = 0; d < domains; ++d) {
+    sqlite3_stmt* s = db.statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?1, 0, ?2)");
+    text(s, 1, "bench-account-" + std::to_string(d));
+    integer(s, 2, now_ms());
+    db.run(s);
+  }
+}
+
+// The domain's next seq, and its head as the pair's parent.
+void take_seq_by_name(Database& db, Pair& p, int64_t now) {
+  sqlite3_stmt* s = db.statement(
+      "UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE domain = ?2 RETURNING seq - 1, head, head_seq");
+  integer(s, 1, now);
+  text(s, 2, p.domain);
+  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
+  p.seq = sqlite3_column_int64(s, 0) + 1;
+  const unsigned char* head = sqlite3_column_text(s, 1);
+  p.parent = head ? reinterpret_cast<const char*>(head) : "";
+  db.run(s);
+}
+
+void move_head_by_name(Database& db, const Pair& p, int64_t now) {
+  sqlite3_stmt* s =
+      db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE domain = ?5");
+  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
+  text(s, 2, p.hash);
+  integer(s, 3, p.seq);
+  integer(s, 4, now);
+  text(s, 5, p.domain);
+  db.run(s);
+}
+
+// Schema 14 and v2-compat: a certificate is its hash and body, and events
+// carry their intent's row id.
+void certify_by_body(Database& db, const Pair& p, int64_t now) {
+  sqlite3_stmt* s = db.statement("INSERT INTO certificates (hash, body, committed_at) VALUES (?1, ?2, ?3)");
+  text(s, 1, p.hash);
+  text(s, 2, p.body);
+  integer(s, 3, now);
+  db.run(s);
+}
+
+void event_with_intent_id(Database& db, const Pair& p, const char* kind, int64_t now, const std::string& detail) {
+  sqlite3_stmt* s = db.statement(
+      "INSERT INTO events (at, kind, intent, intent_id, domain, seq, generation, actor, detail) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)");
+  integer(s, 1, now);
+  text(s, 2, kind);
+  text(s, 3, p.intent);
+  integer(s, 4, p.id);
+  text(s, 5, p.domain);
+  integer(s, 6, p.seq);
+  text(s, 7, p.agent);
+  text(s, 8, detail);
+  db.run(s);
+}
+
 // ---- schema 13, as serve wrote it -----------------------------------------------
 
 // Schema 13: migrations 0001 to 0013 of dir, in order.
@@ -235,12 +296,7 @@ void v13_create(Database& db, size_t domains, const std::string& schema_sql, boo
   db.exec(schema_sql);
   if (!all_indexes) db.exec(kUnreadIndexes);
   if (!triggers) drop_triggers(db);
-  for (size_t d = 0; d < domains; ++d) {
-    sqlite3_stmt* s = db.statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?1, 0, ?2)");
-    text(s, 1, "bench-account-" + std::to_string(d));
-    integer(s, 2, now_ms());
-    db.run(s);
-  }
+  add_named_domains(db, domains);
 }
 
 void v13_prepare(Database& db, Pair& p) {
@@ -249,15 +305,7 @@ void v13_prepare(Database& db, Pair& p) {
       db.statement("SELECT state, generation, payload_hash, token, cert_hash FROM intents WHERE intent = ?1");
   text(s, 1, p.intent);
   db.run(s);
-  s = db.statement(
-      "UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE domain = ?2 RETURNING seq - 1, head, head_seq");
-  integer(s, 1, now);
-  text(s, 2, p.domain);
-  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
-  p.seq = sqlite3_column_int64(s, 0) + 1;
-  const unsigned char* head = sqlite3_column_text(s, 1);
-  p.parent = head ? reinterpret_cast<const char*>(head) : "";
-  db.run(s);
+  take_seq_by_name(db, p, now);
   s = db.statement(
       "INSERT INTO intents (intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, "
       "read_set, parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, lease_expires_at, "
@@ -311,13 +359,7 @@ void v13_commit(Database& db, Pair& p) {
   integer(s, 2, now);
   text(s, 3, p.intent);
   db.run(s);
-  s = db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE domain = ?5");
-  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
-  text(s, 2, p.hash);
-  integer(s, 3, p.seq);
-  integer(s, 4, now);
-  text(s, 5, p.domain);
-  db.run(s);
+  move_head_by_name(db, p, now);
   s = db.statement(
       "INSERT INTO events (at, kind, intent, domain, seq, generation, actor, detail) "
       "VALUES (?1, 'committed', ?2, ?3, ?4, 1, ?5, ?6)");
@@ -593,27 +635,7 @@ CREATE INDEX events_by_intent ON events(intent_id);
 
 void v2c_create(Database& db, size_t domains) {
   db.exec(kV2cSchema);
-  for (size_t d = 0; d < domains; ++d) {
-    sqlite3_stmt* s = db.statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?1, 0, ?2)");
-    text(s, 1, "bench-account-" + std::to_string(d));
-    integer(s, 2, now_ms());
-    db.run(s);
-  }
-}
-
-void v2c_event(Database& db, const Pair& p, const char* kind, int64_t now, const std::string& detail) {
-  sqlite3_stmt* s = db.statement(
-      "INSERT INTO events (at, kind, intent, intent_id, domain, seq, generation, actor, detail) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)");
-  integer(s, 1, now);
-  text(s, 2, kind);
-  text(s, 3, p.intent);
-  integer(s, 4, p.id);
-  text(s, 5, p.domain);
-  integer(s, 6, p.seq);
-  text(s, 7, p.agent);
-  text(s, 8, detail);
-  db.run(s);
+  add_named_domains(db, domains);
 }
 
 void v2c_prepare(Database& db, Pair& p) {
@@ -622,15 +644,7 @@ void v2c_prepare(Database& db, Pair& p) {
       db.statement("SELECT id, state, generation, payload_hash, cert_hash FROM intents WHERE intent = ?1");
   text(s, 1, p.intent);
   db.run(s);
-  s = db.statement(
-      "UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE domain = ?2 RETURNING seq - 1, head, head_seq");
-  integer(s, 1, now);
-  text(s, 2, p.domain);
-  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
-  p.seq = sqlite3_column_int64(s, 0) + 1;
-  const unsigned char* head = sqlite3_column_text(s, 1);
-  p.parent = head ? reinterpret_cast<const char*>(head) : "";
-  db.run(s);
+  take_seq_by_name(db, p, now);
   s = db.statement(
       "INSERT INTO intents (intent, state, domain, seq, generation, payload_hash, updated_at) "
       "VALUES (?1, 'in_flight', ?2, ?3, 1, ?4, ?5) RETURNING id");
@@ -652,7 +666,7 @@ void v2c_prepare(Database& db, Pair& p) {
   integer(s, 6, now + 60000);
   integer(s, 7, now);
   db.run(s);
-  v2c_event(db, p, "admitted", now, admitted_detail(p));
+  event_with_intent_id(db, p, "admitted", now, admitted_detail(p));
 }
 
 void v2c_commit(Database& db, Pair& p) {
@@ -663,11 +677,7 @@ void v2c_commit(Database& db, Pair& p) {
   text(s, 1, p.intent);
   db.run(s);
   p.body = body_of(p);
-  s = db.statement("INSERT INTO certificates (hash, body, committed_at) VALUES (?1, ?2, ?3)");
-  text(s, 1, p.hash);
-  text(s, 2, p.body);
-  integer(s, 3, now);
-  db.run(s);
+  certify_by_body(db, p, now);
   s = db.statement(
       "UPDATE intents SET state = 'done', cert_hash = ?1, reason = NULL, updated_at = ?2, version = version + 1 "
       "WHERE id = ?3");
@@ -678,45 +688,19 @@ void v2c_commit(Database& db, Pair& p) {
   s = db.statement("DELETE FROM attempts WHERE intent = ?1");
   integer(s, 1, p.id);
   db.run(s);
-  s = db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE domain = ?5");
-  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
-  text(s, 2, p.hash);
-  integer(s, 3, p.seq);
-  integer(s, 4, now);
-  text(s, 5, p.domain);
-  db.run(s);
-  v2c_event(db, p, "committed", now, R"({"certificate":")" + p.hash + R"("})");
+  move_head_by_name(db, p, now);
+  event_with_intent_id(db, p, "committed", now, R"({"certificate":")" + p.hash + R"("})");
 }
 
 // ---- schema 14, as serve writes it --------------------------------------------
 //
 // Schema 13's intents as they are (attempt and outcome in one row); a
 // certificate's columns generated from its body; events indexed by their
-// intent's rowid, and admissions by (domain, seq).
+// intent's rowid.
 void v14_create(Database& db, size_t domains, const std::string& schema_sql, bool triggers = true) {
   db.exec(schema_sql);
   if (!triggers) drop_triggers(db);
-  for (size_t d = 0; d < domains; ++d) {
-    sqlite3_stmt* s = db.statement("INSERT INTO domains (domain, seq, updated_at) VALUES (?1, 0, ?2)");
-    text(s, 1, "bench-account-" + std::to_string(d));
-    integer(s, 2, now_ms());
-    db.run(s);
-  }
-}
-
-void v14_event(Database& db, const Pair& p, const char* kind, int64_t now, const std::string& detail) {
-  sqlite3_stmt* s = db.statement(
-      "INSERT INTO events (at, kind, intent, intent_id, domain, seq, generation, actor, detail) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)");
-  integer(s, 1, now);
-  text(s, 2, kind);
-  text(s, 3, p.intent);
-  integer(s, 4, p.id);
-  text(s, 5, p.domain);
-  integer(s, 6, p.seq);
-  text(s, 7, p.agent);
-  text(s, 8, detail);
-  db.run(s);
+  add_named_domains(db, domains);
 }
 
 void v14_prepare(Database& db, Pair& p) {
@@ -725,15 +709,7 @@ void v14_prepare(Database& db, Pair& p) {
       db.statement("SELECT rowid, state, generation, payload_hash, token, cert_hash FROM intents WHERE intent = ?1");
   text(s, 1, p.intent);
   db.run(s);
-  s = db.statement(
-      "UPDATE domains SET seq = seq + 1, updated_at = ?1 WHERE domain = ?2 RETURNING seq - 1, head, head_seq");
-  integer(s, 1, now);
-  text(s, 2, p.domain);
-  if (sqlite3_step(s) != SQLITE_ROW) throw std::runtime_error("no domain row");
-  p.seq = sqlite3_column_int64(s, 0) + 1;
-  const unsigned char* head = sqlite3_column_text(s, 1);
-  p.parent = head ? reinterpret_cast<const char*>(head) : "";
-  db.run(s);
+  take_seq_by_name(db, p, now);
   s = db.statement(
       "INSERT INTO intents (intent, state, domain, tool, args, payload_hash, agent, seq, generation, token, "
       "read_set, parent, known_clock, holder_host, holder_boot, holder_pid, holder_started, lease_expires_at, "
@@ -750,7 +726,7 @@ void v14_prepare(Database& db, Pair& p) {
   integer(s, 9, now + 60000);
   integer(s, 10, now);
   p.id = db.run(s);
-  v14_event(db, p, "admitted", now, admitted_detail(p));
+  event_with_intent_id(db, p, "admitted", now, admitted_detail(p));
 }
 
 void v14_commit(Database& db, Pair& p) {
@@ -759,11 +735,7 @@ void v14_commit(Database& db, Pair& p) {
   integer(s, 1, p.id);
   db.run(s);
   p.body = body_of(p);
-  s = db.statement("INSERT INTO certificates (hash, body, committed_at) VALUES (?1, ?2, ?3)");
-  text(s, 1, p.hash);
-  text(s, 2, p.body);
-  integer(s, 3, now);
-  db.run(s);
+  certify_by_body(db, p, now);
   s = db.statement(
       "UPDATE intents SET state = 'done', cert_hash = ?1, reason = NULL, updated_at = ?2, version = version + 1 "
       "WHERE rowid = ?3");
@@ -771,14 +743,8 @@ void v14_commit(Database& db, Pair& p) {
   integer(s, 2, now);
   integer(s, 3, p.id);
   db.run(s);
-  s = db.statement("UPDATE domains SET clock = ?1, head = ?2, head_seq = ?3, updated_at = ?4 WHERE domain = ?5");
-  text(s, 1, "{\"" + p.agent + "\":" + std::to_string(p.seq) + "}");
-  text(s, 2, p.hash);
-  integer(s, 3, p.seq);
-  integer(s, 4, now);
-  text(s, 5, p.domain);
-  db.run(s);
-  v14_event(db, p, "committed", now, R"({"certificate":")" + p.hash + R"("})");
+  move_head_by_name(db, p, now);
+  event_with_intent_id(db, p, "committed", now, R"({"certificate":")" + p.hash + R"("})");
 }
 
 // ---- bare rows ------------------------------------------------------------------
