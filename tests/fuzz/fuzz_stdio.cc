@@ -82,8 +82,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     sent.push_back(line);
     if (fuzz::planted()) sent.push_back(line);
   };
-  mcp::Server server(mcp::ServerInfo{"effectfence", "fuzz", "0", ""}, mcp::fence_tools(ledger.fence(), quiet_log()),
-                     sink, quiet_log());
+  // The tools hold no session state over stdio: built once, copied into
+  // each input's server.
+  static const std::vector<mcp::Tool> tools = mcp::fence_tools(ledger.fence(), quiet_log());
+  mcp::Server server(mcp::ServerInfo{"effectfence", "fuzz", "0", ""}, tools, sink, quiet_log());
 
   mcp::LineSplitter splitter(kLineLimit, kKeptPrefix);
   splitter.feed(input);
