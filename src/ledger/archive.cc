@@ -69,8 +69,10 @@ struct IntentSql {
   explicit IntentSql(const ArchiveDb& db) : by_id(db.rows_by_intent_id()) {}
   std::string events() const { return by_id ? "e.intent_id = ?2 AND e.intent = ?1" : "e.intent = ?1"; }
   std::string certificates() const {
-    return by_id ? "c.hash IN (SELECT json_extract(k.detail, '$.certificate') FROM events k "
-                   "WHERE k.intent_id = ?2 AND k.intent = ?1 AND k.kind = 'committed')"
+    // A detail that is not JSON (written by hand) names no certificate:
+    // json_extract would fail the whole run on it.
+    return by_id ? "c.hash IN (SELECT CASE WHEN json_valid(k.detail) THEN json_extract(k.detail, '$.certificate') "
+                   "END FROM events k WHERE k.intent_id = ?2 AND k.intent = ?1 AND k.kind = 'committed')"
                  : "c.intent = ?1";
   }
   // A clear goes with the lifetime whose cleared event it wrote.

@@ -180,7 +180,8 @@ int64_t SqliteTxn::count_fenced(const std::string& domain) {
 std::optional<std::string> SqliteTxn::admission_token_hash(const std::string& intent, const std::string& domain,
                                                            int64_t seq, int64_t generation) {
   auto& q = statement(
-      "SELECT coalesce(json_extract(detail, '$.token_sha256'), '') FROM events WHERE intent_id IN "
+      "SELECT CASE WHEN json_valid(detail) THEN coalesce(json_extract(detail, '$.token_sha256'), '') ELSE '' END "
+      "FROM events WHERE intent_id IN "
       "(SELECT rowid FROM intents WHERE intent = ?1 UNION ALL SELECT intent_id FROM swept_intents WHERE intent = ?1) "
       "AND intent = ?1 AND (kind = 'admitted' OR kind = 'takeover') AND domain = ?2 AND seq = ?3 AND generation = ?4");
   bind_text(q, 1, intent);
