@@ -48,7 +48,7 @@ void print_usage(std::FILE* out) {
                "  --rows N         rows per segment and per delete transaction (default 4000)\n"
                "  --segments N     stop after N segments (default: until nothing old is left)\n"
                "  --json           one JSON object: {segments, certificates, signatures, events, clears,\n"
-               "                   removed_unrecorded, removed_temporary, last_root}\n"
+               "                   removed_unrecorded, removed_temporary, kept_for_history, last_root}\n"
                "  --help           this text\n\n"
                "exit status: 0 done (perhaps nothing to archive), 2 could not run (what was archived\n"
                "before the failure stays archived)\n",
@@ -140,6 +140,7 @@ int archive(const ParsedArgs& parsed) {
                      {"removed_unrecorded", result.removed_unrecorded},
                      {"removed_temporary", result.removed_temporary},
                      {"retried_batches", result.retried_batches},
+                     {"kept_for_history", result.kept_for_history},
                      {"before", format_utc(options.before_ms)},
                      {"last_root", result.last_root}});
   } else {
@@ -149,6 +150,11 @@ int archive(const ParsedArgs& parsed) {
                 static_cast<long long>(result.rows.certificates), static_cast<long long>(result.rows.signatures),
                 static_cast<long long>(result.rows.events), static_cast<long long>(result.rows.clears),
                 format_utc(options.before_ms).c_str());
+    if (result.kept_for_history > 0) {
+      std::printf("kept %lld intent(s) in the ledger whose events break the state machine; effectfence verify "
+                  "names them (impossible_history)\n",
+                  static_cast<long long>(result.kept_for_history));
+    }
     if (result.removed_unrecorded + result.removed_temporary > 0) {
       std::printf("removed %lld unrecorded segment(s) and %lld temporary file(s) an interrupted archive left\n",
                   static_cast<long long>(result.removed_unrecorded),

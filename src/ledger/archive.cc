@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <unordered_set>
 #include <utility>
@@ -18,6 +19,8 @@
 
 #include "core/random_token.h"
 #include "core/signing.h"
+#include "effectfence/json.h"
+#include "effectfence/state_machine.h"
 #include "ledger/archive_db.h"
 #include "ledger/open_ledger.h"
 
@@ -135,6 +138,7 @@ class Selector {
     TxnGuard guard(db_);
     db_.begin_read();
     load_protected();
+    load_sweeps();
     Batch batch;
     batch.next_cursor = cursor;
     const int64_t last_id =
@@ -163,13 +167,44 @@ class Selector {
     return batch;
   }
 
- private:
   void load_protected() {
     protected_.clear();
     for (const DbRow& r : db_.query("SELECT head FROM domains WHERE head IS NOT NULL UNION SELECT parent FROM intents "
                                     "WHERE (state = 'in_flight' OR state = 'unknown') AND parent IS NOT NULL")) {
       protected_.insert(text(r[0]));
     }
+  }
+
+  // The intents left in the ledger because their events break the state
+  // machine (archivable() says why).
+  int64_t kept_for_history() const { return static_cast<int64_t>(kept_.size()); }
+
+ private:
+  void load_sweeps() {
+    sweeps_.clear();
+    for (const DbRow& r : db_.query("SELECT id FROM events WHERE kind = 'swept' ORDER BY id")) {
+      sweeps_.push_back(integer(r[0]));
+    }
+  }
+
+  // Whether events (one intent's, in id order) are a history the fence
+  // writes, judged as verify judges it (impossible_history).
+  bool possible_history(const std::vector<DbRow>& events) const {
+    HistoryCheck history(sweeps_);
+    for (const DbRow& e : events) {
+      const auto kind = event_kind_from_name(text(e[2]));
+      if (!kind) continue;  // the CHECK on events.kind keeps others out
+      std::string reason;
+      if (*kind == EventKind::commit_refused) {
+        JsonError error;
+        const auto detail = parse_strict(text(e[8]), &error, WideIntegers::as_doubles);
+        if (detail && detail->is_object() && detail->contains("reason") && (*detail)["reason"].is_string()) {
+          reason = (*detail)["reason"].get<std::string>();
+        }
+      }
+      history.event(integer(e[0]), *kind, text(e[3]), integer(e[6]), reason);
+    }
+    return history.findings().empty();
   }
 
   bool first_event_of(const IntentKey& key, int64_t id) {
@@ -224,9 +259,18 @@ class Selector {
         out.signatures.push_back(hash);
       }
     }
-    for (const DbRow& e : db_.query("SELECT id, at, kind, intent, domain, seq, generation, actor, detail FROM events e "
-                                    "WHERE " + sql_.events() + " ORDER BY id",
-                                    sql_.params(key))) {
+    const std::vector<DbRow> events = db_.query(
+        "SELECT id, at, kind, intent, domain, seq, generation, actor, detail FROM events e WHERE " + sql_.events() +
+            " ORDER BY id",
+        sql_.params(key));
+    // A history verify reports as impossible (events edited or written by
+    // hand) stays where verify keeps reporting it: in a segment only the
+    // hashes would be checked.
+    if (!possible_history(events)) {
+      kept_.insert(intent + "\n" + std::to_string(key.row));
+      return std::nullopt;
+    }
+    for (const DbRow& e : events) {
       if (integer(e[1]) >= before_ms_) return std::nullopt;
       out.rows.push_back({{"type", "event"},
                           {"id", integer(e[0])},
@@ -261,6 +305,8 @@ class Selector {
   const int64_t before_ms_;
   const int64_t max_rows_;
   std::unordered_set<std::string> protected_;  // domain heads, parents of unfinished attempts
+  std::vector<int64_t> sweeps_;                // ids of the swept events, in order
+  std::set<std::string> kept_;                 // name and row of each intent kept for its history
 };
 
 // Whether intent's rows in the ledger are still exactly those read: no
@@ -463,6 +509,7 @@ ArchiveResult run_archive(const ArchiveOptions& options,
     result.last_root = segment.root;
     if (progress) progress(segment);
   }
+  result.kept_for_history = selector.kept_for_history();
   return result;
 }
 

@@ -8,7 +8,9 @@
 // no row in `intents` (its result no longer replays: swept after the result
 // TTL; a fenced or in-flight intent keeps its row), and none of its
 // certificates is a domain's head or the parent of an attempt still in
-// flight or unknown. Events without an intent (swept, domain_evicted) stay:
+// flight or unknown, and its events are a history the fence writes (one
+// that verify reports as impossible_history stays, where verify keeps
+// reporting it). Events without an intent (swept, domain_evicted) stay:
 // the ledger's triggers and the fence read them. Each batch runs:
 //   1. read the batch (no lock held);
 //   2. write segment-NNNNNN.jsonl: temporary name, fsync, rename, fsync dir;
@@ -51,6 +53,7 @@ struct ArchiveResult {
   int64_t removed_unrecorded = 0;  // segment files an interrupted run left
   int64_t removed_temporary = 0;
   int64_t retried_batches = 0;      // a batch's intent came back meanwhile
+  int64_t kept_for_history = 0;     // intents left whose events break the state machine
   std::string last_root;
 };
 

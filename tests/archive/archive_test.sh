@@ -366,15 +366,21 @@ expect_match "$OUT" "does not hold segment-000005.jsonl, the last segment this l
 OUT=$("$EF" archive --db "postgresql://nobody@/none?host=$WORK/no-server" --before 1d --out "$WORK/x" 2>&1)
 expect_match "$OUT" "effectfence archive: opening the ledger: .*Is the server running" \
   "a PostgreSQL server that is not there is named (archive_postgres_test.sh archives a real one)"
-# A committed event written by hand whose detail is not JSON names no
-# certificate: the archive moves it with its intent instead of failing.
+# A second committed event written by hand, its detail not even JSON: the
+# archive neither fails on it nor moves that intent out of verify's sight.
 J=$WORK/junk.sqlite
 old_history "$J" 5 j
 ROW=$(q "$J" "SELECT intent_id FROM swept_intents WHERE intent = 'j-0'")
 "$SQLITE3" "$J" "INSERT INTO events (at, kind, intent, intent_id, domain, seq, generation, actor, detail)
                  VALUES (1, 'committed', 'j-0', $ROW, 'x', 1, 1, 'operator', '{not json')"
 OUT=$("$EF" archive --db "$J" --before "$CUTOFF" --out "$WORK/junk.archive" --json 2>&1)
-expect_eq "$(jq -c '[.certificates, .events]' <<<"$OUT" 2>/dev/null)" "[5,11]" \
-  "an event whose detail is not JSON does not stop the archive ($OUT)"
+expect_eq "$(jq -c '[.certificates, .events, .kept_for_history]' <<<"$OUT" 2>/dev/null)" "[4,8,1]" \
+  "an event whose detail is not JSON does not stop the archive, and its intent stays ($OUT)"
+verify_archive "$J" "$WORK/junk.archive"
+expect_eq "$RC" 1 "verify --archive still fails the forged history"
+expect_match "$OUT" "impossible_history: intent 'j-0': committed event" "... naming the intent it left in the ledger"
+OUT=$("$EF" archive --db "$J" --before "$CUTOFF" --out "$WORK/junk.archive" 2>&1)
+expect_match "$OUT" "kept 1 intent\\(s\\) in the ledger whose events break the state machine" \
+  "a later archive keeps it too, and says so"
 
 finish
