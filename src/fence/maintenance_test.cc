@@ -42,10 +42,19 @@ struct Told {
       lines.push_back(message);
     };
   }
+  // Whether a line starting with prefix is told within 5 s: Maintenance
+  // logs what it fenced after the ledger has committed it, so a state seen
+  // changed may still be on its way to the log.
   bool has(const std::string& prefix) {
-    MutexLock lock(&mu);
-    for (const std::string& line : lines) {
-      if (line.rfind(prefix, 0) == 0) return true;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        MutexLock lock(&mu);
+        for (const std::string& line : lines) {
+          if (line.rfind(prefix, 0) == 0) return true;
+        }
+      }
+      std::this_thread::sleep_for(10ms);
     }
     return false;
   }
