@@ -22,14 +22,20 @@ IntentState state_of(Fence& fence, const std::string& intent) {
   return std::get<IntentStatus>(fence.intent_status(intent)).state;
 }
 
-// Waits up to five seconds for the intent to reach state; true iff it did.
-bool becomes(Fence& fence, const std::string& intent, IntentState state) {
+// Waits up to five seconds for holds() to be true; true iff it was.
+template <typename Pred>
+bool within_5s(Pred holds) {
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (state_of(fence, intent) == state) return true;
+    if (holds()) return true;
     std::this_thread::sleep_for(10ms);
   }
   return false;
+}
+
+// Waits up to five seconds for the intent to reach state; true iff it did.
+bool becomes(Fence& fence, const std::string& intent, IntentState state) {
+  return within_5s([&] { return state_of(fence, intent) == state; });
 }
 
 // What Maintenance told, kept for the test to read.
@@ -46,17 +52,13 @@ struct Told {
   // logs what it fenced after the ledger has committed it, so a state seen
   // changed may still be on its way to the log.
   bool has(const std::string& prefix) {
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      {
-        MutexLock lock(&mu);
-        for (const std::string& line : lines) {
-          if (line.rfind(prefix, 0) == 0) return true;
-        }
+    return within_5s([&] {
+      MutexLock lock(&mu);
+      for (const std::string& line : lines) {
+        if (line.rfind(prefix, 0) == 0) return true;
       }
-      std::this_thread::sleep_for(10ms);
-    }
-    return false;
+      return false;
+    });
   }
 };
 
