@@ -19,10 +19,10 @@
 
 #include "core/random_token.h"
 #include "core/signing.h"
-#include "effectfence/json.h"
 #include "effectfence/state_machine.h"
 #include "ledger/archive_db.h"
 #include "ledger/open_ledger.h"
+#include "ledger/verify_reads.h"
 
 namespace effectfence::archive {
 namespace {
@@ -194,14 +194,7 @@ class Selector {
     for (const DbRow& e : events) {
       const auto kind = event_kind_from_name(text(e[2]));
       if (!kind) continue;  // the CHECK on events.kind keeps others out
-      std::string reason;
-      if (*kind == EventKind::commit_refused) {
-        JsonError error;
-        const auto detail = parse_strict(text(e[8]), &error, WideIntegers::as_doubles);
-        if (detail && detail->is_object() && detail->contains("reason") && (*detail)["reason"].is_string()) {
-          reason = (*detail)["reason"].get<std::string>();
-        }
-      }
+      const std::string reason = *kind == EventKind::commit_refused ? refusal_reason(text(e[8])) : "";
       history.event(integer(e[0]), *kind, text(e[3]), integer(e[6]), reason);
     }
     return history.findings().empty();

@@ -208,6 +208,13 @@ std::vector<SweepEvent> sweep_events(LedgerReader& db) {
   return out;
 }
 
+std::string refusal_reason(const std::string& detail) {
+  const auto object = detail_object(detail);
+  if (!object) return "";
+  const auto reason = object->find("reason");
+  return reason != object->end() && reason->is_string() ? reason->get<std::string>() : "";
+}
+
 void intent_events(LedgerReader& db, const RowSink<IntentEvent>& sink) {
   auto rows = db.query("SELECT id, kind, coalesce(intent, ''), coalesce(generation, 0), CASE WHEN kind = " +
                        kind(EventKind::commit_refused) +
@@ -218,7 +225,7 @@ void intent_events(LedgerReader& db, const RowSink<IntentEvent>& sink) {
     e.kind = rows->text(1);
     e.intent = rows->text(2);
     e.generation = rows->integer(3);
-    if (const auto detail = detail_object(rows->text(4))) e.refusal = detail->value("reason", "");
+    e.refusal = refusal_reason(rows->text(4));
     sink(e);
   }
 }

@@ -95,6 +95,10 @@ struct SweepEvent {
 };
 std::vector<SweepEvent> sweep_events(LedgerReader& db);
 
+// A commit_refused event's reason, read from its detail: "" unless the
+// detail is a JSON object whose "reason" is a string.
+std::string refusal_reason(const std::string& detail);
+
 // Every event of an intent, by intent then id, for replaying the state
 // machine. refusal: a commit_refused event's reason, "" otherwise.
 struct IntentEvent {
