@@ -806,6 +806,20 @@ expect_eq "$RC $PROBLEMS" '1 [["","impossible_history"]]' \
 expect_match "$OUT" "intent 'charge:order-123': aborted event [0-9]+ cannot follow state done" \
   "and names the intent, the event and the state it could not follow"
 
+# A refused commit whose reason is not a string reads as no reason: verify
+# still judges the history (here: a generation never admitted) and does not
+# stop on the detail's type.
+copy=$WORK/refusal-reason.sqlite
+q "$LEDGER" ".backup '$copy'"
+q "$copy" "INSERT INTO events(at, kind, intent, domain, seq, generation, actor, detail)
+             SELECT at + 1, 'commit_refused', intent, domain, seq, 99, 'mallory', '{\"reason\":7}' FROM events
+              WHERE intent = 'charge:order-123' AND kind = 'committed'"
+problems "$copy"
+expect_eq "$RC $PROBLEMS" '1 [["","impossible_history"]]' \
+  "verify judges a refused commit whose reason is not a string"
+expect_match "$OUT" "intent 'charge:order-123': commit_refused event [0-9]+ names generation 99, which was never admitted" \
+  "and names the generation no admission handed out"
+
 # A fork: a second certificate at the charge's seq (correctly hashed, with
 # its committed event), the trigger it passed put back. No index keeps a
 # (domain, seq) once: verify counts certificates per seq itself.
