@@ -63,6 +63,8 @@ bool validate_canonicalizable(const Json& value, JsonError* error);
 // formatting, minimal string escaping, no whitespace.
 // REQUIRES: validate_canonicalizable(value) (throws std::invalid_argument otherwise).
 std::string canonicalize(const Json& value);
+// The same, appended to out (nothing appended when it throws).
+void canonicalize_into(const Json& value, std::string& out);
 
 // Appends text as a quoted JSON string, escaped as RFC 8785 escapes it (the
 // two-character escapes, \u00xx for other control characters, nothing

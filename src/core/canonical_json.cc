@@ -456,9 +456,41 @@ class Validator {
 
 void append_canonical(const Json& value, std::string& out);
 
+// Whether a key holds a character at U+E000 or above (lead byte 0xEE to
+// 0xF4), the only ones whose UTF-8 byte order and UTF-16 code unit order
+// can differ: U+10000 and above are surrogates (0xD800...) in UTF-16.
+bool sorts_apart_in_utf16(std::string_view key) {
+  for (const char c : key) {
+    if (static_cast<unsigned char>(c) >= 0xEE) return true;
+  }
+  return false;
+}
+
+void append_canonical_member(const std::string& key, const Json& value, bool first, std::string& out) {
+  if (!first) out += ',';
+  append_canonical_string(key, out);
+  out += ':';
+  append_canonical(value, out);
+}
+
 void append_canonical_object(const Json& object, std::string& out) {
-  // RFC 8785 3.2.3: members sorted by the UTF-16 code units of their keys,
-  // which differs from UTF-8 byte order above U+FFFF.
+  // RFC 8785 3.2.3: members sorted by the UTF-16 code units of their keys.
+  // The object's map holds them in UTF-8 byte order, which is the same
+  // order unless some key sorts apart in UTF-16.
+  bool map_order = true;
+  for (auto member = object.begin(); member != object.end() && map_order; ++member) {
+    map_order = !sorts_apart_in_utf16(member.key());
+  }
+  if (map_order) {
+    out += '{';
+    bool first = true;
+    for (auto member = object.begin(); member != object.end(); ++member) {
+      append_canonical_member(member.key(), member.value(), first, out);
+      first = false;
+    }
+    out += '}';
+    return;
+  }
   std::vector<std::pair<std::u16string, Json::const_iterator>> members;
   members.reserve(object.size());
   for (auto member = object.begin(); member != object.end(); ++member) {
@@ -469,11 +501,8 @@ void append_canonical_object(const Json& object, std::string& out) {
   out += '{';
   bool first = true;
   for (const auto& member : members) {
-    if (!first) out += ',';
+    append_canonical_member(member.second.key(), member.second.value(), first, out);
     first = false;
-    append_canonical_string(member.second.key(), out);
-    out += ':';
-    append_canonical(member.second.value(), out);
   }
   out += '}';
 }
@@ -582,11 +611,15 @@ bool validate_canonicalizable(const Json& value, JsonError* error) {
 }
 
 std::string canonicalize(const Json& value) {
+  std::string out;
+  canonicalize_into(value, out);
+  return out;
+}
+
+void canonicalize_into(const Json& value, std::string& out) {
   JsonError error{JsonErrorCode::syntax, {}};
   if (!validate_canonicalizable(value, &error)) throw std::invalid_argument(error.message);
-  std::string out;
   append_canonical(value, out);
-  return out;
 }
 
 std::string format_es_number(double value) {

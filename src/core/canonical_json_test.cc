@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "effectfence/json.h"
 
@@ -97,6 +99,75 @@ TEST_CASE("supplementary-plane keys sort before U+E000..U+FFFF, unlike UTF-8 byt
   value["\uFFFD"] = 1;       // EF BF BD: after F0.. in UTF-8, but 0xFFFD > 0xD83D in UTF-16
   value["\U0001F600"] = 2;  // F0 9F 98 80
   CHECK(canonicalize(value) == "{\"\U0001F600\":2,\"\uFFFD\":1}");
+}
+
+namespace {
+
+std::string utf8_of(char32_t c) {
+  std::string s;
+  if (c < 0x80) {
+    s += static_cast<char>(c);
+  } else if (c < 0x800) {
+    s += static_cast<char>(0xC0 | (c >> 6));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    s += static_cast<char>(0xE0 | (c >> 12));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (c >> 18));
+    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return s;
+}
+
+std::u16string utf16_of(const std::u32string& text) {
+  std::u16string units;
+  for (const char32_t c : text) {
+    if (c < 0x10000) {
+      units += static_cast<char16_t>(c);
+    } else {
+      units += static_cast<char16_t>(0xD800 + ((c - 0x10000) >> 10));
+      units += static_cast<char16_t>(0xDC00 + ((c - 0x10000) & 0x3FF));
+    }
+  }
+  return units;
+}
+
+}  // namespace
+
+TEST_CASE("keys of every UTF-8 length sort by UTF-16 code units, with and without a key at U+E000 and above",
+          "[canonical_json]") {
+  // Characters at the edges of each UTF-8 length and around the surrogates.
+  const std::vector<char32_t> edges = {U'A', 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xEFFF, 0xF000, 0xFFFF,
+                                       0x10000, 0x1F600, 0x10FFFF};
+  std::mt19937 random(8785);
+  for (int round = 0; round < 500; ++round) {
+    // Below U+E000 only in half the rounds: UTF-8 byte order is then the
+    // UTF-16 order already; above it, the two can differ.
+    const size_t choices = round % 2 == 0 ? 6 : edges.size();
+    std::vector<std::pair<std::u16string, std::string>> keys;  // (UTF-16, UTF-8)
+    Json value = Json::object();
+    for (int k = 0; k < 5; ++k) {
+      std::u32string text;
+      for (int i = 0; i < 1 + static_cast<int>(random() % 3); ++i) text += edges[random() % choices];
+      std::string utf8;
+      for (const char32_t c : text) utf8 += utf8_of(c);
+      if (value.contains(utf8)) continue;
+      value[utf8] = k;
+      keys.emplace_back(utf16_of(text), utf8);
+    }
+    std::sort(keys.begin(), keys.end());
+    std::string expected = "{";
+    for (const auto& [units, utf8] : keys) {
+      if (expected.size() > 1) expected += ',';
+      expected += "\"" + utf8 + "\":" + std::to_string(value[utf8].get<int>());
+    }
+    expected += "}";
+    REQUIRE(canonicalize(value) == expected);
+  }
 }
 
 TEST_CASE("RFC 8785 appendix B: number serialization from IEEE-754 bit patterns", "[canonical_json]") {

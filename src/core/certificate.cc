@@ -50,22 +50,35 @@ Json Certificate::body() const {
 
 std::string Certificate::canonical_body() const {
   // canonicalize(body()), spelled out member by member in RFC 8785's key
-  // order, so that args and result are not first copied into a temporary
-  // document: this runs inside the ledger's write transaction. "" when a
-  // field has no canonical form (an unsafe integer, invalid UTF-8): such a
+  // order into one string, so that args and result are not first copied
+  // into a temporary document: this runs for every commit. "" when a field
+  // has no canonical form (an unsafe integer, invalid UTF-8): such a
   // certificate cannot be sealed or verified.
   try {
-    std::string out = "{\"agent\":" + canonicalize(Json(agent));
-    out += ",\"args\":" + canonicalize(args);
-    out += ",\"domain\":" + canonicalize(Json(domain));
-    out += ",\"generation\":" + canonicalize(Json(generation));
-    out += ",\"intent\":" + canonicalize(Json(intent));
-    out += ",\"parent\":" + (parent.empty() ? std::string("null") : canonicalize(Json(parent)));
-    out += ",\"read_set\":" + canonicalize(read_set_to_json(read_set));
-    out += ",\"result\":" + canonicalize(result);
-    out += ",\"seq\":" + canonicalize(Json(seq));
-    out += ",\"tool\":" + canonicalize(Json(tool));
-    out += ",\"vector_clock\":" + canonicalize(vector_clock.to_json());
+    std::string out;
+    out.reserve(256);
+    out += "{\"agent\":";
+    canonicalize_into(Json(agent), out);
+    out += ",\"args\":";
+    canonicalize_into(args, out);
+    out += ",\"domain\":";
+    canonicalize_into(Json(domain), out);
+    out += ",\"generation\":";
+    canonicalize_into(Json(generation), out);
+    out += ",\"intent\":";
+    canonicalize_into(Json(intent), out);
+    out += ",\"parent\":";
+    canonicalize_into(parent.empty() ? Json(nullptr) : Json(parent), out);
+    out += ",\"read_set\":";
+    canonicalize_into(read_set_to_json(read_set), out);
+    out += ",\"result\":";
+    canonicalize_into(result, out);
+    out += ",\"seq\":";
+    canonicalize_into(Json(seq), out);
+    out += ",\"tool\":";
+    canonicalize_into(Json(tool), out);
+    out += ",\"vector_clock\":";
+    canonicalize_into(vector_clock.to_json(), out);
     out += "}";
     return out;
   } catch (const std::invalid_argument&) {
