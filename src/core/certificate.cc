@@ -57,28 +57,21 @@ std::string Certificate::canonical_body() const {
   try {
     std::string out;
     out.reserve(256);
-    out += "{\"agent\":";
-    canonicalize_into(Json(agent), out);
-    out += ",\"args\":";
-    canonicalize_into(args, out);
-    out += ",\"domain\":";
-    canonicalize_into(Json(domain), out);
-    out += ",\"generation\":";
-    canonicalize_into(Json(generation), out);
-    out += ",\"intent\":";
-    canonicalize_into(Json(intent), out);
-    out += ",\"parent\":";
-    canonicalize_into(parent.empty() ? Json(nullptr) : Json(parent), out);
-    out += ",\"read_set\":";
-    canonicalize_into(read_set_to_json(read_set), out);
-    out += ",\"result\":";
-    canonicalize_into(result, out);
-    out += ",\"seq\":";
-    canonicalize_into(Json(seq), out);
-    out += ",\"tool\":";
-    canonicalize_into(Json(tool), out);
-    out += ",\"vector_clock\":";
-    canonicalize_into(vector_clock.to_json(), out);
+    const auto member = [&out](const char* opening, const Json& value) {
+      out += opening;
+      canonicalize_into(value, out);
+    };
+    member("{\"agent\":", Json(agent));
+    member(",\"args\":", args);
+    member(",\"domain\":", Json(domain));
+    member(",\"generation\":", Json(generation));
+    member(",\"intent\":", Json(intent));
+    member(",\"parent\":", parent.empty() ? Json(nullptr) : Json(parent));
+    member(",\"read_set\":", read_set_to_json(read_set));
+    member(",\"result\":", result);
+    member(",\"seq\":", Json(seq));
+    member(",\"tool\":", Json(tool));
+    member(",\"vector_clock\":", vector_clock.to_json());
     out += "}";
     return out;
   } catch (const std::invalid_argument&) {
