@@ -35,8 +35,6 @@ namespace effectfence::bench {
 namespace {
 
 constexpr size_t kTargetLevel = 16;
-constexpr double kRequiredRatio = 2.0;
-constexpr double kAimedRatio = 3.0;
 constexpr size_t kWarmupInFlight = 16;
 // What the fence should reach against what users would pick instead
 // (docs/BENCHMARKS.md, "Against what users would pick instead").
@@ -922,16 +920,14 @@ void print_text(const Options& options, const Report& r) {
   }
   print_peers_text(r);
   if (const LevelResult* t = target_level(r)) {
-    std::printf("\nat %zu in flight: %.2fx the serial SQLite rate measured alongside (target >= %.0fx: %s; aim "
-                "%.0fx: %s)\n",
-                kTargetLevel, t->ratio, kRequiredRatio, t->ratio >= kRequiredRatio ? "met" : "MISSED", kAimedRatio,
-                t->ratio >= kAimedRatio ? "met" : "not reached");
+    // The ratio to serial SQLite was the first target (2x); it is kept as a
+    // reading of the disk, not as a target (docs/BENCHMARKS.md).
+    std::printf("\nat %zu in flight: %.2fx the serial SQLite rate measured alongside", kTargetLevel, t->ratio);
     if (t->floor_measured && t->floor.pairs.per_second > 0) {
-      std::printf("the floor server, alongside: %.2fx (serve does %.0f%% of its pairs/s); the target is %s what\n"
-                  "the floor reaches on this machine\n",
-                  t->floor.ratio, 100 * t->pairs.per_second / t->floor.pairs.per_second,
-                  t->floor.ratio >= kRequiredRatio ? "within" : "ABOVE");
+      std::printf("; the floor server %.2fx (serve does %.0f%% of its pairs/s)", t->floor.ratio,
+                  100 * t->pairs.per_second / t->floor.pairs.per_second);
     }
+    std::printf("\n");
   }
   std::printf("server exit status: %d\n", r.server_exit_status);
   std::printf("anomalies: %zu\n", r.anomalies.total());
@@ -1049,12 +1045,9 @@ Json report_json(const Options& options, const Report& r) {
                {{"total", r.anomalies.total()}, {"by_kind", r.anomalies.counts}, {"examples", r.anomalies.examples}}},
               {"peer_targets", peer_targets_json(r)}};
   if (const LevelResult* t = target_level(r)) {
-    out["target"] = {{"in_flight", kTargetLevel},
-                     {"ratio", t->ratio},
-                     {"required", kRequiredRatio},
-                     {"aim", kAimedRatio},
-                     {"met", t->ratio >= kRequiredRatio},
-                     {"floor_ratio", t->floor_measured ? Json(t->floor.ratio) : Json()}};
+    out["over_serial_sqlite"] = {{"in_flight", kTargetLevel},
+                                 {"ratio", t->ratio},
+                                 {"floor_ratio", t->floor_measured ? Json(t->floor.ratio) : Json()}};
   }
   return out;
 }
