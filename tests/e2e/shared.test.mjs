@@ -626,7 +626,17 @@ test('kill -9 of the shared server: the call in flight gets a clear error, its a
   // holds the request unread: wait until it is there. Killed before that,
   // the server never had it, and the bridge rightly sends it again (a fixed
   // sleep was seen to be too short under a full suite).
-  await eventually(async () => (await unreadBytesAt(port)) > before, { what: 'the call to reach the stopped server' });
+  try {
+    await eventually(async () => (await unreadBytesAt(port)) > before, { what: 'the call to reach the stopped server' });
+  } catch (error) {
+    // What the kernel holds for the port and what the bridge logged are
+    // what a reader of this failure needs.
+    const sockets = (await readFile('/proc/net/tcp', 'utf8')).split('\n')
+      .filter((line) => line.includes(`:${port.toString(16).toUpperCase().padStart(4, '0')} `));
+    error.message += `\nsockets of port ${port} (before: ${before} bytes unread):\n${sockets.join('\n')}` +
+      `\nbridge's log:\n${session.stderr()}`;
+    throw error;
+  }
   process.kill(dead.pid, 'SIGKILL');
   await assert.rejects(inFlight, /stopped while this call was in flight.*Do not run the effect/);
 
