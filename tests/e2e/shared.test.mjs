@@ -76,15 +76,24 @@ async function unprivileged(dir) {
   return { prefix: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'], bin };
 }
 
-// Bytes sent to a local TCP port and not yet read by its process (the
-// receive queues of its established connections, from /proc/net/tcp).
-async function unreadBytesAt(port) {
+// The port of a /proc/net/tcp address (hex "IP:PORT").
+const portOf = (address) => parseInt(address.split(':')[1], 16);
+
+// The sockets of /proc/net/tcp with a local TCP port at either end, each as
+// its fields: [slot, local, remote, state, tx_queue:rx_queue, ...].
+async function socketsOfPort(port) {
   const table = await readFile('/proc/net/tcp', 'utf8');
+  return table.split('\n').slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter((fields) => fields.length >= 5 && (portOf(fields[1]) === port || portOf(fields[2]) === port));
+}
+
+// Bytes sent to a local TCP port and not yet read by its process (the
+// receive queues of its established connections).
+async function unreadBytesAt(port) {
   let unread = 0;
-  for (const line of table.split('\n').slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    if (fields.length < 5 || fields[3] !== '01') continue;  // ESTABLISHED
-    if (parseInt(fields[1].split(':')[1], 16) !== port) continue;
+  for (const fields of await socketsOfPort(port)) {
+    if (fields[3] !== '01' || portOf(fields[1]) !== port) continue;  // ESTABLISHED, the server's end
     unread += parseInt(fields[4].split(':')[1], 16);
   }
   return unread;
@@ -631,8 +640,7 @@ test('kill -9 of the shared server: the call in flight gets a clear error, its a
   } catch (error) {
     // What the kernel holds for the port and what the bridge logged are
     // what a reader of this failure needs.
-    const sockets = (await readFile('/proc/net/tcp', 'utf8')).split('\n')
-      .filter((line) => line.includes(`:${port.toString(16).toUpperCase().padStart(4, '0')} `));
+    const sockets = (await socketsOfPort(port)).map((fields) => fields.slice(0, 5).join(' '));
     error.message += `\nsockets of port ${port} (before: ${before} bytes unread):\n${sockets.join('\n')}` +
       `\nbridge's log:\n${session.stderr()}`;
     throw error;
