@@ -1,4 +1,4 @@
--- effectfence ledger: the full current schema (version 14), for people.
+-- effectfence ledger: the full current schema (version 15), for people.
 --
 -- This file is documentation you can run: `sqlite3 new.sqlite < schema/schema.sql`
 -- builds exactly what effectfence builds by applying migrations/ in order
@@ -20,7 +20,7 @@
 --   views         fenced, in_flight, recent_effects, domain_sequences,
 --                 recent_events, stats
 PRAGMA application_id = 1162235459;  -- 0x45464E43, "EFNC": this file is an effectfence ledger
-PRAGMA user_version = 14;            -- schema version
+PRAGMA user_version = 15;            -- schema version
 PRAGMA journal_mode = WAL;           -- readers never block the writer; set by effectfence on open
 
 
@@ -52,7 +52,11 @@ CREATE TABLE intents (
   reason           TEXT,                      -- why failed / unknown / cleared
   version          INTEGER NOT NULL DEFAULT 1
 ) STRICT;
-CREATE INDEX intents_by_state ON intents(state, domain);
+-- Every intent but the done ones, by state: each decision's entry then
+-- lands among the few in flight, not among every finished one
+-- (migrations/0015).
+CREATE INDEX intents_not_done ON intents(state, domain)
+ WHERE state = 'failed' OR state = 'unknown' OR state = 'in_flight' OR state = 'cleared';
 
 -- Clearing is an INSERT INTO clears (below), whose trigger sets the state:
 -- a hand UPDATE to 'cleared' would leave no audit. clears_apply sets
@@ -454,7 +458,7 @@ CREATE VIEW fenced AS
 SELECT intent, state, tool, args, domain, agent, reason,
        strftime('%Y-%m-%d %H:%M:%f', updated_at / 1000.0, 'unixepoch') AS since,
        generation
-  FROM intents WHERE state IN ('failed', 'unknown')
+  FROM intents WHERE state = 'failed' OR state = 'unknown'
  ORDER BY updated_at, intent;
 
 CREATE VIEW in_flight AS

@@ -133,11 +133,15 @@ std::vector<std::string> certificates_at(LedgerReader& db, const std::string& do
 }
 
 void done_intents_naming_foreign(LedgerReader& db, const RowSink<DoneIntent>& sink) {
+  // Read in table order and the few rows found sorted after (the || keeps
+  // SQLite from ordering through the intents' name index): a damaged index
+  // would hand out names the table does not hold, which integrity_check
+  // reports as what it is.
   auto rows = db.query(
       "SELECT i.intent, coalesce(i.cert_hash, ''), c.hash, c.intent FROM intents i "
       "LEFT JOIN certificates c ON c.hash = i.cert_hash "
       "WHERE i.state = " +
-      state(IntentState::done) + " AND (c.hash IS NULL OR c.intent <> i.intent) ORDER BY i.intent");
+      state(IntentState::done) + " AND (c.hash IS NULL OR c.intent <> i.intent) ORDER BY i.intent || ''");
   while (rows->next()) {
     DoneIntent d;
     d.intent = rows->text(0);
