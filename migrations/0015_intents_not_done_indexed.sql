@@ -5,8 +5,10 @@
 -- of its domain: one more page of that index dirtied per decision, a page
 -- no other decision in the group commit shares once domains or names are
 -- spread, and an index that grew with every intent ever finished. The
--- readers by state ask for intents in flight (takeovers, the live count
--- per domain, a host's attempts on exit) and fenced (failed, unknown).
+-- decisions read intents by state only in flight (takeovers, the live
+-- count per domain, a host's attempts on exit) and fenced (failed,
+-- unknown); the sweep, which reads done ones, scans the table (faster than
+-- the index was, which it followed with a lookup per row).
 -- intents_not_done holds every intent but the done ones (cleared ones are
 -- few, and stats counts them through it), so it stays a few pages that
 -- every decision of a group commit shares; stats counts done intents as
