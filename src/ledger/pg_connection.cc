@@ -267,7 +267,7 @@ std::unique_ptr<Connection> Connection::open(const std::string& url) {
 
 Connection::~Connection() { PQfinish(c_); }
 
-bool Connection::broken() const { return PQstatus(c_) != CONNECTION_OK; }
+bool Connection::broken() const { return stale_ || PQstatus(c_) != CONNECTION_OK; }
 
 Result Connection::exec(const std::string& sql, const std::vector<Param>& params) {
   std::vector<const char*> values;
@@ -281,8 +281,17 @@ Result Connection::exec(const std::string& sql, const std::vector<Param>& params
     }
     values.push_back(p ? p->c_str() : nullptr);
   }
-  return checked(PQexecParams(c_, sql.c_str(), static_cast<int>(params.size()), nullptr, values.data(), nullptr,
-                              nullptr, 0));
+  const int n = static_cast<int>(params.size());
+  if (const char* name = prepared(sql, n)) return checked(PQexecPrepared(c_, name, n, values.data(), nullptr, nullptr, 0));
+  return checked(PQexecParams(c_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0));
+}
+
+const char* Connection::prepared(const std::string& sql, int params) {
+  if (const auto found = prepared_.find(sql); found != prepared_.end()) return found->second.c_str();
+  if (prepared_.size() >= kMaxPrepared) return nullptr;
+  std::string name = "effectfence_" + std::to_string(prepared_.size() + 1);
+  checked(PQprepare(c_, name.c_str(), sql.c_str(), params, nullptr));
+  return prepared_.emplace(sql, std::move(name)).first->second.c_str();
 }
 
 void Connection::run(const std::string& sql) { checked(PQexec(c_, sql.c_str())); }
@@ -293,6 +302,8 @@ Result Connection::checked(PGresult* r) {
     const std::string message = message_of(r, c_);
     const std::string code = sqlstate_of(r);
     PQclear(r);
+    // A statement prepared before a migration changed its tables' columns.
+    if (code == "0A000" && message.find("cached plan must not change result type") != std::string::npos) stale_ = true;
     throw Error(message, code);
   }
   return Result(r);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 struct pg_conn;
@@ -55,16 +56,27 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  // Prepared on this connection the first time its text is run, then run
+  // by name: a decision sends a dozen small statements, and PostgreSQL
+  // would parse and plan each of them every time.
   Result exec(const std::string& sql, const std::vector<Param>& params = {});
   // Several statements, no parameters (migrations, BEGIN/COMMIT).
   void run(const std::string& sql);
+  // Lost, or holding statements prepared against tables since changed
+  // (by a newer effectfence's migration): use a fresh connection.
   bool broken() const;
 
  private:
   explicit Connection(pg_conn* c) : c_(c) {}
   // Takes r; throws Error (freeing r) unless it reports success.
   Result checked(pg_result* r);
+  // The name sql is prepared under, preparing it first; nullptr once
+  // kMaxPrepared texts are (then it runs unprepared).
+  const char* prepared(const std::string& sql, int params);
+  static constexpr size_t kMaxPrepared = 512;
   pg_conn* c_;
+  std::unordered_map<std::string, std::string> prepared_;  // text -> name
+  bool stale_ = false;
 };
 
 // The code of a connection refused before any server was asked: libpq could

@@ -582,6 +582,19 @@ TEST_CASE("connections the server ended while idle are replaced, and the next de
   for (const std::string& o : outcomes) CHECK(o == "admitted");
 }
 
+TEST_CASE("statements prepared before their table's columns changed are prepared again on a fresh connection",
+          "[postgres][pool]") {
+  TestLedger ledger;
+  auto fence = open_named_fence(ledger, connection_name("stale"));
+  REQUIRE(std::string(outcome_name(fence->prepare(charge("before")))) == "admitted");
+  // What a newer effectfence's migration may do under a running server: a
+  // column read by a prepared statement changes type, and PostgreSQL
+  // refuses to run that statement again ("cached plan must not change
+  // result type") on every connection that prepared it.
+  ledger.exec("ALTER TABLE intents ALTER COLUMN payload_hash TYPE varchar");
+  CHECK(std::string(outcome_name(fence->prepare(charge("after")))) == "admitted");
+}
+
 TEST_CASE("a connection lost while committing is never retried, and the refusal says the decision may be recorded", "[postgres][pool]") {
   TestLedger ledger;
   const std::string name = connection_name("commit");
