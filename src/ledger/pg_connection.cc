@@ -269,6 +269,8 @@ Connection::~Connection() { PQfinish(c_); }
 
 bool Connection::broken() const { return stale_ || PQstatus(c_) != CONNECTION_OK; }
 
+int Connection::backend_pid() const { return PQbackendPID(c_); }
+
 Result Connection::exec(const std::string& sql, const std::vector<Param>& params) {
   std::vector<const char*> values;
   values.reserve(params.size());

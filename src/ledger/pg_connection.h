@@ -65,6 +65,9 @@ class Connection {
   // Lost, or holding statements prepared against tables since changed
   // (by a newer effectfence's migration): use a fresh connection.
   bool broken() const;
+  // The server process serving this connection: no two open connections
+  // to one server share it.
+  int backend_pid() const;
 
  private:
   explicit Connection(pg_conn* c) : c_(c) {}

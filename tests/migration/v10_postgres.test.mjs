@@ -35,10 +35,15 @@ const version = (url) => psql(url, 'SELECT max(version) FROM effectfence_schema'
 const triggers = (url) => psql(url, 'SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1').split('\n').filter(Boolean);
 const stateOf = (url, intent) => psql(url, `SELECT state FROM intents WHERE intent = '${intent}'`).trim();
 
+// The columns schema 8 has, by name: schema 13 keeps each counter in
+// shards, the old rows in shard 0, and each must read as before.
+const COLUMNS = { counters: 'name, value' };
+
 function snapshot(url) {
   const rows = {};
   for (const table of TABLES) {
-    rows[table] = psql(url, `COPY (SELECT * FROM ${table} ORDER BY 1) TO STDOUT`).split('\n').filter(Boolean);
+    rows[table] = psql(url, `COPY (SELECT ${COLUMNS[table] ?? '*'} FROM ${table} ORDER BY 1) TO STDOUT`)
+      .split('\n').filter(Boolean);
   }
   return rows;
 }

@@ -196,9 +196,9 @@ check_metrics() {
   done
   expect_eq "$(prom_value "effectfence_ledger_intents{$ledger,state=\"in_flight\"}")" 1 "metrics: the live payout is in flight"
   expect_eq "$(prom_value "effectfence_ledger_admissions_total{$ledger}")" \
-    "$(ledger_q "SELECT value FROM counters WHERE name = 'admitted'")" "metrics: admissions as in the counters table"
+    "$(ledger_q "SELECT sum(value) FROM counters WHERE name = 'admitted'")" "metrics: admissions as in the counters table"
   expect_eq "$(prom_value "effectfence_ledger_refusals_total{$ledger,reason=\"in_flight\"}")" \
-    "$(ledger_q "SELECT value FROM counters WHERE name = 'refused_in_flight'")" "metrics: in_flight refusals as counted"
+    "$(ledger_q "SELECT sum(value) FROM counters WHERE name = 'refused_in_flight'")" "metrics: in_flight refusals as counted"
   expect_eq "$(prom_value "effectfence_ledger_certificates{$ledger}")" \
     "$(ledger_q "SELECT count(*) FROM certificates")" "metrics: certificates as in the table"
 }
