@@ -272,12 +272,11 @@ void event_with_intent_id(Database& db, const Pair& p, const char* kind, int64_t
 
 // ---- schema 13, as serve wrote it -----------------------------------------------
 
-// Schema 13: migrations 0001 to 0013 of dir, in order.
-// The schema migrations 0001 to `last` build.
+// The schema migrations 0001 to `last` of dir build, applied in order.
 std::string schema_up_to(const std::string& dir, int last) {
   std::string sql;
   for (int version = 1; version <= last; ++version) {
-    char prefix[8];
+    char prefix[16];
     std::snprintf(prefix, sizeof prefix, "%04d_", version);
     std::string found;
     for (const char* name : kMigrationNames) {
@@ -698,8 +697,8 @@ void v2c_commit(Database& db, Pair& p) {
 //
 // Schema 13's intents as they are (attempt and outcome in one row); a
 // certificate's columns generated from its body; events indexed by their
-// intent's rowid. Schema 15 indexes only open intents by state; the rows
-// and statements are the same.
+// intent's rowid. Schema 15 leaves done intents out of the index by
+// state; the rows and statements are the same.
 void v14_create(Database& db, size_t domains, const std::string& schema_sql, bool triggers = true) {
   db.exec(schema_sql);
   if (!triggers) drop_triggers(db);

@@ -220,6 +220,10 @@ void PostgresTxn::append_event(const EventRecord& e, int64_t now) {
        param(e.generation), param(e.actor), param(e.detail.dump(-1, ' ', false, Json::error_handler_t::replace))});
 }
 
+// How many rows each counter is spread over: the CHECK on counters.shard
+// (migrations/postgres/0013_counters_in_shards.sql).
+constexpr int kCounterShards = 64;
+
 void PostgresTxn::flush_counters() {
   Counters d = pending_;
   pending_ = Counters{};
@@ -230,7 +234,8 @@ void PostgresTxn::flush_counters() {
     // make each wait on the last one's COMMIT.
     db_.exec("INSERT INTO counters (name, shard, value) VALUES ($1, $2, $3) "
              "ON CONFLICT (name, shard) DO UPDATE SET value = counters.value + EXCLUDED.value",
-             {param(std::string(name)), param(static_cast<int64_t>(db_.backend_pid() % 64)), param(delta)});
+             {param(std::string(name)), param(static_cast<int64_t>(db_.backend_pid() % kCounterShards)),
+              param(delta)});
   }
 }
 
