@@ -902,6 +902,9 @@ TEST_CASE("sweep drops finished intents after the result TTL but keeps certifica
   clock.advance(2000);
   CHECK(FenceInternal::sweep(*fence) == 1);
   CHECK(ledger.count("SELECT count(*) FROM certificates WHERE intent = 'old'") == 1);
+  // SQLite keeps its name with its row's id, where a late commit finds its
+  // admission (PostgreSQL looks events up by name).
+  if (!ledger.is_postgres()) CHECK(ledger.count("SELECT count(*) FROM swept_intents WHERE intent = 'old'") == 1);
   CHECK(std::get<IntentStatus>(fence->intent_status("fenced")).state == IntentState::failed);
   auto again = open_fence(s);  // a fresh process has no cache
   CHECK(admitted_ticket(again->prepare(charge("old"))).generation == 1);
