@@ -55,8 +55,16 @@ std::string update_row() {
   return "UPDATE intents SET " + sets + "version=version + 1 WHERE intent=?1";
 }
 
-std::string insert_row() {
-  return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + numbered_placeholders('?') + ")";
+std::string insert_row() { return insert_row('?'); }
+
+std::string insert_row(char sigil) {
+  return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + numbered_placeholders(sigil) + ")";
+}
+
+std::string outcome_update(char sigil) {
+  const std::string p(1, sigil);
+  return "UPDATE intents SET state = " + p + "2, cert_hash = " + p + "3, reason = " + p + "4, updated_at = " + p +
+         "5, version = version + 1 WHERE intent = " + p + "1";
 }
 
 std::string stored_read_set(const std::vector<ReadSetEntry>& read_set) {

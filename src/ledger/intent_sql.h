@@ -29,6 +29,18 @@ std::string upsert();
 std::string update_row();
 std::string insert_row();
 
+// Both ledgers: the INSERT of a new intent's row, parameters numbered
+// <sigil>1..N in kColumns order ('?' for SQLite, '$' for PostgreSQL).
+// It fails on an intent that already has a row, which the decision's
+// read of it said had none.
+std::string insert_row(char sigil);
+
+// Both ledgers: an outcome written over an attempt, only its own columns:
+// (intent, state, cert_hash, reason, updated_at) as <sigil>1..5. The
+// triggers that guard an attempt's holder, token and lease do not fire for
+// a write that leaves them alone, and PostgreSQL copies no unchanged value.
+std::string outcome_update(char sigil);
+
 // The read_set and known_clock columns as written: canonical JSON.
 std::string stored_read_set(const std::vector<ReadSetEntry>& read_set);
 std::string stored_clock(const VectorClock& clock);

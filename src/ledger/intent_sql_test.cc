@@ -51,6 +51,20 @@ TEST_CASE("SQLite's update and insert bind the same numbered parameters in colum
   CHECK_THAT(insert, !Catch::Contains("ON CONFLICT"));
 }
 
+TEST_CASE("PostgreSQL's insert of a new intent and both ledgers' outcome write", "[ledger][sql]") {
+  CHECK(intent_sql::insert_row('$') == std::string("INSERT INTO intents (") + intent_sql::kColumns +
+                                           ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,"
+                                           "$18,$19,$20,$21,$22)");
+  CHECK(intent_sql::insert_row('?') == intent_sql::insert_row());
+  // Only the outcome's columns: never the holder, token, lease or args.
+  CHECK(intent_sql::outcome_update('$') ==
+        "UPDATE intents SET state = $2, cert_hash = $3, reason = $4, updated_at = $5, version = version + 1 "
+        "WHERE intent = $1");
+  CHECK(intent_sql::outcome_update('?') ==
+        "UPDATE intents SET state = ?2, cert_hash = ?3, reason = ?4, updated_at = ?5, version = version + 1 "
+        "WHERE intent = ?1");
+}
+
 TEST_CASE("a stored JSON column that does not parse names the column", "[ledger][sql]") {
   CHECK(intent_sql::parse_stored("{\"a\":1}", "known_clock")["a"] == 1);
   CHECK_THROWS_WITH(intent_sql::parse_stored("{oops", "read_set"), Catch::Contains("malformed read_set"));

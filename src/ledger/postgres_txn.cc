@@ -91,6 +91,25 @@ void PostgresTxn::save_intent(const IntentRow& r, int64_t now) {
        text_or_null(r.cert_hash), text_or_null(r.reason)});
 }
 
+void PostgresTxn::insert_intent(const IntentRow& r, int64_t now) {
+  static const std::string sql = intent_sql::insert_row('$');
+  db_.exec(
+      sql,
+      {param(r.intent), param(std::string(state_name(r.state))), param(r.domain), param(r.tool), param(r.args),
+       param(r.payload_hash), param(r.agent), param(r.seq), param(r.generation), param(r.token),
+       param(intent_sql::stored_read_set(r.read_set)), text_or_null(r.parent),
+       param(intent_sql::stored_clock(r.known_clock)), param(r.holder.host), param(r.holder.boot),
+       param(r.holder.pid), param(r.holder.started), param(r.lease_expires_at), param(r.admitted_at), param(now),
+       text_or_null(r.cert_hash), text_or_null(r.reason)});
+}
+
+void PostgresTxn::save_outcome(const IntentRow& r, int64_t now) {
+  static const std::string sql = intent_sql::outcome_update('$');
+  const auto q = db_.exec(sql, {param(r.intent), param(std::string(state_name(r.state))), text_or_null(r.cert_hash),
+                                text_or_null(r.reason), param(now)});
+  if (q.affected() != 1) throw std::runtime_error("intent " + r.intent + " vanished before its outcome was written");
+}
+
 std::vector<IntentRow> PostgresTxn::in_flight_on_host(const std::string& host) {
   static const std::string sql = std::string("SELECT ") + intent_sql::kColumns +
                                  " FROM intents WHERE state = 'in_flight' AND holder_host = $1 FOR UPDATE";

@@ -30,6 +30,8 @@ class PostgresTxn final : public LedgerTxn {
 
   std::optional<IntentRow> load_intent(const std::string& intent) override;
   void save_intent(const IntentRow& row, int64_t now) override;
+  void insert_intent(const IntentRow& row, int64_t now) override;
+  void save_outcome(const IntentRow& row, int64_t now) override;
   std::vector<IntentRow> in_flight_on_host(const std::string& host) override;
   int64_t count_live_in_flight(const std::string& domain, int64_t now) override;
   std::vector<IntentRow> expired_in_flight(const std::string& domain, int64_t now) override;

@@ -134,11 +134,8 @@ void SqliteTxn::insert_intent(const IntentRow& r, int64_t now) {
 }
 
 void SqliteTxn::save_outcome(const IntentRow& r, int64_t now) {
-  // Only the outcome's columns: the triggers that guard an attempt's holder,
-  // token and lease do not fire for a write that leaves them alone.
-  auto& update = statement(
-      "UPDATE intents SET state = ?2, cert_hash = ?3, reason = ?4, updated_at = ?5, version = version + 1 "
-      "WHERE intent = ?1");
+  static const std::string sql = intent_sql::outcome_update('?');  // lives on: the cache key
+  auto& update = statement(sql.c_str());
   bind_text(update, 1, r.intent);
   update.bindNoCopy(2, state_name(r.state));
   bind_text_or_null(update, 3, r.cert_hash);
