@@ -79,28 +79,28 @@ std::optional<IntentRow> PostgresTxn::load_intent(const std::string& intent) {
   return intent_from(q, 0);
 }
 
+namespace {
+
+// A whole intent row as parameters $1..$N, in intent_sql::kColumns order.
+std::vector<pg::Param> row_params(const IntentRow& r, int64_t now) {
+  return {param(r.intent), param(std::string(state_name(r.state))), param(r.domain), param(r.tool), param(r.args),
+          param(r.payload_hash), param(r.agent), param(r.seq), param(r.generation), param(r.token),
+          param(intent_sql::stored_read_set(r.read_set)), text_or_null(r.parent),
+          param(intent_sql::stored_clock(r.known_clock)), param(r.holder.host), param(r.holder.boot),
+          param(r.holder.pid), param(r.holder.started), param(r.lease_expires_at), param(r.admitted_at), param(now),
+          text_or_null(r.cert_hash), text_or_null(r.reason)};
+}
+
+}  // namespace
+
 void PostgresTxn::save_intent(const IntentRow& r, int64_t now) {
   static const std::string sql = intent_sql::upsert();
-  db_.exec(
-      sql,
-      {param(r.intent), param(std::string(state_name(r.state))), param(r.domain), param(r.tool), param(r.args),
-       param(r.payload_hash), param(r.agent), param(r.seq), param(r.generation), param(r.token),
-       param(intent_sql::stored_read_set(r.read_set)), text_or_null(r.parent),
-       param(intent_sql::stored_clock(r.known_clock)), param(r.holder.host), param(r.holder.boot),
-       param(r.holder.pid), param(r.holder.started), param(r.lease_expires_at), param(r.admitted_at), param(now),
-       text_or_null(r.cert_hash), text_or_null(r.reason)});
+  db_.exec(sql, row_params(r, now));
 }
 
 void PostgresTxn::insert_intent(const IntentRow& r, int64_t now) {
   static const std::string sql = intent_sql::insert_row('$');
-  db_.exec(
-      sql,
-      {param(r.intent), param(std::string(state_name(r.state))), param(r.domain), param(r.tool), param(r.args),
-       param(r.payload_hash), param(r.agent), param(r.seq), param(r.generation), param(r.token),
-       param(intent_sql::stored_read_set(r.read_set)), text_or_null(r.parent),
-       param(intent_sql::stored_clock(r.known_clock)), param(r.holder.host), param(r.holder.boot),
-       param(r.holder.pid), param(r.holder.started), param(r.lease_expires_at), param(r.admitted_at), param(now),
-       text_or_null(r.cert_hash), text_or_null(r.reason)});
+  db_.exec(sql, row_params(r, now));
 }
 
 void PostgresTxn::save_outcome(const IntentRow& r, int64_t now) {
