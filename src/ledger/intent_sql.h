@@ -38,7 +38,7 @@ std::string insert_row(char sigil);
 // Both ledgers: an outcome written over an attempt, only its own columns:
 // (intent, state, cert_hash, reason, updated_at) as <sigil>1..5. The
 // triggers that guard an attempt's holder, token and lease do not fire for
-// a write that leaves them alone, and PostgreSQL copies no unchanged value.
+// a write that leaves them alone, and no unchanged value is sent again.
 std::string outcome_update(char sigil);
 
 // The read_set and known_clock columns as written: canonical JSON.
