@@ -55,8 +55,6 @@ std::string update_row() {
   return "UPDATE intents SET " + sets + "version=version + 1 WHERE intent=?1";
 }
 
-std::string insert_row() { return insert_row('?'); }
-
 std::string insert_row(char sigil) {
   return std::string("INSERT INTO intents (") + kColumns + ") VALUES (" + numbered_placeholders(sigil) + ")";
 }

@@ -24,10 +24,9 @@ std::string upsert();
 // SQLite: the same whole-row write as two statements, because its ledger
 // refuses an INSERT that meets an existing intent (a REPLACE would delete
 // the row past the checks on deletes): an UPDATE of every column but the
-// key that bumps version, then, if it changed no row, a plain INSERT. Both
+// key that bumps version, then, if it changed no row, insert_row('?'). Both
 // number their parameters ?1..?N in kColumns order, so one binding serves.
 std::string update_row();
-std::string insert_row();
 
 // Both ledgers: the INSERT of a new intent's row, parameters numbered
 // <sigil>1..N in kColumns order ('?' for SQLite, '$' for PostgreSQL).

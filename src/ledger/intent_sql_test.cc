@@ -45,7 +45,7 @@ TEST_CASE("SQLite's update and insert bind the same numbered parameters in colum
   CHECK_THAT(update, !Catch::Contains("intent=?1,"));
   CHECK(static_cast<size_t>(std::count(update.begin(), update.end(), '?')) == n);
 
-  const std::string insert = intent_sql::insert_row();
+  const std::string insert = intent_sql::insert_row('?');
   CHECK(insert == std::string("INSERT INTO intents (") + intent_sql::kColumns + ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,"
                   "?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22)");
   CHECK_THAT(insert, !Catch::Contains("ON CONFLICT"));
@@ -55,7 +55,6 @@ TEST_CASE("PostgreSQL's insert of a new intent and both ledgers' outcome write",
   CHECK(intent_sql::insert_row('$') == std::string("INSERT INTO intents (") + intent_sql::kColumns +
                                            ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,"
                                            "$18,$19,$20,$21,$22)");
-  CHECK(intent_sql::insert_row('?') == intent_sql::insert_row());
   // Only the outcome's columns: never the holder, token, lease or args.
   CHECK(intent_sql::outcome_update('$') ==
         "UPDATE intents SET state = $2, cert_hash = $3, reason = $4, updated_at = $5, version = version + 1 "

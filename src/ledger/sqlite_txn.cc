@@ -115,7 +115,7 @@ std::optional<IntentRow> SqliteTxn::load_intent(const std::string& intent) {
 
 void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
   static const std::string update_sql = intent_sql::update_row();
-  static const std::string insert_sql = intent_sql::insert_row();
+  static const std::string insert_sql = intent_sql::insert_row('?');
   const StoredJson json{intent_sql::stored_read_set(r.read_set), intent_sql::stored_clock(r.known_clock)};
   auto& update = statement(update_sql.c_str());
   bind_intent(update, r, json, now);
@@ -126,7 +126,7 @@ void SqliteTxn::save_intent(const IntentRow& r, int64_t now) {
 }
 
 void SqliteTxn::insert_intent(const IntentRow& r, int64_t now) {
-  static const std::string insert_sql = intent_sql::insert_row();
+  static const std::string insert_sql = intent_sql::insert_row('?');
   const StoredJson json{intent_sql::stored_read_set(r.read_set), intent_sql::stored_clock(r.known_clock)};
   auto& insert = statement(insert_sql.c_str());
   bind_intent(insert, r, json, now);
