@@ -123,17 +123,18 @@ class SqlCapture {
  public:
   SqlCapture() {
     MutexLock lock(&mu_);
-    texts_ = &texts;
+    texts_.clear();
+    on_ = true;
     sqlite3_auto_extension(reinterpret_cast<void (*)()>(&SqlCapture::capture));
   }
   ~SqlCapture() {
     sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(&SqlCapture::capture));
     MutexLock lock(&mu_);
-    texts_ = nullptr;
+    on_ = false;
   }
   std::set<std::string> taken() {
     MutexLock lock(&mu_);
-    return texts;
+    return texts_;
   }
 
  private:
@@ -144,12 +145,12 @@ class SqlCapture {
   static int traced(unsigned, void*, void* stmt, void*) {
     const char* sql = sqlite3_sql(static_cast<sqlite3_stmt*>(stmt));
     MutexLock lock(&mu_);
-    if (texts_ && sql && std::string(sql).rfind("SELECT", 0) == 0) texts_->insert(sql);
+    if (on_ && sql && std::string(sql).rfind("SELECT", 0) == 0) texts_.insert(sql);
     return 0;
   }
   static inline Mutex mu_;
-  static inline std::set<std::string>* texts_ GUARDED_BY(mu_) = nullptr;
-  std::set<std::string> texts;  // written only through texts_, under mu_
+  static inline bool on_ GUARDED_BY(mu_) = false;
+  static inline std::set<std::string> texts_ GUARDED_BY(mu_);
 };
 
 }  // namespace
