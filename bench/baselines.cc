@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -200,68 +202,104 @@ double sqlite_files_bytes(const std::string& path) {
   return total;
 }
 
+// The bare rows' database and statements, kept open between runs.
+struct BarePairs::State {
+  explicit State(const std::string& path) : db(path) {}
+  Database db;
+  sqlite3_stmt* begin = nullptr;
+  sqlite3_stmt* commit = nullptr;
+  sqlite3_stmt* reserve = nullptr;
+  sqlite3_stmt* admit = nullptr;
+  sqlite3_stmt* certify = nullptr;
+  sqlite3_stmt* finish = nullptr;
+};
+
+BarePairs::BarePairs(std::string path, size_t in_flight, IntentNames intent_names)
+    : path_(std::move(path)), in_flight_(in_flight), intent_names_(intent_names) {
+  remove_database(path_);
+  state_ = std::make_unique<State>(path_);
+  Database& db = state_->db;
+  if (db.text_of("PRAGMA journal_mode = WAL") != "wal") throw std::runtime_error("sqlite: WAL mode refused");
+  db.exec("PRAGMA synchronous = FULL");
+  create_bare_ledger(db, in_flight_);
+  state_->begin = db.prepare("BEGIN IMMEDIATE");
+  state_->commit = db.prepare("COMMIT");
+  state_->reserve = db.prepare("UPDATE domains SET seq = seq + 1 WHERE domain = ?1 RETURNING seq");
+  state_->admit = db.prepare(
+      "INSERT INTO intents (intent, state, domain, seq, token, payload) VALUES (?1, 'in_flight', ?2, ?3, ?4, ?5)");
+  state_->certify = db.prepare("INSERT INTO certificates (hash, intent, body) VALUES (?1, ?2, ?3)");
+  state_->finish = db.prepare("UPDATE intents SET state = 'done', certificate = ?1 WHERE intent = ?2");
+}
+
+BarePairs::~BarePairs() = default;
+
+Timings BarePairs::run(double seconds, int64_t max_pairs) {
+  State& s = *state_;
+  Database& db = s.db;
+  std::vector<double> samples;
+  std::vector<std::string> intents(in_flight_);
+  const auto start = Clock::now();
+  auto now = start;
+  int64_t pairs = 0;
+  while (seconds_between(start, now) < seconds && (max_pairs < 0 || pairs < max_pairs)) {
+    // The last transactions of a limited run carry only the pairs left.
+    const size_t batch =
+        max_pairs < 0 ? in_flight_ : std::min(in_flight_, static_cast<size_t>(max_pairs - pairs));
+    db.run(s.begin);
+    for (size_t slot = 0; slot < batch; ++slot, ++next_) {
+      const std::string domain = "bench-account-" + std::to_string(slot);
+      intents[slot] = intent_name("bare-", next_, intent_names_);
+      bind(s.reserve, 1, domain);
+      if (sqlite3_step(s.reserve) != SQLITE_ROW) throw std::runtime_error("sqlite: the domain row is missing");
+      const sqlite3_int64 seq = sqlite3_column_int64(s.reserve, 0);
+      db.run(s.reserve);
+      bind(s.admit, 1, intents[slot]);
+      bind(s.admit, 2, domain);
+      sqlite3_bind_int64(s.admit, 3, seq);
+      bind(s.admit, 4, fake_hash(next_).substr(0, 32));
+      bind(s.admit, 5, payload_for(next_));
+      db.run(s.admit);
+    }
+    db.run(s.commit);
+    db.run(s.begin);
+    const long first = next_ - static_cast<long>(batch);  // the number of this batch's first pair
+    for (size_t slot = 0; slot < batch; ++slot) {
+      const std::string hash = fake_hash(first + static_cast<long>(slot));
+      bind(s.certify, 1, hash);
+      bind(s.certify, 2, intents[slot]);
+      bind(s.certify, 3, payload_for(first + static_cast<long>(slot)));
+      db.run(s.certify);
+      bind(s.finish, 1, hash);
+      bind(s.finish, 2, intents[slot]);
+      db.run(s.finish);
+    }
+    db.run(s.commit);
+    const auto done = Clock::now();
+    samples.insert(samples.end(), batch, seconds_between(now, done));
+    pairs += static_cast<int64_t>(batch);
+    now = done;
+  }
+  return Timings{std::move(samples), seconds_between(start, now)};
+}
+
+double BarePairs::ledger_bytes() {
+  // The rows as they rest in the database file, not the log's transient frames.
+  state_->db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  return sqlite_files_bytes(path_);
+}
+
+void BarePairs::remove() {
+  state_.reset();
+  remove_database(path_);
+}
+
 Timings measure_sqlite_bare_pairs(const std::string& path, size_t in_flight, double seconds, IntentNames intent_names,
                                   double* ledger_bytes) {
-  remove_database(path);
-  std::vector<double> samples;
-  Clock::time_point start;
-  Clock::time_point now;
-  {
-    Database db(path);
-    if (db.text_of("PRAGMA journal_mode = WAL") != "wal") throw std::runtime_error("sqlite: WAL mode refused");
-    db.exec("PRAGMA synchronous = FULL");
-    create_bare_ledger(db, in_flight);
-    sqlite3_stmt* begin = db.prepare("BEGIN IMMEDIATE");
-    sqlite3_stmt* commit = db.prepare("COMMIT");
-    sqlite3_stmt* reserve = db.prepare("UPDATE domains SET seq = seq + 1 WHERE domain = ?1 RETURNING seq");
-    sqlite3_stmt* admit = db.prepare(
-        "INSERT INTO intents (intent, state, domain, seq, token, payload) VALUES (?1, 'in_flight', ?2, ?3, ?4, ?5)");
-    sqlite3_stmt* certify = db.prepare("INSERT INTO certificates (hash, intent, body) VALUES (?1, ?2, ?3)");
-    sqlite3_stmt* finish = db.prepare("UPDATE intents SET state = 'done', certificate = ?1 WHERE intent = ?2");
-    std::vector<std::string> intents(in_flight);
-    long next = 0;
-    start = now = Clock::now();
-    while (seconds_between(start, now) < seconds) {
-      db.run(begin);
-      for (size_t slot = 0; slot < in_flight; ++slot, ++next) {
-        const std::string domain = "bench-account-" + std::to_string(slot);
-        intents[slot] = intent_name("bare-", next, intent_names);
-        bind(reserve, 1, domain);
-        if (sqlite3_step(reserve) != SQLITE_ROW) throw std::runtime_error("sqlite: the domain row is missing");
-        const sqlite3_int64 seq = sqlite3_column_int64(reserve, 0);
-        db.run(reserve);
-        bind(admit, 1, intents[slot]);
-        bind(admit, 2, domain);
-        sqlite3_bind_int64(admit, 3, seq);
-        bind(admit, 4, fake_hash(next).substr(0, 32));
-        bind(admit, 5, payload_for(next));
-        db.run(admit);
-      }
-      db.run(commit);
-      db.run(begin);
-      for (size_t slot = 0; slot < in_flight; ++slot) {
-        const std::string hash = fake_hash(next + static_cast<long>(slot));
-        bind(certify, 1, hash);
-        bind(certify, 2, intents[slot]);
-        bind(certify, 3, payload_for(next));
-        db.run(certify);
-        bind(finish, 1, hash);
-        bind(finish, 2, intents[slot]);
-        db.run(finish);
-      }
-      db.run(commit);
-      const auto done = Clock::now();
-      samples.insert(samples.end(), in_flight, seconds_between(now, done));
-      now = done;
-    }
-    if (ledger_bytes != nullptr) {
-      // The rows as they rest in the database file, not the log's transient frames.
-      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-      *ledger_bytes = sqlite_files_bytes(path);
-    }
-  }
-  remove_database(path);
-  return Timings{std::move(samples), seconds_between(start, now)};
+  BarePairs bare(path, in_flight, intent_names);
+  Timings timings = bare.run(seconds);
+  if (ledger_bytes != nullptr) *ledger_bytes = bare.ledger_bytes();
+  bare.remove();
+  return timings;
 }
 
 }  // namespace effectfence::bench

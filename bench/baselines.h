@@ -2,6 +2,9 @@
 // the serve figures are compared against.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "intent_names.h"
@@ -17,6 +20,34 @@ Timings measure_fdatasync(const std::string& path, double seconds);
 // `BEGIN IMMEDIATE; INSERT one row; COMMIT`, for `seconds`. The database is
 // created at `path` and removed (with its -wal/-shm) afterwards.
 Timings measure_sqlite_serial(const std::string& path, double seconds);
+
+// The bare rows below (see measure_sqlite_bare_pairs), in a database kept
+// open between runs, so that one database can take pairs in steps: the
+// growth mode's windows. The database is created fresh at `path`.
+class BarePairs {
+ public:
+  BarePairs(std::string path, size_t in_flight, IntentNames intent_names);
+  ~BarePairs();
+  BarePairs(const BarePairs&) = delete;
+  BarePairs& operator=(const BarePairs&) = delete;
+
+  // Pairs, `in_flight` prepares to a transaction and their commits in the
+  // next, until `seconds` have passed or `max_pairs` ran (< 0: no limit);
+  // each sample is one pair.
+  Timings run(double seconds, int64_t max_pairs = -1);
+  // What the database's files take once the log is checkpointed into it.
+  double ledger_bytes();
+  // Closes the database and removes its files.
+  void remove();
+
+ private:
+  struct State;
+  std::string path_;
+  size_t in_flight_;
+  IntentNames intent_names_;
+  long next_ = 0;  // the next pair's number
+  std::unique_ptr<State> state_;
+};
 
 // The least any ledger must write for a pair, with group commit as generous
 // as `in_flight` calls allow (every call in flight in one transaction): a

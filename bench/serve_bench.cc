@@ -402,15 +402,16 @@ void measure_sqlite_slice(const std::string& dir, double seconds, Tally* tally) 
   measure_in_this_process([&] { return measure_sqlite_serial(dir + "/baseline.sqlite", seconds); }, tally);
 }
 
-// The batching counters are read just before and after the timed run.
+// The batching counters are read just before and after the timed run, which
+// stops after `seconds` or, when max_pairs >= 0, once that many pairs ran.
 void measure_serve_slice(PairDriver& driver, const ChildProcess& server, size_t in_flight, double seconds,
-                         PairDriver::Work work, Tally* tally) {
+                         PairDriver::Work work, Tally* tally, int64_t max_pairs = -1) {
   const PairDriver::Batching batching_before = driver.batching();
   const double server_cpu_before = server.cpu_seconds();
   const double bench_cpu_before = own_cpu_seconds();
   const auto threads_before = server.thread_times();
   const double disk_before = server.disk_write_bytes();
-  tally->timings.merge(driver.run(in_flight, seconds, work));
+  tally->timings.merge(driver.run(in_flight, seconds, work, max_pairs));
   add_thread_deltas(threads_before, server.thread_times(), tally);
   add_disk_bytes(disk_before, server.disk_write_bytes(), tally);
   tally->server_cpu_s += server.cpu_seconds() - server_cpu_before;
@@ -1085,8 +1086,11 @@ void plot_reports(const Options& options, const std::vector<Report>& reports) {
 struct GrowthWindow {
   int64_t pairs_so_far = 0;
   Summary pairs;
-  double rss_kib = -1;       // the server's resident set after the window
-  double ledger_bytes = -1;  // the ledger's files (database and log) after the window
+  double rss_kib = -1;                 // the server's resident set after the window
+  double ledger_bytes = -1;            // the ledger's files (database and log) after the window
+  double disk_kib_per_pair = -1;       // what the server's writes sent towards the disk
+  double writer_cpu_us_per_pair = -1;  // its ledger-writer thread's CPU
+  Summary bare;                        // the same number of pairs through the bare rows' database
 };
 
 struct GrowthReport {
@@ -1096,6 +1100,7 @@ struct GrowthReport {
   std::vector<std::string> server_command;
   std::vector<GrowthWindow> windows;
   double final_ledger_bytes = -1;  // after the server closed its ledger
+  double final_bare_bytes = -1;    // the bare rows' database at the end
   Anomalies anomalies;
   int server_exit_status = -1;
 };
@@ -1123,12 +1128,19 @@ GrowthReport run_growth(const Options& options, const std::string& dir) {
   PairDriver driver(server, report.anomalies, options.intent_names);
   driver.handshake();
   const std::string ledger = dir + "/ledger.sqlite";
+  // The bare rows take the same pairs, window by window, right after
+  // serve's, so the two slow down (or not) over the same disk phases.
+  BarePairs bare(dir + "/bare.sqlite", report.in_flight, options.intent_names);
   int64_t done = 0;
   for (int window = 1; window <= options.growth_windows; ++window) {
     const int64_t count = options.growth_pairs * window / options.growth_windows - done;
     if (count == 0) continue;  // fewer pairs than windows
     GrowthWindow w;
-    w.pairs = summarize(driver.run(report.in_flight, 1e9, PairDriver::Work::fence, count));
+    Tally tally;
+    measure_serve_slice(driver, server, report.in_flight, 1e9, PairDriver::Work::fence, &tally, count);
+    w.pairs = summarize(tally.timings);
+    w.disk_kib_per_pair = disk_kib_per_pair(tally, w.pairs);
+    w.writer_cpu_us_per_pair = thread_cpu_us_per_pair(tally, "ledger-writer", w.pairs);
     done += count;
     w.pairs_so_far = done;
     w.rss_kib = resident_kib(server.pid());
@@ -1137,9 +1149,13 @@ GrowthReport run_growth(const Options& options, const std::string& dir) {
       report.anomalies.note("growth: pairs missing from a window", std::to_string(w.pairs.count) + " of " +
                                                                        std::to_string(count) + " completed");
     }
+    w.bare = summarize(bare.run(1e9, count));
     if (!options.json) {
-      std::printf("%12lld %10.0f %8.2f %8.2f %12.0f %14s %10s\n", static_cast<long long>(w.pairs_so_far),
-                  w.pairs.per_second, w.pairs.p50_ms, w.pairs.p99_ms, w.rss_kib / 1024,
+      std::printf("%12lld %10.0f %8.2f %8.2f %10s %10s %10.0f %8.2f %10.0f %12s %10s\n",
+                  static_cast<long long>(w.pairs_so_far), w.pairs.per_second, w.pairs.p50_ms, w.pairs.p99_ms,
+                  figure_text(w.disk_kib_per_pair, "%.1f").c_str(),
+                  figure_text(w.writer_cpu_us_per_pair, "%.0f").c_str(), w.bare.per_second,
+                  ratio_of(w.pairs.per_second, w.bare.per_second), w.rss_kib / 1024,
                   figure_text(w.ledger_bytes / 1048576, "%.1f").c_str(),
                   figure_text(w.ledger_bytes >= 0 ? w.ledger_bytes / static_cast<double>(done) : -1, "%.0f").c_str());
       std::fflush(stdout);
@@ -1148,25 +1164,32 @@ GrowthReport run_growth(const Options& options, const std::string& dir) {
   }
   report.server_exit_status = server.finish();
   if (options.db.empty()) report.final_ledger_bytes = sqlite_files_bytes(ledger);
+  report.final_bare_bytes = bare.ledger_bytes();
+  bare.remove();
   return report;
 }
 
 struct GrowthVerdicts {
   double last_over_first = 0;
+  double bare_last_over_first = 0;  // the same ratio for the bare rows
   double rss_halfway_kib = 0, rss_second_half_max_kib = 0;
   double bytes_per_pair = -1;
+  double bare_bytes_per_pair = -1;
 };
 
 GrowthVerdicts growth_verdicts(const GrowthReport& r) {
   GrowthVerdicts v;
   if (r.windows.empty()) return v;
   v.last_over_first = ratio_of(r.windows.back().pairs.per_second, r.windows.front().pairs.per_second);
+  v.bare_last_over_first = ratio_of(r.windows.back().bare.per_second, r.windows.front().bare.per_second);
   const size_t half = r.windows.size() / 2;
   v.rss_halfway_kib = r.windows[half - (half > 0 ? 1 : 0)].rss_kib;
   for (size_t i = half; i < r.windows.size(); ++i) {
     v.rss_second_half_max_kib = std::max(v.rss_second_half_max_kib, r.windows[i].rss_kib);
   }
-  if (r.final_ledger_bytes >= 0) v.bytes_per_pair = r.final_ledger_bytes / r.windows.back().pairs_so_far;
+  const auto pairs = static_cast<double>(r.windows.back().pairs_so_far);
+  if (r.final_ledger_bytes >= 0) v.bytes_per_pair = r.final_ledger_bytes / pairs;
+  if (r.final_bare_bytes >= 0) v.bare_bytes_per_pair = r.final_bare_bytes / pairs;
   return v;
 }
 
@@ -1178,14 +1201,17 @@ void print_growth_header(const Options& options, const std::string& dir) {
               load_average().c_str());
   std::printf("  files in:   %s (%s)\n", dir.c_str(), filesystem_name(dir).c_str());
   std::printf("  intents:    %s names\n\n", intent_names_text(options.intent_names));
-  std::printf("%12s %10s %8s %8s %12s %14s %10s\n", "pairs so far", "pairs/s", "p50 ms", "p99 ms", "server RSS",
-              "ledger MiB", "B/pair");
+  std::printf("serve's pairs/s, latency, KiB written and writer CPU per pair in each window; then the bare rows'\n"
+              "pairs/s over the same number of pairs through a database of their own, and serve/bare rows\n\n");
+  std::printf("%12s %10s %8s %8s %10s %10s %10s %8s %10s %12s %10s\n", "pairs so far", "pairs/s", "p50 ms",
+              "p99 ms", "KiB/pair", "writer us", "bare/s", "ratio", "RSS MiB", "ledger MiB", "B/pair");
 }
 
 void print_growth_end(const GrowthReport& r) {
   const GrowthVerdicts v = growth_verdicts(r);
   std::printf("\n%zu in flight; last window / first window pairs/s: %.2fx (target >= %.1fx: %s)\n", r.in_flight,
               v.last_over_first, kGrowthLastOverFirst, verdict(v.last_over_first >= kGrowthLastOverFirst));
+  std::printf("the bare rows over the same pairs: last window / first window %.2fx\n", v.bare_last_over_first);
   std::printf("server RSS: %.0f MiB at halfway, at most %.0f MiB after (flat, <= %.1fx: %s)\n",
               v.rss_halfway_kib / 1024, v.rss_second_half_max_kib / 1024, kGrowthRssFlat,
               verdict(v.rss_second_half_max_kib <= kGrowthRssFlat * v.rss_halfway_kib));
@@ -1193,6 +1219,7 @@ void print_growth_end(const GrowthReport& r) {
     std::printf("ledger after the server closed it: %.0f bytes per pair (target <= %.0f: %s)\n", v.bytes_per_pair,
                 kGrowthLedgerBytesPerPair, verdict(v.bytes_per_pair <= kGrowthLedgerBytesPerPair));
   }
+  if (v.bare_bytes_per_pair >= 0) std::printf("the bare rows' database: %.0f bytes per pair\n", v.bare_bytes_per_pair);
   std::printf("server exit status: %d\n", r.server_exit_status);
   std::printf("anomalies: %zu\n", r.anomalies.total());
   for (const auto& [kind, count] : r.anomalies.counts) std::printf("  %zu x %s\n", count, kind.c_str());
@@ -1202,8 +1229,13 @@ void print_growth_end(const GrowthReport& r) {
 Json growth_json(const Options& options, const GrowthReport& r) {
   Json windows = Json::array();
   for (const GrowthWindow& w : r.windows) {
-    windows.push_back({{"pairs_so_far", w.pairs_so_far}, {"pairs", summary_json(w.pairs)},
-                       {"server_rss_kib", known_or_null(w.rss_kib)}, {"ledger_bytes", known_or_null(w.ledger_bytes)}});
+    windows.push_back({{"pairs_so_far", w.pairs_so_far},
+                       {"pairs", summary_json(w.pairs)},
+                       {"server_rss_kib", known_or_null(w.rss_kib)},
+                       {"ledger_bytes", known_or_null(w.ledger_bytes)},
+                       {"disk_kib_per_pair", known_or_null(w.disk_kib_per_pair)},
+                       {"writer_cpu_us_per_pair", known_or_null(w.writer_cpu_us_per_pair)},
+                       {"bare_rows", summary_json(w.bare)}});
   }
   const GrowthVerdicts v = growth_verdicts(r);
   return Json{{"command", options.command_line},
@@ -1217,6 +1249,8 @@ Json growth_json(const Options& options, const GrowthReport& r) {
               {"windows", windows},
               {"final_ledger_bytes", known_or_null(r.final_ledger_bytes)},
               {"last_over_first", v.last_over_first},
+              {"bare_rows_last_over_first", v.bare_last_over_first},
+              {"bare_rows_bytes_per_pair", known_or_null(v.bare_bytes_per_pair)},
               {"rss_halfway_kib", v.rss_halfway_kib},
               {"rss_second_half_max_kib", v.rss_second_half_max_kib},
               {"ledger_bytes_per_pair", known_or_null(v.bytes_per_pair)},
