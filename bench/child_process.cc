@@ -36,6 +36,17 @@ void set_nonblocking(int fd) {
 
 double timeval_seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; }
 
+// One field of a /proc .../io file ("syscr:", "write_bytes:"), or -1.
+double io_field(const std::string& path, const std::string& field) {
+  std::ifstream in(path);
+  for (std::string name; in >> name;) {
+    double value = 0;
+    if (!(in >> value)) break;
+    if (name == field) return value;
+  }
+  return -1;
+}
+
 }  // namespace
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& stderr_path) {
@@ -150,13 +161,7 @@ double ChildProcess::cpu_seconds() const {
 }
 
 double ChildProcess::disk_write_bytes() const {
-  std::ifstream in("/proc/" + std::to_string(pid_) + "/io");
-  for (std::string name; in >> name;) {
-    double value = 0;
-    if (!(in >> value)) break;
-    if (name == "write_bytes:") return value;
-  }
-  return -1;
+  return io_field("/proc/" + std::to_string(pid_) + "/io", "write_bytes:");
 }
 
 std::map<pid_t, ThreadTimes> ChildProcess::thread_times() const {
@@ -174,7 +179,8 @@ std::map<pid_t, ThreadTimes> ChildProcess::thread_times() const {
       std::string name;
       std::ifstream comm(task + "/comm");
       std::getline(comm, name);
-      threads[static_cast<pid_t>(std::stol(entry->d_name))] = ThreadTimes{name, run_ns / 1e9, wait_ns / 1e9};
+      threads[static_cast<pid_t>(std::stol(entry->d_name))] =
+          ThreadTimes{name, run_ns / 1e9, wait_ns / 1e9, io_field(task + "/io", "syscr:")};
     }
   }
   ::closedir(dir);

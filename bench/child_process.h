@@ -13,11 +13,14 @@
 namespace effectfence::bench {
 
 // From /proc/PID/task/TID/schedstat: time on a CPU, and time runnable but
-// waiting for one (what other processes on a busy machine cost us).
+// waiting for one (what other processes on a busy machine cost us); from
+// /proc/PID/task/TID/io, the read calls it made (a ledger's pages its cache
+// did not hold, when it is the ledger's writer), or -1 where unknown.
 struct ThreadTimes {
   std::string name;  // what the thread calls itself (/proc/.../comm)
   double cpu_s = 0;
   double runqueue_wait_s = 0;
+  double read_calls = -1;
 };
 
 class ChildProcess {

@@ -105,7 +105,7 @@ if ((rc == 0)); then
     fail "growth mode: a window without pairs, RSS or ledger size"
   # The bare rows take each window's pairs too, and the writer's CPU is read.
   jq -e 'all(.windows[]; .bare_rows.count == .pairs.count and .bare_rows.per_second > 0
-         and .writer_cpu_us_per_pair > 0) and .bare_rows_last_over_first > 0
+         and .writer_cpu_us_per_pair > 0 and .writer_reads_per_pair >= 0) and .bare_rows_last_over_first > 0
          and .bare_rows_bytes_per_pair > 0' "$work/growth.json" >/dev/null ||
     fail "growth mode: a window without the bare rows' pairs or the writer's CPU"
 else

@@ -335,6 +335,7 @@ struct Tally {
   double busiest_thread_cpu_s = 0;
   double runqueue_wait_s = 0;
   std::map<std::string, double> cpu_s_by_thread;  // server threads, by name
+  std::map<std::string, double> reads_by_thread;  // their read calls, by name (-1: unknown)
   int64_t transactions = 0;  // the server's ledger transactions
   int64_t decisions = 0;     // and the decisions they carried
   double disk_bytes = 0;     // what the server's writes sent towards the disk
@@ -350,6 +351,9 @@ void add_thread_deltas(const std::map<pid_t, ThreadTimes>& before, const std::ma
     const ThreadTimes start = then == before.end() ? ThreadTimes{} : then->second;
     busiest = std::max(busiest, now.cpu_s - start.cpu_s);
     tally->cpu_s_by_thread[now.name] += now.cpu_s - start.cpu_s;
+    double& reads = tally->reads_by_thread[now.name];
+    if (now.read_calls < 0 || reads < 0) reads = -1;
+    else reads += now.read_calls - std::max(start.read_calls, 0.0);
     tally->runqueue_wait_s += now.runqueue_wait_s - start.runqueue_wait_s;
   }
   tally->busiest_thread_cpu_s += busiest;
@@ -447,6 +451,13 @@ Reference reference(const Tally& tally, double cpu_s, const Summary& sqlite) {
 double thread_cpu_us_per_pair(const Tally& tally, const char* name, const Summary& pairs) {
   const auto found = tally.cpu_s_by_thread.find(name);
   return found == tally.cpu_s_by_thread.end() ? -1 : per_item_us(found->second, pairs);
+}
+
+// The read calls per pair of the server's threads named `name`, or -1.
+double thread_reads_per_pair(const Tally& tally, const char* name, const Summary& pairs) {
+  const auto found = tally.reads_by_thread.find(name);
+  if (found == tally.reads_by_thread.end() || found->second < 0 || pairs.count == 0) return -1;
+  return found->second / static_cast<double>(pairs.count);
 }
 
 // The slices of one level, each kind tallied over every round.
@@ -1090,6 +1101,7 @@ struct GrowthWindow {
   double ledger_bytes = -1;            // the ledger's files (database and log) after the window
   double disk_kib_per_pair = -1;       // what the server's writes sent towards the disk
   double writer_cpu_us_per_pair = -1;  // its ledger-writer thread's CPU
+  double writer_reads_per_pair = -1;   // and read calls: pages its cache missed
   Summary bare;                        // the same number of pairs through the bare rows' database
 };
 
@@ -1141,6 +1153,7 @@ GrowthReport run_growth(const Options& options, const std::string& dir) {
     w.pairs = summarize(tally.timings);
     w.disk_kib_per_pair = disk_kib_per_pair(tally, w.pairs);
     w.writer_cpu_us_per_pair = thread_cpu_us_per_pair(tally, "ledger-writer", w.pairs);
+    w.writer_reads_per_pair = thread_reads_per_pair(tally, "ledger-writer", w.pairs);
     done += count;
     w.pairs_so_far = done;
     w.rss_kib = resident_kib(server.pid());
@@ -1151,10 +1164,11 @@ GrowthReport run_growth(const Options& options, const std::string& dir) {
     }
     w.bare = summarize(bare.run(1e9, count));
     if (!options.json) {
-      std::printf("%12lld %10.0f %8.2f %8.2f %10s %10s %10.0f %8.2f %10.0f %12s %10s\n",
+      std::printf("%12lld %10.0f %8.2f %8.2f %10s %10s %8s %10.0f %8.2f %10.0f %12s %10s\n",
                   static_cast<long long>(w.pairs_so_far), w.pairs.per_second, w.pairs.p50_ms, w.pairs.p99_ms,
                   figure_text(w.disk_kib_per_pair, "%.1f").c_str(),
-                  figure_text(w.writer_cpu_us_per_pair, "%.0f").c_str(), w.bare.per_second,
+                  figure_text(w.writer_cpu_us_per_pair, "%.0f").c_str(),
+                  figure_text(w.writer_reads_per_pair, "%.1f").c_str(), w.bare.per_second,
                   ratio_of(w.pairs.per_second, w.bare.per_second), w.rss_kib / 1024,
                   figure_text(w.ledger_bytes / 1048576, "%.1f").c_str(),
                   figure_text(w.ledger_bytes >= 0 ? w.ledger_bytes / static_cast<double>(done) : -1, "%.0f").c_str());
@@ -1201,10 +1215,11 @@ void print_growth_header(const Options& options, const std::string& dir) {
               load_average().c_str());
   std::printf("  files in:   %s (%s)\n", dir.c_str(), filesystem_name(dir).c_str());
   std::printf("  intents:    %s names\n\n", intent_names_text(options.intent_names));
-  std::printf("serve's pairs/s, latency, KiB written and writer CPU per pair in each window; then the bare rows'\n"
-              "pairs/s over the same number of pairs through a database of their own, and serve/bare rows\n\n");
-  std::printf("%12s %10s %8s %8s %10s %10s %10s %8s %10s %12s %10s\n", "pairs so far", "pairs/s", "p50 ms",
-              "p99 ms", "KiB/pair", "writer us", "bare/s", "ratio", "RSS MiB", "ledger MiB", "B/pair");
+  std::printf("serve's pairs/s, latency, KiB written, writer CPU and writer read calls (pages its cache missed)\n"
+              "per pair in each window; then the bare rows' pairs/s over the same number of pairs through a\n"
+              "database of their own, and serve/bare rows\n\n");
+  std::printf("%12s %10s %8s %8s %10s %10s %8s %10s %8s %10s %12s %10s\n", "pairs so far", "pairs/s", "p50 ms",
+              "p99 ms", "KiB/pair", "writer us", "reads", "bare/s", "ratio", "RSS MiB", "ledger MiB", "B/pair");
 }
 
 void print_growth_end(const GrowthReport& r) {
@@ -1235,6 +1250,7 @@ Json growth_json(const Options& options, const GrowthReport& r) {
                        {"ledger_bytes", known_or_null(w.ledger_bytes)},
                        {"disk_kib_per_pair", known_or_null(w.disk_kib_per_pair)},
                        {"writer_cpu_us_per_pair", known_or_null(w.writer_cpu_us_per_pair)},
+                       {"writer_reads_per_pair", known_or_null(w.writer_reads_per_pair)},
                        {"bare_rows", summary_json(w.bare)}});
   }
   const GrowthVerdicts v = growth_verdicts(r);
