@@ -224,3 +224,41 @@ TEST_CASE("a database SQLite pads commits for (no powersafe overwrite) keeps eve
   expect_file_holds(crash.file("t.sqlite"), 20);
   sqlite3_close(writer);
 }
+
+TEST_CASE("the writer's temporary files stay in memory: journals far past their first chunk and spilled sorts "
+          "work, and the wrapped VFS is never asked for one",
+          "[ledger][wal_batching]") {
+  // This binary configures SQLite as serve does (as_served_test.cc): a
+  // journal is held in one chunk of the spill size, and past it goes on in a
+  // file, which the writer's VFS keeps in memory.
+  PowerLossVfs disk;
+  disk.refuse_temporary_files();  // as with no temporary directory to write
+  TempDir dir;
+  sqlite3* writer = open_writer(dir.file("t.sqlite"));
+  REQUIRE(exec(writer, "PRAGMA temp_store = FILE; PRAGMA cache_size = 16") == SQLITE_OK);
+  REQUIRE(exec(writer, insert_rows(300)) == SQLITE_OK);
+  REQUIRE(exec(writer, "CREATE TABLE kept AS SELECT * FROM t") == SQLITE_OK);
+
+  // A savepoint whose journal holds every page of t (about 1.2 MiB), rolled
+  // back: t is as it was.
+  REQUIRE(exec(writer, "BEGIN IMMEDIATE; SAVEPOINT s; UPDATE t SET body = hex(randomblob(1500))") == SQLITE_OK);
+  CHECK(query(writer, "SELECT count(*) FROM t JOIN kept USING (id) WHERE t.body = kept.body") == 0);
+  REQUIRE(exec(writer, "ROLLBACK TO s; RELEASE s; COMMIT") == SQLITE_OK);
+  CHECK(query(writer, "SELECT count(*) FROM t JOIN kept USING (id) WHERE t.body = kept.body") == 300);
+
+  // A statement's journal past its chunk, in a transaction: its failure on
+  // the last row takes back every row it changed.
+  REQUIRE(exec(writer, "BEGIN IMMEDIATE") == SQLITE_OK);
+  CHECK(exec(writer, "UPDATE t SET body = CASE WHEN id = 300 THEN NULL ELSE hex(randomblob(1500)) END") ==
+        SQLITE_CONSTRAINT);
+  REQUIRE(exec(writer, "COMMIT") == SQLITE_OK);
+  CHECK(query(writer, "SELECT count(*) FROM t JOIN kept USING (id) WHERE t.body = kept.body") == 300);
+
+  // A sort larger than the page cache runs in temporary files.
+  CHECK(query(writer, "SELECT count(*) FROM (SELECT body FROM t ORDER BY body DESC)") == 300);
+  CHECK(query(writer, "SELECT count(DISTINCT body) FROM kept") == 300);
+
+  CHECK(integrity(writer) == "ok");
+  sqlite3_close(writer);
+  CHECK(disk.temporary_files_asked_for() == 0);
+}
