@@ -32,14 +32,6 @@ namespace {
 
 constexpr size_t kMaxBatch = 512;
 
-// A decision's savepoint and statement journals hold the pages it changed,
-// a few dozen at most; beyond this they go on in the writer's in-memory
-// temporary files (ledger/memory_file.h). Under 128 KiB, the size of one
-// write the unix VFS takes.
-constexpr int kJournalSpillBytes = 120 << 10;
-// Set once configure_sqlite_for_process() has made journals that size.
-std::atomic<bool> journals_in_large_chunks{false};
-
 OpenError open_error(OpenErrorCode code, const std::string& path, const std::string& what) {
   return OpenError{code, "ledger " + path + ": " + what};
 }
@@ -614,21 +606,16 @@ std::unique_ptr<SQLite::Database> connect(const std::string& path, bool memory, 
   std::optional<BatchedLogVfs> vfs;  // registered only while the connection is opened
   if (writer && !memory) vfs.emplace();
   const std::string file = memory ? ":memory:" : sqlite_file_name(path);
-  const bool own_vfs = vfs && vfs->name() != nullptr;
   auto db = std::make_unique<SQLite::Database>(file.c_str(), flags, static_cast<int>(busy_timeout_ms),
-                                               own_vfs ? vfs->name() : nullptr);
+                                               vfs ? vfs->name() : nullptr);
   vfs.reset();
   // An answer is given only after its decision is on disk.
   db->exec("PRAGMA synchronous = FULL");
   // Savepoint and statement journals (and sorts) stay in memory, however
   // large: a decision needs no temporary file, so a full or unwritable
   // /var/tmp never refuses one, nor reads as the ledger's disk failing.
-  // The writer's VFS keeps its temporary files in memory, so its journals
-  // may "spill" there, and SQLite then holds each in one chunk of the spill
-  // size instead of a malloc per KiB (every page a statement changes is
-  // copied to its journal first).
-  const bool temporary_files_in_memory = own_vfs && journals_in_large_chunks.load();
-  db->exec(temporary_files_in_memory ? "PRAGMA temp_store = FILE" : "PRAGMA temp_store = MEMORY");
+  // (SQLite's larger journal chunks come only with spilling to such a file.)
+  db->exec("PRAGMA temp_store = MEMORY");
   return db;
 }
 
@@ -712,7 +699,6 @@ const char* open_error_name(OpenErrorCode code) {
 
 void configure_sqlite_for_process() {
   sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-  if (sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, kJournalSpillBytes) == SQLITE_OK) journals_in_large_chunks = true;
 }
 
 std::variant<std::unique_ptr<Ledger>, OpenError> open_sqlite_ledger(const std::string& path,

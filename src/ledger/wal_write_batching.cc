@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "ledger/memory_file.h"
-
 namespace effectfence {
 namespace {
 
@@ -23,10 +21,6 @@ constexpr size_t kMaxWrite = 0x1f000;
 // The shared-memory lock slot of the log's single writer, fixed by SQLite's
 // WAL format.
 constexpr int kWriteLockSlot = 0;
-// The files SQLite opens only for itself and deletes on close: statement,
-// savepoint and sort journals, temporary tables. They live in memory.
-constexpr int kTemporaryFiles =
-    SQLITE_OPEN_TEMP_DB | SQLITE_OPEN_TRANSIENT_DB | SQLITE_OPEN_TEMP_JOURNAL | SQLITE_OPEN_SUBJOURNAL;
 
 // Writes to a log file not yet handed to the kernel: bytes, contiguous,
 // starting at offset. failed: a write of gathered bytes failed once, so
@@ -185,18 +179,10 @@ int vfs_open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, 
   f->gathered = nullptr;
   f->owner = owner(vfs);
   sqlite3_vfs* wrapped = base(vfs);
-  const bool temporary = (flags & kTemporaryFiles) != 0;
-  const int inner_size = temporary ? memory_file_size() : wrapped->szOsFile;
-  auto* inner = static_cast<sqlite3_file*>(sqlite3_malloc(inner_size));
+  auto* inner = static_cast<sqlite3_file*>(sqlite3_malloc(wrapped->szOsFile));
   if (!inner) return SQLITE_NOMEM;
-  std::memset(inner, 0, static_cast<size_t>(inner_size));
-  int rc = SQLITE_OK;
-  if (temporary) {
-    rc = open_memory_file(inner);
-    if (out_flags) *out_flags = flags;
-  } else {
-    rc = wrapped->xOpen(wrapped, name, inner, flags, out_flags);
-  }
+  std::memset(inner, 0, static_cast<size_t>(wrapped->szOsFile));
+  const int rc = wrapped->xOpen(wrapped, name, inner, flags, out_flags);
   if (rc != SQLITE_OK) {
     if (inner->pMethods) inner->pMethods->xClose(inner);
     sqlite3_free(inner);

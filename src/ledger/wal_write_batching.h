@@ -9,10 +9,7 @@
 // before anything could need them: before the log is synced, read,
 // truncated or sized, before any file-control call, and whenever a write
 // does not follow the gathered ones (SQLite rewrites frames it already
-// wrote) or the buffer is full. The connection's temporary files
-// (journals of statements, savepoints and sorts; temporary tables) are kept
-// in memory (ledger/memory_file.h) and never reach the wrapped VFS. Every
-// other file passes straight through.
+// wrote) or the buffer is full. Every other file passes straight through.
 //
 // Bytes still gathered when the connection gives up the log's write lock
 // belong to a transaction that rolled back, and are dropped: written later,
