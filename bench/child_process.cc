@@ -36,8 +36,9 @@ void set_nonblocking(int fd) {
 
 double timeval_seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; }
 
-// One field of a /proc .../io file ("syscr:", "write_bytes:"), or -1.
-double io_field(const std::string& path, const std::string& field) {
+}  // namespace
+
+double proc_io_field(const std::string& path, const std::string& field) {
   std::ifstream in(path);
   for (std::string name; in >> name;) {
     double value = 0;
@@ -46,8 +47,6 @@ double io_field(const std::string& path, const std::string& field) {
   }
   return -1;
 }
-
-}  // namespace
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& stderr_path) {
   int in[2];
@@ -161,7 +160,7 @@ double ChildProcess::cpu_seconds() const {
 }
 
 double ChildProcess::disk_write_bytes() const {
-  return io_field("/proc/" + std::to_string(pid_) + "/io", "write_bytes:");
+  return proc_io_field("/proc/" + std::to_string(pid_) + "/io", "write_bytes:");
 }
 
 std::map<pid_t, ThreadTimes> ChildProcess::thread_times() const {
@@ -180,7 +179,7 @@ std::map<pid_t, ThreadTimes> ChildProcess::thread_times() const {
       std::ifstream comm(task + "/comm");
       std::getline(comm, name);
       threads[static_cast<pid_t>(std::stol(entry->d_name))] =
-          ThreadTimes{name, run_ns / 1e9, wait_ns / 1e9, io_field(task + "/io", "syscr:")};
+          ThreadTimes{name, run_ns / 1e9, wait_ns / 1e9, proc_io_field(task + "/io", "syscr:")};
     }
   }
   ::closedir(dir);

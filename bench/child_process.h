@@ -12,6 +12,10 @@
 
 namespace effectfence::bench {
 
+// One field of a /proc/.../io file ("write_bytes:", "syscr:"), or -1 where
+// the kernel does not say.
+double proc_io_field(const std::string& path, const std::string& field);
+
 // From /proc/PID/task/TID/schedstat: time on a CPU, and time runnable but
 // waiting for one (what other processes on a busy machine cost us); from
 // /proc/PID/task/TID/io, the read calls it made (a ledger's pages its cache

@@ -26,6 +26,8 @@
 
 #include <libpq-fe.h>
 
+#include "child_process.h"
+
 namespace effectfence::bench {
 namespace {
 
@@ -132,15 +134,7 @@ bool read_stat(pid_t pid, ProcStat* out) {
   return true;
 }
 
-double write_bytes_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/io");
-  for (std::string name; in >> name;) {
-    double value = 0;
-    if (!(in >> value)) break;
-    if (name == "write_bytes:") return value;
-  }
-  return -1;
-}
+double write_bytes_of(pid_t pid) { return proc_io_field("/proc/" + std::to_string(pid) + "/io", "write_bytes:"); }
 
 double file_bytes_under(const std::string& path) {
   struct stat st {};

@@ -360,15 +360,7 @@ void add_thread_deltas(const std::map<pid_t, ThreadTimes>& before, const std::ma
 }
 
 // What this process's writes have sent towards the disk so far, or -1.
-double own_disk_write_bytes() {
-  std::ifstream in("/proc/self/io");
-  for (std::string name; in >> name;) {
-    double value = 0;
-    if (!(in >> value)) break;
-    if (name == "write_bytes:") return value;
-  }
-  return -1;
-}
+double own_disk_write_bytes() { return proc_io_field("/proc/self/io", "write_bytes:"); }
 
 void add_disk_bytes(double before, double after, Tally* tally) {
   if (before < 0 || after < 0) tally->disk_known = false;
